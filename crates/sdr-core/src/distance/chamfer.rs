@@ -1,0 +1,30 @@
+//! Symmetric Chamfer distance.
+//!
+//! $$\mathcal D_{\mathrm{Chamfer}}(A,B) = \tfrac12\Bigl(\frac1n\sum_{i=1}^n \min_j M_{ij}
+//!   + \frac1m\sum_{j=1}^m \min_i M_{ij}\Bigr)$$
+//!
+//! where `M` is the `n x m` cosine cost matrix. Range `[0, 1]`.
+//! Reference: paper appendix A, Eq. (chamfer).
+
+use crate::cost::CostMatrix;
+
+/// Row minima and column minima of `M` in one pass.
+pub(crate) fn row_col_minima(m: &CostMatrix) -> (Vec<f64>, Vec<f64>) {
+    let mut rmin = vec![f64::INFINITY; m.n];
+    let mut cmin = vec![f64::INFINITY; m.m];
+    for i in 0..m.n {
+        for (j, &c) in m.row(i).iter().enumerate() {
+            rmin[i] = rmin[i].min(c);
+            cmin[j] = cmin[j].min(c);
+        }
+    }
+    (rmin, cmin)
+}
+
+/// Chamfer distance from a cost matrix with `n, m >= 1`.
+pub fn chamfer(m: &CostMatrix) -> f64 {
+    let (rmin, cmin) = row_col_minima(m);
+    let a = rmin.iter().sum::<f64>() / m.n as f64;
+    let b = cmin.iter().sum::<f64>() / m.m as f64;
+    0.5 * (a + b)
+}

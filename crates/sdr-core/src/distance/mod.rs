@@ -1,0 +1,39 @@
+//! Set-to-set distances (paper appendix A, SPEC §3).
+//!
+//! One file per family. Every distance takes the cosine cost matrix
+//! `M[i][j] = d(a_i, b_j)` (see [`crate::cost`]); the OT family works on
+//! `M~ = M / max(M)` and is 0 when `max(M) = 0`. Masses are uniform,
+//! `p = 1/n`, `q = 1/m`.
+//!
+//! [`Metric`] is a parsed metric spec; its [`Display`](std::fmt::Display) is
+//! the canonical spec string used as output key everywhere (`sinkhorn:eps=0.1`).
+
+pub mod chamfer;
+pub mod gw;
+pub mod hausdorff;
+pub mod hungarian;
+pub mod ot;
+pub mod partial;
+pub mod sinkhorn;
+mod spec;
+pub mod uot;
+
+pub use spec::{Metric, Rho};
+
+/// Outcome of an iterative or exact solver, like POT's `OTResult`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SolverResult {
+    /// The distance value (what the metric reports).
+    pub value: f64,
+    /// Transport plan / coupling, row-major `n x m` (empty when not applicable).
+    pub plan: Vec<f64>,
+    /// Iterations used (0 for closed-form or exact combinatorial solvers).
+    pub iterations: usize,
+    /// Whether the stopping criterion was met within `max_iter`.
+    pub converged: bool,
+}
+
+/// Uniform masses `1/n`.
+pub fn uniform(n: usize) -> Vec<f64> {
+    vec![1.0 / n as f64; n]
+}

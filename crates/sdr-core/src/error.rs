@@ -1,0 +1,44 @@
+//! The one error type of `sdr-core`. Every variant names the offending input.
+
+use thiserror::Error;
+
+/// Which of the two sets of a pair an error refers to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    A,
+    B,
+}
+
+impl std::fmt::Display for Side {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Side::A => "a",
+            Side::B => "b",
+        })
+    }
+}
+
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum SdrError {
+    #[error("set `{set}` is empty")]
+    EmptySet { set: Side },
+    #[error("set `{set}` row {row} is not finite (NaN or infinite component)")]
+    NonFiniteVector { set: Side, row: usize },
+    #[error("set `{set}` row {row} is the zero vector (cosine undefined)")]
+    ZeroVector { set: Side, row: usize },
+    #[error("set `{set}` row {row} has dimension {got}, expected {expected}")]
+    DimensionMismatch {
+        set: Side,
+        row: usize,
+        expected: usize,
+        got: usize,
+    },
+    #[error("unknown metric `{0}` (known: chamfer, hausdorff, ot, sinkhorn, uot, gw, hung-nn, hung-pen, pot)")]
+    UnknownMetric(String),
+    #[error("metric `{metric}`: {message}")]
+    BadMetricParameter { metric: String, message: String },
+    #[error("reference {index}: section `{section}` is empty")]
+    EmptySection { index: usize, section: &'static str },
+}
+
+pub type Result<T> = std::result::Result<T, SdrError>;

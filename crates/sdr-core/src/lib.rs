@@ -1,0 +1,13 @@
+//! SDR core: reports -> sections -> sentences, and set-to-set distances over
+//! already-embedded sentence sets.
+//!
+//! Paper: *SDR: Set-Distance Rewards for Radiology Report Generation*.
+//! This crate has no ML dependencies; embeddings come from `sdr-embed`.
+
+pub mod cost;
+pub mod distance;
+pub mod error;
+
+pub use cost::{cosine_cost, CostMatrix, EmbeddingSet, SetView};
+pub use distance::Metric;
+pub use error::{Result, SdrError, Side};
