@@ -1,1 +1,47 @@
-fn main() {}
+//! `sdr`: set-distance rewards for radiology report generation.
+//!
+//! A thin command line over the SDR crates: each subcommand lives in
+//! `commands/<name>.rs` and does only I/O and argument handling.
+
+use clap::{Parser, Subcommand};
+
+mod commands;
+mod jsonl;
+
+#[derive(Parser)]
+#[command(
+    name = "sdr",
+    version,
+    about = "Set-distance rewards for radiology report generation",
+    long_about = "Set-distance rewards for radiology report generation.\n\n\
+        Reports are split into Findings and Impression sentence sets, embedded, \
+        and compared with set-to-set distances (Chamfer, Hausdorff, OT, Sinkhorn, \
+        unbalanced OT, Gromov-Wasserstein, Hungarian variants, partial OT).\n\
+        Input and output are JSON Lines unless a subcommand says otherwise; errors \
+        are one line on stderr naming the input line, with a non-zero exit."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Set-to-set distances between pairs of vector sets (JSON Lines in/out).
+    Distances(commands::distances::Args),
+    /// Split reports into Findings / Impression sentence lists (JSON Lines in/out).
+    Parse(commands::parse::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Distances(args) => commands::distances::run(args),
+        Command::Parse(args) => commands::parse::run(args),
+    };
+    if let Err(err) = result {
+        // One line: the chain of causes joined, so scripts can grep it.
+        eprintln!("sdr: error: {err:#}");
+        std::process::exit(1);
+    }
+}

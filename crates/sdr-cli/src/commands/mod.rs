@@ -1,0 +1,2 @@
+pub mod distances;
+pub mod parse;

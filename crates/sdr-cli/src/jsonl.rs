@@ -1,0 +1,137 @@
+//! JSON Lines input and output shared by the subcommands.
+//!
+//! Errors always name the input (file name or `<stdin>`) and the 1-based line.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+/// Where JSON Lines come from: a file or standard input.
+pub struct Input {
+    pub name: String,
+    reader: Box<dyn BufRead>,
+}
+
+impl Input {
+    /// Open `path`, or standard input when it is `None` or `-`.
+    pub fn open(path: Option<&Path>) -> Result<Input> {
+        match path {
+            None => Ok(Self::stdin()),
+            Some(p) if p == Path::new("-") => Ok(Self::stdin()),
+            Some(p) => {
+                let file = File::open(p).with_context(|| format!("cannot open {}", p.display()))?;
+                Ok(Input {
+                    name: p.display().to_string(),
+                    reader: Box::new(BufReader::with_capacity(1 << 20, file)),
+                })
+            }
+        }
+    }
+
+    fn stdin() -> Input {
+        Input {
+            name: "<stdin>".to_string(),
+            reader: Box::new(BufReader::with_capacity(1 << 20, io::stdin())),
+        }
+    }
+
+    /// Read up to `max` non-blank lines as `(line_number, text)`. An empty
+    /// result means end of input. Invalid UTF-8 is an error naming the line.
+    pub fn next_chunk(&mut self, max: usize, line_no: &mut usize) -> Result<Vec<(usize, String)>> {
+        let mut out = Vec::new();
+        let mut buf = Vec::new();
+        while out.len() < max {
+            buf.clear();
+            let n = self
+                .reader
+                .read_until(b'\n', &mut buf)
+                .with_context(|| format!("{}: read failed", self.name))?;
+            if n == 0 {
+                break;
+            }
+            *line_no += 1;
+            let text = String::from_utf8(std::mem::take(&mut buf))
+                .map_err(|_| anyhow::anyhow!("{}:{}: not valid UTF-8", self.name, line_no))?;
+            if text.trim().is_empty() {
+                continue;
+            }
+            out.push((*line_no, text));
+        }
+        Ok(out)
+    }
+
+    /// The whole input as text (for line-oriented, non-JSON inputs).
+    #[allow(dead_code)]
+    pub fn read_to_string(mut self) -> Result<String> {
+        let mut s = String::new();
+        self.reader
+            .read_to_string(&mut s)
+            .with_context(|| format!("{}: read failed or not UTF-8", self.name))?;
+        Ok(s)
+    }
+}
+
+/// Parse one JSON line into `T`. The error says where in the line it failed
+/// (the caller adds the input name and line number).
+pub fn parse_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T> {
+    serde_json::from_str(text.trim_end()).map_err(|e| {
+        let msg = e.to_string();
+        // serde_json appends " at line L column C"; within one line only C matters.
+        let msg = msg.split(" at line ").next().unwrap_or(&msg).to_string();
+        anyhow::anyhow!("invalid JSON at column {}: {msg}", e.column())
+    })
+}
+
+/// Buffered output to a file (written atomically: temp file + rename on
+/// [`Output::finish`]) or to standard output.
+pub struct Output {
+    writer: Box<dyn Write>,
+    rename: Option<(PathBuf, PathBuf)>,
+}
+
+impl Output {
+    pub fn create(path: Option<&Path>) -> Result<Output> {
+        match path {
+            None => Ok(Output {
+                writer: Box::new(BufWriter::with_capacity(1 << 20, io::stdout().lock())),
+                rename: None,
+            }),
+            Some(p) if p == Path::new("-") => Self::create(None),
+            Some(p) => {
+                let tmp = temp_path(p);
+                let file = File::create(&tmp)
+                    .with_context(|| format!("cannot create {}", tmp.display()))?;
+                Ok(Output {
+                    writer: Box::new(BufWriter::with_capacity(1 << 20, file)),
+                    rename: Some((tmp, p.to_path_buf())),
+                })
+            }
+        }
+    }
+
+    pub fn writer(&mut self) -> &mut dyn Write {
+        &mut self.writer
+    }
+
+    /// Flush, and move a file output into place.
+    pub fn finish(mut self) -> Result<()> {
+        self.writer.flush().context("cannot write output")?;
+        drop(self.writer);
+        if let Some((tmp, dest)) = self.rename.take() {
+            std::fs::rename(&tmp, &dest)
+                .with_context(|| format!("cannot move {} to {}", tmp.display(), dest.display()))?;
+        }
+        Ok(())
+    }
+}
+
+/// `dir/.name.tmp-<pid>` beside the destination, so the rename is atomic.
+pub fn temp_path(dest: &Path) -> PathBuf {
+    let name = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out".into());
+    dest.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
+}
