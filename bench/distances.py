@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Throughput of every SDR metric in Rust against POT/SciPy, same pairs, same run.
+
+    python bench/distances.py [--pairs 10000] [--budget 30]
+
+Generates PAIRS seeded set pairs (sizes 3..12 per side, 768-d, clustered like
+sentence embeddings), times each metric spec with the Python peers (numpy for
+Chamfer/Hausdorff, POT for OT/Sinkhorn/UOT/GW/partial OT, SciPy for Hungarian),
+then runs the Rust `bench-distances` binary (release) on the same pairs and
+prints a Markdown table: pairs/s for Python, Rust on 1 thread and Rust on all
+threads, the ratios, and the largest |Rust - Python| value difference.
+
+A Python metric that has not finished all pairs after BUDGET seconds is timed
+on the pairs it finished (the table says how many); Rust always runs all pairs.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+import numpy as np
+import ot
+from scipy.optimize import linear_sum_assignment
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+SPECS = [
+    "chamfer", "hausdorff", "ot",
+    "sinkhorn:eps=0.01", "sinkhorn:eps=0.1", "sinkhorn:eps=0.5",
+    "uot:eps=0.1,tau=0.5", "uot:eps=0.1,tau=1", "gw:eps=0.1",
+    "hung-nn", "hung-pen:alpha=0.1", "hung-pen:alpha=0.5",
+    "pot:rho=adaptive", "pot:rho=0.5", "pot:rho=0.8",
+]
+
+
+def make_pairs(count, dim, seed):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(64, dim))
+    pairs = []
+    for _ in range(count):
+        n, m = rng.integers(3, 13, size=2)
+        def one(k):
+            idx = rng.integers(0, 64, size=k)
+            return centres[idx] + 0.6 * rng.normal(size=(k, dim))
+        pairs.append((one(n), one(m)))
+    return pairs
+
+
+def cost(a, b):
+    an = a / np.linalg.norm(a, axis=1, keepdims=True)
+    bn = b / np.linalg.norm(b, axis=1, keepdims=True)
+    return np.clip((1.0 - an @ bn.T) / 2.0, 0.0, 1.0)
+
+
+def normalized(M):
+    mx = M.max()
+    return None if mx <= 0 else M / mx
+
+
+def hung(M, alpha=None):
+    n, m = M.shape
+    T = M if n <= m else M.T
+    r, c = linear_sum_assignment(T)
+    matched = T[r, c].sum()
+    if alpha is not None:
+        return matched / min(n, m) + alpha * abs(n - m)
+    unmatched = np.setdiff1d(np.arange(T.shape[1]), c)
+    return (matched + T[:, unmatched].min(axis=0).sum()) / max(n, m)
+
+
+def python_metric(spec):
+    """Per-pair function computing `spec` the way a Python user would."""
+    def uniform(M):
+        n, m = M.shape
+        return np.full(n, 1.0 / n), np.full(m, 1.0 / m)
+
+    def ot_family(solve):
+        def f(a, b):
+            Mt = normalized(cost(a, b))
+            if Mt is None:
+                return 0.0
+            p, q = uniform(Mt)
+            return solve(p, q, Mt)
+        return f
+
+    name, _, params = spec.partition(":")
+    kv = dict(x.split("=") for x in params.split(",")) if params else {}
+    if name == "chamfer":
+        return lambda a, b: (lambda M: 0.5 * (M.min(1).mean() + M.min(0).mean()))(cost(a, b))
+    if name == "hausdorff":
+        return lambda a, b: (lambda M: max(M.min(1).max(), M.min(0).max()))(cost(a, b))
+    if name == "ot":
+        return ot_family(lambda p, q, M: ot.emd2(p, q, M, numItermax=10**7))
+    if name == "sinkhorn":
+        eps = float(kv["eps"])
+        return ot_family(lambda p, q, M: float((ot.sinkhorn(
+            p, q, M, eps, method="sinkhorn_log", stopThr=1e-9, numItermax=10**6) * M).sum()))
+    if name == "uot":
+        eps, tau = float(kv["eps"]), float(kv["tau"])
+        return ot_family(lambda p, q, M: float((ot.unbalanced.sinkhorn_unbalanced(
+            p, q, M, eps, tau, reg_type="entropy", stopThr=1e-9, numItermax=10**6) * M).sum()))
+    if name == "gw":
+        eps = float(kv["eps"])
+
+        def gw(a, b):
+            if min(len(a), len(b)) < 2:
+                return 1.0
+            Ca, Cb = cost(a, a), cost(b, b)
+            Ca = Ca / Ca.max() if Ca.max() > 0 else Ca
+            Cb = Cb / Cb.max() if Cb.max() > 0 else Cb
+            p, q = np.full(len(a), 1 / len(a)), np.full(len(b), 1 / len(b))
+            T = ot.gromov.entropic_gromov_wasserstein(Ca, Cb, p, q, "square_loss", epsilon=eps)
+            constC, hC1, hC2 = ot.gromov.init_matrix(Ca, Cb, p, q, "square_loss")
+            return float(ot.gromov.gwloss(constC, hC1, hC2, T))
+        return gw
+    if name == "hung-nn":
+        return lambda a, b: hung(cost(a, b))
+    if name == "hung-pen":
+        alpha = float(kv["alpha"])
+        return lambda a, b: hung(cost(a, b), alpha)
+    if name == "pot":
+        rho = kv["rho"]
+
+        def pot(a, b):
+            Mt = normalized(cost(a, b))
+            if Mt is None:
+                return 0.0
+            p, q = uniform(Mt)
+            r = min(Mt.shape) / max(Mt.shape) if rho == "adaptive" else float(rho)
+            return float(ot.partial.partial_wasserstein2(p, q, Mt, m=r))
+        return pot
+    raise ValueError(spec)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pairs", type=int, default=10000)
+    ap.add_argument("--dim", type=int, default=768)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--budget", type=float, default=30.0, help="max Python seconds per metric")
+    ap.add_argument("--out", default=None, help="also write the table (Markdown) here")
+    args = ap.parse_args()
+
+    pairs = make_pairs(args.pairs, args.dim, args.seed)
+    tmp = tempfile.mkdtemp(prefix="sdr-bench-")
+    with open(os.path.join(tmp, "pairs.json"), "w") as f:
+        json.dump({"dim": args.dim, "sizes": [[len(a), len(b)] for a, b in pairs]}, f)
+    with open(os.path.join(tmp, "pairs.bin"), "wb") as f:
+        for a, b in pairs:
+            f.write(np.ascontiguousarray(a, dtype="<f8").tobytes())
+            f.write(np.ascontiguousarray(b, dtype="<f8").tobytes())
+
+    print(f"building the Rust side (release) ...", file=sys.stderr)
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "sdr-bench", "--bin", "bench-distances"],
+                   cwd=ROOT, check=True)
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+    print(f"Rust: {len(pairs)} pairs x {len(SPECS)} metrics ...", file=sys.stderr)
+    rust = json.loads(subprocess.run(
+        [os.path.join(target, "release", "bench-distances"),
+         os.path.join(tmp, "pairs.json"), os.path.join(tmp, "pairs.bin")],
+        check=True, capture_output=True, text=True).stdout)
+
+    rows = []
+    warnings.simplefilter("ignore")
+    for spec in SPECS:
+        f = python_metric(spec)
+        for a, b in pairs[:20]:  # warm-up
+            f(a, b)
+        vals = []
+        t0 = time.perf_counter()
+        for a, b in pairs:
+            vals.append(f(a, b))
+            if time.perf_counter() - t0 > args.budget:
+                break
+        py_s = time.perf_counter() - t0
+        done = len(vals)
+        r = rust[spec]
+        py_rate = done / py_s
+        r1 = len(pairs) / r["single"]
+        rp = len(pairs) / r["parallel"]
+        diff = float(np.max(np.abs(np.array(vals) - np.array(r["values"][:done]))))
+        rows.append((spec, done, py_rate, r1, rp, r1 / py_rate, rp / py_rate, diff))
+        print(f"  {spec}: python {py_rate:,.0f}/s over {done} pairs", file=sys.stderr)
+
+    lines = [
+        f"Pairs: {len(pairs)} (sizes 3-12 per side, {args.dim}-d), Rust threads: {rust['threads']}, "
+        f"POT {ot.__version__}, numpy {np.__version__}",
+        "",
+        "| metric | Python pairs timed | Python pairs/s | Rust 1-thread pairs/s | Rust all-threads pairs/s "
+        "| ratio 1-thread | ratio all-threads | max abs diff |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for spec, done, py, r1, rp, x1, xp, diff in rows:
+        lines.append(f"| `{spec}` | {done} | {py:,.0f} | {r1:,.0f} | {rp:,.0f} | {x1:,.0f}x | {xp:,.0f}x | {diff:.1e} |")
+    table = "\n".join(lines)
+    print(table)
+    if args.out:
+        with open(args.out + ".tmp", "w") as f:
+            f.write(table + "\n")
+        os.replace(args.out + ".tmp", args.out)
+
+
+if __name__ == "__main__":
+    main()
