@@ -7,6 +7,7 @@
 pub mod cost;
 pub mod distance;
 pub mod error;
+pub mod reward;
 
 pub use cost::{cosine_cost, CostMatrix, EmbeddingSet, SetView};
 pub use distance::Metric;

@@ -1,0 +1,157 @@
+//! Reward composition for GRPO (paper §3.2, SPEC §4), over embedded sections.
+//!
+//! $$R^S_{\mathrm{sem}} = 1 - \min\bigl(\mathcal D(E^S(\hat y), E^S(y)), 1\bigr),\quad
+//!   R_{\mathrm{sem}} = R^F_{\mathrm{sem}} + R^I_{\mathrm{sem}},\quad
+//!   R = \lambda_{\mathrm{fmt}} R_{\mathrm{fmt}} + \lambda_{\mathrm{sem}} R_{\mathrm{sem}}$$
+//!
+//! where `S` ranges over Findings (F) and Impression (I), `E^S` is the set of
+//! sentence embeddings of section `S`, and `R_sem = 0` whenever `R_fmt = 0`
+//! (a malformed generation is penalised through both terms). The `min(., 1)`
+//! keeps hung-pen, the one unbounded metric, from making rewards negative.
+
+use crate::cost::SetView;
+use crate::distance::Metric;
+use crate::error::{Result, SdrError};
+
+/// Weights and metric of the combined reward.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RewardConfig {
+    pub metric: Metric,
+    /// `lambda_fmt` (paper: 1).
+    pub format_weight: f64,
+    /// `lambda_sem` (paper: 1).
+    pub semantic_weight: f64,
+}
+
+impl Default for RewardConfig {
+    fn default() -> Self {
+        RewardConfig {
+            metric: Metric::Chamfer,
+            format_weight: 1.0,
+            semantic_weight: 1.0,
+        }
+    }
+}
+
+/// The reward and its components, for logging.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
+pub struct RewardBreakdown {
+    /// `R_fmt` in {0, 1}.
+    pub format: f64,
+    /// `R_sem^F` in [0, 1].
+    pub findings: f64,
+    /// `R_sem^I` in [0, 1].
+    pub impression: f64,
+    /// `lambda_fmt * R_fmt + lambda_sem * (R_sem^F + R_sem^I)`.
+    pub reward: f64,
+}
+
+/// Embedded Findings and Impression of one report.
+#[derive(Debug, Clone, Copy)]
+pub struct EmbeddedSections<'a> {
+    pub findings: SetView<'a>,
+    pub impression: SetView<'a>,
+}
+
+/// `1 - min(D(generated, reference), 1)` for one section.
+pub fn section_reward(
+    metric: &Metric,
+    generated: &SetView<'_>,
+    reference: &SetView<'_>,
+) -> Result<f64> {
+    Ok(1.0 - metric.distance(generated, reference)?.min(1.0))
+}
+
+/// The combined reward of one generation against its reference.
+///
+/// `generated` is `None` when the generation failed the format check.
+/// `index` names the sample in errors (an empty reference section is an
+/// input error, SPEC §4).
+///
+/// ```
+/// use sdr_core::{reward::*, SetView};
+/// let f = [1.0, 0.0, 0.0, 1.0];
+/// let i = [1.0, 1.0];
+/// let refs = EmbeddedSections { findings: SetView::new(&f, 2), impression: SetView::new(&i, 2) };
+/// let r = reward(&RewardConfig::default(), Some(&refs), &refs, 0).unwrap();
+/// assert_eq!(r.reward, 3.0); // format 1 + two perfect sections
+/// let r = reward(&RewardConfig::default(), None, &refs, 0).unwrap();
+/// assert_eq!(r.reward, 0.0);
+/// ```
+pub fn reward(
+    config: &RewardConfig,
+    generated: Option<&EmbeddedSections<'_>>,
+    reference: &EmbeddedSections<'_>,
+    index: usize,
+) -> Result<RewardBreakdown> {
+    if reference.findings.n == 0 {
+        return Err(SdrError::EmptySection {
+            index,
+            section: "findings",
+        });
+    }
+    if reference.impression.n == 0 {
+        return Err(SdrError::EmptySection {
+            index,
+            section: "impression",
+        });
+    }
+    let Some(gen) = generated else {
+        return Ok(RewardBreakdown::default());
+    };
+    let findings = section_reward(&config.metric, &gen.findings, &reference.findings)?;
+    let impression = section_reward(&config.metric, &gen.impression, &reference.impression)?;
+    Ok(RewardBreakdown {
+        format: 1.0,
+        findings,
+        impression,
+        reward: config.format_weight + config.semantic_weight * (findings + impression),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_reference_section_is_an_error() {
+        let f = [1.0, 0.0];
+        let empty: [f64; 0] = [];
+        let refs = EmbeddedSections {
+            findings: SetView::new(&f, 2),
+            impression: SetView::new(&empty, 2),
+        };
+        let err = reward(&RewardConfig::default(), None, &refs, 7).unwrap_err();
+        assert_eq!(
+            err,
+            SdrError::EmptySection {
+                index: 7,
+                section: "impression"
+            }
+        );
+    }
+
+    #[test]
+    fn hung_pen_is_clamped_and_weights_apply() {
+        let g = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0];
+        let r = [1.0, 0.0];
+        let gen = EmbeddedSections {
+            findings: SetView::new(&g, 2),
+            impression: SetView::new(&r, 2),
+        };
+        let refs = EmbeddedSections {
+            findings: SetView::new(&r, 2),
+            impression: SetView::new(&r, 2),
+        };
+        let cfg = RewardConfig {
+            metric: "hung-pen:alpha=0.5".parse().unwrap(),
+            format_weight: 0.5,
+            semantic_weight: 2.0,
+        };
+        let out = reward(&cfg, Some(&gen), &refs, 0).unwrap();
+        // |3 - 1| * 0.5 = 1 already: the Findings distance is clamped to 1.
+        assert_eq!(out.findings, 0.0);
+        assert_eq!(out.impression, 1.0);
+        assert_eq!(out.reward, 0.5 + 2.0 * 1.0);
+    }
+}
