@@ -4,9 +4,7 @@
 //! `commands/<name>.rs` and does only I/O and argument handling.
 
 use clap::{Parser, Subcommand};
-
-mod commands;
-mod jsonl;
+use sdr_cli::commands;
 
 #[derive(Parser)]
 #[command(

@@ -78,7 +78,9 @@ pub fn run(args: Args) -> Result<()> {
     output.finish()
 }
 
-fn compute_line(text: &str, metrics: &[Metric]) -> Result<Vec<f64>> {
+/// Parse one input line and compute `metrics`; the error names the fault
+/// (the caller adds the input name and line number).
+pub fn compute_line(text: &str, metrics: &[Metric]) -> Result<Vec<f64>> {
     let pair: Pair = parse_json(text)?;
     let a = EmbeddingSet::from_rows(&pair.a, Side::A)?;
     let b = EmbeddingSet::from_rows(&pair.b, Side::B)?;
