@@ -72,8 +72,7 @@ impl EmbeddingSet {
             if v.iter().any(|x| !x.is_finite()) {
                 return Err(SdrError::NonFiniteVector { set, row });
             }
-            let norm2: f64 = v.iter().map(|x| x * x).sum();
-            if norm2 == 0.0 || !norm2.is_finite() {
+            if v.iter().all(|&x| x == 0.0) {
                 return Err(SdrError::ZeroVector { set, row });
             }
         }
@@ -147,10 +146,17 @@ impl CostMatrix {
     }
 }
 
-fn inv_norms(s: &SetView<'_>) -> Vec<f64> {
-    (0..s.n)
-        .map(|i| 1.0 / s.row(i).iter().map(|x| x * x).sum::<f64>().sqrt())
-        .collect()
+/// Rows scaled to unit norm. Scaling by the largest component first keeps
+/// the norm finite for huge (1e200) and non-zero for tiny (1e-300) vectors.
+fn unit_rows(s: &SetView<'_>) -> Vec<f64> {
+    let mut out = Vec::with_capacity(s.n * s.dim);
+    for i in 0..s.n {
+        let row = s.row(i);
+        let scale = row.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+        let norm = scale * row.iter().map(|x| (x / scale).powi(2)).sum::<f64>().sqrt();
+        out.extend(row.iter().map(|x| (x / scale) / (norm / scale)));
+    }
+    out
 }
 
 #[inline]
@@ -177,13 +183,13 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
 /// `a` and `b` must agree.
 pub fn cosine_cost(a: &SetView<'_>, b: &SetView<'_>) -> CostMatrix {
     assert_eq!(a.dim, b.dim, "sets of different dimension");
-    let ia = inv_norms(a);
-    let ib = inv_norms(b);
+    let ua = unit_rows(a);
+    let ub = unit_rows(b);
+    let d = a.dim;
     let mut data = Vec::with_capacity(a.n * b.n);
-    for i in 0..a.n {
-        let ai = a.row(i);
-        for j in 0..b.n {
-            let c = dot(ai, b.row(j)) * ia[i] * ib[j];
+    for ai in ua.chunks_exact(d) {
+        for bj in ub.chunks_exact(d) {
+            let c = dot(ai, bj);
             data.push(((1.0 - c) * 0.5).clamp(0.0, 1.0));
         }
     }
@@ -221,6 +227,16 @@ mod tests {
         assert_eq!((m.n, m.m), (2, 1));
         assert!((m.get(0, 0) - 1.0).abs() < 1e-15);
         assert!((m.get(1, 0) - 0.5).abs() < 1e-15);
+    }
+
+    #[test]
+    fn extreme_magnitudes_keep_their_direction() {
+        let a = EmbeddingSet::from_rows(&[vec![1e200, 1e200], vec![1e-300, 0.0]], Side::A).unwrap();
+        let b = EmbeddingSet::from_rows(&[vec![1.0, 1.0]], Side::B).unwrap();
+        let m = cosine_cost(&a.view(), &b.view());
+        assert!(m.get(0, 0).abs() < 1e-15);
+        let expected = (1.0 - 0.5f64.sqrt()) / 2.0;
+        assert!((m.get(1, 0) - expected).abs() < 1e-15);
     }
 
     #[test]
