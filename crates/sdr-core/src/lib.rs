@@ -7,8 +7,10 @@
 pub mod cost;
 pub mod distance;
 pub mod error;
+pub mod report;
 pub mod reward;
 
 pub use cost::{cosine_cost, CostMatrix, EmbeddingSet, SetView};
 pub use distance::Metric;
 pub use error::{Result, SdrError, Side};
+pub use report::{parse_plain, parse_report, parse_template, split_sentences, ParsedReport};

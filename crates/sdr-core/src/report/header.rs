@@ -1,0 +1,231 @@
+//! Section headers of plain-text reports (`Findings:`, `IMPRESSION:`,
+//! `**Findings:**`, `## Impression`, `INDICATION:`, ...).
+
+use super::segment::starts_with_ignore_case;
+
+/// What a header introduces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SectionKind {
+    Findings,
+    Impression,
+    /// A recognised section whose text is ignored (indication, comparison, ...).
+    Other,
+}
+
+/// Header names, lower-case ASCII; a space matches any run of spaces/tabs.
+/// Only `findings`/`impression` (and their singular/plural) feed the report;
+/// synonyms such as `conclusion` or `summary` are recognised so that their
+/// text does not leak into a section, but are *not* read as Impression
+/// (SPEC §1 names only `Findings:` and `Impression:`).
+const HEADERS: &[(&str, SectionKind)] = &[
+    ("findings", SectionKind::Findings),
+    ("finding", SectionKind::Findings),
+    ("impressions", SectionKind::Impression),
+    ("impression", SectionKind::Impression),
+    ("provisional findings impression", SectionKind::Other),
+    ("pfi", SectionKind::Other),
+    ("final report", SectionKind::Other),
+    ("wet read", SectionKind::Other),
+    ("addendum", SectionKind::Other),
+    ("indications", SectionKind::Other),
+    ("indication", SectionKind::Other),
+    ("clinical indications", SectionKind::Other),
+    ("clinical indication", SectionKind::Other),
+    ("history", SectionKind::Other),
+    ("clinical history", SectionKind::Other),
+    ("medical history", SectionKind::Other),
+    ("patient history", SectionKind::Other),
+    ("reason for exam", SectionKind::Other),
+    ("reason for examination", SectionKind::Other),
+    ("reason for study", SectionKind::Other),
+    ("reason", SectionKind::Other),
+    ("examination", SectionKind::Other),
+    ("exam", SectionKind::Other),
+    ("type of examination", SectionKind::Other),
+    ("reference exam", SectionKind::Other),
+    ("study", SectionKind::Other),
+    ("views", SectionKind::Other),
+    ("comparisons", SectionKind::Other),
+    ("comparison", SectionKind::Other),
+    ("technique", SectionKind::Other),
+    ("procedure", SectionKind::Other),
+    ("clinical information", SectionKind::Other),
+    ("clinical info", SectionKind::Other),
+    ("clinical data", SectionKind::Other),
+    ("clinical details", SectionKind::Other),
+    ("recommendations", SectionKind::Other),
+    ("recommendation", SectionKind::Other),
+    ("notifications", SectionKind::Other),
+    ("notification", SectionKind::Other),
+    ("conclusions", SectionKind::Other),
+    ("conclusion", SectionKind::Other),
+    ("summary", SectionKind::Other),
+    ("note", SectionKind::Other),
+    ("notes", SectionKind::Other),
+    ("disclaimer", SectionKind::Other),
+    ("report", SectionKind::Other),
+    ("radiology report", SectionKind::Other),
+    ("dictated by", SectionKind::Other),
+    ("signed by", SectionKind::Other),
+    ("electronically signed by", SectionKind::Other),
+];
+
+/// Where a header may stand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Position {
+    /// At a line start: markdown prefixes (`#`, `*`, `_`, `-`, `>`) allowed, and
+    /// the colon may be omitted when the header is alone on its line.
+    LineStart,
+    /// After a sentence end inside a line (`... normal. Impression: ...`):
+    /// only emphasis markers around it, and the colon is required.
+    Inline,
+}
+
+/// A header found at some position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Header {
+    pub kind: SectionKind,
+    /// First character of the section text (after colon and emphasis).
+    pub content_start: usize,
+}
+
+fn is_blank(ch: char) -> bool {
+    ch == ' ' || ch == '\t'
+}
+
+fn is_emphasis(ch: char) -> bool {
+    ch == '*' || ch == '_'
+}
+
+/// Matches `name` at `c[i..]` (ASCII case-insensitive; a space in `name`
+/// matches one or more blanks), ending at a word boundary. Returns the end.
+fn match_name(c: &[char], i: usize, name: &str) -> Option<usize> {
+    let mut k = i;
+    for word in name.split(' ') {
+        if k > i {
+            let blanks = c[k..].iter().take_while(|&&ch| is_blank(ch)).count();
+            if blanks == 0 {
+                return None;
+            }
+            k += blanks;
+        }
+        if !starts_with_ignore_case(c, k, word) {
+            return None;
+        }
+        k += word.len();
+    }
+    if c.get(k).is_some_and(|ch| ch.is_alphanumeric()) {
+        return None;
+    }
+    Some(k)
+}
+
+/// The header starting at `i`, if any (longest name wins).
+pub(crate) fn header_at(c: &[char], i: usize, position: Position) -> Option<Header> {
+    let n = c.len();
+    let mut k = i;
+    let prefix_limit = i + 12;
+    while k < n && k < prefix_limit {
+        let ch = c[k];
+        let prefix = match position {
+            Position::LineStart => is_blank(ch) || matches!(ch, '#' | '*' | '_' | '-' | '>'),
+            Position::Inline => is_emphasis(ch),
+        };
+        if !prefix {
+            break;
+        }
+        k += 1;
+    }
+    let mut best: Option<(usize, SectionKind)> = None;
+    for &(name, kind) in HEADERS {
+        if let Some(end) = match_name(c, k, name) {
+            if best.is_none_or(|(b, _)| end > b) {
+                best = Some((end, kind));
+            }
+        }
+    }
+    let (mut k, kind) = best?;
+    while k < n && (is_emphasis(c[k]) || is_blank(c[k])) {
+        k += 1;
+    }
+    // A short parenthetical before the colon: `PROVISIONAL FINDINGS IMPRESSION (PFI):`.
+    if c.get(k) == Some(&'(') {
+        if let Some(len) = c[k..]
+            .iter()
+            .take(24)
+            .position(|&ch| ch == ')' || ch == '\n')
+        {
+            if c[k + len] == ')' {
+                k += len + 1;
+                while k < n && (is_emphasis(c[k]) || is_blank(c[k])) {
+                    k += 1;
+                }
+            }
+        }
+    }
+    if matches!(c.get(k), Some(':' | '：')) {
+        k += 1;
+        while k < n && is_emphasis(c[k]) {
+            k += 1;
+        }
+        return Some(Header {
+            kind,
+            content_start: k,
+        });
+    }
+    if position == Position::LineStart && (k == n || c[k] == '\n') {
+        return Some(Header {
+            kind,
+            content_start: k,
+        });
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str, position: Position) -> Option<(SectionKind, String)> {
+        let c: Vec<char> = s.chars().collect();
+        header_at(&c, 0, position).map(|h| (h.kind, c[h.content_start..].iter().collect()))
+    }
+
+    #[test]
+    fn forms() {
+        use SectionKind::*;
+        let ls = Position::LineStart;
+        assert_eq!(at("Findings: x", ls), Some((Findings, " x".into())));
+        assert_eq!(at("FINDINGS:", ls), Some((Findings, "".into())));
+        assert_eq!(at("**Findings:** x", ls), Some((Findings, " x".into())));
+        assert_eq!(at("**Impression**: x", ls), Some((Impression, " x".into())));
+        assert_eq!(at("## Impression\nx", ls), Some((Impression, "\nx".into())));
+        assert_eq!(at(" IMPRESSION :\n", ls), Some((Impression, "\n".into())));
+        assert_eq!(
+            at("CLINICAL  INFORMATION: x", ls),
+            Some((Other, " x".into()))
+        );
+        assert_eq!(
+            at("Reason for examination: x", ls),
+            Some((Other, " x".into()))
+        );
+        assert_eq!(at("FINAL REPORT\n", ls), Some((Other, "\n".into())));
+        assert_eq!(
+            at("PROVISIONAL FINDINGS IMPRESSION (PFI): x", ls),
+            Some((Other, " x".into()))
+        );
+        assert_eq!(
+            at("Findings (portable): x", ls),
+            Some((Findings, " x".into()))
+        );
+        assert_eq!(at("Findings (x) are normal.", ls), None);
+        assert_eq!(at("Findings are normal.", ls), None);
+        assert_eq!(at("Findingsx: y", ls), None);
+        assert_eq!(at("## Findings: x", Position::Inline), None);
+        assert_eq!(at("Impression x", Position::Inline), None);
+        assert_eq!(
+            at("**Impression:** x", Position::Inline),
+            Some((Impression, " x".into()))
+        );
+    }
+}

@@ -1,0 +1,639 @@
+//! Rule-based, deterministic sentence segmentation (SPEC §1).
+//!
+//! The paper splits each section "using a standard sentence segmenter"; SDR
+//! pins its own rules so that rewards, corpus caches and evaluations agree
+//! byte for byte. The rules, in the order the scanner applies them:
+//!
+//! 1. **Normalisation.** `\r\n`, `\r` and Unicode line separators become `\n`;
+//!    the HTML remnants found in IU X-ray (`<BR>`, `&gt;`, `&lt;`, `&amp;`,
+//!    `&quot;`, `&#39;`, `&apos;`, `&nbsp;`) are decoded once (`<BR>` is a line break).
+//! 2. **Terminators** are runs of `.`, `!`, `?`, `…`, `。`, plus any closing
+//!    brackets/quotes right after them (`normal.)`, `normal.>]`). A run
+//!    followed by whitespace or the end of the text ends the sentence, except:
+//!    - a single `.` between digits (`1.5 cm`) or before a digit at a word
+//!      start (`.5 cm`) is a decimal point;
+//!    - a `?`/`.` glued to the *start* of a word (`?pneumonia`) is not a terminator;
+//!    - a single `.` after an abbreviation of class *never* (`Dr.`, `e.g.`,
+//!      `i.e.`, `vs.`, `approx.`, `St.`, `cf.`, `Fig.`, and `No.`/`Nos.` before a
+//!      digit) does not end the sentence;
+//!    - a single `.` after an abbreviation of class *conditional* (vertebral
+//!      levels `T9.`, `L1-L2.`; `etc.`, `p.m.`, `a.m.`, other dotted letters;
+//!      `pt.`, `min.`, `yrs.`, ...) ends the sentence only when a new sentence
+//!      follows: a capitalised word, an enumerator or the end of the text.
+//!      So `fracture of T9. The lungs ...` splits, `at T9. vertebral body` does
+//!      not. After `a.m.`/`p.m.`/dotted letters a de-identification token
+//!      (`XXXX`) does not count as a new sentence (`at XXXX p.m. XXXX/XXXX.`).
+//!    Units are not abbreviations: `measuring 7 mm. Exact ...` splits.
+//!    De-identification tokens are ordinary words: `XXXX.` and `___.` end a
+//!    sentence like any word, `XXXX` inside a sentence stays.
+//!    Ordinary words split on a period even before a lower-case word (IU X-ray
+//!    has `no pneumothoraces. heart size normal`).
+//! 3. **Missing space.** A terminator glued to the next word splits when that
+//!    word is capitalised (`apex.There are ...`, `XXXX.In the ...`) or when an
+//!    upper-case letter follows a lower-case one (`normal.CT`); never after a
+//!    *never* abbreviation (`Dr.Smith`); `XXXX.XXXX`, `e.g.`, `2.0` do not split.
+//! 4. **Enumerators** (`1.`, `2)`, `(3)`, `a)`, bullets `-`, `*`, `•`, ...)
+//!    are stripped at every sentence start, repeatedly. A bullet or enumerator
+//!    at the start of a line always starts a sentence. Mid-line, only the next
+//!    number of a running list starts one (`1. Emphysema 2. Scarring` after a
+//!    `1.` gives two sentences), so `13 - 14 mm` or `ribs 2 and 3` never split.
+//! 5. **Line breaks.** A blank line always separates sentences. A single line
+//!    break separates them when the next line starts with an enumerator, or
+//!    when the current line is short (under [`SHORT_LINE`] characters) and the
+//!    next starts with a capitalised word (an unpunctuated list). Otherwise the
+//!    break is a hard wrap inside a sentence (MIMIC-CXR wraps at ~70 columns)
+//!    and becomes a space.
+//! 6. **Output.** Each sentence is the text as written, including its
+//!    terminal punctuation, with whitespace runs collapsed to one space and
+//!    trimmed; sentences without any letter, digit or `_` are dropped.
+//!
+//! Segmenting the sentences again, joined by blank lines, returns them
+//! unchanged (tested on every IU X-ray report).
+
+use super::abbrev::{classify, PeriodKind};
+use super::enumerator::{enumerator_at, numeric_at};
+
+/// Version of the rules above. Caches of segmented or embedded corpora record
+/// it and must be rebuilt when it changes.
+pub const SEGMENTER_VERSION: &str = "sdr-seg-1";
+
+/// A line shorter than this (in characters, trimmed) followed by a line that
+/// starts with a capitalised word ends its sentence even without punctuation.
+/// Hard-wrapped report text has lines of ~70 characters, so a short line
+/// before a capitalised line is a list item, not a wrap.
+pub const SHORT_LINE: usize = 40;
+
+/// Characters that terminate a sentence.
+fn is_terminal(ch: char) -> bool {
+    matches!(ch, '.' | '!' | '?' | '…' | '。')
+}
+
+/// Closing brackets and quotes that stay with the sentence they close.
+fn is_closer(ch: char) -> bool {
+    matches!(ch, ')' | ']' | '}' | '"' | '\'' | '’' | '”' | '»' | '>')
+}
+
+/// Opening brackets and quotes that may precede a sentence's first word.
+fn is_opener(ch: char) -> bool {
+    matches!(ch, '(' | '[' | '{' | '"' | '\'' | '‘' | '“' | '«' | '<')
+}
+
+/// Line separators folded to `\n`.
+fn is_line_separator(ch: char) -> bool {
+    matches!(
+        ch,
+        '\n' | '\r' | '\u{0B}' | '\u{0C}' | '\u{85}' | '\u{2028}' | '\u{2029}'
+    )
+}
+
+/// HTML remnants decoded by [`normalize`]; `<br>` variants become a line break.
+const REPLACEMENTS: &[(&str, char)] = &[
+    ("<br>", '\n'),
+    ("<br/>", '\n'),
+    ("<br />", '\n'),
+    ("&gt;", '>'),
+    ("&lt;", '<'),
+    ("&amp;", '&'),
+    ("&quot;", '"'),
+    ("&#39;", '\''),
+    ("&apos;", '\''),
+    ("&nbsp;", ' '),
+];
+
+/// True when `pattern` (ASCII) occurs at `c[i..]`, ignoring ASCII case.
+pub(crate) fn starts_with_ignore_case(c: &[char], i: usize, pattern: &str) -> bool {
+    let mut k = i;
+    for p in pattern.chars() {
+        match c.get(k) {
+            Some(ch) if ch.to_ascii_lowercase() == p => k += 1,
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// Rule 1: line endings and HTML remnants, in one pass (no double decoding).
+pub(crate) fn normalize(text: &str) -> Vec<char> {
+    let c: Vec<char> = text.chars().collect();
+    let mut out = Vec::with_capacity(c.len());
+    let mut i = 0;
+    'outer: while i < c.len() {
+        let ch = c[i];
+        if ch == '\r' && c.get(i + 1) == Some(&'\n') {
+            i += 1;
+            continue;
+        }
+        if is_line_separator(ch) {
+            out.push('\n');
+            i += 1;
+            continue;
+        }
+        if ch == '<' || ch == '&' {
+            for (pattern, replacement) in REPLACEMENTS {
+                if starts_with_ignore_case(&c, i, pattern) {
+                    out.push(*replacement);
+                    i += pattern.len();
+                    continue 'outer;
+                }
+            }
+        }
+        out.push(ch);
+        i += 1;
+    }
+    out
+}
+
+/// Splits `text` into sentences by the rules in the module documentation.
+///
+/// Never panics, on any UTF-8 input; the result depends on nothing but `text`.
+///
+/// # Examples
+/// ```
+/// use sdr_core::report::split_sentences;
+///
+/// let s = split_sentences(
+///     "1. Nodule measuring 1.5 cm, e.g. granuloma.There is no effusion. 2. Old fracture of T9.",
+/// );
+/// assert_eq!(
+///     s,
+///     [
+///         "Nodule measuring 1.5 cm, e.g. granuloma.",
+///         "There is no effusion.",
+///         "Old fracture of T9.",
+///     ]
+/// );
+/// ```
+pub fn split_sentences(text: &str) -> Vec<String> {
+    split_normalized(&normalize(text))
+}
+
+/// [`split_sentences`] on already [`normalize`]d characters.
+pub(crate) fn split_normalized(c: &[char]) -> Vec<String> {
+    let mut scan = Scan {
+        c,
+        out: Vec::new(),
+        last_number: None,
+    };
+    scan.run();
+    scan.out
+}
+
+/// What to do at a terminator run.
+enum Decision {
+    Split,
+    Continue,
+}
+
+struct Scan<'a> {
+    c: &'a [char],
+    out: Vec<String>,
+    /// Number of the last list enumerator stripped, for rule 4's running list.
+    last_number: Option<u32>,
+}
+
+impl Scan<'_> {
+    fn skip_whitespace(&self, mut k: usize) -> usize {
+        while k < self.c.len() && self.c[k].is_whitespace() {
+            k += 1;
+        }
+        k
+    }
+
+    /// Skips whitespace and any enumerators at a sentence start (rule 4).
+    fn sentence_start(&mut self, k: usize) -> usize {
+        let mut k = self.skip_whitespace(k);
+        while let Some(e) = enumerator_at(self.c, k) {
+            if e.number.is_some() {
+                self.last_number = e.number;
+            }
+            k = self.skip_whitespace(e.end);
+        }
+        k
+    }
+
+    fn emit(&mut self, start: usize, end: usize) {
+        let end = end.min(self.c.len());
+        if start >= end {
+            return;
+        }
+        let piece = &self.c[start..end];
+        if !piece.iter().any(|ch| ch.is_alphanumeric() || *ch == '_') {
+            return;
+        }
+        let mut s = String::with_capacity(piece.len());
+        let mut pending_space = false;
+        for &ch in piece {
+            if ch.is_whitespace() {
+                pending_space = !s.is_empty();
+            } else {
+                if pending_space {
+                    s.push(' ');
+                    pending_space = false;
+                }
+                s.push(ch);
+            }
+        }
+        self.out.push(s);
+    }
+
+    fn run(&mut self) {
+        let n = self.c.len();
+        let mut start = self.sentence_start(0);
+        let mut i = start;
+        while i < n {
+            let ch = self.c[i];
+            if ch == '\n' {
+                let after = self.skip_whitespace(i);
+                let breaks = self.c[i..after].iter().filter(|&&x| x == '\n').count();
+                if breaks >= 2 || self.line_break_splits(i, after) {
+                    self.emit(start, i);
+                    start = self.sentence_start(after);
+                    i = start;
+                } else {
+                    i = after;
+                }
+                continue;
+            }
+            if is_terminal(ch) {
+                let mut run_end = i;
+                while run_end < n && is_terminal(self.c[run_end]) {
+                    run_end += 1;
+                }
+                let mut j = run_end;
+                while j < n && is_closer(self.c[j]) {
+                    j += 1;
+                }
+                match self.at_terminator(start, i, run_end, j) {
+                    Decision::Split => {
+                        self.emit(start, j);
+                        start = self.sentence_start(j);
+                        i = start;
+                    }
+                    Decision::Continue => i = run_end,
+                }
+                continue;
+            }
+            if ch.is_whitespace() && self.next_in_list(i + 1) {
+                self.emit(start, i);
+                start = self.sentence_start(i + 1);
+                i = start;
+                continue;
+            }
+            i += 1;
+        }
+        self.emit(start, n);
+    }
+
+    /// Rule 4, mid-line: a numeric enumerator continuing the running list.
+    fn next_in_list(&self, k: usize) -> bool {
+        let (Some(last), Some(e)) = (self.last_number, numeric_at(self.c, k)) else {
+            return false;
+        };
+        e.number == last.checked_add(1)
+    }
+
+    /// Rule 5 for a single line break at `i`; `after` is the next line's
+    /// first non-space character.
+    fn line_break_splits(&self, i: usize, after: usize) -> bool {
+        if after >= self.c.len() {
+            return false;
+        }
+        if enumerator_at(self.c, after).is_some() {
+            return true;
+        }
+        let mut line_start = i;
+        while line_start > 0 && self.c[line_start - 1] != '\n' {
+            line_start -= 1;
+        }
+        let line_len = self.c[line_start..i]
+            .iter()
+            .skip_while(|ch| ch.is_whitespace())
+            .count();
+        line_len < SHORT_LINE && self.capitalised_word_at(after)
+    }
+
+    /// An upper-case letter followed by a lower-case one (`Lungs`, not `CT`).
+    fn capitalised_word_at(&self, k: usize) -> bool {
+        matches!(
+            (self.c.get(k), self.c.get(k + 1)),
+            (Some(a), Some(b)) if a.is_uppercase() && b.is_lowercase()
+        )
+    }
+
+    /// A de-identification token (`XXXX`, `XXXX/XXXX`) starts at `k`.
+    fn deid_at(&self, k: usize) -> bool {
+        let len = self.c[k.min(self.c.len())..]
+            .iter()
+            .take_while(|&&ch| ch == 'X')
+            .count();
+        len >= 2 && !self.c.get(k + len).is_some_and(|ch| ch.is_alphanumeric())
+    }
+
+    /// A new sentence starts at `k` (the first non-space after a period):
+    /// end of text, an enumerator, or an upper-case word (behind optional
+    /// opening brackets), which must not be a de-id token when `deid_continues`.
+    fn new_sentence_at(&self, k: usize, deid_continues: bool) -> bool {
+        if k >= self.c.len() || enumerator_at(self.c, k).is_some() {
+            return true;
+        }
+        let mut m = k;
+        while m < self.c.len() && is_opener(self.c[m]) {
+            m += 1;
+        }
+        match self.c.get(m) {
+            Some(ch) if ch.is_uppercase() => !(deid_continues && self.deid_at(m)),
+            _ => false,
+        }
+    }
+
+    /// The word before position `i` within the current sentence, without
+    /// leading brackets and quotes.
+    fn word_before(&self, start: usize, i: usize) -> String {
+        let mut b = i;
+        while b > start && !self.c[b - 1].is_whitespace() {
+            b -= 1;
+        }
+        while b < i && is_opener(self.c[b]) {
+            b += 1;
+        }
+        self.c[b..i].iter().collect()
+    }
+
+    /// Rules 2 and 3 for the terminator run `c[i..run_end]`, closers up to `j`.
+    fn at_terminator(&self, start: usize, i: usize, run_end: usize, j: usize) -> Decision {
+        let c = self.c;
+        let n = c.len();
+        let single_period = run_end == i + 1 && c[i] == '.';
+        let prev = if i > start {
+            c.get(i - 1).copied()
+        } else {
+            None
+        };
+        let at_word_start = prev.is_none_or(|p| p.is_whitespace());
+        let next = c.get(j).copied();
+
+        // Decimal point: `1.5`, `.5`.
+        if single_period
+            && j == run_end
+            && next.is_some_and(|x| x.is_ascii_digit())
+            && (at_word_start || prev.is_some_and(|p| p.is_ascii_digit()))
+        {
+            return Decision::Continue;
+        }
+        // `?pneumonia`, `...and`: punctuation glued to the start of a word.
+        if at_word_start && next.is_some_and(|x| !x.is_whitespace()) {
+            return Decision::Continue;
+        }
+        let kind = if single_period {
+            let after = self.skip_whitespace(j);
+            classify(&self.word_before(start, i), c.get(after).copied())
+        } else {
+            PeriodKind::Terminal
+        };
+        let Some(next) = next else {
+            return Decision::Split;
+        };
+        if next.is_whitespace() {
+            return match kind {
+                PeriodKind::Terminal => Decision::Split,
+                PeriodKind::Never => Decision::Continue,
+                PeriodKind::Conditional { deid_continues } => {
+                    if self.new_sentence_at(self.skip_whitespace(j), deid_continues) {
+                        Decision::Split
+                    } else {
+                        Decision::Continue
+                    }
+                }
+            };
+        }
+        // Rule 3: glued to the next word.
+        if kind == PeriodKind::Never || !next.is_uppercase() {
+            return Decision::Continue;
+        }
+        let next2_lower = c.get(j + 1).is_some_and(|x| x.is_lowercase());
+        let prev_lower = prev.is_some_and(|p| p.is_lowercase());
+        let deid_next = matches!(
+            kind,
+            PeriodKind::Conditional {
+                deid_continues: true
+            }
+        ) && self.deid_at(j);
+        if (next2_lower || prev_lower) && !deid_next && j < n {
+            Decision::Split
+        } else {
+            Decision::Continue
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(text: &str) -> Vec<String> {
+        split_sentences(text)
+    }
+
+    #[test]
+    fn basic_and_trim() {
+        assert_eq!(
+            s("  No effusion.   Heart   normal.  "),
+            ["No effusion.", "Heart normal."]
+        );
+        assert_eq!(s(""), Vec::<String>::new());
+        assert_eq!(s(" . .. ! "), Vec::<String>::new());
+        assert_eq!(s("No effusion"), ["No effusion"]);
+        assert_eq!(s("Really? Yes! Ok..."), ["Really?", "Yes!", "Ok..."]);
+    }
+
+    #[test]
+    fn decimals_and_units() {
+        assert_eq!(
+            s("A 1.5 cm nodule. A .5 cm one. Measuring 7 mm. Exact cause unclear."),
+            [
+                "A 1.5 cm nodule.",
+                "A .5 cm one.",
+                "Measuring 7 mm.",
+                "Exact cause unclear."
+            ]
+        );
+        assert_eq!(
+            s("It measures 2.2 x 1.6 cm."),
+            ["It measures 2.2 x 1.6 cm."]
+        );
+    }
+
+    #[test]
+    fn abbreviations() {
+        assert_eq!(
+            s("Discussed with Dr. XXXX at XXXX p.m. XXXX/XXXX. No change."),
+            [
+                "Discussed with Dr. XXXX at XXXX p.m. XXXX/XXXX.",
+                "No change."
+            ]
+        );
+        assert_eq!(
+            s("Atelectasis vs. pneumonia, e.g. in the base, i.e. left. Approx. 2 cm."),
+            [
+                "Atelectasis vs. pneumonia, e.g. in the base, i.e. left.",
+                "Approx. 2 cm."
+            ]
+        );
+        assert_eq!(
+            s("Seen at 10 a.m. The tube."),
+            ["Seen at 10 a.m.", "The tube."]
+        );
+        assert_eq!(
+            s("Lines, tubes, etc. are seen."),
+            ["Lines, tubes, etc. are seen."]
+        );
+        assert_eq!(s("See St. Mary. No."), ["See St. Mary.", "No."]);
+        assert_eq!(s("Study No. 2 is fine."), ["Study No. 2 is fine."]);
+    }
+
+    #[test]
+    fn vertebral_levels() {
+        assert_eq!(
+            s("Fracture of T9. The lungs are clear."),
+            ["Fracture of T9.", "The lungs are clear."]
+        );
+        assert_eq!(
+            s("Height loss at T9. vertebral body is stable."),
+            ["Height loss at T9. vertebral body is stable."]
+        );
+        assert_eq!(s("Fracture at T12."), ["Fracture at T12."]);
+        assert_eq!(
+            s("1. Fractures at T5 and L2. 2. Catheter in SVC."),
+            ["Fractures at T5 and L2.", "Catheter in SVC."]
+        );
+    }
+
+    #[test]
+    fn lower_case_after_period_splits_for_words() {
+        assert_eq!(
+            s("No pneumothoraces. heart size normal."),
+            ["No pneumothoraces.", "heart size normal."]
+        );
+    }
+
+    #[test]
+    fn deid_tokens() {
+        assert_eq!(
+            s("Midline sternotomy XXXX. Clear lungs. Inferior XXXX XXXX XXXX."),
+            [
+                "Midline sternotomy XXXX.",
+                "Clear lungs.",
+                "Inferior XXXX XXXX XXXX."
+            ]
+        );
+        assert_eq!(
+            s("Compared to ___. No change in ___ position."),
+            ["Compared to ___.", "No change in ___ position."]
+        );
+        assert_eq!(s("Normal chest x-XXXX."), ["Normal chest x-XXXX."]);
+    }
+
+    #[test]
+    fn missing_space() {
+        assert_eq!(
+            s("Left apex.There are opacities. XXXX.In the base.Normal.CT advised. XXXX.XXXX ok."),
+            [
+                "Left apex.",
+                "There are opacities.",
+                "XXXX.",
+                "In the base.",
+                "Normal.",
+                "CT advised.",
+                "XXXX.XXXX ok."
+            ]
+        );
+        assert_eq!(s("Seen by Dr.Smith."), ["Seen by Dr.Smith."]);
+    }
+
+    #[test]
+    fn enumerators() {
+        assert_eq!(
+            s("1. Emphysema. 2. Scarring. 3) Opacities."),
+            ["Emphysema.", "Scarring.", "Opacities."]
+        );
+        assert_eq!(
+            s("1.Severe emphysema. 2.No effusion."),
+            ["Severe emphysema.", "No effusion."]
+        );
+        assert_eq!(
+            s("1. Emphysema 2. Scarring 3. Opacities"),
+            ["Emphysema", "Scarring", "Opacities"]
+        );
+        assert_eq!(
+            s("- No effusion.\n- No pneumothorax\n* Heart normal\n• Bones intact"),
+            [
+                "No effusion.",
+                "No pneumothorax",
+                "Heart normal",
+                "Bones intact"
+            ]
+        );
+        assert_eq!(
+            s("A 13 - 14 mm opacity, ribs 2 and 3. Lesion - as seen before."),
+            [
+                "A 13 - 14 mm opacity, ribs 2 and 3.",
+                "Lesion - as seen before."
+            ]
+        );
+        assert_eq!(s("(1) First. (2) Second."), ["First.", "Second."]);
+        assert_eq!(s("a) First\nb) Second"), ["First", "Second"]);
+    }
+
+    #[test]
+    fn line_breaks() {
+        // Hard wrap inside a sentence.
+        assert_eq!(
+            s("PA and lateral views of the chest provided demonstrate no\nfocal consolidation. The heart is\nNormal."),
+            [
+                "PA and lateral views of the chest provided demonstrate no focal consolidation.",
+                "The heart is", // short line, next capitalised: unpunctuated list item
+                "Normal."
+            ]
+        );
+        assert_eq!(
+            s("No pneumothorax\nNo effusion\n\nHeart size is normal"),
+            ["No pneumothorax", "No effusion", "Heart size is normal"]
+        );
+        assert_eq!(
+            s("There is moderate cardiomegaly with mild pulmonary vascular\nCongestion noted."),
+            ["There is moderate cardiomegaly with mild pulmonary vascular Congestion noted."]
+        );
+        assert_eq!(
+            s("Concerning for<BR>metastatic disease"),
+            ["Concerning for metastatic disease"]
+        );
+        assert_eq!(s("a\r\nb\r\n\r\nc"), ["a b", "c"]);
+    }
+
+    #[test]
+    fn html_remnants_and_closers() {
+        assert_eq!(
+            s("Vascularity is normal.&gt;] Lung volumes are low."),
+            ["Vascularity is normal.>]", "Lung volumes are low."]
+        );
+        assert_eq!(s("(See prior.) Stable."), ["(See prior.)", "Stable."]);
+        assert_eq!(
+            s("Question of ?pneumonia. No."),
+            ["Question of ?pneumonia.", "No."]
+        );
+    }
+
+    #[test]
+    fn multibyte_next_to_periods() {
+        assert_eq!(
+            s("Épanchement.Ça va. ü.Ö"),
+            ["Épanchement.", "Ça va.", "ü.", "Ö"]
+        );
+        // No CJK rules: ideographic full stops glued to text do not split.
+        assert_eq!(
+            s("。。日本語。テスト…終わり"),
+            ["。。日本語。テスト…終わり"]
+        );
+        let _ = s("é.\u{301}.😀.\n\n.\u{2028}‣ x");
+    }
+}
