@@ -23,6 +23,7 @@
 //!      So `fracture of T9. The lungs ...` splits, `at T9. vertebral body` does
 //!      not. After `a.m.`/`p.m.`/dotted letters a de-identification token
 //!      (`XXXX`) does not count as a new sentence (`at XXXX p.m. XXXX/XXXX.`).
+//!
 //!    Units are not abbreviations: `measuring 7 mm. Exact ...` splits.
 //!    De-identification tokens are ordinary words: `XXXX.` and `___.` end a
 //!    sentence like any word, `XXXX` inside a sentence stays.
