@@ -2,14 +2,79 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{anyhow, Result};
+use rayon::prelude::*;
+use sdr_core::report::{parse_plain, parse_report, parse_template, ParsedReport};
+use serde::Deserialize;
+
+use crate::jsonl::{parse_json, Input, Output};
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum Layout {
+    /// Template rules when any of the four template tags occurs, plain headers otherwise.
+    Auto,
+    /// `<think>Findings</think><answer>Impression</answer>` (the training template).
+    Template,
+    /// `Findings:` / `Impression:` headers (also MIMIC-style `FINDINGS:`), other sections ignored.
+    Plain,
+}
 
 #[derive(clap::Args)]
+#[command(
+    after_help = "Input line:  {\"text\": \"<think>No effusion.</think><answer>Normal.</answer>\"}\n\
+Output line: {\"format_valid\": true, \"findings\": [\"No effusion.\"], \"impression\": [\"Normal.\"]}\n\n\
+Template output is valid when each tag occurs once, in order, with at least one sentence inside\n\
+each pair and only whitespace outside. Plain text is valid when both sections are present with at\n\
+least one sentence each."
+)]
 pub struct Args {
     /// JSON Lines file with one {"text": "..."} object per line; `-` or absent reads stdin.
     pub input: Option<PathBuf>,
+    /// Which layout rules to apply.
+    #[arg(long, value_enum, default_value_t = Layout::Auto)]
+    pub layout: Layout,
+    /// Write to this file (atomically) instead of stdout.
+    #[arg(long, short = 'o')]
+    pub output: Option<PathBuf>,
 }
 
-pub fn run(_args: Args) -> Result<()> {
-    anyhow::bail!("parse: report parser not wired yet")
+#[derive(Deserialize)]
+struct Line {
+    text: String,
+}
+
+const CHUNK: usize = 4096;
+
+/// Parse one input line (`{"text": ...}`) under `layout`.
+pub fn parse_line(text: &str, layout: Layout) -> Result<ParsedReport> {
+    let line: Line = parse_json(text)?;
+    Ok(match layout {
+        Layout::Auto => parse_report(&line.text),
+        Layout::Template => parse_template(&line.text),
+        Layout::Plain => parse_plain(&line.text),
+    })
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let mut input = Input::open(args.input.as_deref())?;
+    let mut output = Output::create(args.output.as_deref())?;
+    let mut line_no = 0;
+    loop {
+        let chunk = input.next_chunk(CHUNK, &mut line_no)?;
+        if chunk.is_empty() {
+            break;
+        }
+        let results: Vec<Result<ParsedReport>> = chunk
+            .par_iter()
+            .map(|(no, text)| {
+                parse_line(text, args.layout).map_err(|e| anyhow!("{}:{}: {e}", input.name, no))
+            })
+            .collect();
+        let w = output.writer();
+        for r in results {
+            serde_json::to_writer(&mut *w, &r?)?;
+            w.write_all(b"\n")?;
+        }
+    }
+    output.finish()
 }
