@@ -123,17 +123,23 @@ fn match_name(c: &[char], i: usize, name: &str) -> Option<usize> {
 /// The header starting at `i`, if any (longest name wins).
 pub(crate) fn header_at(c: &[char], i: usize, position: Position) -> Option<Header> {
     let n = c.len();
+    // Indentation is free; markdown decoration is bounded (`### **`).
     let mut k = i;
-    let prefix_limit = i + 12;
-    while k < n && k < prefix_limit {
+    let mut decoration = 0;
+    while k < n && decoration < 8 {
         let ch = c[k];
+        if position == Position::LineStart && is_blank(ch) {
+            k += 1;
+            continue;
+        }
         let prefix = match position {
-            Position::LineStart => is_blank(ch) || matches!(ch, '#' | '*' | '_' | '-' | '>'),
+            Position::LineStart => matches!(ch, '#' | '*' | '_' | '-' | '>'),
             Position::Inline => is_emphasis(ch),
         };
         if !prefix {
             break;
         }
+        decoration += 1;
         k += 1;
     }
     let mut best: Option<(usize, SectionKind)> = None;
@@ -210,6 +216,12 @@ mod tests {
             Some((Other, " x".into()))
         );
         assert_eq!(at("FINAL REPORT\n", ls), Some((Other, "\n".into())));
+        assert_eq!(
+            at("                                 FINAL REPORT\n", ls),
+            Some((Other, "\n".into()))
+        );
+        assert_eq!(at("### **Findings:** x", ls), Some((Findings, " x".into())));
+        assert_eq!(at("#########Findings: x", ls), None);
         assert_eq!(
             at("PROVISIONAL FINDINGS IMPRESSION (PFI): x", ls),
             Some((Other, " x".into()))

@@ -40,8 +40,9 @@
 //!    `1.` gives two sentences), so `13 - 14 mm` or `ribs 2 and 3` never split.
 //! 5. **Line breaks.** A blank line always separates sentences. A single line
 //!    break separates them when the next line starts with an enumerator, or
-//!    when the current line is short (under [`SHORT_LINE`] characters) and the
-//!    next starts with a capitalised word (an unpunctuated list). Otherwise the
+//!    when the current line is short (under [`SHORT_LINE`] characters), does
+//!    not end in a terminator, and the next starts with a capitalised word (an
+//!    unpunctuated list, `No effusion\nNo pneumothorax`). Otherwise the
 //!    break is a hard wrap inside a sentence (MIMIC-CXR wraps at ~70 columns)
 //!    and becomes a space.
 //! 6. **Output.** Each sentence is the text as written, including its
@@ -306,11 +307,16 @@ impl Scan<'_> {
         while line_start > 0 && self.c[line_start - 1] != '\n' {
             line_start -= 1;
         }
-        let line_len = self.c[line_start..i]
+        let line = &self.c[line_start..i];
+        let line_len = line.iter().skip_while(|ch| ch.is_whitespace()).count();
+        // A line ending in a terminator was already judged by rules 2-3
+        // (`Dr.` before a line break stays joined to the name after it).
+        let ends_terminal = line
             .iter()
-            .skip_while(|ch| ch.is_whitespace())
-            .count();
-        line_len < SHORT_LINE && self.capitalised_word_at(after)
+            .rev()
+            .find(|ch| !ch.is_whitespace())
+            .is_some_and(|&ch| is_terminal(ch));
+        line_len < SHORT_LINE && !ends_terminal && self.capitalised_word_at(after)
     }
 
     /// An upper-case letter followed by a lower-case one (`Lungs`, not `CT`).
@@ -609,6 +615,10 @@ mod tests {
             ["Concerning for metastatic disease"]
         );
         assert_eq!(s("a\r\nb\r\n\r\nc"), ["a b", "c"]);
+        assert_eq!(
+            s("Discussed with Dr.\nSmith by phone.\nNo change."),
+            ["Discussed with Dr. Smith by phone.", "No change."]
+        );
     }
 
     #[test]
