@@ -1,7 +1,7 @@
 //! Section headers of plain-text reports (`Findings:`, `IMPRESSION:`,
 //! `**Findings:**`, `## Impression`, `INDICATION:`, ...).
 
-use super::segment::starts_with_ignore_case;
+use super::normalize::starts_with_ignore_case;
 
 /// What a header introduces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

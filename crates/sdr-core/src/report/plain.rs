@@ -20,7 +20,8 @@
 //!   sentence; their order does not matter.
 
 use super::header::{header_at, Position, SectionKind};
-use super::segment::{normalize, split_normalized};
+use super::normalize::normalize;
+use super::segment::split_normalized;
 use super::ParsedReport;
 
 /// Parses a plain-text report with `Findings:` / `Impression:` headers.

@@ -54,6 +54,7 @@
 
 use super::abbrev::{classify, PeriodKind};
 use super::enumerator::{enumerator_at, numeric_at};
+use super::normalize::normalize;
 
 /// Version of the rules above. Caches of segmented or embedded corpora record
 /// it and must be rebuilt when it changes.
@@ -80,71 +81,6 @@ fn is_opener(ch: char) -> bool {
     matches!(ch, '(' | '[' | '{' | '"' | '\'' | '‘' | '“' | '«' | '<')
 }
 
-/// Line separators folded to `\n`.
-fn is_line_separator(ch: char) -> bool {
-    matches!(
-        ch,
-        '\n' | '\r' | '\u{0B}' | '\u{0C}' | '\u{85}' | '\u{2028}' | '\u{2029}'
-    )
-}
-
-/// HTML remnants decoded by [`normalize`]; `<br>` variants become a line break.
-const REPLACEMENTS: &[(&str, char)] = &[
-    ("<br>", '\n'),
-    ("<br/>", '\n'),
-    ("<br />", '\n'),
-    ("&gt;", '>'),
-    ("&lt;", '<'),
-    ("&amp;", '&'),
-    ("&quot;", '"'),
-    ("&#39;", '\''),
-    ("&apos;", '\''),
-    ("&nbsp;", ' '),
-];
-
-/// True when `pattern` (ASCII) occurs at `c[i..]`, ignoring ASCII case.
-pub(crate) fn starts_with_ignore_case(c: &[char], i: usize, pattern: &str) -> bool {
-    let mut k = i;
-    for p in pattern.chars() {
-        match c.get(k) {
-            Some(ch) if ch.to_ascii_lowercase() == p => k += 1,
-            _ => return false,
-        }
-    }
-    true
-}
-
-/// Rule 1: line endings and HTML remnants, in one pass (no double decoding).
-pub(crate) fn normalize(text: &str) -> Vec<char> {
-    let c: Vec<char> = text.chars().collect();
-    let mut out = Vec::with_capacity(c.len());
-    let mut i = 0;
-    'outer: while i < c.len() {
-        let ch = c[i];
-        if ch == '\r' && c.get(i + 1) == Some(&'\n') {
-            i += 1;
-            continue;
-        }
-        if is_line_separator(ch) {
-            out.push('\n');
-            i += 1;
-            continue;
-        }
-        if ch == '<' || ch == '&' {
-            for (pattern, replacement) in REPLACEMENTS {
-                if starts_with_ignore_case(&c, i, pattern) {
-                    out.push(*replacement);
-                    i += pattern.len();
-                    continue 'outer;
-                }
-            }
-        }
-        out.push(ch);
-        i += 1;
-    }
-    out
-}
-
 /// Splits `text` into sentences by the rules in the module documentation.
 ///
 /// Never panics, on any UTF-8 input; the result depends on nothing but `text`.
@@ -169,7 +105,7 @@ pub fn split_sentences(text: &str) -> Vec<String> {
     split_normalized(&normalize(text))
 }
 
-/// [`split_sentences`] on already [`normalize`]d characters.
+/// [`split_sentences`] on already normalised characters (see [`normalize`]).
 pub(crate) fn split_normalized(c: &[char]) -> Vec<String> {
     let mut scan = Scan {
         c,
