@@ -34,7 +34,9 @@
 //!    upper-case letter follows a lower-case one (`normal.CT`); never after a
 //!    *never* abbreviation (`Dr.Smith`); `XXXX.XXXX`, `e.g.`, `2.0` do not split.
 //! 4. **Enumerators** (`1.`, `2)`, `(3)`, `a)`, bullets `-`, `*`, `•`, ...)
-//!    are stripped at every sentence start, repeatedly. A bullet or enumerator
+//!    are stripped at every sentence start, repeatedly; `1.` also when glued
+//!    to a capitalised word (`1.Severe ...`, as IU X-ray writes), never before
+//!    a digit (`1.5 cm` is a measurement). A bullet or enumerator
 //!    at the start of a line always starts a sentence. Mid-line, only the next
 //!    number of a running list starts one (`1. Emphysema 2. Scarring` after a
 //!    `1.` gives two sentences), so `13 - 14 mm` or `ribs 2 and 3` never split.
