@@ -1,0 +1,386 @@
+//! BERTScore (precision, recall, F1) over caller-supplied token embeddings,
+//! following bert-score's `greedy_cos_idf` (bert-score 0.3.13,
+//! `bert_score/utils.py`), baseline rescaling off.
+//!
+//! $$ P = \frac{\sum_{i} w^h_i \max_j \cos(h_i, r_j)}{\sum_i w^h_i}, \quad
+//!    R = \frac{\sum_{j} w^r_j \max_i \cos(h_i, r_j)}{\sum_j w^r_j}, \quad
+//!    F = \frac{2PR}{P+R} $$
+//!
+//! where
+//! - `h_i` and `r_j` run over *all* tokens of the hypothesis and the
+//!   reference, special tokens (`<s>`, `</s>`, `[CLS]`, `[SEP]`) included, so
+//!   a content token may match a special token of the other side;
+//! - the weight `w` of a special token is 0; of any other token it is 1, or
+//!   with idf weighting `log((N + 1) / (df + 1))`, `df` being the number of
+//!   the `N` references that contain that token id (bert-score
+//!   `get_idf_dict`; an unseen token gets `log(N + 1)`);
+//! - a side with no non-special token gets `P = R = 0`, and an undefined `F`
+//!   (`P + R = 0`, or an all-zero idf weight sum) becomes 0, as in bert-score.
+//!
+//! The encoder is the caller's (SDR uses the last layer of
+//! all-mpnet-base-v2 from `sdr-embed`; bert-score's usual roberta-large
+//! weights are not available here), so every table must name it: see
+//! [`TokenEncoder::name`].
+//!
+//! Reference: T. Zhang, V. Kishore, F. Wu, K. Q. Weinberger, Y. Artzi,
+//! "BERTScore: Evaluating Text Generation with BERT", ICLR 2020.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::error::{EvalError, Result};
+
+/// The token embeddings of one sentence: `n` tokens of dimension `dim`,
+/// row-major in `data` (`n * dim` values), special tokens flagged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenEmbeddings {
+    pub token_ids: Vec<u32>,
+    pub special: Vec<bool>,
+    pub dim: usize,
+    pub data: Vec<f32>,
+}
+
+impl TokenEmbeddings {
+    /// Number of tokens (special ones included).
+    pub fn len(&self) -> usize {
+        self.token_ids.len()
+    }
+
+    /// True when there is no token at all.
+    pub fn is_empty(&self) -> bool {
+        self.token_ids.is_empty()
+    }
+
+    fn row(&self, i: usize) -> &[f32] {
+        &self.data[i * self.dim..(i + 1) * self.dim]
+    }
+
+    /// Checks shapes and values; `sentence` only labels errors.
+    ///
+    /// # Errors
+    /// [`EvalError::BadEmbeddings`] for inconsistent lengths,
+    /// [`EvalError::NonFinite`] / [`EvalError::ZeroVector`] for bad rows.
+    pub fn validate(&self, sentence: usize) -> Result<()> {
+        let n = self.token_ids.len();
+        if self.special.len() != n {
+            return Err(EvalError::BadEmbeddings {
+                sentence,
+                message: "special flags per token",
+                expected: n,
+                got: self.special.len(),
+            });
+        }
+        if self.dim == 0 && n > 0 {
+            return Err(EvalError::BadEmbeddings {
+                sentence,
+                message: "embedding dimension",
+                expected: 1,
+                got: 0,
+            });
+        }
+        if self.data.len() != n * self.dim {
+            return Err(EvalError::BadEmbeddings {
+                sentence,
+                message: "embedding values (tokens x dim)",
+                expected: n * self.dim,
+                got: self.data.len(),
+            });
+        }
+        for i in 0..n {
+            let row = self.row(i);
+            if let Some(&v) = row.iter().find(|v| !v.is_finite()) {
+                return Err(EvalError::NonFinite {
+                    what: "token embedding",
+                    index: i,
+                    value: f64::from(v),
+                });
+            }
+            if row.iter().all(|&v| v == 0.0) {
+                return Err(EvalError::ZeroVector { sentence, token: i });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Turns sentences into per-token embeddings (the encoder's last layer).
+pub trait TokenEncoder {
+    /// The encoder's name, printed in every table that reports BERTScore.
+    fn name(&self) -> &str;
+    /// One [`TokenEmbeddings`] per input text, in order.
+    ///
+    /// # Errors
+    /// Any encoder failure, as [`EvalError::Encoder`].
+    fn encode_tokens(&self, texts: &[&str]) -> Result<Vec<TokenEmbeddings>>;
+}
+
+/// A [`TokenEncoder`] from a name and a closure.
+pub struct FnEncoder<F> {
+    pub name: String,
+    pub encode: F,
+}
+
+impl<F> TokenEncoder for FnEncoder<F>
+where
+    F: Fn(&[&str]) -> Result<Vec<TokenEmbeddings>>,
+{
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn encode_tokens(&self, texts: &[&str]) -> Result<Vec<TokenEmbeddings>> {
+        (self.encode)(texts)
+    }
+}
+
+/// Inverse document frequencies of token ids over a reference set
+/// (bert-score `get_idf_dict`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct IdfWeights {
+    idf: HashMap<u32, f64>,
+    unseen: f64,
+}
+
+impl IdfWeights {
+    /// `idf(t) = log((N + 1) / (df(t) + 1))` over the token-id lists of the
+    /// `N` references (each counted once per reference).
+    pub fn from_references<'a>(references: impl IntoIterator<Item = &'a [u32]>) -> Self {
+        let mut df: HashMap<u32, u64> = HashMap::new();
+        let mut n = 0u64;
+        for r in references {
+            n += 1;
+            for &t in r.iter().collect::<HashSet<_>>() {
+                *df.entry(t).or_default() += 1;
+            }
+        }
+        let num = (n + 1) as f64;
+        IdfWeights {
+            idf: df
+                .into_iter()
+                .map(|(t, c)| (t, (num / (c + 1) as f64).ln()))
+                .collect(),
+            unseen: num.ln(),
+        }
+    }
+
+    /// The idf of token id `t`.
+    pub fn get(&self, t: u32) -> f64 {
+        self.idf.get(&t).copied().unwrap_or(self.unseen)
+    }
+}
+
+/// BERTScore of one pair.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct BertScore {
+    pub precision: f64,
+    pub recall: f64,
+    pub f1: f64,
+}
+
+fn weights(s: &TokenEmbeddings, idf: Option<&IdfWeights>) -> Vec<f64> {
+    let w: Vec<f64> = s
+        .token_ids
+        .iter()
+        .zip(&s.special)
+        .map(|(&t, &sp)| match (sp, idf) {
+            (true, _) => 0.0,
+            (false, None) => 1.0,
+            (false, Some(idf)) => idf.get(t),
+        })
+        .collect();
+    let total: f64 = w.iter().sum();
+    w.into_iter().map(|x| x / total).collect()
+}
+
+fn unit_rows(s: &TokenEmbeddings) -> Vec<Vec<f64>> {
+    (0..s.len())
+        .map(|i| {
+            let r: Vec<f64> = s.row(i).iter().map(|&v| f64::from(v)).collect();
+            let norm = r.iter().map(|v| v * v).sum::<f64>().sqrt();
+            r.into_iter().map(|v| v / norm).collect()
+        })
+        .collect()
+}
+
+/// bert-score `greedy_cos_idf` for one (hypothesis, reference) pair.
+///
+/// # Errors
+/// As [`TokenEmbeddings::validate`], plus [`EvalError::BadEmbeddings`] when
+/// the two sides differ in dimension.
+///
+/// ```
+/// use sdr_eval::bertscore::{bert_score_pair, TokenEmbeddings};
+/// let s = TokenEmbeddings { token_ids: vec![0, 7, 2], special: vec![true, false, true],
+///                           dim: 2, data: vec![1.0, 0.0, 0.6, 0.8, 0.0, 1.0] };
+/// let b = bert_score_pair(&s, &s, None).unwrap();
+/// assert!((b.f1 - 1.0).abs() < 1e-12);
+/// ```
+pub fn bert_score_pair(
+    hypothesis: &TokenEmbeddings,
+    reference: &TokenEmbeddings,
+    idf: Option<&IdfWeights>,
+) -> Result<BertScore> {
+    hypothesis.validate(0)?;
+    reference.validate(1)?;
+    if hypothesis.dim != reference.dim && !hypothesis.is_empty() && !reference.is_empty() {
+        return Err(EvalError::BadEmbeddings {
+            sentence: 1,
+            message: "embedding dimension (same as the hypothesis)",
+            expected: hypothesis.dim,
+            got: reference.dim,
+        });
+    }
+    let hyp_empty = hypothesis.special.iter().all(|&s| s);
+    let ref_empty = reference.special.iter().all(|&s| s);
+    let (h, r) = (unit_rows(hypothesis), unit_rows(reference));
+    let sim: Vec<Vec<f64>> = h
+        .iter()
+        .map(|a| {
+            r.iter()
+                .map(|b| a.iter().zip(b).map(|(x, y)| x * y).sum())
+                .collect()
+        })
+        .collect();
+    let (wh, wr) = (weights(hypothesis, idf), weights(reference, idf));
+    let max_or_zero = |it: &mut dyn Iterator<Item = f64>| it.fold(f64::NEG_INFINITY, f64::max);
+    let mut precision = 0.0;
+    for (i, row) in sim.iter().enumerate() {
+        let best = if r.is_empty() {
+            0.0
+        } else {
+            max_or_zero(&mut row.iter().copied())
+        };
+        precision += best * wh[i];
+    }
+    let mut recall = 0.0;
+    for (j, w) in wr.iter().enumerate() {
+        let best = if h.is_empty() {
+            0.0
+        } else {
+            max_or_zero(&mut sim.iter().map(|row| row[j]))
+        };
+        recall += best * w;
+    }
+    let mut f1 = 2.0 * precision * recall / (precision + recall);
+    if hyp_empty || ref_empty {
+        precision = 0.0;
+        recall = 0.0;
+    }
+    if f1.is_nan() {
+        f1 = 0.0;
+    }
+    Ok(BertScore {
+        precision,
+        recall,
+        f1,
+    })
+}
+
+/// BERTScore of each `hypotheses[i]` against `references[i]`, encoding both
+/// with `encoder`; with `use_idf`, idf weights come from `references`.
+///
+/// # Errors
+/// [`EvalError::LengthMismatch`] for lists of different lengths or an
+/// encoder returning the wrong number of sentences, plus the errors of
+/// [`bert_score_pair`] and of the encoder.
+pub fn bert_score(
+    encoder: &dyn TokenEncoder,
+    hypotheses: &[&str],
+    references: &[&str],
+    use_idf: bool,
+) -> Result<Vec<BertScore>> {
+    if hypotheses.len() != references.len() {
+        return Err(EvalError::LengthMismatch {
+            what: "references",
+            expected: hypotheses.len(),
+            got: references.len(),
+        });
+    }
+    let h = encoder.encode_tokens(hypotheses)?;
+    let r = encoder.encode_tokens(references)?;
+    for (got, want) in [(h.len(), hypotheses.len()), (r.len(), references.len())] {
+        if got != want {
+            return Err(EvalError::LengthMismatch {
+                what: "encoder output",
+                expected: want,
+                got,
+            });
+        }
+    }
+    let idf =
+        use_idf.then(|| IdfWeights::from_references(r.iter().map(|e| e.token_ids.as_slice())));
+    h.iter()
+        .zip(&r)
+        .enumerate()
+        .map(|(i, (a, b))| {
+            a.validate(i)?;
+            b.validate(i)?;
+            bert_score_pair(a, b, idf.as_ref())
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn emb(ids: &[u32], special: &[bool], rows: &[[f32; 2]]) -> TokenEmbeddings {
+        TokenEmbeddings {
+            token_ids: ids.to_vec(),
+            special: special.to_vec(),
+            dim: 2,
+            data: rows.iter().flatten().copied().collect(),
+        }
+    }
+
+    #[test]
+    fn empty_hypothesis_scores_zero() {
+        let h = emb(&[0, 2], &[true, true], &[[1.0, 0.0], [0.0, 1.0]]);
+        let r = emb(
+            &[0, 5, 2],
+            &[true, false, true],
+            &[[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]],
+        );
+        let s = bert_score_pair(&h, &r, None).unwrap();
+        assert_eq!(s, BertScore::default());
+    }
+
+    #[test]
+    fn bad_embeddings_are_errors() {
+        let z = emb(&[1], &[false], &[[0.0, 0.0]]);
+        assert!(matches!(
+            bert_score_pair(&z, &z, None),
+            Err(EvalError::ZeroVector { .. })
+        ));
+        let nan = emb(&[1], &[false], &[[f32::NAN, 0.0]]);
+        assert!(bert_score_pair(&nan, &nan, None).is_err());
+        let mut bad = emb(&[1], &[false], &[[1.0, 0.0]]);
+        bad.special.clear();
+        assert!(bert_score_pair(&bad, &bad, None).is_err());
+    }
+
+    #[test]
+    fn encoder_closure_and_idf() {
+        let enc = FnEncoder {
+            name: "toy".to_string(),
+            encode: |texts: &[&str]| -> Result<Vec<TokenEmbeddings>> {
+                Ok(texts
+                    .iter()
+                    .map(|t| {
+                        let ids: Vec<u32> = t.bytes().map(u32::from).collect();
+                        let rows: Vec<[f32; 2]> =
+                            t.bytes().map(|b| [1.0, f32::from(b) / 100.0]).collect();
+                        emb(&ids, &vec![false; ids.len()], &rows)
+                    })
+                    .collect())
+            },
+        };
+        assert_eq!(enc.name(), "toy");
+        let s = bert_score(&enc, &["ab", "b"], &["ab", "ab"], true).unwrap();
+        assert!((s[0].f1 - 1.0).abs() < 1e-12);
+        assert!(s[1].f1 < 1.0);
+        assert!(bert_score(&enc, &["a"], &[], false).is_err());
+        let idf = IdfWeights::from_references([[1u32, 1, 2].as_slice(), [2u32].as_slice()]);
+        assert!((idf.get(1) - (3.0f64 / 2.0).ln()).abs() < 1e-15);
+        assert_eq!(idf.get(2), 0.0);
+        assert!((idf.get(9) - 3.0f64.ln()).abs() < 1e-15);
+    }
+}

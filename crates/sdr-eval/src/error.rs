@@ -1,0 +1,69 @@
+//! The one error type of `sdr-eval`. Every variant names the offending input.
+
+use std::path::PathBuf;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum EvalError {
+    /// Two parallel inputs (hypotheses and references, values and flags, ...)
+    /// do not have the same length.
+    #[error("`{what}`: expected {expected} items, got {got}")]
+    LengthMismatch {
+        what: &'static str,
+        expected: usize,
+        got: usize,
+    },
+    /// An input that must hold at least one item is empty.
+    #[error("`{what}` is empty")]
+    Empty { what: &'static str },
+    /// A parameter is outside its domain.
+    #[error("parameter `{name}` = {value}: {message}")]
+    BadParameter {
+        name: &'static str,
+        value: String,
+        message: &'static str,
+    },
+    /// A metric value or an embedding component is NaN or infinite.
+    #[error("`{what}` item {index} is not finite ({value})")]
+    NonFinite {
+        what: &'static str,
+        index: usize,
+        value: f64,
+    },
+    /// A token embedding is the zero vector, so its cosine is undefined.
+    #[error("sentence {sentence} token {token} is the zero vector (cosine undefined)")]
+    ZeroVector { sentence: usize, token: usize },
+    /// Token embeddings of one sentence are inconsistent (shape, flags).
+    #[error("sentence {sentence}: {message} (expected {expected}, got {got})")]
+    BadEmbeddings {
+        sentence: usize,
+        message: &'static str,
+        expected: usize,
+        got: usize,
+    },
+    /// The caller's token encoder failed.
+    #[error("token encoder `{encoder}` failed: {message}")]
+    Encoder { encoder: String, message: String },
+    /// A dataset label cannot be mapped to a stratum.
+    #[error("problems label `{0}` holds no label (expected `normal` or `;`-separated findings)")]
+    EmptyProblems(String),
+    /// A WordNet database file is missing or malformed.
+    #[error("WordNet file {path}: line {line}: {message}")]
+    WordNet {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    /// Reading or writing a file failed.
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Drawing the heatmap failed.
+    #[error("heatmap {path}: {message}")]
+    Plot { path: PathBuf, message: String },
+}
+
+pub type Result<T> = std::result::Result<T, EvalError>;

@@ -1,0 +1,240 @@
+//! Result tables (policy rows × metric columns) as Markdown and CSV.
+//!
+//! A table that holds a BERTScore column must name the encoder that produced
+//! it (BERTScore's usual roberta-large weights are unavailable here, so the
+//! numbers are not comparable to published BERTScore values): the encoder is
+//! appended to every BERTScore column header in both formats, and
+//! [`Table::validate`] refuses a BERTScore column without an encoder.
+
+use std::path::Path;
+
+use crate::atomic::write_atomic;
+use crate::error::{EvalError, Result};
+
+/// One row: a label and one optional value per column (`None` prints as
+/// `-` in Markdown and as an empty field in CSV).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TableRow {
+    pub label: String,
+    pub cells: Vec<Option<f64>>,
+}
+
+/// A result table.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Table {
+    pub title: String,
+    pub row_header: String,
+    pub columns: Vec<String>,
+    pub rows: Vec<TableRow>,
+    /// Encoder used for BERTScore columns (required when one exists).
+    pub bertscore_encoder: Option<String>,
+    /// Free-text notes printed under the Markdown table.
+    pub notes: Vec<String>,
+    /// Decimals printed in Markdown (CSV keeps full precision).
+    pub decimals: usize,
+}
+
+fn is_bertscore(column: &str) -> bool {
+    column.to_ascii_lowercase().starts_with("bertscore")
+}
+
+impl Table {
+    /// An empty table with 4 decimals.
+    pub fn new(
+        title: impl Into<String>,
+        row_header: impl Into<String>,
+        columns: Vec<String>,
+    ) -> Self {
+        Table {
+            title: title.into(),
+            row_header: row_header.into(),
+            columns,
+            rows: Vec::new(),
+            bertscore_encoder: None,
+            notes: Vec::new(),
+            decimals: 4,
+        }
+    }
+
+    /// Appends a row.
+    ///
+    /// # Errors
+    /// [`EvalError::LengthMismatch`] when `cells` does not match the columns.
+    pub fn push_row(&mut self, label: impl Into<String>, cells: Vec<Option<f64>>) -> Result<()> {
+        if cells.len() != self.columns.len() {
+            return Err(EvalError::LengthMismatch {
+                what: "table row cells",
+                expected: self.columns.len(),
+                got: cells.len(),
+            });
+        }
+        self.rows.push(TableRow {
+            label: label.into(),
+            cells,
+        });
+        Ok(())
+    }
+
+    /// Checks row lengths and that BERTScore columns name their encoder.
+    ///
+    /// # Errors
+    /// [`EvalError::LengthMismatch`] or [`EvalError::BadParameter`].
+    pub fn validate(&self) -> Result<()> {
+        for r in &self.rows {
+            if r.cells.len() != self.columns.len() {
+                return Err(EvalError::LengthMismatch {
+                    what: "table row cells",
+                    expected: self.columns.len(),
+                    got: r.cells.len(),
+                });
+            }
+        }
+        if self.columns.iter().any(|c| is_bertscore(c))
+            && self
+                .bertscore_encoder
+                .as_deref()
+                .is_none_or(|e| e.trim().is_empty())
+        {
+            return Err(EvalError::BadParameter {
+                name: "bertscore_encoder",
+                value: "none".into(),
+                message: "a table with a BERTScore column must name the encoder",
+            });
+        }
+        Ok(())
+    }
+
+    fn header(&self, column: &str) -> String {
+        match (&self.bertscore_encoder, is_bertscore(column)) {
+            (Some(e), true) => format!("{column} [{e}]"),
+            _ => column.to_string(),
+        }
+    }
+
+    /// GitHub-flavoured Markdown.
+    ///
+    /// # Errors
+    /// As [`Table::validate`].
+    ///
+    /// ```
+    /// use sdr_eval::table::Table;
+    /// let mut t = Table::new("Findings", "policy", vec!["BLEU-4".into()]);
+    /// t.push_row("chamfer / min", vec![Some(0.123456)]).unwrap();
+    /// assert!(t.to_markdown().unwrap().contains("| chamfer / min | 0.1235 |"));
+    /// ```
+    pub fn to_markdown(&self) -> Result<String> {
+        self.validate()?;
+        let esc = |s: &str| s.replace('|', "\\|").replace('\n', " ");
+        let mut out = String::new();
+        if !self.title.is_empty() {
+            out.push_str(&format!("### {}\n\n", esc(&self.title)));
+        }
+        out.push_str(&format!("| {} |", esc(&self.row_header)));
+        for c in &self.columns {
+            out.push_str(&format!(" {} |", esc(&self.header(c))));
+        }
+        out.push_str("\n|---|");
+        out.push_str(&"---:|".repeat(self.columns.len()));
+        out.push('\n');
+        for r in &self.rows {
+            out.push_str(&format!("| {} |", esc(&r.label)));
+            for c in &r.cells {
+                match c {
+                    Some(v) => out.push_str(&format!(" {:.*} |", self.decimals, v)),
+                    None => out.push_str(" - |"),
+                }
+            }
+            out.push('\n');
+        }
+        if let Some(e) = &self.bertscore_encoder {
+            if self.columns.iter().any(|c| is_bertscore(c)) {
+                out.push_str(&format!("\nBERTScore encoder: {} (not roberta-large; not comparable to published BERTScore values).\n", esc(e)));
+            }
+        }
+        for n in &self.notes {
+            out.push_str(&format!("\n{}\n", esc(n)));
+        }
+        Ok(out)
+    }
+
+    /// RFC 4180 CSV with a header line; values at full precision.
+    ///
+    /// # Errors
+    /// As [`Table::validate`].
+    pub fn to_csv(&self) -> Result<String> {
+        self.validate()?;
+        let field = |s: &str| {
+            if s.contains([',', '"', '\n', '\r']) {
+                format!("\"{}\"", s.replace('"', "\"\""))
+            } else {
+                s.to_string()
+            }
+        };
+        let mut out = field(&self.row_header);
+        for c in &self.columns {
+            out.push(',');
+            out.push_str(&field(&self.header(c)));
+        }
+        out.push_str("\r\n");
+        for r in &self.rows {
+            out.push_str(&field(&r.label));
+            for c in &r.cells {
+                out.push(',');
+                if let Some(v) = c {
+                    out.push_str(&format!("{v}"));
+                }
+            }
+            out.push_str("\r\n");
+        }
+        Ok(out)
+    }
+
+    /// Writes [`Table::to_markdown`] to `path` atomically.
+    ///
+    /// # Errors
+    /// As [`Table::validate`] and [`write_atomic`].
+    pub fn write_markdown(&self, path: &Path) -> Result<()> {
+        write_atomic(path, self.to_markdown()?.as_bytes())
+    }
+
+    /// Writes [`Table::to_csv`] to `path` atomically.
+    ///
+    /// # Errors
+    /// As [`Table::validate`] and [`write_atomic`].
+    pub fn write_csv(&self, path: &Path) -> Result<()> {
+        write_atomic(path, self.to_csv()?.as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> Table {
+        let mut t = Table::new("T", "policy", vec!["ROUGE-L".into(), "BERTScore-F1".into()]);
+        t.push_row("a, \"b\"", vec![Some(0.5), None]).unwrap();
+        t
+    }
+
+    #[test]
+    fn bertscore_needs_encoder() {
+        let mut t = table();
+        assert!(t.to_markdown().is_err());
+        assert!(t.to_csv().is_err());
+        t.bertscore_encoder = Some("all-mpnet-base-v2".into());
+        let md = t.to_markdown().unwrap();
+        assert!(md.contains("BERTScore-F1 [all-mpnet-base-v2]"));
+        assert!(md.contains("| a, \"b\" | 0.5000 | - |"));
+        let csv = t.to_csv().unwrap();
+        assert_eq!(
+            csv,
+            "policy,ROUGE-L,BERTScore-F1 [all-mpnet-base-v2]\r\n\"a, \"\"b\"\"\",0.5,\r\n"
+        );
+    }
+
+    #[test]
+    fn row_length_is_checked() {
+        let mut t = table();
+        assert!(t.push_row("x", vec![Some(1.0)]).is_err());
+    }
+}
