@@ -16,6 +16,13 @@
 //!   `get_idf_dict`; an unseen token gets `log(N + 1)`);
 //! - a side with no non-special token gets `P = R = 0`, and an undefined `F`
 //!   (`P + R = 0`, or an all-zero idf weight sum) becomes 0, as in bert-score.
+//!   With idf weighting, a side whose tokens all occur in every reference has
+//!   only zero weights: bert-score then returns NaN for `P` (or `R`) and 0
+//!   for `F`, and so does this port (use more than one reference for idf).
+//! - the maximum runs over the tokens of the pair only. bert-score pads a
+//!   batch and its masked similarity is 0 at padded positions, so a token
+//!   whose cosines are all negative scores 0 there in a padded batch; with
+//!   real encoders cosines are positive and the two agree.
 //!
 //! The encoder is the caller's (SDR uses the last layer of
 //! all-mpnet-base-v2 from `sdr-embed`; bert-score's usual roberta-large
@@ -374,9 +381,14 @@ mod tests {
             },
         };
         assert_eq!(enc.name(), "toy");
-        let s = bert_score(&enc, &["ab", "b"], &["ab", "ab"], true).unwrap();
+        let s = bert_score(&enc, &["ab", "b"], &["ab", "cd"], true).unwrap();
         assert!((s[0].f1 - 1.0).abs() < 1e-12);
         assert!(s[1].f1 < 1.0);
+        // Every token in every reference: all idf weights are 0, and as in
+        // bert-score the weighted means are 0/0 and F1 falls back to 0.
+        let s = bert_score(&enc, &["ab"], &["ab"], true).unwrap();
+        assert!(s[0].precision.is_nan() && s[0].recall.is_nan());
+        assert_eq!(s[0].f1, 0.0);
         assert!(bert_score(&enc, &["a"], &[], false).is_err());
         let idf = IdfWeights::from_references([[1u32, 1, 2].as_slice(), [2u32].as_slice()]);
         assert!((idf.get(1) - (3.0f64 / 2.0).ln()).abs() < 1e-15);
