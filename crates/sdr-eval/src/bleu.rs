@@ -17,6 +17,11 @@
 //! [`Smoothing::Epsilon`]`(0.1)` (nltk `method1`) for sentence BLEU and
 //! [`Smoothing::None`] (nltk `method0`) for corpus BLEU, the usual choices.
 //!
+//! [`sacrebleu_corpus_bleu`] gives sacrebleu's corpus BLEU-4 on the same
+//! tokens (its `tokenize="none"` on SDR-tokenised text joined by spaces):
+//! plain-sum log precisions, its `exp` (NIST) smoothing by default, 0-100
+//! scale.
+//!
 //! Reference: K. Papineni, S. Roukos, T. Ward, W.-J. Zhu, "BLEU: a Method for
 //! Automatic Evaluation of Machine Translation", ACL 2002. Smoothing methods:
 //! B. Chen and C. Cherry, "A Systematic Comparison of Smoothing Techniques for
@@ -246,6 +251,97 @@ pub fn sentence_bleu<S: AsRef<str> + Clone>(
         max_order,
         smoothing,
     )
+}
+
+/// sacrebleu's smoothing for [`sacrebleu_corpus_bleu`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum SacreSmoothing {
+    /// `smooth_method="none"`.
+    None,
+    /// `smooth_method="exp"` (sacrebleu's default; mteval-v13a).
+    Exp,
+}
+
+/// sacrebleu 2.6.0 `BLEU(tokenize="none", smooth_method=...)
+/// .corpus_score(...)` on pre-tokenised text: BLEU-4 on a 0-100 scale.
+///
+/// # Errors
+/// As [`corpus_bleu`].
+pub fn sacrebleu_corpus_bleu<S: AsRef<str>>(
+    references: &[Vec<Vec<S>>],
+    hypotheses: &[Vec<S>],
+    smoothing: SacreSmoothing,
+) -> Result<f64> {
+    const ORDER: usize = 4;
+    if references.len() != hypotheses.len() {
+        return Err(EvalError::LengthMismatch {
+            what: "references",
+            expected: hypotheses.len(),
+            got: references.len(),
+        });
+    }
+    if hypotheses.is_empty() {
+        return Err(EvalError::Empty { what: "hypotheses" });
+    }
+    let mut correct = [0u64; ORDER];
+    let mut total = [0u64; ORDER];
+    let (mut sys_len, mut ref_len) = (0usize, 0usize);
+    for (refs, hyp) in references.iter().zip(hypotheses) {
+        if refs.is_empty() {
+            return Err(EvalError::Empty {
+                what: "references of a segment",
+            });
+        }
+        for n in 1..=ORDER {
+            // sacrebleu clips by the max count over references, like nltk.
+            let counts = ngram_counts(hyp, n);
+            let ref_counts: Vec<_> = refs.iter().map(|r| ngram_counts(r, n)).collect();
+            for (g, &c) in &counts {
+                total[n - 1] += c;
+                let m = ref_counts
+                    .iter()
+                    .map(|rc| rc.get(g).copied().unwrap_or(0))
+                    .max()
+                    .unwrap_or(0);
+                correct[n - 1] += c.min(m);
+            }
+        }
+        sys_len += hyp.len();
+        ref_len += closest_ref_length(refs, hyp.len());
+    }
+    let bp = if sys_len < ref_len {
+        if sys_len > 0 {
+            (1.0 - ref_len as f64 / sys_len as f64).exp()
+        } else {
+            0.0
+        }
+    } else {
+        1.0
+    };
+    if correct.iter().all(|&c| c == 0) {
+        return Ok(0.0);
+    }
+    let mut precisions = [0.0f64; ORDER];
+    let mut smooth_mteval = 1.0;
+    for n in 0..ORDER {
+        if total[n] == 0 {
+            break;
+        }
+        if correct[n] == 0 {
+            if smoothing == SacreSmoothing::Exp {
+                smooth_mteval *= 2.0;
+                precisions[n] = 100.0 / (smooth_mteval * total[n] as f64);
+            }
+        } else {
+            precisions[n] = 100.0 * correct[n] as f64 / total[n] as f64;
+        }
+    }
+    // sacrebleu `my_log`: log(0) is floored at -9999999999; a plain sum.
+    let log_sum = precisions
+        .iter()
+        .map(|&p| if p == 0.0 { -9_999_999_999.0 } else { p.ln() })
+        .fold(0.0, |a, b| a + b);
+    Ok(bp * (log_sum / ORDER as f64).exp())
 }
 
 #[cfg(test)]

@@ -11,7 +11,9 @@ mod common;
 
 use common::{f64s, fixture, fixture_path, strs, Deviation};
 use sdr_eval::bertscore::{bert_score_pair, IdfWeights, TokenEmbeddings};
-use sdr_eval::bleu::{corpus_bleu, sentence_bleu, Smoothing};
+use sdr_eval::bleu::{
+    corpus_bleu, sacrebleu_corpus_bleu, sentence_bleu, SacreSmoothing, Smoothing,
+};
 use sdr_eval::chrf::{corpus_chrf, sentence_chrf, ChrfConfig};
 use sdr_eval::meteor::{meteor, MeteorConfig};
 use sdr_eval::porter;
@@ -82,6 +84,40 @@ fn bleu_matches_nltk() {
         for (n, (g, w)) in got.iter().zip(f64s(&f["corpus"]["bleu"][key])).enumerate() {
             dev.check_rel(*g, w, &format!("corpus {key} BLEU-{}", n + 1));
         }
+    }
+    dev.report();
+}
+
+#[test]
+fn bleu_matches_sacrebleu() {
+    let f = fixture();
+    let modes = [("exp", SacreSmoothing::Exp), ("none", SacreSmoothing::None)];
+    let mut dev = Deviation::new("sacreBLEU corpus (0-100)", 1e-12);
+    for (p, (name, hyp, refs)) in f["pairs"].as_array().unwrap().iter().zip(pairs(&f)) {
+        let h = vec![tokenize(&hyp)];
+        let r: Vec<Vec<Vec<String>>> = vec![refs.iter().map(|s| tokenize(s)).collect()];
+        for (key, m) in modes {
+            let got = sacrebleu_corpus_bleu(&r, &h, m).unwrap();
+            dev.check_rel(
+                got,
+                p["sacrebleu_bleu"][key].as_f64().unwrap(),
+                &format!("{name} {key}"),
+            );
+        }
+    }
+    let all = pairs(&f);
+    let hyps: Vec<Vec<String>> = all.iter().map(|(_, h, _)| tokenize(h)).collect();
+    let refs: Vec<Vec<Vec<String>>> = all
+        .iter()
+        .map(|(_, _, r)| r.iter().map(|s| tokenize(s)).collect())
+        .collect();
+    for (key, m) in modes {
+        let got = sacrebleu_corpus_bleu(&refs, &hyps, m).unwrap();
+        dev.check_rel(
+            got,
+            f["corpus"]["sacrebleu_bleu"][key].as_f64().unwrap(),
+            &format!("corpus {key}"),
+        );
     }
     dev.report();
 }
