@@ -93,6 +93,14 @@ impl EmbeddingSet {
     }
 }
 
+/// Largest `max(M)` that counts as `max(M) = 0` (SPEC §3: the OT family is
+/// then 0, GW intra-set costs all-zero). Cosines of parallel vectors are 1
+/// only up to rounding, so `M` of two sets of parallel vectors is ~1e-16 rather
+/// than 0, and `M / max(M)` would blow that noise up to order one (a singleton
+/// compared with itself could score 1). Distinct sentences are never within
+/// cosine distance 1e-12 of each other.
+pub const ZERO_COST_TOL: f64 = 1e-12;
+
 /// A dense `n x m` cost matrix, row-major.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CostMatrix {
@@ -133,9 +141,10 @@ impl CostMatrix {
 
     /// `M / max(M)` as used by the OT family; `None` when `max(M) = 0`
     /// (identical sets up to scale), where every OT-family distance is 0.
+    /// "Zero" means at most [`ZERO_COST_TOL`], see there.
     pub fn normalized(&self) -> Option<CostMatrix> {
         let mx = self.max();
-        if mx <= 0.0 {
+        if mx <= ZERO_COST_TOL {
             return None;
         }
         Some(CostMatrix::new(
