@@ -1,0 +1,111 @@
+//! The transformer under the pooling layer, chosen from `config.json`'s `model_type`:
+//! MPNet (this crate's `mpnet.rs`) or the BERT family (candle-transformers' BERT).
+
+use std::path::Path;
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert;
+
+use crate::error::{EmbedError, Result};
+use crate::mpnet;
+
+/// A loaded transformer returning the last hidden state.
+pub enum Backbone {
+    Mpnet(mpnet::MpnetModel),
+    Bert(bert::BertModel),
+}
+
+/// What the folder's `config.json` says, as far as SDR needs.
+pub struct Loaded {
+    pub backbone: Backbone,
+    pub hidden_size: usize,
+    pub pad_id: u32,
+    pub max_position_embeddings: usize,
+}
+
+fn read_json(path: &Path) -> Result<serde_json::Value> {
+    let text = std::fs::read_to_string(path).map_err(|source| EmbedError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|source| EmbedError::Json {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+impl Backbone {
+    /// Loads `config.json` and `model.safetensors` from `dir` with weights in `dtype`.
+    pub fn load(dir: &Path, dtype: DType, device: &Device) -> Result<Loaded> {
+        let config_path = dir.join("config.json");
+        let value = read_json(&config_path)?;
+        let model_type = value
+            .get("model_type")
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+            .to_string();
+        let weights = dir.join("model.safetensors");
+        if !weights.is_file() {
+            return Err(EmbedError::MissingFile {
+                dir: dir.to_path_buf(),
+                file: "model.safetensors",
+            });
+        }
+        let model_err = |source| EmbedError::Model {
+            dir: dir.to_path_buf(),
+            source,
+        };
+        let json_err = |source| EmbedError::Json {
+            path: config_path.clone(),
+            source,
+        };
+        // SAFETY: the file is memory-mapped read-only; SDR never writes model files
+        // while an encoder holds them (the fetch script renames complete folders).
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], dtype, device) }
+            .map_err(model_err)?;
+        match model_type.as_str() {
+            "mpnet" => {
+                let cfg: mpnet::Config = serde_json::from_value(value).map_err(json_err)?;
+                let model = mpnet::MpnetModel::load(vb, &cfg).map_err(model_err)?;
+                Ok(Loaded {
+                    backbone: Backbone::Mpnet(model),
+                    hidden_size: cfg.hidden_size,
+                    pad_id: cfg.pad_token_id,
+                    max_position_embeddings: cfg.max_position_embeddings
+                        - cfg.pad_token_id as usize
+                        - 1,
+                })
+            }
+            "bert" => {
+                let cfg: bert::Config = serde_json::from_value(value).map_err(json_err)?;
+                let model = bert::BertModel::load(vb, &cfg).map_err(model_err)?;
+                Ok(Loaded {
+                    backbone: Backbone::Bert(model),
+                    hidden_size: cfg.hidden_size,
+                    pad_id: cfg.pad_token_id as u32,
+                    max_position_embeddings: cfg.max_position_embeddings,
+                })
+            }
+            other => Err(EmbedError::UnsupportedModel {
+                path: config_path,
+                model_type: other.to_string(),
+            }),
+        }
+    }
+
+    /// `input_ids`, `attention_mask`: `[batch, seq]` u32. Returns `[batch, seq, hidden]`.
+    pub fn forward(
+        &self,
+        input_ids: &Tensor,
+        attention_mask: &Tensor,
+    ) -> candle_core::Result<Tensor> {
+        match self {
+            Backbone::Mpnet(m) => m.forward(input_ids, attention_mask),
+            Backbone::Bert(m) => {
+                let token_type_ids = input_ids.zeros_like()?;
+                m.forward(input_ids, &token_type_ids, Some(attention_mask))
+            }
+        }
+    }
+}

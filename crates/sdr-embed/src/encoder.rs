@@ -1,0 +1,386 @@
+//! Sentence encoder: tokenise, batch by length, run the backbone, mean-pool over the
+//! attention mask and L2-normalise, as sentence-transformers' `Transformer` →
+//! `Pooling(mean)` → `Normalize` pipeline (SPEC §2).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use candle_core::{DType, Device, Tensor};
+use rayon::prelude::*;
+
+use crate::backbone::Backbone;
+use crate::cache::{text_key, SentenceCache};
+use crate::discover::weights_sha256;
+use crate::error::{EmbedError, Result};
+use crate::tokenize::{SentenceTokenizer, Tokens};
+
+/// Numeric precision of weights and activations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Precision {
+    /// 32-bit floats everywhere (the reference; parity >= 0.9999).
+    #[default]
+    F32,
+    /// bfloat16 weights and activations (pooling in f32).
+    Bf16,
+    /// IEEE half weights and activations (pooling in f32).
+    F16,
+}
+
+impl Precision {
+    fn dtype(self) -> DType {
+        match self {
+            Precision::F32 => DType::F32,
+            Precision::Bf16 => DType::BF16,
+            Precision::F16 => DType::F16,
+        }
+    }
+}
+
+impl std::str::FromStr for Precision {
+    type Err = EmbedError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "f32" | "fp32" => Ok(Precision::F32),
+            "bf16" => Ok(Precision::Bf16),
+            "f16" | "fp16" => Ok(Precision::F16),
+            _ => Err(EmbedError::InvalidOption {
+                name: "precision",
+                value: s.to_string(),
+                reason: "expected f32, bf16 or f16",
+            }),
+        }
+    }
+}
+
+/// How the two (or more) cores are used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Parallelism {
+    /// Batches run one after the other; candle's matmul uses all threads.
+    #[default]
+    Gemm,
+    /// Batches run concurrently on the rayon pool (nested matmul threading too).
+    Batches,
+}
+
+/// Options of [`Encoder::load`].
+#[derive(Debug, Clone)]
+pub struct EncoderOptions {
+    pub precision: Precision,
+    /// Sentences per forward pass; batches are formed from sentences of similar length.
+    pub batch_size: usize,
+    pub parallelism: Parallelism,
+    /// Keep a content-addressed cache of sentence embeddings in memory.
+    pub cache: bool,
+    /// Truncation length; `None` reads `max_seq_length` from `sentence_bert_config.json`
+    /// (384 for all-mpnet-base-v2).
+    pub max_seq_length: Option<usize>,
+}
+
+impl Default for EncoderOptions {
+    fn default() -> Self {
+        Self {
+            precision: Precision::F32,
+            batch_size: 32,
+            parallelism: Parallelism::Gemm,
+            cache: true,
+            max_seq_length: None,
+        }
+    }
+}
+
+/// Embeddings of many sentences as one row-major matrix.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Embeddings {
+    pub data: Vec<f32>,
+    pub dim: usize,
+}
+
+impl Embeddings {
+    pub fn rows(&self) -> usize {
+        self.data.len().checked_div(self.dim).unwrap_or(0)
+    }
+    pub fn row(&self, i: usize) -> &[f32] {
+        &self.data[i * self.dim..(i + 1) * self.dim]
+    }
+}
+
+/// Last-layer token vectors of one sentence (special tokens included), unpooled and
+/// unnormalised, for token-level metrics such as BERTScore.
+#[derive(Debug, Clone)]
+pub struct TokenEmbeddings {
+    pub ids: Vec<u32>,
+    pub tokens: Vec<String>,
+    /// `ids.len() × dim`, row-major.
+    pub vectors: Vec<f32>,
+    pub dim: usize,
+}
+
+/// A loaded sentence encoder.
+pub struct Encoder {
+    dir: PathBuf,
+    name: String,
+    backbone: Backbone,
+    tokenizer: SentenceTokenizer,
+    dim: usize,
+    device: Device,
+    opts: EncoderOptions,
+    cache: Option<SentenceCache>,
+    weights_hash: OnceLock<String>,
+}
+
+fn read_max_seq_length(dir: &Path) -> Result<Option<usize>> {
+    let path = dir.join("sentence_bert_config.json");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(EmbedError::Io { path, source }),
+    };
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|source| EmbedError::Json { path, source })?;
+    Ok(v.get("max_seq_length")
+        .and_then(|x| x.as_u64())
+        .map(|x| x as usize))
+}
+
+impl Encoder {
+    /// Loads a sentence-transformers folder (`config.json`, `model.safetensors`,
+    /// `tokenizer.json`, `sentence_bert_config.json`) on the CPU.
+    pub fn load(dir: &Path, opts: EncoderOptions) -> Result<Self> {
+        if !dir.join("config.json").is_file() {
+            return Err(EmbedError::ModelDirMissing {
+                dir: dir.to_path_buf(),
+                origin: "no config.json",
+            });
+        }
+        if opts.batch_size == 0 {
+            return Err(EmbedError::InvalidOption {
+                name: "batch_size",
+                value: "0".into(),
+                reason: "must be at least 1",
+            });
+        }
+        let device = Device::Cpu;
+        let loaded = Backbone::load(dir, opts.precision.dtype(), &device)?;
+        let max_len = match opts.max_seq_length {
+            Some(n) => n,
+            None => read_max_seq_length(dir)?.unwrap_or(loaded.max_position_embeddings),
+        }
+        .min(loaded.max_position_embeddings)
+        .max(2);
+        let tokenizer = SentenceTokenizer::load(dir, max_len, loaded.pad_id)?;
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| dir.display().to_string());
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            name,
+            backbone: loaded.backbone,
+            tokenizer,
+            dim: loaded.hidden_size,
+            device,
+            cache: opts.cache.then(SentenceCache::new),
+            opts,
+            weights_hash: OnceLock::new(),
+        })
+    }
+
+    /// The model's name (its folder name, e.g. `all-mpnet-base-v2`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The model folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Embedding dimension.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Options in force.
+    pub fn options(&self) -> &EncoderOptions {
+        &self.opts
+    }
+
+    /// Truncation length in tokens (special tokens included).
+    pub fn max_seq_length(&self) -> usize {
+        self.tokenizer.max_seq_length()
+    }
+
+    /// The sentence cache, when enabled.
+    pub fn cache(&self) -> Option<&SentenceCache> {
+        self.cache.as_ref()
+    }
+
+    /// sha256 of `model.safetensors` (computed once, cached in a sidecar file).
+    pub fn weights_sha256(&self) -> Result<String> {
+        if let Some(h) = self.weights_hash.get() {
+            return Ok(h.clone());
+        }
+        let h = weights_sha256(&self.dir)?;
+        Ok(self.weights_hash.get_or_init(|| h).clone())
+    }
+
+    /// Number of tokens (special tokens included, after truncation) of each text.
+    pub fn token_counts(&self, texts: &[&str]) -> Result<Vec<usize>> {
+        Ok(self
+            .tokenizer
+            .encode(texts, false)?
+            .iter()
+            .map(|t| t.ids.len())
+            .collect())
+    }
+
+    /// Unit-norm sentence embeddings, one `Vec` per text, in input order.
+    pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        let m = self.embed_matrix(texts)?;
+        Ok(m.data.chunks_exact(self.dim).map(|r| r.to_vec()).collect())
+    }
+
+    /// Unit-norm sentence embeddings as a `texts.len() × dim` matrix, in input order.
+    pub fn embed_matrix(&self, texts: &[&str]) -> Result<Embeddings> {
+        let dim = self.dim;
+        let Some(cache) = &self.cache else {
+            return self.embed_uncached(texts);
+        };
+        let keys: Vec<_> = texts.iter().map(|t| text_key(t)).collect();
+        let mut found: Vec<Option<Arc<[f32]>>> = keys.iter().map(|k| cache.get(k)).collect();
+        // Distinct missing texts, each embedded once.
+        let mut missing: Vec<usize> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (i, f) in found.iter().enumerate() {
+            if f.is_none() && seen.insert(keys[i]) {
+                missing.push(i);
+            }
+        }
+        if !missing.is_empty() {
+            let sub: Vec<&str> = missing.iter().map(|&i| texts[i]).collect();
+            let fresh = self.embed_uncached(&sub)?;
+            for (j, &i) in missing.iter().enumerate() {
+                cache.insert(keys[i], fresh.row(j).to_vec().into());
+            }
+            let fresh_by_key: std::collections::HashMap<_, _> = missing
+                .iter()
+                .enumerate()
+                .map(|(j, &i)| (keys[i], j))
+                .collect();
+            for (i, f) in found.iter_mut().enumerate() {
+                if f.is_none() {
+                    let j = fresh_by_key[&keys[i]];
+                    *f = Some(fresh.row(j).to_vec().into());
+                }
+            }
+        }
+        let mut data = Vec::with_capacity(texts.len() * dim);
+        for f in found.into_iter().flatten() {
+            data.extend_from_slice(&f);
+        }
+        Ok(Embeddings { data, dim })
+    }
+
+    /// Embeds without the cache: every text goes through the network.
+    pub fn embed_uncached(&self, texts: &[&str]) -> Result<Embeddings> {
+        let dim = self.dim;
+        let tokens = self.tokenizer.encode(texts, false)?;
+        let batches = self.length_batches(&tokens);
+        let run = |batch: &Vec<usize>| -> Result<Vec<f32>> {
+            let rows: Vec<&Tokens> = batch.iter().map(|&i| &tokens[i]).collect();
+            self.pooled_batch(&rows)
+                .map_err(|source| EmbedError::Model {
+                    dir: self.dir.clone(),
+                    source,
+                })
+        };
+        let outputs: Vec<Vec<f32>> = match self.opts.parallelism {
+            Parallelism::Gemm => batches.iter().map(run).collect::<Result<_>>()?,
+            Parallelism::Batches => batches.par_iter().map(run).collect::<Result<_>>()?,
+        };
+        let mut data = vec![0f32; texts.len() * dim];
+        for (batch, out) in batches.iter().zip(outputs) {
+            for (r, &i) in batch.iter().enumerate() {
+                data[i * dim..(i + 1) * dim].copy_from_slice(&out[r * dim..(r + 1) * dim]);
+            }
+        }
+        Ok(Embeddings { data, dim })
+    }
+
+    /// Last-layer token vectors of each text (see [`TokenEmbeddings`]).
+    pub fn embed_tokens(&self, texts: &[&str]) -> Result<Vec<TokenEmbeddings>> {
+        let dim = self.dim;
+        let tokens = self.tokenizer.encode(texts, true)?;
+        let batches = self.length_batches(&tokens);
+        let mut out: Vec<Option<TokenEmbeddings>> = (0..texts.len()).map(|_| None).collect();
+        for batch in &batches {
+            let rows: Vec<&Tokens> = batch.iter().map(|&i| &tokens[i]).collect();
+            let (hidden, seq) = self
+                .hidden_batch(&rows)
+                .map_err(|source| EmbedError::Model {
+                    dir: self.dir.clone(),
+                    source,
+                })?;
+            for (r, &i) in batch.iter().enumerate() {
+                let n = tokens[i].ids.len();
+                let start = r * seq * dim;
+                out[i] = Some(TokenEmbeddings {
+                    ids: tokens[i].ids.clone(),
+                    tokens: tokens[i].tokens.clone(),
+                    vectors: hidden[start..start + n * dim].to_vec(),
+                    dim,
+                });
+            }
+        }
+        Ok(out.into_iter().flatten().collect())
+    }
+
+    /// Indices grouped into batches of similar token length (longest first), so that
+    /// padding to the longest member wastes little.
+    fn length_batches(&self, tokens: &[Tokens]) -> Vec<Vec<usize>> {
+        let mut order: Vec<usize> = (0..tokens.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(tokens[i].ids.len()));
+        order
+            .chunks(self.opts.batch_size)
+            .map(|c| c.to_vec())
+            .collect()
+    }
+
+    fn batch_tensors(&self, rows: &[&Tokens]) -> candle_core::Result<(Tensor, Tensor, usize)> {
+        let seq = rows.iter().map(|t| t.ids.len()).max().unwrap_or(0).max(1);
+        let pad = self.tokenizer.pad_id();
+        let mut ids = Vec::with_capacity(rows.len() * seq);
+        let mut mask = Vec::with_capacity(rows.len() * seq);
+        for t in rows {
+            ids.extend_from_slice(&t.ids);
+            ids.extend(std::iter::repeat_n(pad, seq - t.ids.len()));
+            mask.extend(std::iter::repeat_n(1u32, t.ids.len()));
+            mask.extend(std::iter::repeat_n(0u32, seq - t.ids.len()));
+        }
+        let ids = Tensor::from_vec(ids, (rows.len(), seq), &self.device)?;
+        let mask = Tensor::from_vec(mask, (rows.len(), seq), &self.device)?;
+        Ok((ids, mask, seq))
+    }
+
+    /// Mean over real tokens, then L2 normalisation (eps 1e-12 as torch's normalize).
+    fn pooled_batch(&self, rows: &[&Tokens]) -> candle_core::Result<Vec<f32>> {
+        let (ids, mask, _) = self.batch_tensors(rows)?;
+        let hidden = self.backbone.forward(&ids, &mask)?.to_dtype(DType::F32)?;
+        let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+        let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
+        let counts = mask.sum(1)?.clamp(1e-9, f64::INFINITY)?;
+        let mean = summed.broadcast_div(&counts)?;
+        let norm = mean
+            .sqr()?
+            .sum_keepdim(1)?
+            .sqrt()?
+            .clamp(1e-12, f64::INFINITY)?;
+        mean.broadcast_div(&norm)?.flatten_all()?.to_vec1::<f32>()
+    }
+
+    fn hidden_batch(&self, rows: &[&Tokens]) -> candle_core::Result<(Vec<f32>, usize)> {
+        let (ids, mask, seq) = self.batch_tensors(rows)?;
+        let hidden = self.backbone.forward(&ids, &mask)?.to_dtype(DType::F32)?;
+        Ok((hidden.flatten_all()?.to_vec1::<f32>()?, seq))
+    }
+}

@@ -1,0 +1,61 @@
+//! The one error type of `sdr-embed`; every variant names the input it is about.
+
+use std::path::PathBuf;
+
+/// Errors of model discovery, loading and embedding.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    /// No model folder where one was looked for.
+    #[error(
+        "model folder {dir} not found ({origin}); fetch it with `bash scripts/fetch-model.sh` \
+         or point --model / SDR_MODEL at a sentence-transformers folder"
+    )]
+    ModelDirMissing { dir: PathBuf, origin: &'static str },
+
+    /// A file the model folder must hold is absent.
+    #[error("model folder {dir} has no {file}; re-run `bash scripts/fetch-model.sh`")]
+    MissingFile { dir: PathBuf, file: &'static str },
+
+    /// Reading or writing a file failed.
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A JSON file of the model folder does not parse.
+    #[error("{path}: invalid JSON: {source}")]
+    Json {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// `config.json` names an architecture SDR does not implement.
+    #[error("{path}: unsupported model_type `{model_type}` (supported: mpnet, bert)")]
+    UnsupportedModel { path: PathBuf, model_type: String },
+
+    /// `tokenizer.json` cannot be loaded or a text cannot be tokenised.
+    #[error("tokenizer {what}: {message}")]
+    Tokenizer { what: String, message: String },
+
+    /// The network failed (shape or weight mismatch, unsupported dtype, ...).
+    #[error("model {dir}: {source}")]
+    Model {
+        dir: PathBuf,
+        #[source]
+        source: candle_core::Error,
+    },
+
+    /// An option value that cannot be used.
+    #[error("invalid option {name} = {value}: {reason}")]
+    InvalidOption {
+        name: &'static str,
+        value: String,
+        reason: &'static str,
+    },
+}
+
+/// Result alias of this crate.
+pub type Result<T> = std::result::Result<T, EmbedError>;
