@@ -24,7 +24,13 @@
 //! $\varphi = \tau / (\tau + \varepsilon)$,
 //! $u \leftarrow (p / K v)^{\varphi}$, $v \leftarrow (q / K^\top u)^{\varphi}$, plan
 //! $\mathrm{diag}(u) K \mathrm{diag}(v)$. The map is a contraction of ratio $\varphi$ for
-//! the log-scalings, so it converges linearly to the unique minimiser. The
+//! the log-scalings, so it converges linearly to the unique minimiser. Its
+//! Jacobian is two-cyclic with spectral radius $\varphi$ (the total-mass mode),
+//! so the log-scalings are over-relaxed with Young's optimal SOR factor
+//! $\omega = 2 / (1 + \sqrt{1 - \varphi^2})$ [4], which brings the linear rate from
+//! $\varphi^2$ down to $\omega - 1$ (e.g. 0.83 to 0.41 per sweep for `tau=1`,
+//! `eps=0.1`); the fixed point is unchanged, and the solver falls back to
+//! $\omega = 1$ if the changes ever grow. The
 //! log-scalings are tracked exactly; potentials are absorbed into the kernel
 //! when a log-scaling exceeds 50 in magnitude (log-domain stabilisation, as
 //! POT's `sinkhorn_stabilized_unbalanced`), and the kernel starts from the
@@ -38,6 +44,8 @@
 //!    for unbalanced optimal transport problems.* Math. Comp. 87, 2018.
 //! 3. C. Frogner, C. Zhang, H. Mobahi, M. Araya-Polo, T. Poggio. *Learning
 //!    with a Wasserstein Loss.* NeurIPS 2015.
+//! 4. D. M. Young. *Iterative Solution of Large Linear Systems.* Academic
+//!    Press, 1971 (optimal SOR for consistently ordered matrices).
 
 // Index loops mirror the formulas (i over rows, j over columns).
 #![allow(clippy::needless_range_loop)]
@@ -135,6 +143,8 @@ pub fn sinkhorn_unbalanced(
     let (n, m) = (cost.n, cost.m);
     let c = &cost.data;
     let phi = tau / (tau + eps);
+    let mut omega = 2.0 / (1.0 + (1.0 - phi * phi).sqrt());
+    let mut last_delta = f64::INFINITY;
     let inv = 1.0 / eps;
     // Potentials f = alpha + eps*lu, g = beta + eps*lv; kernel holds alpha, beta.
     let mut alpha: Vec<f64> = (0..n)
@@ -179,6 +189,7 @@ pub fn sinkhorn_unbalanced(
                 .map(|(a, b)| a * b)
                 .sum();
             let l = phi * (lp[i] - s.ln()) - (1.0 - phi) * alpha[i] * inv;
+            let l = lu[i] + omega * (l - lu[i]);
             delta = delta.max((l - lu[i]).abs());
             far |= l.abs() > ABSORB;
             lu[i] = l;
@@ -193,6 +204,7 @@ pub fn sinkhorn_unbalanced(
         }
         for j in 0..m {
             let l = phi * (lq[j] - ktu[j].ln()) - (1.0 - phi) * beta[j] * inv;
+            let l = lv[j] + omega * (l - lv[j]);
             delta = delta.max((l - lv[j]).abs());
             far |= l.abs() > ABSORB;
             lv[j] = l;
@@ -205,6 +217,10 @@ pub fn sinkhorn_unbalanced(
             converged = true;
             break;
         }
+        if iterations > 2 && delta > 2.0 * last_delta {
+            omega = 1.0;
+        }
+        last_delta = delta;
         if far {
             for i in 0..n {
                 alpha[i] += eps * lu[i];
