@@ -65,7 +65,8 @@ fn check_family(family: &str) {
             if dev > worst.0 || worst.1.is_empty() {
                 worst = (dev, tag.clone());
             }
-            if !(dev <= tolerance(&metric)) {
+            // NaN deviations fail too.
+            if dev.is_nan() || dev > tolerance(&metric) {
                 failures.push(tag);
             }
         }
