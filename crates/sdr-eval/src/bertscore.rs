@@ -46,7 +46,31 @@ pub struct TokenEmbeddings {
     pub data: Vec<f32>,
 }
 
+/// The ids bert-score zero-weights for all-mpnet-base-v2 (and RoBERTa-style
+/// tokenizers): `<s>` = 0 (cls) and `</s>` = 2 (sep), from the model's
+/// `tokenizer.json` post-processor.
+pub const MPNET_SPECIAL_IDS: [u32; 2] = [0, 2];
+
 impl TokenEmbeddings {
+    /// Builds the embeddings of one sentence from an encoder's output (token
+    /// ids and `ids.len() × dim` row-major vectors), flagging as special the
+    /// tokens whose id is in `special_ids` (bert-score zero-weights exactly
+    /// the tokenizer's cls and sep ids, e.g. [`MPNET_SPECIAL_IDS`]).
+    pub fn with_special_ids(
+        token_ids: Vec<u32>,
+        data: Vec<f32>,
+        dim: usize,
+        special_ids: &[u32],
+    ) -> Self {
+        let special = token_ids.iter().map(|t| special_ids.contains(t)).collect();
+        TokenEmbeddings {
+            token_ids,
+            special,
+            dim,
+            data,
+        }
+    }
+
     /// Number of tokens (special ones included).
     pub fn len(&self) -> usize {
         self.token_ids.len()
@@ -336,6 +360,14 @@ mod tests {
             dim: 2,
             data: rows.iter().flatten().copied().collect(),
         }
+    }
+
+    #[test]
+    fn special_ids_are_flagged() {
+        let e =
+            TokenEmbeddings::with_special_ids(vec![0, 9, 2], vec![1.0; 6], 2, &MPNET_SPECIAL_IDS);
+        assert_eq!(e.special, vec![true, false, true]);
+        assert!(e.validate(0).is_ok());
     }
 
     #[test]
