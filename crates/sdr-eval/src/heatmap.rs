@@ -32,6 +32,9 @@ pub struct Heatmap {
     /// `values[row][col]`: improvement over random in percent; `None` draws
     /// a grey `n/a` cell.
     pub values: Vec<Vec<Option<f64>>>,
+    /// Encoder used for BERTScore columns, printed on the figure (required
+    /// when a column name starts with "BERTScore").
+    pub bertscore_encoder: Option<String>,
 }
 
 const TEAL: (u8, u8, u8) = (0, 128, 128);
@@ -81,6 +84,21 @@ impl Heatmap {
                     got,
                 });
             }
+        }
+        if self
+            .columns
+            .iter()
+            .any(|c| c.to_ascii_lowercase().starts_with("bertscore"))
+            && self
+                .bertscore_encoder
+                .as_deref()
+                .is_none_or(|e| e.trim().is_empty())
+        {
+            return Err(EvalError::BadParameter {
+                name: "bertscore_encoder",
+                value: "none".into(),
+                message: "a heatmap with a BERTScore column must name the encoder",
+            });
         }
         for (i, row) in self.values.iter().enumerate() {
             if row.len() != self.columns.len() {
@@ -176,9 +194,24 @@ impl Heatmap {
         let legend_w = 110u32;
         let n_rows = self.row_labels.len() as u32;
         let n_cols = self.columns.len() as u32;
+        let subtitle = match &self.bertscore_encoder {
+            Some(e)
+                if self
+                    .columns
+                    .iter()
+                    .any(|c| c.to_ascii_lowercase().starts_with("bertscore")) =>
+            {
+                if self.subtitle.is_empty() {
+                    format!("BERTScore encoder: {e}")
+                } else {
+                    format!("{}; BERTScore encoder: {e}", self.subtitle)
+                }
+            }
+            _ => self.subtitle.clone(),
+        };
         let width = (left + n_cols * cell_w + legend_w)
             .max(width_of(&self.title, &title_font) + 40)
-            .max(width_of(&self.subtitle, &small_font) + 40);
+            .max(width_of(&subtitle, &small_font) + 40);
         let height = top + n_rows * cell_h + 40;
 
         let root = BitMapBackend::new(file, (width, height)).into_drawing_area();
@@ -195,7 +228,7 @@ impl Heatmap {
         };
         text(&self.title, &title_font, 16, 20, HPos::Left, &BLACK).map_err(|e| err(&e))?;
         text(
-            &self.subtitle,
+            &subtitle,
             &small_font,
             16,
             46,
@@ -337,9 +370,20 @@ mod tests {
             subtitle: String::new(),
             row_labels: vec!["a".into()],
             row_groups: vec![],
-            columns: vec!["m".into()],
+            columns: vec!["BERTScore-F1".into()],
             values: vec![vec![Some(1.0)]],
+            bertscore_encoder: None,
         };
         assert!(h.validate().is_err());
+        let h = Heatmap {
+            row_groups: vec!["g".into()],
+            ..h
+        };
+        assert!(h.validate().is_err(), "BERTScore column without encoder");
+        let h = Heatmap {
+            bertscore_encoder: Some("all-mpnet-base-v2".into()),
+            ..h
+        };
+        assert!(h.validate().is_ok());
     }
 }

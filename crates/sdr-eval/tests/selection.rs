@@ -194,11 +194,12 @@ fn tables_and_heatmap_are_written() {
 
     let h = Heatmap {
         title: "Policy x metric: improvement over random (Findings)".into(),
-        subtitle: "random = uniform over well-formed candidates, 100 seeds; BERTScore encoder: all-mpnet-base-v2".into(),
+        subtitle: "random = uniform over well-formed candidates, 100 seeds".into(),
         row_labels: policies.iter().map(|p| p.1.to_string()).collect(),
         row_groups: policies.iter().map(|p| p.0.to_string()).collect(),
         columns,
         values,
+        bertscore_encoder: Some("all-mpnet-base-v2 (last layer)".into()),
     };
     let png = dir.join("heatmap.png");
     h.render_png(&png).unwrap();
