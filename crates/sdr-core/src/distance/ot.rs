@@ -97,7 +97,16 @@ pub fn emd(cost: &CostMatrix, p: &[f64], q: &[f64]) -> SolverResult {
     }
     let s: Vec<f64> = rows.iter().map(|&i| p[i]).collect();
     let d: Vec<f64> = cols.iter().map(|&j| q[j] * (sp / sq)).collect();
-    let c = |a: usize, b: usize| cost.get(rows[a], cols[b]);
+    let compressed: Vec<f64>;
+    let c: &[f64] = if s.len() == n && d.len() == m {
+        &cost.data
+    } else {
+        compressed = rows
+            .iter()
+            .flat_map(|&i| cols.iter().map(move |&j| cost.get(i, j)))
+            .collect();
+        &compressed
+    };
     let mut plan = vec![0.0; n * m];
     let (value, iterations, converged) = if s.len() == 1 || d.len() == 1 {
         // One point on a side: the plan is forced.
@@ -106,7 +115,7 @@ pub fn emd(cost: &CostMatrix, p: &[f64], q: &[f64]) -> SolverResult {
             for (b, &db) in d.iter().enumerate() {
                 let g = if s.len() == 1 { db } else { sa };
                 plan[rows[a] * m + cols[b]] = g;
-                v += g * c(a, b);
+                v += g * c[a * d.len() + b];
             }
         }
         (v, 0, true)
@@ -177,7 +186,7 @@ pub fn ot_distance(m: &CostMatrix) -> f64 {
         m: k,
         s: |_| si,
         d: |_| dj,
-        cost: |i, j| m.data[i * k + j],
+        cost: &m.data,
     };
     let out = with_workspace(|ws| transport_simplex(ws, pb, max_pivots(n, k)));
     out.value / (n * k / g) as f64 / mx

@@ -40,45 +40,50 @@ fn failed(n: usize, m: usize) -> SolverResult {
 }
 
 /// Solve the dummy-extended balanced problem for `n` supplies and `m`
-/// demands (all positive), moving mass `rho`; returns the real-block value,
-/// pivots, convergence, and (when `want_plan`) the real `n x m` plan.
-fn solve_partial<S, D, C>(
+/// demands (all positive) and costs `cost` (row-major `n x m`), moving mass
+/// `rho`; returns the real-block value, pivots, convergence, and (when
+/// `want_plan`) the real `n x m` plan.
+fn solve_partial<S, D>(
     n: usize,
     m: usize,
     s: S,
     d: D,
-    cost: C,
+    cost: &[f64],
     rho: f64,
     want_plan: bool,
 ) -> (f64, usize, bool, Vec<f64>)
 where
     S: Fn(usize) -> f64,
     D: Fn(usize) -> f64,
-    C: Fn(usize, usize) -> f64,
 {
     let total_s: f64 = (0..n).map(&s).sum();
     let total_d: f64 = (0..m).map(&d).sum();
     let (dummy_row, dummy_col) = (total_d - rho, total_s - rho);
     let (hr, hc) = (dummy_row > 0.0, dummy_col > 0.0);
-    let mut cmax = 0.0f64;
-    for i in 0..n {
-        for j in 0..m {
-            cmax = cmax.max(cost(i, j).abs());
+    let (ne, me) = (n + hr as usize, m + hc as usize);
+    let cmax = cost.iter().fold(0.0f64, |a, c| a.max(c.abs()));
+    let c_dummies = 2.0 * cmax + 1.0;
+    let mut ext = Vec::with_capacity(ne * me);
+    for i in 0..ne {
+        if i < n {
+            ext.extend_from_slice(&cost[i * m..(i + 1) * m]);
+            if hc {
+                ext.push(0.0);
+            }
+        } else {
+            ext.extend(std::iter::repeat_n(0.0, m));
+            if hc {
+                ext.push(c_dummies);
+            }
         }
     }
-    let c_dummies = 2.0 * cmax + 1.0;
     let pb = Problem {
-        n: n + hr as usize,
-        m: m + hc as usize,
+        n: ne,
+        m: me,
         s: |i| if i < n { s(i) } else { dummy_row },
         d: |j| if j < m { d(j) } else { dummy_col },
-        cost: |i, j| match (i < n, j < m) {
-            (true, true) => cost(i, j),
-            (false, false) => c_dummies,
-            _ => 0.0,
-        },
+        cost: &ext,
     };
-    let (ne, me) = (pb.n, pb.m);
     with_workspace(|ws| {
         let out = transport_simplex(ws, pb, max_pivots(ne, me));
         let full = ws.plan(ne, me);
@@ -92,7 +97,7 @@ where
             for j in 0..me {
                 let g = full[i * me + j];
                 if i < n && j < m {
-                    value += g * cost(i, j);
+                    value += g * cost[i * m + j];
                     if want_plan {
                         plan.push(g);
                     }
@@ -163,12 +168,16 @@ pub fn partial_wasserstein(cost: &CostMatrix, p: &[f64], q: &[f64], rho: f64) ->
     }
     let rows: Vec<usize> = (0..n).filter(|&i| p[i] > 0.0).collect();
     let cols: Vec<usize> = (0..m).filter(|&j| q[j] > 0.0).collect();
+    let compressed: Vec<f64> = rows
+        .iter()
+        .flat_map(|&i| cols.iter().map(move |&j| cost.get(i, j)))
+        .collect();
     let (value, iterations, converged, small) = solve_partial(
         rows.len(),
         cols.len(),
         |a| p[rows[a]],
         |b| q[cols[b]],
-        |a, b| cost.get(rows[a], cols[b]),
+        &compressed,
         rho,
         true,
     );
@@ -229,8 +238,7 @@ pub fn pot_distance(m: &CostMatrix, rho: f64) -> f64 {
     if (mass - mass.round()).abs() <= 1e-12 * total {
         mass = mass.round();
     }
-    let (value, _, _, _) =
-        solve_partial(n, k, |_| si, |_| dj, |i, j| m.data[i * k + j], mass, false);
+    let (value, _, _, _) = solve_partial(n, k, |_| si, |_| dj, &m.data, mass, false);
     value / total / mx
 }
 

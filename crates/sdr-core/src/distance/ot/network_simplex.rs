@@ -194,34 +194,29 @@ impl Workspace {
 }
 
 /// A transportation problem: `n` supplies `s(i) > 0`, `m` demands
-/// `d(j) > 0` with the same total, finite costs `cost(i, j)`.
-pub(crate) struct Problem<S, D, C> {
+/// `d(j) > 0` with the same total, finite costs `cost[i * m + j]`.
+pub(crate) struct Problem<'a, S, D> {
     pub n: usize,
     pub m: usize,
     pub s: S,
     pub d: D,
-    pub cost: C,
+    pub cost: &'a [f64],
 }
 
 /// Solve `pb`; stops after `max_pivots` pivots (then `converged` is false and
 /// the flows are feasible but possibly suboptimal).
-pub(crate) fn solve<S, D, C>(ws: &mut Workspace, pb: Problem<S, D, C>, max_pivots: usize) -> Outcome
+pub(crate) fn solve<S, D>(ws: &mut Workspace, pb: Problem<'_, S, D>, max_pivots: usize) -> Outcome
 where
     S: Fn(usize) -> f64,
     D: Fn(usize) -> f64,
-    C: Fn(usize, usize) -> f64,
 {
     let Problem { n, m, s, d, cost } = pb;
+    assert_eq!(cost.len(), n * m, "cost matrix of the wrong size");
     let nodes = n + m + 1;
     let root = (n + m) as u32;
     ws.reset(nodes);
 
-    let mut cmax = 0.0f64;
-    for i in 0..n {
-        for j in 0..m {
-            cmax = cmax.max(cost(i, j).abs());
-        }
-    }
+    let cmax = cost.iter().fold(0.0f64, |a, c| a.max(c.abs()));
     // Potentials are sums of a few costs, exact up to rounding at the scale
     // of the costs; arcs must beat that noise to enter.
     let tol = 1e-12 * cmax.max(f64::MIN_POSITIVE);
@@ -237,16 +232,14 @@ where
     for i in 0..n {
         let mut left = s(i);
         total += left;
+        let row = &cost[i * m..(i + 1) * m];
         while left > 0.0 {
             let mut best = NONE as usize;
             let mut best_c = f64::INFINITY;
-            for j in 0..m {
-                if ws.rem[j] > 0.0 {
-                    let c = cost(i, j);
-                    if c < best_c || best == NONE as usize {
-                        best_c = c;
-                        best = j;
-                    }
+            for (j, (&c, &r)) in row.iter().zip(&ws.rem).enumerate() {
+                if r > 0.0 && (c < best_c || best == NONE as usize) {
+                    best_c = c;
+                    best = j;
                 }
             }
             if best == NONE as usize {
@@ -282,46 +275,42 @@ where
     }
     debug_assert_eq!(slots as usize, nodes - 1);
 
+    // Block search pricing over whole rows: scan `rows_per_block` rows
+    // (~sqrt(#arcs) arcs) cyclically from where the last search stopped and
+    // take the most negative reduced cost seen once a block has one.
     let arcs = n * m;
-    let block = ((arcs as f64).sqrt().ceil() as usize).max(10).min(arcs);
-    let (mut ci, mut cj) = (0usize, 0usize);
+    let block = ((arcs as f64).sqrt().ceil() as usize).max(10);
+    let rows_per_block = block.div_ceil(m).clamp(1, n);
+    let mut next_row = 0usize;
     let mut pivots = 0usize;
     let mut converged = false;
 
     while pivots < max_pivots {
-        // Block search pricing: the most negative reduced cost in the first
-        // block (cyclically from the last position) that has one.
         let mut best = -tol;
         let mut entering: Option<(usize, usize)> = None;
-        let mut in_block = 0usize;
-        let (mut i, mut j) = (ci, cj);
-        for _ in 0..arcs {
-            let rc = cost(i, j) + ws.pi[i] - ws.pi[n + j];
-            if rc < best {
-                best = rc;
-                entering = Some((i, j));
-            }
-            j += 1;
-            if j == m {
-                j = 0;
-                i += 1;
-                if i == n {
-                    i = 0;
+        let (pi_rows, pi_cols) = ws.pi.split_at(n);
+        let pi_cols = &pi_cols[..m];
+        let mut i = next_row;
+        for scanned in 1..=n {
+            let row = &cost[i * m..(i + 1) * m];
+            let pi_i = pi_rows[i];
+            for (j, (&c, &pj)) in row.iter().zip(pi_cols).enumerate() {
+                let rc = c + pi_i - pj;
+                if rc < best {
+                    best = rc;
+                    entering = Some((i, j));
                 }
             }
-            in_block += 1;
-            if in_block == block {
-                if entering.is_some() {
-                    break;
-                }
-                in_block = 0;
+            i = if i + 1 == n { 0 } else { i + 1 };
+            if scanned % rows_per_block == 0 && entering.is_some() {
+                break;
             }
         }
         let Some((ei, ej)) = entering else {
             converged = true;
             break;
         };
-        (ci, cj) = (i, j);
+        next_row = i;
         pivots += 1;
 
         // Cycle: entering arc a -> b, then the tree path b -> apex -> a.
@@ -398,7 +387,7 @@ where
         let (os, od) = (ws.src[slot as usize], ws.dst[slot as usize]);
         ws.unlink(os, 2 * slot);
         ws.unlink(od, 2 * slot + 1);
-        ws.set_slot(slot, a, b, cost(ei, ej), delta);
+        ws.set_slot(slot, a, b, cost[ei * m + ej], delta);
         if out_on_a {
             ws.rehang(a, b, slot);
         } else {
