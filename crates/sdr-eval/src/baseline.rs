@@ -9,6 +9,10 @@
 //!   sections. A study without any well-formed candidate falls back to all
 //!   its candidates (there is nothing to discard).
 //!
+//! For corpus-level metrics (corpus BLEU, corpus chrF++), which are not
+//! means of per-candidate values, [`seeded_corpus_baseline`] evaluates the
+//! caller's metric on each seed's picks ([`random_choices`]).
+//!
 //! The seeded estimate averages `n_seeds` such draws (SplitMix64 generator,
 //! seed `base_seed + s` for draw `s`, so runs are reproducible). Its
 //! expectation is known exactly: the mean over studies of the mean value of
@@ -100,16 +104,16 @@ fn validate(studies: &[Study]) -> Result<()> {
     Ok(())
 }
 
-/// The indices a random pick may choose in `study`.
-fn pool_indices(study: &Study, pool: Pool) -> Vec<usize> {
-    let all: Vec<usize> = (0..study.values.len()).collect();
+/// The indices a random pick may choose among candidates with these flags.
+fn pool_indices(well_formed: &[bool], pool: Pool) -> Vec<usize> {
+    let all: Vec<usize> = (0..well_formed.len()).collect();
     match pool {
         Pool::All => all,
         Pool::WellFormed => {
             let wf: Vec<usize> = all
                 .iter()
                 .copied()
-                .filter(|&i| study.well_formed[i])
+                .filter(|&i| well_formed[i])
                 .collect();
             if wf.is_empty() {
                 all
@@ -138,7 +142,7 @@ pub fn random_expectation(studies: &[Study], pool: Pool) -> Result<f64> {
     let total: f64 = studies
         .iter()
         .map(|s| {
-            let idx = pool_indices(s, pool);
+            let idx = pool_indices(s.well_formed, pool);
             idx.iter().map(|&i| s.values[i]).sum::<f64>() / idx.len() as f64
         })
         .sum();
@@ -157,6 +161,62 @@ pub fn random_baseline_seeded(
     base_seed: u64,
 ) -> Result<SeededBaseline> {
     validate(studies)?;
+    let flags: Vec<&[bool]> = studies.iter().map(|s| s.well_formed).collect();
+    seeded_corpus_baseline(&flags, pool, n_seeds, base_seed, |choices| {
+        let sum: f64 = studies
+            .iter()
+            .zip(choices)
+            .map(|(st, &c)| st.values[c])
+            .sum();
+        Ok(sum / studies.len() as f64)
+    })
+}
+
+/// The random picks of one seed: for each study (given by its well-formed
+/// flags, one per candidate) a uniform index into its pool. Seed `s` always
+/// gives the same picks; [`random_baseline_seeded`] uses seeds
+/// `base_seed .. base_seed + n_seeds`.
+///
+/// # Errors
+/// [`EvalError::Empty`] for no study or a study without candidates.
+pub fn random_choices(well_formed: &[&[bool]], pool: Pool, seed: u64) -> Result<Vec<usize>> {
+    if well_formed.is_empty() {
+        return Err(EvalError::Empty { what: "studies" });
+    }
+    let mut rng = SplitMix64::new(seed);
+    well_formed
+        .iter()
+        .map(|flags| {
+            if flags.is_empty() {
+                return Err(EvalError::Empty {
+                    what: "candidates of a study",
+                });
+            }
+            let p = pool_indices(flags, pool);
+            Ok(p[rng.below(p.len() as u64) as usize])
+        })
+        .collect()
+}
+
+/// A seeded random baseline for any metric of the picked candidates, e.g. a
+/// corpus-level one (corpus BLEU, corpus chrF++) that is not a mean of
+/// per-candidate values: `metric(choices)` is evaluated for the picks of each
+/// of `n_seeds` seeds and averaged.
+///
+/// # Errors
+/// As [`random_choices`], [`EvalError::BadParameter`] when `n_seeds` is 0,
+/// [`EvalError::NonFinite`] when `metric` returns a non-finite value, and
+/// any error of `metric`.
+pub fn seeded_corpus_baseline<F>(
+    well_formed: &[&[bool]],
+    pool: Pool,
+    n_seeds: usize,
+    base_seed: u64,
+    metric: F,
+) -> Result<SeededBaseline>
+where
+    F: Fn(&[usize]) -> Result<f64>,
+{
     if n_seeds == 0 {
         return Err(EvalError::BadParameter {
             name: "n_seeds",
@@ -164,18 +224,19 @@ pub fn random_baseline_seeded(
             message: "at least one seed is needed",
         });
     }
-    let pools: Vec<Vec<usize>> = studies.iter().map(|s| pool_indices(s, pool)).collect();
-    let per_seed: Vec<f64> = (0..n_seeds as u64)
-        .map(|s| {
-            let mut rng = SplitMix64::new(base_seed.wrapping_add(s));
-            let sum: f64 = studies
-                .iter()
-                .zip(&pools)
-                .map(|(st, p)| st.values[p[rng.below(p.len() as u64) as usize]])
-                .sum();
-            sum / studies.len() as f64
-        })
-        .collect();
+    let mut per_seed = Vec::with_capacity(n_seeds);
+    for s in 0..n_seeds as u64 {
+        let choices = random_choices(well_formed, pool, base_seed.wrapping_add(s))?;
+        let v = metric(&choices)?;
+        if !v.is_finite() {
+            return Err(EvalError::NonFinite {
+                what: "seeded baseline metric",
+                index: s as usize,
+                value: v,
+            });
+        }
+        per_seed.push(v);
+    }
     let n = per_seed.len() as f64;
     let mean = per_seed.iter().sum::<f64>() / n;
     let std_error = if per_seed.len() > 1 {
@@ -287,6 +348,27 @@ mod tests {
             );
             assert!(a.std_error > 0.0);
         }
+    }
+
+    #[test]
+    fn corpus_baseline_sees_the_same_picks() {
+        let v = [0.0, 1.0, 2.0];
+        let f = [true, false, true];
+        let studies = [Study {
+            values: &v,
+            well_formed: &f,
+        }; 4];
+        let flags: Vec<&[bool]> = vec![&f; 4];
+        let a = random_baseline_seeded(&studies, Pool::WellFormed, 50, 9).unwrap();
+        let b = seeded_corpus_baseline(&flags, Pool::WellFormed, 50, 9, |c| {
+            assert!(c.iter().all(|&i| i != 1), "malformed candidate picked");
+            Ok(c.iter().map(|&i| v[i]).sum::<f64>() / c.len() as f64)
+        })
+        .unwrap();
+        assert_eq!(a, b);
+        assert!(seeded_corpus_baseline(&flags, Pool::All, 3, 0, |_| Ok(f64::NAN)).is_err());
+        assert!(random_choices(&[], Pool::All, 0).is_err());
+        assert!(random_choices(&[&[]], Pool::All, 0).is_err());
     }
 
     #[test]

@@ -76,6 +76,27 @@ pub fn stratum_from_problems(problems: &str) -> Result<Stratum> {
     })
 }
 
+/// Study indices per stratum, in [`Stratum::ALL`] order (strata without a
+/// study get an empty list), to evaluate policies and baselines per stratum.
+///
+/// ```
+/// use sdr_eval::strata::{group_by_stratum, Stratum::*};
+/// let g = group_by_stratum(&[SingleFinding, NoFinding, SingleFinding]);
+/// assert_eq!(g[1], (SingleFinding, vec![0, 2]));
+/// assert!(g[2].1.is_empty());
+/// ```
+pub fn group_by_stratum(strata: &[Stratum]) -> [(Stratum, Vec<usize>); 3] {
+    Stratum::ALL.map(|s| {
+        let idx = strata
+            .iter()
+            .enumerate()
+            .filter(|(_, &x)| x == s)
+            .map(|(i, _)| i)
+            .collect();
+        (s, idx)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
