@@ -110,11 +110,7 @@ fn pool_indices(well_formed: &[bool], pool: Pool) -> Vec<usize> {
     match pool {
         Pool::All => all,
         Pool::WellFormed => {
-            let wf: Vec<usize> = all
-                .iter()
-                .copied()
-                .filter(|&i| well_formed[i])
-                .collect();
+            let wf: Vec<usize> = all.iter().copied().filter(|&i| well_formed[i]).collect();
             if wf.is_empty() {
                 all
             } else {
