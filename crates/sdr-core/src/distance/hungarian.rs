@@ -18,7 +18,7 @@
 //! - `alpha >= 0` is the per-element count penalty.
 //!
 //! The solver is the shortest augmenting path method of Jonker and Volgenant
-//! [1] in the rectangular form of Crouse [2] (the algorithm behind SciPy's
+//! \[1\] in the rectangular form of Crouse \[2\] (the algorithm behind SciPy's
 //! `linear_sum_assignment`): one Dijkstra-like search per row of the smaller
 //! side, with dual potentials kept feasible, so the result is an optimal
 //! assignment of the floating-point costs (no scaling, no epsilon).

@@ -12,7 +12,7 @@
 //!
 //! The value is the transport cost itself, not divided by `rho` (SPEC §3).
 //!
-//! Reduction to balanced OT (Chapel et al. [1], as in POT's
+//! Reduction to balanced OT (Chapel et al. \[1\], as in POT's
 //! `partial_wasserstein`): add a dummy column with mass `sum(p) - rho` and a
 //! dummy row with mass `sum(q) - rho`, zero cost between real and dummy
 //! points, and a positive cost `2 max|C| + 1` between the two dummies. Any

@@ -6,7 +6,7 @@
 //!
 //! on the complete bipartite graph rows -> columns, plus one artificial root
 //! node. Design follows the textbook method [1, ch. 11] as also used by LEMON
-//! and POT [2]:
+//! and POT \[2\]:
 //!
 //! - the initial basis is a greedy row-minimum solution (a forest), each of
 //!   whose trees hangs below an artificial root through a zero-cost arc
