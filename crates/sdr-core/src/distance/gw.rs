@@ -46,7 +46,7 @@
 // Index loops mirror the formulas (i over rows, j over columns).
 #![allow(clippy::needless_range_loop)]
 
-use super::sinkhorn::check_masses;
+use super::sinkhorn::{check_masses, mul_transposed, transpose_into};
 use super::{uniform, SolverResult};
 use crate::cost::CostMatrix;
 use crate::error::{Result, SdrError};
@@ -287,6 +287,8 @@ fn tensor_product(
 
 struct Workspace {
     k: Vec<f64>,
+    kt: Vec<f64>,
+    kv: Vec<f64>,
     u: Vec<f64>,
     v: Vec<f64>,
     u_prev: Vec<f64>,
@@ -300,6 +302,8 @@ impl Workspace {
     fn new(n: usize, m: usize) -> Self {
         Workspace {
             k: vec![0.0; n * m],
+            kt: vec![0.0; n * m],
+            kv: vec![0.0; n],
             u: vec![0.0; n],
             v: vec![0.0; m],
             u_prev: vec![0.0; n],
@@ -329,25 +333,22 @@ fn sinkhorn_knopp(
     for (k, c) in ws.k.iter_mut().zip(cost) {
         *k = (c * inv).exp();
     }
+    transpose_into(&ws.k, n, m, &mut ws.kt);
     ws.u.fill(1.0 / n as f64);
     ws.v.fill(1.0 / m as f64);
     for ii in 0..INNER_MAX_ITER {
         ws.u_prev.copy_from_slice(&ws.u);
         ws.v_prev.copy_from_slice(&ws.v);
-        kt_times(&ws.k, &ws.u, n, m, &mut ws.ktu);
+        mul_transposed(&ws.k, n, m, &ws.u, &mut ws.ktu);
         let mut bad = false;
         for j in 0..m {
             bad |= ws.ktu[j] == 0.0;
             ws.v[j] = q[j] / ws.ktu[j];
             bad |= !ws.v[j].is_finite();
         }
+        mul_transposed(&ws.kt, m, n, &ws.v, &mut ws.kv);
         for i in 0..n {
-            let s: f64 = ws.k[i * m..(i + 1) * m]
-                .iter()
-                .zip(&ws.v)
-                .map(|(a, b)| a * b)
-                .sum();
-            ws.u[i] = p[i] / s;
+            ws.u[i] = p[i] / ws.kv[i];
             bad |= !ws.u[i].is_finite();
         }
         if bad {
@@ -356,7 +357,7 @@ fn sinkhorn_knopp(
             break;
         }
         if ii % 10 == 0 {
-            kt_times(&ws.k, &ws.u, n, m, &mut ws.ktu);
+            mul_transposed(&ws.k, n, m, &ws.u, &mut ws.ktu);
             let err = ws
                 .ktu
                 .iter()
@@ -373,17 +374,6 @@ fn sinkhorn_knopp(
     for i in 0..n {
         for j in 0..m {
             plan[i * m + j] = ws.u[i] * ws.k[i * m + j] * ws.v[j];
-        }
-    }
-}
-
-/// `out = K^T u`.
-fn kt_times(k: &[f64], u: &[f64], n: usize, m: usize, out: &mut [f64]) {
-    out.fill(0.0);
-    for i in 0..n {
-        let ui = u[i];
-        for (o, &kij) in out.iter_mut().zip(&k[i * m..(i + 1) * m]) {
-            *o += ui * kij;
         }
     }
 }

@@ -277,6 +277,29 @@ fn check_balanced(metric: &str, cost: &CostMatrix, p: &[f64], q: &[f64], eps: f6
     Ok(())
 }
 
+/// `out = A^T x` for `A` row-major `rows x cols`, as a sum of scaled rows
+/// (axpy form, which vectorises; a dot-product form would not, as float
+/// sums may not be reordered). `K v` is computed from a stored `K^T`.
+#[inline]
+pub(crate) fn mul_transposed(a: &[f64], rows: usize, cols: usize, x: &[f64], out: &mut [f64]) {
+    out.fill(0.0);
+    for (r, &xr) in x.iter().enumerate().take(rows) {
+        for (o, &ar) in out.iter_mut().zip(&a[r * cols..(r + 1) * cols]) {
+            *o += xr * ar;
+        }
+    }
+}
+
+/// Transpose of a row-major `rows x cols` buffer into `out` (`cols x rows`).
+#[inline]
+pub(crate) fn transpose_into(a: &[f64], rows: usize, cols: usize, out: &mut [f64]) {
+    for r in 0..rows {
+        for c in 0..cols {
+            out[c * rows + r] = a[r * cols + c];
+        }
+    }
+}
+
 /// Numerically stable `log(sum_k exp(x_k))` over an iterator of finite values.
 fn log_sum_exp(xs: impl Iterator<Item = f64> + Clone) -> f64 {
     let mx = xs.clone().fold(f64::NEG_INFINITY, f64::max);
@@ -298,9 +321,12 @@ struct Scaling<'a> {
     alpha: Vec<f64>,
     beta: Vec<f64>,
     k: Vec<f64>,
+    /// `k` transposed (`m x n`), so that both products are in axpy form.
+    kt: Vec<f64>,
     u: Vec<f64>,
     v: Vec<f64>,
     ktu: Vec<f64>,
+    kv: Vec<f64>,
 }
 
 impl<'a> Scaling<'a> {
@@ -331,9 +357,11 @@ impl<'a> Scaling<'a> {
             alpha,
             beta,
             k: vec![0.0; n * m],
+            kt: vec![0.0; n * m],
             u: vec![1.0; n],
             v: vec![1.0; m],
             ktu: vec![0.0; m],
+            kv: vec![0.0; n],
         };
         s.rebuild_kernel();
         s
@@ -352,6 +380,7 @@ impl<'a> Scaling<'a> {
                 *kij = ((ai + bj - cij) * inv).exp();
             }
         }
+        transpose_into(&self.k, self.n, self.m, &mut self.kt);
     }
 
     /// One sweep: column update then row update. Returns the L1 column
@@ -359,13 +388,7 @@ impl<'a> Scaling<'a> {
     /// from the `K^T u` the column update needs anyway.
     fn sweep(&mut self) -> f64 {
         let (n, m) = (self.n, self.m);
-        self.ktu.fill(0.0);
-        for i in 0..n {
-            let ui = self.u[i];
-            for (t, &kij) in self.ktu.iter_mut().zip(&self.k[i * m..(i + 1) * m]) {
-                *t += ui * kij;
-            }
-        }
+        mul_transposed(&self.k, n, m, &self.u, &mut self.ktu);
         let mut err = 0.0;
         let mut ok = true;
         for j in 0..m {
@@ -378,13 +401,9 @@ impl<'a> Scaling<'a> {
             self.exact_column_step();
         }
         let mut ok = true;
+        mul_transposed(&self.kt, m, n, &self.v, &mut self.kv);
         for i in 0..n {
-            let s: f64 = self.k[i * m..(i + 1) * m]
-                .iter()
-                .zip(&self.v)
-                .map(|(a, b)| a * b)
-                .sum();
-            let ui = self.p[i] / s;
+            let ui = self.p[i] / self.kv[i];
             ok &= ui > 1.0 / BIG && ui < BIG;
             self.u[i] = ui;
         }

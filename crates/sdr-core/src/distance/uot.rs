@@ -50,7 +50,7 @@
 // Index loops mirror the formulas (i over rows, j over columns).
 #![allow(clippy::needless_range_loop)]
 
-use super::sinkhorn::check_masses;
+use super::sinkhorn::{check_masses, mul_transposed, transpose_into};
 use super::{uniform, SolverResult};
 use crate::cost::CostMatrix;
 use crate::error::{Result, SdrError};
@@ -161,20 +161,24 @@ pub fn sinkhorn_unbalanced(
             *b = b.min(cij - alpha[i]);
         }
     }
+    // Kernel and its transpose (both products in axpy form).
     let mut k = vec![0.0; n * m];
-    let rebuild = |k: &mut [f64], alpha: &[f64], beta: &[f64]| {
+    let mut kt = vec![0.0; n * m];
+    let rebuild = |k: &mut [f64], kt: &mut [f64], alpha: &[f64], beta: &[f64]| {
         for i in 0..n {
             for j in 0..m {
                 k[i * m + j] = ((alpha[i] + beta[j] - c[i * m + j]) * inv).exp();
             }
         }
+        transpose_into(k, n, m, kt);
     };
-    rebuild(&mut k, &alpha, &beta);
+    rebuild(&mut k, &mut kt, &alpha, &beta);
     let lp: Vec<f64> = p.iter().map(|x| x.ln()).collect();
     let lq: Vec<f64> = q.iter().map(|x| x.ln()).collect();
     let (mut lu, mut lv) = (vec![0.0; n], vec![0.0; m]);
     let (mut u, mut v) = (vec![1.0; n], vec![1.0; m]);
     let mut ktu = vec![0.0; m];
+    let mut kv = vec![0.0; n];
     let mut iterations = 0;
     let mut converged = false;
     while iterations < max_iter {
@@ -182,26 +186,16 @@ pub fn sinkhorn_unbalanced(
         // log u_i = phi (log p_i - log (K v)_i) - (1 - phi) alpha_i / eps
         let mut delta: f64 = 0.0;
         let mut far = false;
+        mul_transposed(&kt, m, n, &v, &mut kv);
         for i in 0..n {
-            let s: f64 = k[i * m..(i + 1) * m]
-                .iter()
-                .zip(&v)
-                .map(|(a, b)| a * b)
-                .sum();
-            let l = phi * (lp[i] - s.ln()) - (1.0 - phi) * alpha[i] * inv;
+            let l = phi * (lp[i] - kv[i].ln()) - (1.0 - phi) * alpha[i] * inv;
             let l = lu[i] + omega * (l - lu[i]);
             delta = delta.max((l - lu[i]).abs());
             far |= l.abs() > ABSORB;
             lu[i] = l;
             u[i] = l.exp();
         }
-        ktu.fill(0.0);
-        for i in 0..n {
-            let ui = u[i];
-            for (t, &kij) in ktu.iter_mut().zip(&k[i * m..(i + 1) * m]) {
-                *t += ui * kij;
-            }
-        }
+        mul_transposed(&k, n, m, &u, &mut ktu);
         for j in 0..m {
             let l = phi * (lq[j] - ktu[j].ln()) - (1.0 - phi) * beta[j] * inv;
             let l = lv[j] + omega * (l - lv[j]);
@@ -232,7 +226,7 @@ pub fn sinkhorn_unbalanced(
                 lv[j] = 0.0;
                 v[j] = 1.0;
             }
-            rebuild(&mut k, &alpha, &beta);
+            rebuild(&mut k, &mut kt, &alpha, &beta);
         }
     }
     let mut plan = vec![0.0; n * m];
