@@ -260,6 +260,18 @@ mod tests {
     }
 
     #[test]
+    fn subnormal_rows_keep_their_direction() {
+        // 1 / 5e-324 overflows: the division fallback of `unit_rows`.
+        let a =
+            EmbeddingSet::from_rows(&[vec![5e-324, 0.0], vec![-5e-324, 5e-324]], Side::A).unwrap();
+        let b = EmbeddingSet::from_rows(&[vec![1.0, 0.0]], Side::B).unwrap();
+        let m = cosine_cost(&a.view(), &b.view());
+        assert_eq!(m.get(0, 0), 0.0);
+        let expected = (1.0 + 0.5f64.sqrt()) / 2.0;
+        assert!((m.get(1, 0) - expected).abs() < 1e-15);
+    }
+
+    #[test]
     fn rejects_bad_rows() {
         assert_eq!(
             EmbeddingSet::from_rows(&[], Side::A),
