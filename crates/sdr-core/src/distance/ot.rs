@@ -26,12 +26,13 @@ use super::SolverResult;
 use crate::cost::{CostMatrix, ZERO_COST_TOL};
 
 /// Pivot budget: far above what the strongly feasible simplex needs
-/// (~ a few times `n + m` for the sizes of SDR, ~1e5 at 500 x 500).
+/// (about `n + m` for the sizes of SDR, ~8e3 at 500 x 500).
 pub(crate) fn max_pivots(n: usize, m: usize) -> usize {
     1_000 + 200 * (n + m) * (n + m)
 }
 
-/// Indices with positive mass, or the reason the masses are unusable.
+/// Indices with positive mass; `None` when a mass is negative or not finite,
+/// or all are zero.
 fn support(w: &[f64]) -> Option<Vec<usize>> {
     if w.iter().any(|x| !x.is_finite() || *x < 0.0) {
         return None;

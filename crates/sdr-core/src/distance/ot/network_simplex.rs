@@ -5,7 +5,7 @@
 //!   \qquad \textstyle\sum_i s_i = \sum_j d_j$$
 //!
 //! on the complete bipartite graph rows -> columns, plus one artificial root
-//! node. Design follows the textbook method [1, ch. 11] as also used by LEMON
+//! node. Design follows the textbook method \[1, ch. 11\] as also used by LEMON
 //! and POT \[2\]:
 //!
 //! - the initial basis is a greedy row-minimum solution (a forest), each of
@@ -22,7 +22,8 @@
 //!
 //! Non-tree arcs carry no flow (all arcs are uncapacitated), so flows are
 //! stored on the `N - 1` tree edges only and memory is `O(n + m)` besides
-//! the costs, which are read through a closure.
+//! the dense row-major costs. Flows are exact when the masses are integers
+//! (as `ot_distance` arranges), otherwise rounded like any float LP solver.
 //!
 //! References:
 //! 1. R. K. Ahuja, T. L. Magnanti, J. B. Orlin (1993). *Network Flows*,
