@@ -147,70 +147,75 @@ pub fn sinkhorn_log(
     let mut sk = Scaling::new(&cost.data, n, m, p, q, eps);
     let mut iterations = 0;
     let mut converged = false;
+    let mut newton_allowed = n > 1 && m > 1;
     let mut errs: [f64; 2] = [f64::INFINITY; 2]; // error now and `RATE_LAG` sweeps ago
     const RATE_LAG: usize = 10;
-    while iterations < max_iter {
-        let err = sk.sweep();
-        iterations += 1;
-        if err <= tol {
-            converged = true;
-            break;
-        }
-        if iterations % RATE_LAG == 0 {
-            errs = [err, errs[0]];
-            if iterations >= MIN_SWEEPS && n > 1 && m > 1 {
-                // Linear rate over the last RATE_LAG sweeps; switch to Newton
-                // when the sweeps left would exceed the budget.
-                let rate = (errs[0] / errs[1]).powf(1.0 / RATE_LAG as f64);
-                let left = if rate < 1.0 {
-                    (tol / err).ln() / rate.ln()
-                } else {
-                    f64::INFINITY
-                };
-                if left > SWEEP_BUDGET {
-                    break;
+    loop {
+        let mut try_newton = false;
+        while iterations < max_iter {
+            let err = sk.sweep();
+            iterations += 1;
+            if err <= tol {
+                converged = true;
+                break;
+            }
+            if iterations % RATE_LAG == 0 {
+                errs = [err, errs[0]];
+                if newton_allowed && iterations >= MIN_SWEEPS {
+                    // Linear rate over the last RATE_LAG sweeps; switch to
+                    // Newton when the sweeps left would exceed the budget.
+                    let rate = (errs[0] / errs[1]).powf(1.0 / RATE_LAG as f64);
+                    let left = if rate < 1.0 {
+                        (tol / err).ln() / rate.ln()
+                    } else {
+                        f64::INFINITY
+                    };
+                    if left > SWEEP_BUDGET {
+                        try_newton = true;
+                        break;
+                    }
                 }
             }
         }
-    }
-    if converged || iterations >= max_iter {
-        let (plan, value) = sk.plan();
-        return Ok(SolverResult {
-            value,
-            plan,
-            iterations,
-            converged,
-        });
-    }
-    // Newton on the smaller side's potentials, the other side eliminated.
-    let (f, g) = sk.potentials();
-    let budget = (max_iter - iterations).min(MAX_NEWTON);
-    let out = if m <= n {
-        let mut nt = Newton::new(&cost.data, n, m, p, q, eps, g);
-        let (steps, ok) = nt.solve(tol, budget);
-        let plan = nt.plan();
-        (plan, steps, ok)
-    } else {
-        let ct = cost.transpose();
-        let mut nt = Newton::new(&ct.data, m, n, q, p, eps, f);
-        let (steps, ok) = nt.solve(tol, budget);
-        let pt = nt.plan();
-        let mut plan = vec![0.0; n * m];
-        for j in 0..m {
-            for i in 0..n {
-                plan[i * m + j] = pt[j * n + i];
-            }
+        if !try_newton {
+            let (plan, value) = sk.plan();
+            return Ok(SolverResult {
+                value,
+                plan,
+                iterations,
+                converged,
+            });
         }
-        (plan, steps, ok)
-    };
-    let (plan, steps, ok) = out;
-    let value = plan.iter().zip(&cost.data).map(|(g, c)| g * c).sum();
-    Ok(SolverResult {
-        value,
-        plan,
-        iterations: iterations + steps,
-        converged: ok,
-    })
+        // Newton on the smaller side's potentials, the other side eliminated.
+        let (f, g) = sk.potentials();
+        let budget = (max_iter - iterations).min(MAX_NEWTON);
+        let (plan, steps, ok) = if m <= n {
+            let mut nt = Newton::new(&cost.data, n, m, p, q, eps, g);
+            let (steps, ok) = nt.solve(tol, budget);
+            (nt.plan(), steps, ok)
+        } else {
+            let ct = cost.transpose();
+            let mut nt = Newton::new(&ct.data, m, n, q, p, eps, f);
+            let (steps, ok) = nt.solve(tol, budget);
+            let pt = nt.plan();
+            let mut plan = vec![0.0; n * m];
+            transpose_into(&pt, m, n, &mut plan);
+            (plan, steps, ok)
+        };
+        iterations += steps;
+        if ok || iterations >= max_iter {
+            let value = plan.iter().zip(&cost.data).map(|(g, c)| g * c).sum();
+            return Ok(SolverResult {
+                value,
+                plan,
+                iterations,
+                converged: ok,
+            });
+        }
+        // Newton stalled (e.g. couplings underflowed for a tiny `eps`): go
+        // on with plain sweeps from where they were.
+        newton_allowed = false;
+    }
 }
 
 fn bad(metric: &str, message: String) -> SdrError {
@@ -301,7 +306,7 @@ pub(crate) fn transpose_into(a: &[f64], rows: usize, cols: usize, out: &mut [f64
 }
 
 /// Numerically stable `log(sum_k exp(x_k))` over an iterator of finite values.
-fn log_sum_exp(xs: impl Iterator<Item = f64> + Clone) -> f64 {
+pub(crate) fn log_sum_exp(xs: impl Iterator<Item = f64> + Clone) -> f64 {
     let mx = xs.clone().fold(f64::NEG_INFINITY, f64::max);
     if mx == f64::NEG_INFINITY {
         return mx;
@@ -610,15 +615,17 @@ impl<'a> Newton<'a> {
             }
         }
         // GTH elimination: pivots are sums of remaining weights, never
-        // differences, so tiny couplings keep full relative accuracy.
+        // differences, so tiny couplings keep full relative accuracy. Pivots
+        // are floored relative to the largest degree (a Levenberg-Marquardt
+        // style safeguard for couplings that underflowed to 0).
+        let max_degree = (0..m)
+            .map(|j| self.w[j * m..(j + 1) * m].iter().sum::<f64>())
+            .fold(0.0f64, f64::max);
+        let floor = 1e-13 * max_degree + f64::MIN_POSITIVE;
         self.dir.copy_from_slice(&self.grad);
         for k in 0..m - 1 {
             let piv: f64 = self.w[k * m + k + 1..(k + 1) * m].iter().sum();
-            let piv = if piv > f64::MIN_POSITIVE {
-                piv
-            } else {
-                f64::MIN_POSITIVE
-            };
+            let piv = piv.max(floor);
             self.piv[k] = piv;
             let bk = self.dir[k];
             for j in (k + 1)..m {
