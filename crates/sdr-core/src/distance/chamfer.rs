@@ -12,10 +12,10 @@ use crate::cost::CostMatrix;
 pub(crate) fn row_col_minima(m: &CostMatrix) -> (Vec<f64>, Vec<f64>) {
     let mut rmin = vec![f64::INFINITY; m.n];
     let mut cmin = vec![f64::INFINITY; m.m];
-    for i in 0..m.n {
-        for (j, &c) in m.row(i).iter().enumerate() {
-            rmin[i] = rmin[i].min(c);
-            cmin[j] = cmin[j].min(c);
+    for (i, r) in rmin.iter_mut().enumerate() {
+        for (cj, &c) in cmin.iter_mut().zip(m.row(i)) {
+            *r = r.min(c);
+            *cj = cj.min(c);
         }
     }
     (rmin, cmin)
