@@ -52,6 +52,10 @@ use crate::cost::CostMatrix;
 use crate::error::{Result, SdrError};
 
 /// POT's outer tolerance on `||T_{t+1} - T_t||_F`.
+///
+/// [`SolverResult::converged`] refers to this outer rule. Inner Sinkhorn
+/// solves stopped by their 1000-sweep cap are part of POT's default path (and
+/// of the reference values), so they are not reported separately.
 pub const DEFAULT_TOL: f64 = 1e-9;
 /// POT's outer iteration cap.
 pub const DEFAULT_MAX_ITER: usize = 1000;
@@ -336,10 +340,15 @@ fn sinkhorn_knopp(
     transpose_into(&ws.k, n, m, &mut ws.kt);
     ws.u.fill(1.0 / n as f64);
     ws.v.fill(1.0 / m as f64);
+    // `K^T u` computed by the convergence check is reused by the next sweep.
+    let mut ktu_fresh = false;
     for ii in 0..INNER_MAX_ITER {
         ws.u_prev.copy_from_slice(&ws.u);
         ws.v_prev.copy_from_slice(&ws.v);
-        mul_transposed(&ws.k, n, m, &ws.u, &mut ws.ktu);
+        if !ktu_fresh {
+            mul_transposed(&ws.k, n, m, &ws.u, &mut ws.ktu);
+        }
+        ktu_fresh = false;
         let mut bad = false;
         for j in 0..m {
             bad |= ws.ktu[j] == 0.0;
@@ -369,6 +378,7 @@ fn sinkhorn_knopp(
             if err < INNER_TOL {
                 break;
             }
+            ktu_fresh = true;
         }
     }
     for i in 0..n {
