@@ -1,0 +1,75 @@
+//! The one error type of `sdr-corpus`. Every variant names the offending input
+//! (a file, a record, a column, an option) and renders as one line.
+
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum CorpusError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A corpus file that cannot be used: truncated, corrupt, inconsistent.
+    #[error("{path}: not a usable SDR corpus: {fault}")]
+    BadCorpus { path: PathBuf, fault: String },
+    /// A well-formed corpus built with something other than what is in use.
+    #[error("{path}: corpus was built with {what} `{found}`, but `{expected}` is in use; rebuild it with `sdr corpus build`")]
+    Mismatch {
+        path: PathBuf,
+        what: &'static str,
+        found: String,
+        expected: String,
+    },
+    /// A record of the source data that cannot be read.
+    #[error("{source_name}:{record}: {message}")]
+    BadRecord {
+        source_name: String,
+        record: usize,
+        message: String,
+    },
+    #[error("{source_name}: no column `{column}` (columns: {available})")]
+    MissingColumn {
+        source_name: String,
+        column: String,
+        available: String,
+    },
+    #[error("invalid option `{name}` = `{value}`: {reason}")]
+    InvalidOption {
+        name: &'static str,
+        value: String,
+        reason: String,
+    },
+    #[error("{source_name}: no reports to build a corpus from ({reason})")]
+    EmptyCorpus { source_name: String, reason: String },
+    /// Embeddings of candidates or corpus that cannot be compared.
+    #[error("embedding dimension {got} does not match the corpus's {expected}")]
+    Dimension { expected: usize, got: usize },
+    #[error("sentence {index} of {what}: embedding is {fault}")]
+    BadVector {
+        what: String,
+        index: usize,
+        fault: &'static str,
+    },
+    #[error("encoder failed: {0}")]
+    Encoder(String),
+}
+
+pub type Result<T> = std::result::Result<T, CorpusError>;
+
+impl CorpusError {
+    pub(crate) fn bad(path: &std::path::Path, fault: impl Into<String>) -> Self {
+        CorpusError::BadCorpus {
+            path: path.to_path_buf(),
+            fault: fault.into(),
+        }
+    }
+    pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> Self {
+        CorpusError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}

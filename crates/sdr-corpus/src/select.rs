@@ -1,0 +1,179 @@
+//! Best-of-K selection (paper Eq. selection-rule, SPEC §5) and consensus
+//! selection (minimum Bayes risk).
+//!
+//! $$\hat y^\star = \operatorname*{arg\,min}_{k} \mathcal D(\hat y^{(k)})$$
+//!
+//! Ties go to the lowest index; a malformed candidate scores `+inf`; when
+//! every candidate is malformed the first is kept and
+//! [`Selection::all_malformed`] says so.
+
+use sdr_core::report::parse_report;
+use sdr_core::{CostMatrix, Metric};
+
+use crate::encoder::SentenceEncoder;
+use crate::error::Result;
+use crate::gram::{cost, gram, inverse_norms};
+use crate::score::CandidateEmbedding;
+use crate::store::Section;
+
+/// The outcome of one selection.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Selection {
+    pub index: usize,
+    pub all_malformed: bool,
+}
+
+/// Argmin of `scores`, ties to the lowest index; `+inf`/NaN never win over a
+/// finite score; all non-finite keeps index 0 (`scores` non-empty).
+pub fn argmin(scores: &[f64]) -> Selection {
+    let mut best: Option<(usize, f64)> = None;
+    for (i, &s) in scores.iter().enumerate() {
+        if !s.is_finite() {
+            continue;
+        }
+        match best {
+            Some((_, b)) if s >= b => {}
+            _ => best = Some((i, s)),
+        }
+    }
+    match best {
+        Some((index, _)) => Selection {
+            index,
+            all_malformed: false,
+        },
+        None => Selection {
+            index: 0,
+            all_malformed: true,
+        },
+    }
+}
+
+/// Candidate texts parsed (template or plain headers, SPEC §1) and embedded;
+/// `None` for a candidate that does not parse into both sections.
+pub fn embed_candidates(
+    texts: &[&str],
+    encoder: &dyn SentenceEncoder,
+) -> Result<Vec<Option<CandidateEmbedding>>> {
+    let parsed: Vec<_> = texts.iter().map(|t| parse_report(t)).collect();
+    let mut sentences: Vec<&str> = Vec::new();
+    for p in &parsed {
+        if p.format_valid && !p.findings.is_empty() && !p.impression.is_empty() {
+            sentences.extend(p.findings.iter().map(String::as_str));
+            sentences.extend(p.impression.iter().map(String::as_str));
+        }
+    }
+    let dim = encoder.dim();
+    let emb = if sentences.is_empty() {
+        Vec::new()
+    } else {
+        encoder.embed(&sentences)?
+    };
+    let mut pos = 0;
+    let mut out = Vec::with_capacity(parsed.len());
+    for p in &parsed {
+        if p.format_valid && !p.findings.is_empty() && !p.impression.is_empty() {
+            let nf = p.findings.len();
+            let ni = p.impression.len();
+            let f = emb[pos * dim..(pos + nf) * dim].to_vec();
+            let i = emb[(pos + nf) * dim..(pos + nf + ni) * dim].to_vec();
+            pos += nf + ni;
+            out.push(Some(CandidateEmbedding {
+                findings: f,
+                impression: i,
+            }));
+        } else {
+            out.push(None);
+        }
+    }
+    Ok(out)
+}
+
+/// Consensus (minimum Bayes risk) scores: for each well-formed candidate, the
+/// mean over the *other* well-formed candidates of `D_F + D_I` between the
+/// two; `+inf` for malformed ones; `0` for a lone well-formed candidate.
+/// No corpus is involved.
+///
+/// $$s(\hat y^{(k)}) = \frac{1}{|W|-1}\sum_{l\in W,\ l\ne k}
+///   \bigl[\mathcal D(\mathcal E^F_k, \mathcal E^F_l) + \mathcal D(\mathcal E^I_k, \mathcal E^I_l)\bigr]$$
+///
+/// where `W` is the set of well-formed candidates.
+pub fn consensus_scores(
+    cands: &[Option<CandidateEmbedding>],
+    metric: &Metric,
+    dim: usize,
+) -> Result<Vec<f64>> {
+    let live: Vec<usize> = (0..cands.len()).filter(|&c| cands[c].is_some()).collect();
+    let mut pair_sum = vec![vec![0.0f64; cands.len()]; cands.len()];
+    for sec in Section::BOTH {
+        // One Gram matrix of all live candidates' sentences of this section.
+        let mut rows = Vec::new();
+        let mut ranges = Vec::new();
+        for &c in &live {
+            let e = cands[c].as_ref().map(|x| x.section(sec)).unwrap_or(&[]);
+            let start = rows.len() / dim;
+            rows.extend_from_slice(e);
+            ranges.push(start..rows.len() / dim);
+        }
+        let inv = inverse_norms(&rows, dim, "the candidates")?;
+        let q = rows.len() / dim;
+        let g = gram(&rows, &rows, dim);
+        let block = |a: &std::ops::Range<usize>, b: &std::ops::Range<usize>| {
+            let mut data = Vec::with_capacity(a.len() * b.len());
+            for i in a.clone() {
+                for j in b.clone() {
+                    data.push(cost(g[i * q + j], inv[i], inv[j]));
+                }
+            }
+            CostMatrix::new(a.len(), b.len(), data)
+        };
+        for x in 0..live.len() {
+            for y in x + 1..live.len() {
+                let m = block(&ranges[x], &ranges[y]);
+                let d = if metric.needs_intra() {
+                    let ia = block(&ranges[x], &ranges[x]);
+                    let ib = block(&ranges[y], &ranges[y]);
+                    metric.from_cost(&m, Some((&ia, &ib)))
+                } else {
+                    metric.from_cost(&m, None)
+                };
+                pair_sum[live[x]][live[y]] += d;
+                pair_sum[live[y]][live[x]] += d;
+            }
+        }
+    }
+    Ok((0..cands.len())
+        .map(|c| {
+            if cands[c].is_none() {
+                f64::INFINITY
+            } else if live.len() == 1 {
+                0.0
+            } else {
+                live.iter()
+                    .filter(|&&l| l != c)
+                    .map(|&l| pair_sum[c][l])
+                    .sum::<f64>()
+                    / (live.len() - 1) as f64
+            }
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn argmin_ties_and_malformed() {
+        assert_eq!(argmin(&[0.3, 0.1, 0.1]).index, 1);
+        assert_eq!(argmin(&[f64::INFINITY, 0.5, 0.2]).index, 2);
+        let s = argmin(&[f64::INFINITY, f64::INFINITY]);
+        assert_eq!(
+            s,
+            Selection {
+                index: 0,
+                all_malformed: true
+            }
+        );
+        assert_eq!(argmin(&[f64::NAN, 0.9]).index, 1);
+    }
+}

@@ -1,0 +1,696 @@
+//! The corpus file: one `.safetensors` file, written atomically, read through
+//! a memory map.
+//!
+//! Tensors (little-endian, the safetensors convention):
+//!
+//! | key | dtype | shape | meaning |
+//! |---|---|---|---|
+//! | `embeddings` | F32 | `[S, D]` | one row per distinct sentence text (both sections share the table) |
+//! | `sentences.bytes`, `sentences.offsets` | U8 `[..]`, I64 `[S+1]` | | UTF-8 text of sentence `s` is `bytes[offsets[s]..offsets[s+1]]` |
+//! | `findings.offsets`, `findings.indices` | I64 `[N+1]`, U32 `[..]` | | rows of report `t`'s Findings: `indices[offsets[t]..offsets[t+1]]` (empty when the report has none) |
+//! | `impression.offsets`, `impression.indices` | I64 `[N+1]`, U32 `[..]` | | the same for Impression |
+//! | `report_ids.bytes`, `report_ids.offsets` | U8 `[..]`, I64 `[N+1]` | | report ids, as sentences |
+//!
+//! Metadata (string → string): `format` = `sdr-corpus`, `format_version`,
+//! `encoder`, `encoder_sha256`, `dim`, `segmenter_version`, `source`,
+//! `source_format`, `source_sha256`, `split`, `sample`, `seed`, `n_reports`,
+//! `n_sentences`, `content_sha256` (sha256 over every tensor's name, dtype,
+//! shape and bytes in key order: detects corruption of the data).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+use sha2::{Digest, Sha256};
+
+use crate::error::{CorpusError, Result};
+
+pub const FORMAT: &str = "sdr-corpus";
+pub const FORMAT_VERSION: &str = "1";
+
+#[cfg(target_endian = "big")]
+compile_error!(
+    "the corpus file is little-endian and is read in place: big-endian hosts are not supported"
+);
+
+/// Which section of a report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Section {
+    Findings,
+    Impression,
+}
+
+impl Section {
+    pub const BOTH: [Section; 2] = [Section::Findings, Section::Impression];
+    pub fn key(self) -> &'static str {
+        match self {
+            Section::Findings => "findings",
+            Section::Impression => "impression",
+        }
+    }
+}
+
+impl std::fmt::Display for Section {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.key())
+    }
+}
+
+/// Descriptive metadata of a corpus (what it was built from and with).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CorpusMeta {
+    pub encoder: String,
+    pub encoder_sha256: String,
+    pub dim: usize,
+    pub segmenter_version: String,
+    pub source: String,
+    pub source_format: String,
+    pub source_sha256: String,
+    /// `train`, `validation`, `test` or `all`.
+    pub split: String,
+    /// Requested sample size (`all` when not sampled).
+    pub sample: String,
+    pub seed: u64,
+}
+
+/// Per-report sentence rows of one section, CSR layout.
+#[derive(Debug, Clone, Copy)]
+pub struct SectionIndex<'a> {
+    pub offsets: &'a [i64],
+    pub indices: &'a [u32],
+}
+
+impl<'a> SectionIndex<'a> {
+    /// Rows (into the embedding table) of report `t`'s section; empty when absent.
+    pub fn rows(&self, t: usize) -> &'a [u32] {
+        &self.indices[self.offsets[t] as usize..self.offsets[t + 1] as usize]
+    }
+    pub fn n_reports(&self) -> usize {
+        self.offsets.len().saturating_sub(1)
+    }
+}
+
+/// Borrowed view of a corpus, in memory or mapped: what scoring needs.
+#[derive(Debug, Clone, Copy)]
+pub struct CorpusView<'a> {
+    pub dim: usize,
+    /// `S x dim`, row-major.
+    pub embeddings: &'a [f32],
+    pub findings: SectionIndex<'a>,
+    pub impression: SectionIndex<'a>,
+}
+
+impl<'a> CorpusView<'a> {
+    pub fn section(&self, s: Section) -> SectionIndex<'a> {
+        match s {
+            Section::Findings => self.findings,
+            Section::Impression => self.impression,
+        }
+    }
+    pub fn n_reports(&self) -> usize {
+        self.findings.n_reports()
+    }
+    pub fn n_sentences(&self) -> usize {
+        self.embeddings.len() / self.dim.max(1)
+    }
+}
+
+/// A corpus held in memory (as built, before writing).
+#[derive(Debug, Clone)]
+pub struct CorpusData {
+    pub meta: CorpusMeta,
+    pub embeddings: Vec<f32>,
+    pub sentences: Vec<String>,
+    pub ids: Vec<String>,
+    pub findings_offsets: Vec<i64>,
+    pub findings_indices: Vec<u32>,
+    pub impression_offsets: Vec<i64>,
+    pub impression_indices: Vec<u32>,
+}
+
+fn strings_to_csr(items: &[String]) -> (Vec<u8>, Vec<i64>) {
+    let mut bytes = Vec::new();
+    let mut offsets = Vec::with_capacity(items.len() + 1);
+    offsets.push(0i64);
+    for s in items {
+        bytes.extend_from_slice(s.as_bytes());
+        offsets.push(bytes.len() as i64);
+    }
+    (bytes, offsets)
+}
+
+fn le_bytes<T: Copy>(v: &[T]) -> &[u8] {
+    // SAFETY: plain-old-data slices (f32, i64, u32) reinterpreted as bytes;
+    // the host is little-endian (checked at compile time above).
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+}
+
+fn dtype_name(d: Dtype) -> String {
+    format!("{d:?}")
+}
+
+/// sha256 over `(name, dtype, shape, bytes)` of every tensor, names in sorted order.
+fn content_hash<'b>(mut tensors: Vec<(&'b str, Dtype, Vec<usize>, &'b [u8])>) -> String {
+    tensors.sort_by(|a, b| a.0.cmp(b.0));
+    let mut h = Sha256::new();
+    for (name, dtype, shape, bytes) in tensors {
+        h.update(name.as_bytes());
+        h.update([0]);
+        h.update(dtype_name(dtype).as_bytes());
+        h.update([0]);
+        for d in shape {
+            h.update((d as u64).to_le_bytes());
+        }
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    }
+    hex(&h.finalize())
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl CorpusData {
+    pub fn n_reports(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn view(&self) -> CorpusView<'_> {
+        CorpusView {
+            dim: self.meta.dim,
+            embeddings: &self.embeddings,
+            findings: SectionIndex {
+                offsets: &self.findings_offsets,
+                indices: &self.findings_indices,
+            },
+            impression: SectionIndex {
+                offsets: &self.impression_offsets,
+                indices: &self.impression_indices,
+            },
+        }
+    }
+
+    /// Writes the corpus to `path` atomically: a temporary file beside it,
+    /// then a rename, so a reader never sees a partial file.
+    pub fn write(&self, path: &Path) -> Result<()> {
+        let n = self.n_reports();
+        let s = self.sentences.len();
+        let d = self.meta.dim;
+        if self.embeddings.len() != s * d {
+            return Err(CorpusError::bad(
+                path,
+                format!(
+                    "refusing to write: {} embedding values for {s} sentences of dimension {d}",
+                    self.embeddings.len()
+                ),
+            ));
+        }
+        let (sent_bytes, sent_offsets) = strings_to_csr(&self.sentences);
+        let (id_bytes, id_offsets) = strings_to_csr(&self.ids);
+        let tensors: Vec<(&str, Dtype, Vec<usize>, &[u8])> = vec![
+            (
+                "embeddings",
+                Dtype::F32,
+                vec![s, d],
+                le_bytes(&self.embeddings),
+            ),
+            (
+                "sentences.bytes",
+                Dtype::U8,
+                vec![sent_bytes.len()],
+                &sent_bytes,
+            ),
+            (
+                "sentences.offsets",
+                Dtype::I64,
+                vec![s + 1],
+                le_bytes(&sent_offsets),
+            ),
+            (
+                "findings.offsets",
+                Dtype::I64,
+                vec![n + 1],
+                le_bytes(&self.findings_offsets),
+            ),
+            (
+                "findings.indices",
+                Dtype::U32,
+                vec![self.findings_indices.len()],
+                le_bytes(&self.findings_indices),
+            ),
+            (
+                "impression.offsets",
+                Dtype::I64,
+                vec![n + 1],
+                le_bytes(&self.impression_offsets),
+            ),
+            (
+                "impression.indices",
+                Dtype::U32,
+                vec![self.impression_indices.len()],
+                le_bytes(&self.impression_indices),
+            ),
+            (
+                "report_ids.bytes",
+                Dtype::U8,
+                vec![id_bytes.len()],
+                &id_bytes,
+            ),
+            (
+                "report_ids.offsets",
+                Dtype::I64,
+                vec![n + 1],
+                le_bytes(&id_offsets),
+            ),
+        ];
+        let m = &self.meta;
+        let mut meta: HashMap<String, String> = HashMap::new();
+        for (k, v) in [
+            ("format", FORMAT.to_string()),
+            ("format_version", FORMAT_VERSION.to_string()),
+            ("encoder", m.encoder.clone()),
+            ("encoder_sha256", m.encoder_sha256.clone()),
+            ("dim", d.to_string()),
+            ("segmenter_version", m.segmenter_version.clone()),
+            ("source", m.source.clone()),
+            ("source_format", m.source_format.clone()),
+            ("source_sha256", m.source_sha256.clone()),
+            ("split", m.split.clone()),
+            ("sample", m.sample.clone()),
+            ("seed", m.seed.to_string()),
+            ("n_reports", n.to_string()),
+            ("n_sentences", s.to_string()),
+            ("content_sha256", content_hash(tensors.clone())),
+        ] {
+            meta.insert(k.to_string(), v);
+        }
+        let views = tensors
+            .iter()
+            .map(|(name, dtype, shape, bytes)| {
+                TensorView::new(*dtype, shape.clone(), bytes)
+                    .map(|v| (name.to_string(), v))
+                    .map_err(|e| CorpusError::bad(path, format!("tensor `{name}`: {e}")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let tmp = temp_path(path);
+        let written = safetensors::serialize_to_file(views, Some(meta), &tmp);
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(CorpusError::io(&tmp, std::io::Error::other(e.to_string())));
+        }
+        std::fs::rename(&tmp, path).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            CorpusError::io(path, e)
+        })
+    }
+}
+
+/// `dir/.name.tmp-<pid>` beside the destination, so the rename is atomic.
+pub fn temp_path(dest: &Path) -> PathBuf {
+    let name = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "corpus".into());
+    dest.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
+}
+
+/// A corpus file mapped into memory, validated on open.
+#[derive(Debug)]
+pub struct Corpus {
+    path: PathBuf,
+    map: Mmap,
+    meta: CorpusMeta,
+    n_reports: usize,
+    n_sentences: usize,
+    embeddings: Range<usize>,
+    sentences_bytes: Range<usize>,
+    sentences_offsets: Range<usize>,
+    findings_offsets: Range<usize>,
+    findings_indices: Range<usize>,
+    impression_offsets: Range<usize>,
+    impression_indices: Range<usize>,
+    ids_bytes: Range<usize>,
+    ids_offsets: Range<usize>,
+    content_sha256: String,
+}
+
+/// Reinterprets a byte range of the map as a typed slice. Ranges were checked
+/// for alignment and length at open time.
+fn typed<'a, T>(map: &'a [u8], r: &Range<usize>) -> &'a [T] {
+    let bytes = &map[r.clone()];
+    // SAFETY: alignment and size checked in `Corpus::open` (`check_align`);
+    // T is f32, i64 or u32, valid for every bit pattern.
+    unsafe {
+        std::slice::from_raw_parts(
+            bytes.as_ptr() as *const T,
+            bytes.len() / std::mem::size_of::<T>(),
+        )
+    }
+}
+
+fn check_offsets(
+    path: &Path,
+    name: &str,
+    offsets: &[i64],
+    expected_len: usize,
+    end: usize,
+) -> Result<()> {
+    if offsets.len() != expected_len {
+        return Err(CorpusError::bad(
+            path,
+            format!(
+                "`{name}` has {} entries, expected {expected_len}",
+                offsets.len()
+            ),
+        ));
+    }
+    if offsets.first() != Some(&0) {
+        return Err(CorpusError::bad(
+            path,
+            format!("`{name}` does not start at 0"),
+        ));
+    }
+    if let Some(w) = offsets.windows(2).position(|w| w[1] < w[0]) {
+        return Err(CorpusError::bad(
+            path,
+            format!("`{name}` decreases at entry {}", w + 1),
+        ));
+    }
+    if offsets.last().copied() != Some(end as i64) {
+        return Err(CorpusError::bad(
+            path,
+            format!(
+                "`{name}` ends at {}, but its data holds {end} entries",
+                offsets.last().copied().unwrap_or(0)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+impl Corpus {
+    /// Maps and validates `path`: header, tensor names, dtypes and shapes,
+    /// offsets, indices, UTF-8 of the texts and the content checksum. Every
+    /// fault is one [`CorpusError::BadCorpus`] naming the file.
+    pub fn open(path: &Path) -> Result<Corpus> {
+        let file = File::open(path).map_err(|e| CorpusError::io(path, e))?;
+        // SAFETY: the file is opened read-only; like every memory-mapped
+        // reader we rely on it not being truncated while mapped (the writer
+        // replaces files by rename, which leaves an open map intact).
+        let map = unsafe { Mmap::map(&file) }.map_err(|e| CorpusError::io(path, e))?;
+        let bad = |f: String| CorpusError::bad(path, f);
+        let (header_len, metadata) = SafeTensors::read_metadata(&map).map_err(|e| {
+            bad(format!(
+                "not a safetensors file or truncated ({e}; {} bytes)",
+                map.len()
+            ))
+        })?;
+        let data_start = 8 + header_len;
+        let strings = metadata
+            .metadata()
+            .clone()
+            .ok_or_else(|| bad("no metadata in the header".into()))?;
+        let get = |k: &str| -> Result<String> {
+            strings
+                .get(k)
+                .cloned()
+                .ok_or_else(|| CorpusError::bad(path, format!("metadata key `{k}` missing")))
+        };
+        let format = strings.get("format").cloned().unwrap_or_default();
+        if format != FORMAT {
+            return Err(bad(format!(
+                "metadata `format` is `{format}`, expected `{FORMAT}` (a safetensors file, but not a corpus)"
+            )));
+        }
+        let version = get("format_version")?;
+        if version != FORMAT_VERSION {
+            return Err(bad(format!(
+                "format version {version}; this build reads version {FORMAT_VERSION}"
+            )));
+        }
+        let num = |k: &str| -> Result<usize> {
+            let v = get(k)?;
+            v.parse().map_err(|_| {
+                CorpusError::bad(path, format!("metadata `{k}` = `{v}` is not a count"))
+            })
+        };
+        let dim = num("dim")?;
+        let n_reports = num("n_reports")?;
+        let n_sentences = num("n_sentences")?;
+        let seed_text = get("seed")?;
+        let meta = CorpusMeta {
+            encoder: get("encoder")?,
+            encoder_sha256: get("encoder_sha256")?,
+            dim,
+            segmenter_version: get("segmenter_version")?,
+            source: get("source")?,
+            source_format: get("source_format")?,
+            source_sha256: get("source_sha256")?,
+            split: get("split")?,
+            sample: get("sample")?,
+            seed: seed_text
+                .parse()
+                .map_err(|_| bad(format!("metadata `seed` = `{seed_text}` is not a number")))?,
+        };
+        let content_sha256 = get("content_sha256")?;
+        if dim == 0 {
+            return Err(bad("metadata `dim` is 0".into()));
+        }
+        let infos = metadata.tensors();
+        let tensor =
+            |name: &str, dtype: Dtype, shape: Option<Vec<usize>>| -> Result<Range<usize>> {
+                let info = infos
+                    .get(name)
+                    .ok_or_else(|| CorpusError::bad(path, format!("tensor `{name}` missing")))?;
+                if info.dtype != dtype {
+                    return Err(CorpusError::bad(
+                        path,
+                        format!("tensor `{name}` is {:?}, expected {dtype:?}", info.dtype),
+                    ));
+                }
+                if let Some(s) = shape {
+                    if info.shape != s {
+                        return Err(CorpusError::bad(
+                            path,
+                            format!("tensor `{name}` has shape {:?}, expected {s:?}", info.shape),
+                        ));
+                    }
+                } else if info.shape.len() != 1 {
+                    return Err(CorpusError::bad(
+                        path,
+                        format!(
+                            "tensor `{name}` has shape {:?}, expected one axis",
+                            info.shape
+                        ),
+                    ));
+                }
+                let r = data_start + info.data_offsets.0..data_start + info.data_offsets.1;
+                let align = dtype.bitsize() / 8;
+                if (map.as_ptr() as usize + r.start) % align.max(1) != 0 {
+                    return Err(CorpusError::bad(
+                        path,
+                        format!("tensor `{name}` is not aligned to {align} bytes"),
+                    ));
+                }
+                Ok(r)
+            };
+        let embeddings = tensor("embeddings", Dtype::F32, Some(vec![n_sentences, dim]))?;
+        let sentences_bytes = tensor("sentences.bytes", Dtype::U8, None)?;
+        let sentences_offsets =
+            tensor("sentences.offsets", Dtype::I64, Some(vec![n_sentences + 1]))?;
+        let findings_offsets = tensor("findings.offsets", Dtype::I64, Some(vec![n_reports + 1]))?;
+        let findings_indices = tensor("findings.indices", Dtype::U32, None)?;
+        let impression_offsets =
+            tensor("impression.offsets", Dtype::I64, Some(vec![n_reports + 1]))?;
+        let impression_indices = tensor("impression.indices", Dtype::U32, None)?;
+        let ids_bytes = tensor("report_ids.bytes", Dtype::U8, None)?;
+        let ids_offsets = tensor("report_ids.offsets", Dtype::I64, Some(vec![n_reports + 1]))?;
+
+        let corpus = Corpus {
+            path: path.to_path_buf(),
+            map,
+            meta,
+            n_reports,
+            n_sentences,
+            embeddings,
+            sentences_bytes,
+            sentences_offsets,
+            findings_offsets,
+            findings_indices,
+            impression_offsets,
+            impression_indices,
+            ids_bytes,
+            ids_offsets,
+            content_sha256,
+        };
+        corpus.validate(&infos)?;
+        Ok(corpus)
+    }
+
+    fn validate(&self, infos: &HashMap<String, &safetensors::tensor::TensorInfo>) -> Result<()> {
+        let p = &self.path;
+        let m: &[u8] = &self.map;
+        // Checksum first: a flipped byte anywhere in the data is reported as such.
+        let data_start = self.embeddings.start - infos["embeddings"].data_offsets.0;
+        let tensors: Vec<(&str, Dtype, Vec<usize>, &[u8])> = infos
+            .iter()
+            .map(|(name, info)| {
+                let r = data_start + info.data_offsets.0..data_start + info.data_offsets.1;
+                (name.as_str(), info.dtype, info.shape.clone(), &m[r])
+            })
+            .collect();
+        let actual = content_hash(tensors);
+        if actual != self.content_sha256 {
+            return Err(CorpusError::bad(
+                p,
+                "content checksum mismatch (the file is corrupt or was modified)",
+            ));
+        }
+        let s = self.n_sentences;
+        check_offsets(
+            p,
+            "sentences.offsets",
+            typed(m, &self.sentences_offsets),
+            s + 1,
+            self.sentences_bytes.len(),
+        )?;
+        check_offsets(
+            p,
+            "report_ids.offsets",
+            typed(m, &self.ids_offsets),
+            self.n_reports + 1,
+            self.ids_bytes.len(),
+        )?;
+        for sec in Section::BOTH {
+            let (o, i) = match sec {
+                Section::Findings => (&self.findings_offsets, &self.findings_indices),
+                Section::Impression => (&self.impression_offsets, &self.impression_indices),
+            };
+            let name = format!("{}.offsets", sec.key());
+            let idx: &[u32] = typed(m, i);
+            check_offsets(p, &name, typed(m, o), self.n_reports + 1, idx.len())?;
+            if let Some(pos) = idx.iter().position(|&x| x as usize >= s) {
+                return Err(CorpusError::bad(
+                    p,
+                    format!(
+                        "`{}.indices` entry {pos} = {} is out of range (0..{s})",
+                        sec.key(),
+                        idx[pos]
+                    ),
+                ));
+            }
+        }
+        if std::str::from_utf8(&m[self.sentences_bytes.clone()]).is_err() {
+            return Err(CorpusError::bad(p, "`sentences.bytes` is not UTF-8"));
+        }
+        if std::str::from_utf8(&m[self.ids_bytes.clone()]).is_err() {
+            return Err(CorpusError::bad(p, "`report_ids.bytes` is not UTF-8"));
+        }
+        let dim = self.meta.dim;
+        let emb: &[f32] = typed(m, &self.embeddings);
+        for (row, v) in emb.chunks_exact(dim).enumerate() {
+            if v.iter().any(|x| !x.is_finite()) {
+                return Err(CorpusError::bad(
+                    p,
+                    format!("embedding row {row} is not finite"),
+                ));
+            }
+            if v.iter().all(|&x| x == 0.0) {
+                return Err(CorpusError::bad(
+                    p,
+                    format!("embedding row {row} is the zero vector"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    pub fn meta(&self) -> &CorpusMeta {
+        &self.meta
+    }
+    pub fn n_reports(&self) -> usize {
+        self.n_reports
+    }
+    pub fn n_sentences(&self) -> usize {
+        self.n_sentences
+    }
+    pub fn file_len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn view(&self) -> CorpusView<'_> {
+        let m: &[u8] = &self.map;
+        CorpusView {
+            dim: self.meta.dim,
+            embeddings: typed(m, &self.embeddings),
+            findings: SectionIndex {
+                offsets: typed(m, &self.findings_offsets),
+                indices: typed(m, &self.findings_indices),
+            },
+            impression: SectionIndex {
+                offsets: typed(m, &self.impression_offsets),
+                indices: typed(m, &self.impression_indices),
+            },
+        }
+    }
+
+    fn text<'a>(&'a self, bytes: &Range<usize>, offsets: &Range<usize>, i: usize) -> &'a str {
+        let o: &[i64] = typed(&self.map, offsets);
+        let b = &self.map[bytes.clone()];
+        // Validated as UTF-8 as a whole at open; boundaries inside a
+        // character would make a slice invalid, so fall back to lossless
+        // refusal rather than panic.
+        std::str::from_utf8(&b[o[i] as usize..o[i + 1] as usize]).unwrap_or("\u{fffd}")
+    }
+
+    /// Id of report `t` (`t < n_reports`).
+    pub fn id(&self, t: usize) -> &str {
+        self.text(&self.ids_bytes, &self.ids_offsets, t)
+    }
+
+    /// Text of distinct sentence `s` (`s < n_sentences`).
+    pub fn sentence(&self, s: usize) -> &str {
+        self.text(&self.sentences_bytes, &self.sentences_offsets, s)
+    }
+
+    /// Refuses a corpus built with another encoder (name or weights hash) or
+    /// another sentence segmenter than the ones in use.
+    pub fn check_compatible(
+        &self,
+        encoder: &str,
+        encoder_sha256: &str,
+        segmenter: &str,
+    ) -> Result<()> {
+        let mismatch = |what, found: &str, expected: &str| CorpusError::Mismatch {
+            path: self.path.clone(),
+            what,
+            found: found.to_string(),
+            expected: expected.to_string(),
+        };
+        if self.meta.encoder != encoder {
+            return Err(mismatch("encoder", &self.meta.encoder, encoder));
+        }
+        if self.meta.encoder_sha256 != encoder_sha256 {
+            return Err(mismatch(
+                "encoder weights sha256",
+                &self.meta.encoder_sha256,
+                encoder_sha256,
+            ));
+        }
+        if self.meta.segmenter_version != segmenter {
+            return Err(mismatch(
+                "segmenter",
+                &self.meta.segmenter_version,
+                segmenter,
+            ));
+        }
+        Ok(())
+    }
+}
