@@ -1,0 +1,55 @@
+"""SDR: set-distance rewards for radiology report generation.
+
+A Rust core (report parsing, sentence segmentation, all-mpnet-base-v2
+embeddings, fifteen set distances) with reward functions for GRPO trainers:
+
+- ``SDRReward``: a TRL ``GRPOTrainer`` reward function;
+- ``sdr.verl.compute_score``: verl's ``custom_reward_function``;
+- ``sdr/openrlhf_reward.py``: OpenRLHF's reward-function file (or run
+  ``sdr serve`` and point ``--remote_rm_url`` at it).
+
+Paper: "SDR: Set-Distance Rewards for Radiology Report Generation".
+"""
+
+import os as _os
+
+# candle keeps a process-wide pool of persistent threads for element-wise ops,
+# started on first use; a process forked after that inherits the pool without
+# its threads and hangs in its first large op. With one candle thread there is
+# no such pool. Matrix products still run in parallel, on SDR's own per-process
+# Rayon pool, which a forked child recreates. Set CANDLE_NUM_THREADS yourself
+# to trade fork safety for speed.
+_os.environ.setdefault("CANDLE_NUM_THREADS", "1")
+
+from ._sdr import (
+    METRICS,
+    Encoder,
+    __version__,
+    distance,
+    distances,
+    get_parallelism,
+    parse_report,
+    set_parallelism,
+    split_sentences,
+)
+from ._sdr import _after_fork_child
+from .reward import SDRReward, completion_text
+
+# Forked workers (TRL data loaders, verl reward workers) inherit no Rayon pool
+# threads: the child turns parallelism off, as huggingface/tokenizers does.
+if hasattr(_os, "register_at_fork"):
+    _os.register_at_fork(after_in_child=_after_fork_child)
+
+__all__ = [
+    "METRICS",
+    "Encoder",
+    "SDRReward",
+    "__version__",
+    "completion_text",
+    "distance",
+    "distances",
+    "get_parallelism",
+    "parse_report",
+    "set_parallelism",
+    "split_sentences",
+]

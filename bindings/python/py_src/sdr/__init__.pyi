@@ -1,0 +1,98 @@
+# Type stubs of the public `sdr` API (checked against the built module by
+# tests/test_stubs.py).
+import os
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypedDict, Union
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+METRICS: List[str]
+
+Completion = Union[str, Sequence[Dict[str, Any]]]
+
+class ParsedReport(TypedDict):
+    format_valid: bool
+    findings: List[str]
+    impression: List[str]
+
+def distance(
+    a: Union[npt.NDArray[np.float32], npt.NDArray[np.float64]],
+    b: Union[npt.NDArray[np.float32], npt.NDArray[np.float64]],
+    metric: str = "chamfer",
+) -> float: ...
+def distances(
+    a: Union[npt.NDArray[np.float32], npt.NDArray[np.float64]],
+    b: Union[npt.NDArray[np.float32], npt.NDArray[np.float64]],
+    metrics: Optional[Sequence[str]] = None,
+) -> Dict[str, float]: ...
+def parse_report(text: str) -> ParsedReport: ...
+def split_sentences(text: str) -> List[str]: ...
+def set_parallelism(on: bool) -> None: ...
+def get_parallelism() -> bool: ...
+def completion_text(completion: Completion) -> str: ...
+
+class Encoder:
+    def __init__(self, model_dir: Optional[Union[str, os.PathLike[str]]] = None) -> None: ...
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
+    @property
+    def dim(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def model_dir(self) -> str: ...
+    @property
+    def max_seq_length(self) -> int: ...
+    def cache_info(self) -> Dict[str, int]: ...
+    def clear_cache(self) -> None: ...
+
+class SDRReward:
+    __name__: str
+    metric: str
+    reference_column: str
+    reference_columns: Optional[Tuple[str, str]]
+    format_weight: float
+    semantic_weight: float
+    exact: bool
+    model_dir: Optional[str]
+    def __init__(
+        self,
+        metric: str = "chamfer",
+        reference_column: str = "solution",
+        format_weight: float = 1.0,
+        semantic_weight: float = 1.0,
+        exact: bool = False,
+        model_dir: Optional[Union[str, os.PathLike[str]]] = None,
+        reference_columns: Optional[Tuple[str, str]] = None,
+        name: Optional[str] = None,
+    ) -> None: ...
+    def __call__(
+        self,
+        prompts: Optional[Sequence[Any]] = None,
+        completions: Optional[Sequence[Completion]] = None,
+        completion_ids: Optional[Sequence[Any]] = None,
+        **kwargs: Any,
+    ) -> List[float]: ...
+    def score(
+        self,
+        completions: Sequence[Completion],
+        references: Optional[Sequence[str]] = None,
+        findings: Optional[Sequence[str]] = None,
+        impression: Optional[Sequence[str]] = None,
+    ) -> Dict[str, List[float]]: ...
+    def last_stats(self) -> Dict[str, int]: ...
+    def config(self) -> Dict[str, Any]: ...
+
+__all__ = [
+    "METRICS",
+    "Encoder",
+    "SDRReward",
+    "__version__",
+    "completion_text",
+    "distance",
+    "distances",
+    "get_parallelism",
+    "parse_report",
+    "set_parallelism",
+    "split_sentences",
+]

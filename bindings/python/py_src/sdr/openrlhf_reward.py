@@ -1,0 +1,65 @@
+"""OpenRLHF reward-function file: the in-process alternative to ``sdr serve``.
+
+OpenRLHF loads a Python file given where a reward-model URL would go and
+calls its ``reward_func(queries, prompts, labels)``::
+
+    --remote_rm_url /path/to/site-packages/sdr/openrlhf_reward.py --label_key solution
+    # (OpenRLHF 0.10.2+: --reward.remote_url with the same value)
+
+``queries`` are prompt + completion strings; the completion is what follows
+the matching prompt (the whole query is parsed when it does not start with
+its prompt). ``labels`` are the reference reports. Environment variables
+``SDR_METRIC`` (default ``chamfer``), ``SDR_FORMAT_WEIGHT``,
+``SDR_SEMANTIC_WEIGHT`` (default 1) and ``SDR_MODEL`` configure the reward.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Optional, Sequence
+
+from sdr import SDRReward
+
+_reward: Optional[SDRReward] = None
+
+
+def _get() -> SDRReward:
+    global _reward
+    if _reward is None:
+        _reward = SDRReward(
+            metric=os.environ.get("SDR_METRIC", "chamfer"),
+            format_weight=float(os.environ.get("SDR_FORMAT_WEIGHT", "1")),
+            semantic_weight=float(os.environ.get("SDR_SEMANTIC_WEIGHT", "1")),
+            name="sdr",
+        )
+    return _reward
+
+
+def completion_from_query(query: str, prompt: Optional[str]) -> str:
+    """The completion inside an OpenRLHF query (prompt + completion)."""
+    if prompt and query.startswith(prompt):
+        return query[len(prompt):]
+    return query
+
+
+def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[str]) -> Dict[str, Any]:
+    """``{"rewards", "scores", "extra_logs": {"format", "findings", "impression"}}``;
+    torch tensors when torch is importable (as OpenRLHF expects), else lists."""
+    if len(prompts) != len(queries):
+        raise ValueError(f"{len(queries)} queries but {len(prompts)} prompts")
+    completions = [completion_from_query(q, p) for q, p in zip(queries, prompts)]
+    out = _get().score(completions, references=list(labels))
+    result: Dict[str, Any] = {
+        "rewards": out["reward"],
+        "scores": out["reward"],
+        "extra_logs": {k: out[k] for k in ("format", "findings", "impression")},
+    }
+    try:
+        import torch
+    except ImportError:
+        return result
+    return {
+        "rewards": torch.tensor(result["rewards"], dtype=torch.float32),
+        "scores": torch.tensor(result["scores"], dtype=torch.float32),
+        "extra_logs": {k: torch.tensor(v, dtype=torch.float32) for k, v in result["extra_logs"].items()},
+    }

@@ -1,0 +1,250 @@
+"""``SDRReward``: the SDR reward as a TRL ``GRPOTrainer`` reward function.
+
+R = format_weight * R_fmt + semantic_weight * (R_sem^F + R_sem^I)   (paper §3.2)
+
+with R_sem^S = 1 - min(D(E^S(completion), E^S(reference)), 1) and R_sem = 0
+when the completion breaks the ``<think>F</think><answer>I</answer>`` template.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+from . import _sdr
+
+Completion = Union[str, Sequence[Dict[str, Any]]]
+
+_COMPONENTS = ("format", "findings", "impression")
+
+
+def completion_text(completion: Completion) -> str:
+    """The text of a completion: a string as is; for chat messages
+    (``[{"role": "assistant", "content": ...}]``) the content of the last
+    assistant message (the last message when none has that role). Content
+    given as parts (``[{"type": "text", "text": ...}]``) is concatenated."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, dict):
+        completion = [completion]
+    if not isinstance(completion, (list, tuple)) or not completion:
+        raise TypeError(
+            "a completion must be a string or a non-empty list of chat messages, "
+            f"got {type(completion).__name__}"
+        )
+    messages = [m for m in completion if isinstance(m, dict) and m.get("role") == "assistant"]
+    message = messages[-1] if messages else completion[-1]
+    if not isinstance(message, dict) or "content" not in message:
+        raise TypeError(f"a chat message must be a dict with a 'content' key, got {message!r}")
+    content = message["content"]
+    if isinstance(content, str):
+        return content
+    if isinstance(content, (list, tuple)):
+        parts = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+        return "".join(parts)
+    if content is None:
+        return ""
+    raise TypeError(f"message content must be a string or a list of parts, got {type(content).__name__}")
+
+
+def _strings(values: Any, column: str) -> List[str]:
+    if isinstance(values, str) or not isinstance(values, (list, tuple)):
+        raise TypeError(f"column {column!r} must be a list of strings, got {type(values).__name__}")
+    out = []
+    for i, v in enumerate(values):
+        if not isinstance(v, str):
+            raise TypeError(f"column {column!r} item {i} must be a string, got {type(v).__name__}")
+        out.append(v)
+    return out
+
+
+class SDRReward:
+    """The SDR reward, callable as a TRL ``GRPOTrainer`` reward function.
+
+    Parameters
+    ----------
+    metric : str
+        Set-distance spec (``"chamfer"``, ``"ot"``, ``"sinkhorn:eps=0.1"``, ...;
+        see ``sdr.METRICS``).
+    reference_column : str
+        Dataset column holding the reference report: the training template
+        ``<think>F</think><answer>I</answer>`` or plain ``Findings:`` /
+        ``Impression:`` text.
+    format_weight, semantic_weight : float
+        lambda_fmt and lambda_sem (paper: 1 and 1); finite and >= 0.
+    exact : bool
+        Use the exact-match baseline R_exact for the section terms.
+    model_dir : str, optional
+        Model folder (default: ``$SDR_MODEL``, then
+        ``~/.cache/sdr/models/all-mpnet-base-v2``).
+    reference_columns : (str, str), optional
+        Separate Findings and Impression columns; overrides `reference_column`.
+    name : str, optional
+        ``__name__`` (TRL logs ``rewards/<name>``); default ``sdr_<metric family>``.
+
+    Calling it as ``reward(prompts=..., completions=..., **columns)`` returns one
+    float per completion. Completions are strings or chat message lists. A
+    completion that breaks the template scores 0 (no exception); a reference
+    with an empty section raises ValueError naming its index. When TRL passes
+    ``log_extra`` / ``log_metric`` callbacks, the per-sample components
+    (``<name>/format``, ``/findings``, ``/impression``) and their means are
+    logged through them.
+
+    Each batch's distinct sentences are embedded once; reference sentences
+    are cached across calls. The Rust work runs without the GIL. The object
+    pickles as its configuration; the encoder is loaded lazily, again in each
+    process (after ``fork`` or unpickling).
+    """
+
+    def __init__(
+        self,
+        metric: str = "chamfer",
+        reference_column: str = "solution",
+        format_weight: float = 1.0,
+        semantic_weight: float = 1.0,
+        exact: bool = False,
+        model_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
+        reference_columns: Optional[Tuple[str, str]] = None,
+        name: Optional[str] = None,
+    ) -> None:
+        if not isinstance(metric, str):
+            raise TypeError(f"metric must be a string, got {type(metric).__name__}")
+        for label, w in (("format_weight", format_weight), ("semantic_weight", semantic_weight)):
+            if isinstance(w, bool) or not isinstance(w, (int, float)):
+                raise TypeError(f"{label} must be a number, got {type(w).__name__}")
+        canonical = _sdr.check_reward_options(metric, float(format_weight), float(semantic_weight))
+        if not isinstance(reference_column, str):
+            raise TypeError("reference_column must be a string")
+        if reference_columns is not None:
+            if (
+                not isinstance(reference_columns, (tuple, list))
+                or len(reference_columns) != 2
+                or not all(isinstance(c, str) for c in reference_columns)
+            ):
+                raise ValueError(
+                    "reference_columns must be a pair of column names (findings, impression), "
+                    f"got {reference_columns!r}"
+                )
+            reference_columns = (reference_columns[0], reference_columns[1])
+        self.metric = canonical
+        self.reference_column = reference_column
+        self.reference_columns = reference_columns
+        self.format_weight = float(format_weight)
+        self.semantic_weight = float(semantic_weight)
+        self.exact = bool(exact)
+        self.model_dir = None if model_dir is None else os.fspath(model_dir)
+        self.__name__ = name or ("sdr_exact" if self.exact else "sdr_" + canonical.split(":")[0])
+        self._reset()
+
+    # -- state ---------------------------------------------------------------
+
+    def _reset(self) -> None:
+        self._scorer: Optional[_sdr.RewardScorer] = None
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+
+    def _get_scorer(self) -> "_sdr.RewardScorer":
+        if self._pid != os.getpid():
+            # A forked child: the parent's locks and encoder are not ours.
+            self._reset()
+        scorer = self._scorer
+        if scorer is None:
+            with self._lock:
+                if self._scorer is None:
+                    self._scorer = _sdr.RewardScorer(
+                        self.metric,
+                        self.format_weight,
+                        self.semantic_weight,
+                        self.exact,
+                        self.model_dir,
+                    )
+                scorer = self._scorer
+        return scorer
+
+    def config(self) -> Dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "reference_column": self.reference_column,
+            "format_weight": self.format_weight,
+            "semantic_weight": self.semantic_weight,
+            "exact": self.exact,
+            "model_dir": self.model_dir,
+            "reference_columns": self.reference_columns,
+            "name": self.__name__,
+        }
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return self.config()
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__init__(**state)  # type: ignore[misc]
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.config().items())
+        return f"SDRReward({args})"
+
+    # -- scoring -------------------------------------------------------------
+
+    def score(
+        self,
+        completions: Sequence[Completion],
+        references: Optional[Sequence[str]] = None,
+        findings: Optional[Sequence[str]] = None,
+        impression: Optional[Sequence[str]] = None,
+    ) -> Dict[str, List[float]]:
+        """Rewards and components: ``{"reward", "format", "findings", "impression"}``,
+        one float per completion. Give `references` (whole reports) or both
+        `findings` and `impression`."""
+        texts = [completion_text(c) for c in completions]
+        kwargs: Dict[str, Any] = {}
+        if references is not None:
+            kwargs["references"] = _strings(references, "references")
+        if findings is not None:
+            kwargs["findings"] = _strings(findings, "findings")
+        if impression is not None:
+            kwargs["impression"] = _strings(impression, "impression")
+        return self._get_scorer().score(texts, **kwargs)
+
+    def last_stats(self) -> Dict[str, int]:
+        """Counters of the last batch (samples, sentences, distinct, embedded, cache_hits)."""
+        return self._get_scorer().last_stats()
+
+    def __call__(
+        self,
+        prompts: Optional[Sequence[Any]] = None,
+        completions: Optional[Sequence[Completion]] = None,
+        completion_ids: Optional[Sequence[Any]] = None,
+        **kwargs: Any,
+    ) -> List[float]:
+        if completions is None:
+            raise TypeError("SDRReward needs completions=[...]")
+        if self.reference_columns is not None:
+            fcol, icol = self.reference_columns
+            missing = [c for c in (fcol, icol) if c not in kwargs]
+            if missing:
+                raise ValueError(self._missing(missing, kwargs))
+            out = self.score(completions, findings=kwargs[fcol], impression=kwargs[icol])
+        else:
+            if self.reference_column not in kwargs:
+                raise ValueError(self._missing([self.reference_column], kwargs))
+            out = self.score(completions, references=kwargs[self.reference_column])
+        log_extra: Optional[Callable[[str, List[float]], None]] = kwargs.get("log_extra")
+        log_metric: Optional[Callable[[str, float], None]] = kwargs.get("log_metric")
+        for key in _COMPONENTS:
+            values = out[key]
+            if callable(log_extra):
+                log_extra(f"{self.__name__}/{key}", values)
+            if callable(log_metric) and values:
+                log_metric(f"{self.__name__}/{key}", sum(values) / len(values))
+        return out["reward"]
+
+    @staticmethod
+    def _missing(columns: List[str], kwargs: Dict[str, Any]) -> str:
+        have = sorted(k for k in kwargs if k not in ("log_extra", "log_metric", "trainer_state"))
+        return f"reference column(s) {columns} not among the dataset columns passed: {have}"

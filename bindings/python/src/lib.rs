@@ -1,0 +1,52 @@
+//! Python bindings of SDR (module `sdr._sdr`; the package is `py_src/sdr`).
+//!
+//! Thin by design, like huggingface/tokenizers' bindings: every function
+//! copies its arguments into owned Rust values, releases the GIL, and calls
+//! `sdr-core` / `sdr-embed` / `sdr-reward`. Errors are mapped in `error.rs`.
+
+use pyo3::prelude::*;
+
+mod distance;
+mod encoder;
+mod error;
+mod report;
+mod reward;
+
+/// Called by the package's ``os.register_at_fork(after_in_child=...)`` hook.
+///
+/// A forked child has none of the parent's pool threads. All Rust work runs
+/// in a per-process pool (`sdr_reward::install`), which the child creates
+/// afresh; with parallelism off it has one thread, as tokenizers does.
+#[pyfunction]
+fn _after_fork_child() {
+    sdr_reward::set_parallelism(false);
+}
+
+/// Turn Rayon parallelism of reward scoring on or off (off after a fork).
+#[pyfunction]
+fn set_parallelism(on: bool) {
+    sdr_reward::set_parallelism(on);
+}
+
+/// Whether reward scoring may use the Rayon pool.
+#[pyfunction]
+fn get_parallelism() -> bool {
+    sdr_reward::parallelism()
+}
+
+#[pymodule]
+fn _sdr(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(distance::distance, m)?)?;
+    m.add_function(wrap_pyfunction!(distance::distances, m)?)?;
+    m.add("METRICS", distance::metric_names())?;
+    m.add_function(wrap_pyfunction!(report::parse_report, m)?)?;
+    m.add_function(wrap_pyfunction!(report::split_sentences, m)?)?;
+    m.add_class::<encoder::PyEncoder>()?;
+    m.add_class::<reward::PyRewardScorer>()?;
+    m.add_function(wrap_pyfunction!(reward::check_reward_options, m)?)?;
+    m.add_function(wrap_pyfunction!(_after_fork_child, m)?)?;
+    m.add_function(wrap_pyfunction!(set_parallelism, m)?)?;
+    m.add_function(wrap_pyfunction!(get_parallelism, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

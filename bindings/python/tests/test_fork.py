@@ -1,0 +1,47 @@
+"""Forked children (TRL / verl workers) build their own state and do not deadlock."""
+
+import multiprocessing as mp
+import os
+
+import pytest
+
+import sdr
+import sdr.verl
+from conftest import GOOD, OTHER, REF
+
+
+def _child(queue, reward):
+    try:
+        out = {
+            "parallel": sdr.get_parallelism(),
+            "reward": reward(completions=[GOOD, OTHER] * 8, solution=[REF] * 16),
+            "verl": sdr.verl.compute_score(None, GOOD, REF)["score"],
+            "rebuilt_in_child": reward._pid == os.getpid(),
+        }
+        queue.put(out)
+    except BaseException as e:  # report, do not hang the parent
+        queue.put({"error": repr(e)})
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_forked_child_scores_after_parent_used_the_pool():
+    reward = sdr.SDRReward()
+    # The parent starts its pool threads and the encoder first.
+    parent = reward(completions=[GOOD, OTHER] * 8, solution=[REF] * 16)
+    parent_verl = sdr.verl.compute_score(None, GOOD, REF)["score"]
+    assert sdr.get_parallelism()
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_child, args=(queue, reward))
+    proc.start()
+    proc.join(timeout=180)
+    if proc.is_alive():
+        proc.kill()
+        pytest.fail("the forked child hung (deadlock)")
+    out = queue.get(timeout=5)
+    assert "error" not in out, out
+    assert out["parallel"] is False  # the at-fork hook ran
+    assert out["rebuilt_in_child"] is True
+    assert out["reward"] == pytest.approx(parent, abs=1e-6)
+    assert out["verl"] == pytest.approx(parent_verl, abs=1e-6)
+    assert sdr.get_parallelism()  # the parent is unaffected

@@ -1,0 +1,32 @@
+"""OpenRLHF's reward-function file."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+import sdr
+from conftest import GOOD, MALFORMED, REF
+
+
+def load():
+    path = Path(sdr.__file__).with_name("openrlhf_reward.py")
+    spec = importlib.util.spec_from_file_location("openrlhf_reward", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_reward_func_strips_prompts(reward):
+    mod = load()
+    prompt = "<|im_start|>user\nIndication: cough.<|im_end|>\n<|im_start|>assistant\n"
+    out = mod.reward_func([prompt + GOOD, prompt + MALFORMED[1], GOOD], [prompt, prompt, "not a prefix"], [REF] * 3)
+    rewards = [float(x) for x in out["rewards"]]
+    expected = reward.score([GOOD], references=[REF])["reward"][0]
+    assert rewards[0] == pytest.approx(expected, abs=1e-5)
+    assert rewards[1] == 0.0
+    assert rewards[2] == pytest.approx(expected, abs=1e-5)  # no prefix: the whole query is parsed
+    assert set(out["extra_logs"]) == {"format", "findings", "impression"}
+    assert [float(x) for x in out["scores"]] == rewards
+    with pytest.raises(ValueError, match="2 queries but 1 prompts"):
+        mod.reward_func([GOOD, GOOD], [""], [REF, REF])

@@ -1,0 +1,164 @@
+"""sdr.SDRReward as a TRL GRPOTrainer reward function (mirrors sdr-reward)."""
+
+import math
+import pickle
+
+import numpy as np
+import pytest
+
+import sdr
+from conftest import GOOD, MALFORMED, OTHER, REF, REF_PLAIN
+
+
+def chat(text):
+    return [{"role": "assistant", "content": text}]
+
+
+def expected_reward(encoder, completion, reference, metric="chamfer", fw=1.0, sw=1.0):
+    """The reward from sdr.Encoder + sdr.distance, composed here (SPEC §4)."""
+    g, r = sdr.parse_report(completion), sdr.parse_report(reference)
+    if not g["format_valid"]:
+        return 0.0
+    sem = 0.0
+    for s in ("findings", "impression"):
+        d = sdr.distance(encoder.embed(g[s]), encoder.embed(r[s]), metric)
+        sem += 1 - min(d, 1.0)
+    return fw + sw * sem
+
+
+def test_values_match_encoder_plus_distance(reward, encoder):
+    comps = [REF, GOOD, OTHER]
+    got = reward(prompts=["p"] * 3, completions=comps, solution=[REF] * 3)
+    assert got[0] == pytest.approx(3.0, abs=1e-6)
+    for c, g in zip(comps, got):
+        assert g == pytest.approx(expected_reward(encoder, c, REF), abs=1e-5)
+    assert got[1] > got[2]  # the paraphrase beats the contradiction
+
+
+@pytest.mark.parametrize("metric", ["ot", "sinkhorn:eps=0.1", "hung-pen:alpha=0.5", "gw:eps=0.1"])
+def test_other_metrics_and_weights(encoder, metric):
+    r = sdr.SDRReward(metric=metric, format_weight=0.5, semantic_weight=2.0)
+    got = r.score([GOOD, OTHER], references=[REF, REF])
+    for c, g in zip([GOOD, OTHER], got["reward"]):
+        assert g == pytest.approx(expected_reward(encoder, c, REF, metric, 0.5, 2.0), abs=1e-5)
+    assert r.__name__ == "sdr_" + metric.split(":")[0]
+
+
+def test_chat_completions_equal_strings(reward):
+    strings = reward(completions=[GOOD, OTHER], solution=[REF, REF])
+    chats = reward(completions=[chat(GOOD), chat(OTHER)], solution=[REF, REF])
+    parts = reward(
+        completions=[[{"role": "assistant", "content": [{"type": "text", "text": GOOD}]}], chat(OTHER)],
+        solution=[REF, REF],
+    )
+    assert strings == chats == parts
+    assert sdr.completion_text([{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]) == "y"
+
+
+def test_malformed_completions_score_zero_without_exception(reward):
+    out = reward.score(MALFORMED, references=[REF] * len(MALFORMED))
+    assert out["reward"] == [0.0] * len(MALFORMED)
+    assert out["format"] == [0.0] * len(MALFORMED)
+
+
+def test_plain_reference_and_section_columns_agree(reward):
+    a = reward(completions=[GOOD], solution=[REF])
+    b = reward(completions=[GOOD], solution=[REF_PLAIN])
+    split = sdr.SDRReward(reference_columns=("findings", "impression"))
+    c = split(
+        completions=[GOOD],
+        findings=["Heart size is normal. The lungs are clear. No pleural effusion."],
+        impression=["No acute cardiopulmonary abnormality."],
+    )
+    assert a == b
+    assert a[0] == pytest.approx(c[0], abs=1e-6)
+
+
+def test_logging_callbacks(reward):
+    extra, metrics = {}, {}
+    out = reward(
+        prompts=["p", "p"],
+        completions=[GOOD, MALFORMED[1]],
+        completion_ids=[[1], [2]],
+        solution=[REF, REF],
+        trainer_state=None,
+        log_extra=lambda k, v: extra.__setitem__(k, v),
+        log_metric=lambda k, v: metrics.__setitem__(k, v),
+    )
+    assert set(extra) == {"sdr_chamfer/format", "sdr_chamfer/findings", "sdr_chamfer/impression"}
+    assert extra["sdr_chamfer/format"] == [1.0, 0.0]
+    assert metrics["sdr_chamfer/format"] == 0.5
+    f, i = extra["sdr_chamfer/findings"], extra["sdr_chamfer/impression"]
+    assert out[0] == pytest.approx(1 + f[0] + i[0], abs=1e-12)
+    assert f[1] == i[1] == 0.0
+
+
+def test_batch_is_deduplicated_and_references_cached():
+    r = sdr.SDRReward()
+    comps = [GOOD] * 8 + [OTHER] * 8
+    r.score(comps, references=[REF] * 16)
+    s = r.last_stats()
+    # REF: 4 sentences, GOOD: 3, OTHER: 3 -> 10 distinct, embedded in one call.
+    assert s["samples"] == 16 and s["distinct"] == 10 and s["embedded"] == 10 and s["cache_hits"] == 0
+    assert s["sentences"] == 16 * 4 + 8 * 3 + 8 * 3
+    r.score(comps, references=[REF] * 16)
+    s = r.last_stats()
+    assert s["cache_hits"] == 4 and s["embedded"] == 6  # only the completions' sentences again
+
+
+def test_exact_match_baseline():
+    r = sdr.SDRReward(exact=True)
+    same_words = "<think>HEART size is normal.   The lungs are clear.\nNo pleural effusion</think><answer>Something else.</answer>"
+    out = r.score([same_words, MALFORMED[1]], references=[REF, REF])
+    assert out["reward"] == [2.0, 0.0]
+    assert (out["format"], out["findings"], out["impression"]) == ([1.0, 0.0], [1.0, 0.0], [0.0, 0.0])
+    assert r.__name__ == "sdr_exact"
+
+
+def test_empty_reference_section_names_its_index(reward):
+    refs = [REF, "<think>Heart normal.</think><answer></answer>"]
+    with pytest.raises(ValueError, match=r"reference 1: section `impression` is empty"):
+        reward(completions=[GOOD, GOOD], solution=refs)
+    with pytest.raises(ValueError, match="reference 0: section `findings` is empty"):
+        reward.score([GOOD], findings=["  "], impression=["Normal."])
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"metric": "chamfre"}, "unknown metric `chamfre`"),
+        ({"metric": "sinkhorn:eps=0"}, "> 0"),
+        ({"format_weight": -1.0}, "format_weight must be a finite number >= 0, got -1"),
+        ({"semantic_weight": float("nan")}, "semantic_weight must be a finite number >= 0"),
+        ({"reference_columns": ("findings",)}, "pair of column names"),
+    ],
+)
+def test_bad_configuration_raises_value_error(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        sdr.SDRReward(**kwargs)
+
+
+def test_bad_types_and_missing_columns(reward):
+    with pytest.raises(TypeError, match="format_weight must be a number"):
+        sdr.SDRReward(format_weight="1")
+    with pytest.raises(ValueError, match=r"\['solution'\] not among the dataset columns passed: \['answer'\]"):
+        reward(completions=[GOOD], answer=[REF])
+    with pytest.raises(TypeError, match="item 0 must be a string"):
+        reward(completions=[GOOD], solution=[None])
+    with pytest.raises(ValueError, match="references has 2 items, expected 1"):
+        reward(completions=[GOOD], solution=[REF, REF])
+
+
+def test_pickle_round_trip(reward):
+    clone = pickle.loads(pickle.dumps(reward))
+    assert clone.config() == reward.config() and clone.__name__ == reward.__name__
+    assert clone(completions=[GOOD], solution=[REF]) == reward(completions=[GOOD], solution=[REF])
+    custom = sdr.SDRReward(metric="ot", exact=False, reference_columns=("f", "i"), name="mine")
+    assert pickle.loads(pickle.dumps(custom)).config() == custom.config()
+
+
+def test_rewards_are_finite_and_bounded(reward):
+    out = reward.score([REF, GOOD, OTHER] + MALFORMED, references=[REF] * (3 + len(MALFORMED)))
+    for k in ("reward", "format", "findings", "impression"):
+        assert all(math.isfinite(x) for x in out[k])
+    assert all(0.0 <= x <= 3.0 for x in out["reward"])

@@ -1,0 +1,45 @@
+"""sdr.verl.compute_score: verl's custom reward function."""
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+import sdr
+import sdr.verl
+from conftest import GOOD, MALFORMED, OTHER, REF
+
+KEYS = {"score", "format", "findings", "impression"}
+
+
+def test_keys_on_every_sample():
+    for s in [REF, GOOD, OTHER] + MALFORMED:
+        out = sdr.verl.compute_score("iu_xray", s, REF, extra_info={"index": 0})
+        assert set(out) == KEYS
+        assert all(isinstance(v, float) for v in out.values())
+    assert sdr.verl.compute_score("iu_xray", MALFORMED[1], REF)["score"] == 0.0
+
+
+def test_matches_sdr_reward_and_accepts_section_dicts(reward):
+    expected = reward.score([GOOD], references=[REF])["reward"][0]
+    assert sdr.verl.compute_score(None, GOOD, REF)["score"] == pytest.approx(expected, abs=1e-6)
+    gt = {"findings": "Heart size is normal. The lungs are clear. No pleural effusion.",
+          "impression": "No acute cardiopulmonary abnormality."}
+    assert sdr.verl.compute_score(None, GOOD, gt)["score"] == pytest.approx(expected, abs=1e-6)
+    with pytest.raises(ValueError, match="'impression'"):
+        sdr.verl.compute_score(None, GOOD, {"findings": "A."})
+
+
+def test_reward_kwargs_select_the_reward():
+    a = sdr.verl.compute_score(None, GOOD, REF, metric="ot", format_weight=0.0)
+    b = sdr.SDRReward(metric="ot", format_weight=0.0).score([GOOD], references=[REF])["reward"][0]
+    assert a["score"] == pytest.approx(b, abs=1e-6)
+    with pytest.raises(ValueError, match="unknown metric"):
+        sdr.verl.compute_score(None, GOOD, REF, metric="nope")
+
+
+def test_concurrent_calls_equal_serial_ones():
+    samples = [GOOD, OTHER, REF, MALFORMED[2]] * 16
+    serial = [sdr.verl.compute_score(None, s, REF)["score"] for s in samples]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        threaded = list(pool.map(lambda s: sdr.verl.compute_score(None, s, REF)["score"], samples))
+    assert threaded == pytest.approx(serial, abs=1e-6)

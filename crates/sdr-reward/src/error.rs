@@ -1,0 +1,55 @@
+//! The one error type of `sdr-reward`; every variant names the offending input.
+
+use sdr_core::SdrError;
+use sdr_embed::EmbedError;
+
+/// Errors of reward configuration and batch scoring.
+#[derive(Debug, thiserror::Error)]
+pub enum RewardError {
+    /// An input error of the core (empty reference section, bad metric spec, bad vector).
+    #[error(transparent)]
+    Core(#[from] SdrError),
+    /// The encoder failed or could not be loaded.
+    #[error(transparent)]
+    Embed(#[from] EmbedError),
+    /// A reward weight that is negative, NaN or infinite.
+    #[error("{name} must be a finite number >= 0, got {value}")]
+    BadWeight { name: &'static str, value: f64 },
+    /// Parallel inputs of different lengths.
+    #[error("{what} has {got} items, expected {expected} (one per completion)")]
+    LengthMismatch {
+        what: &'static str,
+        expected: usize,
+        got: usize,
+    },
+    /// A reference whose sections are present but whose layout is invalid
+    /// (e.g. text outside the template tags).
+    #[error("reference {index}: not a valid report: {reason}")]
+    BadReference { index: usize, reason: String },
+    /// Semantic rewards were asked of a scorer built without an encoder.
+    #[error("this reward needs a sentence encoder (metric {metric}), but none was given")]
+    NoEncoder { metric: String },
+    /// The encoder returned a matrix of the wrong shape.
+    #[error("encoder returned {got} values for {texts} texts of dimension {dim}")]
+    EncoderShape {
+        texts: usize,
+        dim: usize,
+        got: usize,
+    },
+}
+
+impl RewardError {
+    /// Whether the error is the caller's input (as opposed to the environment:
+    /// a missing model folder, an unreadable file, a failing network).
+    pub fn is_input_error(&self) -> bool {
+        !matches!(
+            self,
+            RewardError::Embed(_)
+                | RewardError::NoEncoder { .. }
+                | RewardError::EncoderShape { .. }
+        )
+    }
+}
+
+/// Result alias of this crate.
+pub type Result<T> = std::result::Result<T, RewardError>;

@@ -1,0 +1,26 @@
+//! Text-level SDR rewards for GRPO trainers (paper §3.2, SPEC §4).
+//!
+//! `sdr-core` scores *embedded* sections; this crate is the text pipeline
+//! around it that the Python bindings (TRL, verl, OpenRLHF adapters) and the
+//! `sdr serve` reward server share:
+//!
+//! 1. completions are parsed with the template rules (`R_fmt`), references
+//!    with either layout ([`reference`]);
+//! 2. the batch's distinct sentences are embedded in one encoder call;
+//!    reference sentences are kept in a cache across calls, since the same
+//!    references recur every epoch ([`scorer`]);
+//! 3. each sample is scored with [`sdr_core::reward::reward`] (or the
+//!    exact-match baseline), in parallel unless parallelism was switched off
+//!    ([`parallel`], needed in forked children).
+//!
+//! Paper: *SDR: Set-Distance Rewards for Radiology Report Generation*.
+
+pub mod error;
+pub mod parallel;
+pub mod reference;
+pub mod scorer;
+
+pub use error::{Result, RewardError};
+pub use parallel::{install, parallelism, set_parallelism};
+pub use reference::{parse_reference, Reference, ReferenceSections};
+pub use scorer::{set_distances, BatchStats, Embedder, RewardOptions, Scorer};

@@ -1,0 +1,562 @@
+//! Batch scoring: completions against references, one encoder call per batch.
+//!
+//! For a batch of `B` (completion, reference) pairs:
+//!
+//! $$R_b = \lambda_{\mathrm{fmt}} R_{\mathrm{fmt}}(\hat y_b)
+//!       + \lambda_{\mathrm{sem}} \sum_{S \in \{F, I\}} \bigl(1 - \min(\mathcal D(E^S(\hat y_b), E^S(y_b)), 1)\bigr)$$
+//!
+//! where the semantic terms are 0 when `R_fmt = 0` (SPEC §4). The sentences of
+//! the batch are deduplicated first: each distinct sentence is embedded once,
+//! and reference sentences already seen in earlier batches come from a cache.
+//! With `exact` set, the section terms are the exact-match baseline `R_exact`
+//! instead and no encoder is needed.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use sdr_core::cost::{check_pair, cosine_cost};
+use sdr_core::report::{exact_match_reward, parse_template, ParsedReport};
+use sdr_core::reward::{reward, EmbeddedSections, RewardBreakdown, RewardConfig};
+use sdr_core::{Metric, SetView};
+use sdr_embed::{text_key, SentenceCache};
+
+use crate::error::{Result, RewardError};
+use crate::parallel;
+use crate::reference::{parse_reference, Reference, ReferenceSections};
+
+/// A sentence encoder as the scorer needs it.
+pub trait Embedder: Send + Sync {
+    /// Embedding dimension.
+    fn dim(&self) -> usize;
+    /// Embeddings of `texts`, row-major `texts.len() x dim`.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<f32>>;
+    /// Model name, for logs and health checks.
+    fn name(&self) -> String {
+        "unnamed encoder".to_string()
+    }
+}
+
+impl Embedder for sdr_embed::Encoder {
+    fn dim(&self) -> usize {
+        sdr_embed::Encoder::dim(self)
+    }
+    fn name(&self) -> String {
+        sdr_embed::Encoder::name(self).to_string()
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<f32>> {
+        Ok(self.embed_matrix(texts)?.data)
+    }
+}
+
+/// What to compute: the metric, the weights, and semantic or exact-match terms.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RewardOptions {
+    /// Metric and weights `lambda_fmt`, `lambda_sem`.
+    pub config: RewardConfig,
+    /// Score sections by exact match (`R_exact`) instead of set distance.
+    pub exact: bool,
+}
+
+impl RewardOptions {
+    /// Parse and check: a known metric spec, finite non-negative weights.
+    ///
+    /// ```
+    /// use sdr_reward::RewardOptions;
+    /// let o = RewardOptions::new("sinkhorn", 1.0, 0.5, false).unwrap();
+    /// assert_eq!(o.config.metric.to_string(), "sinkhorn:eps=0.1");
+    /// assert!(RewardOptions::new("chamfer", -1.0, 1.0, false).is_err());
+    /// ```
+    pub fn new(
+        metric: &str,
+        format_weight: f64,
+        semantic_weight: f64,
+        exact: bool,
+    ) -> Result<Self> {
+        let metric: Metric = metric.parse()?;
+        for (name, value) in [
+            ("format_weight", format_weight),
+            ("semantic_weight", semantic_weight),
+        ] {
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(RewardError::BadWeight { name, value });
+            }
+        }
+        Ok(RewardOptions {
+            config: RewardConfig {
+                metric,
+                format_weight,
+                semantic_weight,
+            },
+            exact,
+        })
+    }
+}
+
+impl Default for RewardOptions {
+    fn default() -> Self {
+        RewardOptions {
+            config: RewardConfig::default(),
+            exact: false,
+        }
+    }
+}
+
+/// Counters of one [`Scorer::score`] call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BatchStats {
+    /// Pairs scored.
+    pub samples: usize,
+    /// Sentence occurrences that needed a vector (references and well-formed completions).
+    pub sentences: usize,
+    /// Distinct sentences among them.
+    pub distinct: usize,
+    /// Distinct sentences sent to the encoder (in one call).
+    pub embedded: usize,
+    /// Distinct sentences found in the reference cache.
+    pub cache_hits: usize,
+}
+
+/// Default bound on cached reference sentences (~3 KB each at dimension 768);
+/// past it the cache is emptied and refilled.
+pub const DEFAULT_MAX_CACHED: usize = 500_000;
+
+/// Scores batches of completions against references; thread-safe.
+pub struct Scorer {
+    options: RewardOptions,
+    embedder: Option<Arc<dyn Embedder>>,
+    references: SentenceCache,
+    max_cached: usize,
+}
+
+/// Where a distinct sentence's vector is.
+enum Slot {
+    Cached(Arc<[f32]>),
+    Fresh(usize),
+}
+
+/// The distinct sentences of a batch and where their vectors come from.
+struct SlotTable<'a> {
+    cache: &'a SentenceCache,
+    dim: usize,
+    index: HashMap<&'a str, usize>,
+    slots: Vec<Slot>,
+    /// Sentences to embed, in slot order of first appearance.
+    fresh: Vec<&'a str>,
+    fresh_from_reference: Vec<bool>,
+}
+
+impl<'a> SlotTable<'a> {
+    fn slot_of(&mut self, s: &'a str, from_reference: bool, stats: &mut BatchStats) -> usize {
+        stats.sentences += 1;
+        if let Some(&k) = self.index.get(s) {
+            if from_reference {
+                if let Slot::Fresh(j) = self.slots[k] {
+                    self.fresh_from_reference[j] = true;
+                }
+            }
+            return k;
+        }
+        let slot = match self.cache.get(&text_key(s)) {
+            Some(v) if v.len() == self.dim => {
+                stats.cache_hits += 1;
+                Slot::Cached(v)
+            }
+            _ => {
+                self.fresh.push(s);
+                self.fresh_from_reference.push(from_reference);
+                Slot::Fresh(self.fresh.len() - 1)
+            }
+        };
+        self.slots.push(slot);
+        self.index.insert(s, self.slots.len() - 1);
+        self.slots.len() - 1
+    }
+
+    fn slots_of(
+        &mut self,
+        sentences: &'a [String],
+        from_reference: bool,
+        stats: &mut BatchStats,
+    ) -> Vec<usize> {
+        sentences
+            .iter()
+            .map(|s| self.slot_of(s, from_reference, stats))
+            .collect()
+    }
+}
+
+impl Scorer {
+    /// A scorer; `embedder` may be `None` only for exact-match rewards.
+    pub fn new(options: RewardOptions, embedder: Option<Arc<dyn Embedder>>) -> Result<Self> {
+        if !options.exact && embedder.is_none() {
+            return Err(RewardError::NoEncoder {
+                metric: options.config.metric.to_string(),
+            });
+        }
+        Ok(Scorer {
+            options,
+            embedder,
+            references: SentenceCache::new(),
+            max_cached: DEFAULT_MAX_CACHED,
+        })
+    }
+
+    /// Bound the reference cache (sentences); 0 disables caching.
+    pub fn with_max_cached(mut self, max_cached: usize) -> Self {
+        self.max_cached = max_cached;
+        self
+    }
+
+    pub fn options(&self) -> &RewardOptions {
+        &self.options
+    }
+
+    /// Reference sentences currently cached.
+    pub fn cached_sentences(&self) -> usize {
+        self.references.stats().entries
+    }
+
+    /// Score `completions[b]` against `references[b]`.
+    ///
+    /// Completions are judged by the template rules: one that breaks them
+    /// scores `R_fmt = 0` and reward 0, never an error.
+    ///
+    /// # Errors
+    /// Length mismatch; a reference with an empty section or a broken layout
+    /// (the lowest such index is reported); encoder failures.
+    pub fn score(
+        &self,
+        completions: &[&str],
+        references: &[Reference<'_>],
+    ) -> Result<(Vec<RewardBreakdown>, BatchStats)> {
+        if completions.len() != references.len() {
+            return Err(RewardError::LengthMismatch {
+                what: "references",
+                expected: completions.len(),
+                got: references.len(),
+            });
+        }
+        let refs: Vec<ReferenceSections> = parallel::map(references, |i, r| parse_reference(r, i))
+            .into_iter()
+            .collect::<Result<_>>()?;
+        let gens: Vec<ParsedReport> = parallel::map(completions, |_, c| parse_template(c));
+        if self.options.exact {
+            return self.score_exact(&gens, &refs);
+        }
+        self.score_semantic(&gens, &refs)
+    }
+
+    fn combine(&self, format: f64, findings: f64, impression: f64) -> RewardBreakdown {
+        let c = &self.options.config;
+        RewardBreakdown {
+            format,
+            findings,
+            impression,
+            reward: c.format_weight * format + c.semantic_weight * (findings + impression),
+        }
+    }
+
+    fn score_exact(
+        &self,
+        gens: &[ParsedReport],
+        refs: &[ReferenceSections],
+    ) -> Result<(Vec<RewardBreakdown>, BatchStats)> {
+        let out = gens
+            .iter()
+            .zip(refs)
+            .enumerate()
+            .map(|(i, (g, r))| {
+                let e = exact_match_reward(g, &r.findings.join(" "), &r.impression.join(" "), i)?;
+                Ok(self.combine(e.format, e.findings, e.impression))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let stats = BatchStats {
+            samples: gens.len(),
+            ..BatchStats::default()
+        };
+        Ok((out, stats))
+    }
+
+    fn score_semantic(
+        &self,
+        gens: &[ParsedReport],
+        refs: &[ReferenceSections],
+    ) -> Result<(Vec<RewardBreakdown>, BatchStats)> {
+        let embedder = self
+            .embedder
+            .as_ref()
+            .ok_or_else(|| RewardError::NoEncoder {
+                metric: self.options.config.metric.to_string(),
+            })?;
+        let dim = embedder.dim();
+        let mut stats = BatchStats {
+            samples: gens.len(),
+            ..BatchStats::default()
+        };
+
+        // Distinct sentences -> slots; per sample, the slot ids of its four sections.
+        let mut table = SlotTable {
+            cache: &self.references,
+            dim,
+            index: HashMap::new(),
+            slots: Vec::new(),
+            fresh: Vec::new(),
+            fresh_from_reference: Vec::new(),
+        };
+        let mut plan: Vec<[Vec<usize>; 4]> = Vec::with_capacity(gens.len());
+        for (g, r) in gens.iter().zip(refs) {
+            let rf = table.slots_of(&r.findings, true, &mut stats);
+            let ri = table.slots_of(&r.impression, true, &mut stats);
+            let (gf, gi) = if g.format_valid {
+                (
+                    table.slots_of(&g.findings, false, &mut stats),
+                    table.slots_of(&g.impression, false, &mut stats),
+                )
+            } else {
+                (Vec::new(), Vec::new())
+            };
+            plan.push([gf, gi, rf, ri]);
+        }
+        let SlotTable {
+            slots,
+            fresh,
+            fresh_from_reference,
+            ..
+        } = table;
+        stats.distinct = slots.len();
+        stats.embedded = fresh.len();
+
+        let fresh_data = if fresh.is_empty() {
+            Vec::new()
+        } else {
+            let data = embedder.embed(&fresh)?;
+            if data.len() != fresh.len() * dim {
+                return Err(RewardError::EncoderShape {
+                    texts: fresh.len(),
+                    dim,
+                    got: data.len(),
+                });
+            }
+            data
+        };
+        self.remember(&fresh, &fresh_from_reference, &fresh_data, dim);
+
+        let gather = |ids: &[usize]| -> Vec<f64> {
+            let mut out = Vec::with_capacity(ids.len() * dim);
+            for &k in ids {
+                match &slots[k] {
+                    Slot::Cached(v) => out.extend(v.iter().map(|&x| f64::from(x))),
+                    Slot::Fresh(j) => out.extend(
+                        fresh_data[j * dim..(j + 1) * dim]
+                            .iter()
+                            .map(|&x| f64::from(x)),
+                    ),
+                }
+            }
+            out
+        };
+        let config = &self.options.config;
+        let results = parallel::map(&plan, |i, [gf, gi, rf, ri]| {
+            let (gf, gi, rf, ri) = (gather(gf), gather(gi), gather(rf), gather(ri));
+            let reference = EmbeddedSections {
+                findings: SetView::new(&rf, dim),
+                impression: SetView::new(&ri, dim),
+            };
+            let generated = EmbeddedSections {
+                findings: SetView::new(&gf, dim),
+                impression: SetView::new(&gi, dim),
+            };
+            let generated = gens[i].format_valid.then_some(&generated);
+            reward(config, generated, &reference, i)
+        });
+        let out = results
+            .into_iter()
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok((out, stats))
+    }
+
+    /// Cache the reference sentences just embedded.
+    fn remember(&self, texts: &[&str], from_reference: &[bool], data: &[f32], dim: usize) {
+        if self.max_cached == 0 {
+            return;
+        }
+        let new = from_reference.iter().filter(|&&r| r).count();
+        if self.references.stats().entries + new > self.max_cached {
+            self.references.clear();
+        }
+        for (j, text) in texts.iter().enumerate() {
+            if from_reference[j] {
+                self.references
+                    .insert(text_key(text), data[j * dim..(j + 1) * dim].into());
+            }
+        }
+    }
+}
+
+/// Several metrics between two sets, sharing one cost matrix (and the
+/// intra-set matrices when GW is among them).
+///
+/// # Errors
+/// An empty set, or sets of different dimension.
+pub fn set_distances(a: &SetView<'_>, b: &SetView<'_>, metrics: &[Metric]) -> Result<Vec<f64>> {
+    check_pair(a, b)?;
+    let m = cosine_cost(a, b);
+    let intra = metrics
+        .iter()
+        .any(Metric::needs_intra)
+        .then(|| (cosine_cost(a, a), cosine_cost(b, b)));
+    Ok(metrics
+        .iter()
+        .map(|metric| metric.from_cost(&m, intra.as_ref().map(|(x, y)| (x, y))))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A deterministic stand-in: one axis per distinct word; counts calls.
+    struct Words {
+        vocab: Vec<&'static str>,
+        calls: AtomicUsize,
+        texts: AtomicUsize,
+    }
+
+    impl Embedder for Words {
+        fn dim(&self) -> usize {
+            self.vocab.len() + 1
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<f32>> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            self.texts.fetch_add(texts.len(), Ordering::SeqCst);
+            let mut out = Vec::new();
+            for t in texts {
+                let mut v = vec![0f32; self.dim()];
+                v[self.vocab.len()] = 0.1;
+                for w in t.to_lowercase().split(|c: char| !c.is_alphanumeric()) {
+                    if let Some(k) = self.vocab.iter().position(|x| *x == w) {
+                        v[k] += 1.0;
+                    }
+                }
+                out.extend(v);
+            }
+            Ok(out)
+        }
+    }
+
+    fn words() -> Arc<Words> {
+        Arc::new(Words {
+            vocab: vec![
+                "heart", "normal", "lungs", "clear", "effusion", "no", "acute",
+            ],
+            calls: AtomicUsize::new(0),
+            texts: AtomicUsize::new(0),
+        })
+    }
+
+    const REF: &str = "<think>Heart normal. Lungs clear.</think><answer>No acute disease.</answer>";
+
+    #[test]
+    fn identical_completion_scores_three_and_malformed_zero() {
+        let w = words();
+        let s = Scorer::new(RewardOptions::default(), Some(w.clone())).unwrap();
+        let comps = [REF, "Heart normal.", "<think>Heart normal.</think>"];
+        let refs = [Reference::Report(REF); 3];
+        let (r, stats) = s.score(&comps, &refs).unwrap();
+        assert!((r[0].reward - 3.0).abs() < 1e-12, "{:?}", r[0]);
+        assert_eq!(r[1], RewardBreakdown::default());
+        assert_eq!(r[2], RewardBreakdown::default());
+        // Three distinct sentences, embedded in one call.
+        assert_eq!((stats.distinct, stats.embedded), (3, 3));
+        assert_eq!(w.calls.load(Ordering::SeqCst), 1);
+        // Second call: every reference sentence is cached; the completion's
+        // sentences are the same texts, so nothing is embedded.
+        let (_, stats) = s.score(&comps, &refs).unwrap();
+        assert_eq!((stats.embedded, stats.cache_hits), (0, 3));
+        assert_eq!(w.calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn completion_sentences_are_not_cached() {
+        let w = words();
+        let s = Scorer::new(RewardOptions::default(), Some(w.clone())).unwrap();
+        let c = "<think>No effusion.</think><answer>Lungs clear.</answer>";
+        s.score(&[c], &[Reference::Report(REF)]).unwrap();
+        assert_eq!(s.cached_sentences(), 3);
+        let (_, stats) = s.score(&[c], &[Reference::Report(REF)]).unwrap();
+        // "No effusion." is embedded again, "Lungs clear." is a reference sentence.
+        assert_eq!((stats.embedded, stats.cache_hits), (1, 3));
+    }
+
+    #[test]
+    fn weights_and_exact_mode() {
+        let o = RewardOptions::new("chamfer", 0.5, 2.0, true).unwrap();
+        let s = Scorer::new(o, None).unwrap();
+        let c = "<think>heart normal.  lungs clear</think><answer>Something else.</answer>";
+        let (r, _) = s.score(&[c], &[Reference::Report(REF)]).unwrap();
+        assert_eq!(
+            (r[0].format, r[0].findings, r[0].impression),
+            (1.0, 1.0, 0.0)
+        );
+        assert_eq!(r[0].reward, 0.5 + 2.0);
+        assert!(matches!(
+            Scorer::new(RewardOptions::default(), None),
+            Err(RewardError::NoEncoder { .. })
+        ));
+    }
+
+    #[test]
+    fn input_errors() {
+        let s = Scorer::new(RewardOptions::default(), Some(words())).unwrap();
+        let e = s.score(&[REF, REF], &[Reference::Report(REF)]).unwrap_err();
+        assert!(matches!(
+            e,
+            RewardError::LengthMismatch {
+                expected: 2,
+                got: 1,
+                ..
+            }
+        ));
+        let bad = Reference::Sections {
+            findings: "Heart normal.",
+            impression: "",
+        };
+        let e = s
+            .score(&[REF, REF], &[Reference::Report(REF), bad])
+            .unwrap_err();
+        assert_eq!(e.to_string(), "reference 1: section `impression` is empty");
+        assert!(RewardOptions::new("chamfre", 1.0, 1.0, false).is_err());
+        assert!(RewardOptions::new("chamfer", 1.0, f64::NAN, false).is_err());
+    }
+
+    #[test]
+    fn serial_and_parallel_agree() {
+        let s = Scorer::new(
+            RewardOptions::new("ot", 1.0, 1.0, false).unwrap(),
+            Some(words()),
+        )
+        .unwrap();
+        let comps: Vec<String> = (0..20)
+            .map(|k| {
+                format!(
+                    "<think>Heart normal. {}</think><answer>No acute {}.</answer>",
+                    if k % 2 == 0 {
+                        "No effusion."
+                    } else {
+                        "Lungs clear."
+                    },
+                    if k % 3 == 0 { "effusion" } else { "disease" }
+                )
+            })
+            .collect();
+        let comps: Vec<&str> = comps.iter().map(String::as_str).collect();
+        let refs = vec![Reference::Report(REF); comps.len()];
+        let (a, _) = s.score(&comps, &refs).unwrap();
+        parallel::set_parallelism(false);
+        let (b, _) = s.score(&comps, &refs).unwrap();
+        parallel::set_parallelism(true);
+        assert_eq!(a, b);
+        assert!(a.iter().any(|r| r.reward < 3.0 - 1e-6));
+    }
+}

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Python bindings: build the `sdr` wheel with maturin, install it into a venv,
+# run pytest (bindings/python/tests). Called by scripts/test.sh; also runs alone.
+#
+# Environment:
+#   CARGO_TARGET_DIR  cargo/maturin target folder (default: ./target); reused, so
+#                     a warm folder makes this a few-seconds rebuild
+#   SDR_PY_VENV       the venv (default: ./.venv; created when missing)
+#   PYTHON            interpreter that creates the venv (default: python3)
+# Needs PyPI for maturin, numpy and pytest on the first run, and the model
+# (scripts/fetch-model.sh, run here; idempotent).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+VENV=${SDR_PY_VENV:-$ROOT/.venv}
+PY=${PYTHON:-python3}
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "== creating venv $VENV"
+  "$PY" -m venv "$VENV"
+fi
+if ! "$VENV/bin/python" -c "import maturin, numpy, pytest" 2>/dev/null; then
+  echo "== pip install maturin numpy pytest"
+  "$VENV/bin/python" -m pip install -q "maturin>=1.9,<2" numpy pytest
+fi
+
+bash scripts/fetch-model.sh
+
+echo "== cargo build --release -p sdr-cli (the CLI the tests compare against)"
+cargo build --release -q -p sdr-cli
+
+echo "== maturin build --release"
+WHEELS=$CARGO_TARGET_DIR/wheels-sdr
+rm -rf "$WHEELS"
+"$VENV/bin/maturin" build --release -q -m bindings/python/Cargo.toml \
+  -i "$VENV/bin/python" -o "$WHEELS"
+"$VENV/bin/python" -m pip install -q --force-reinstall --no-deps "$WHEELS"/sdr-*.whl
+
+echo "== pytest bindings/python/tests"
+cd bindings/python
+SDR_BIN=$CARGO_TARGET_DIR/release/sdr "$VENV/bin/python" -m pytest -q tests "$@"
