@@ -29,6 +29,8 @@ enum Command {
     Distances(commands::distances::Args),
     /// Split reports into Findings / Impression sentence lists (JSON Lines in/out).
     Parse(commands::parse::Args),
+    /// Sentence embeddings (all-mpnet-base-v2), one sentence per line in; JSON Lines or .npy out.
+    Embed(commands::embed::Args),
 }
 
 fn main() {
@@ -36,6 +38,7 @@ fn main() {
     let result = match cli.command {
         Command::Distances(args) => commands::distances::run(args),
         Command::Parse(args) => commands::parse::run(args),
+        Command::Embed(args) => commands::embed::run(args),
     };
     if let Err(err) = result {
         // One line: the chain of causes joined, so scripts can grep it.

@@ -37,7 +37,7 @@ fn read_json(path: &Path) -> Result<serde_json::Value> {
 
 impl Backbone {
     /// Loads `config.json` and `model.safetensors` from `dir` with weights in `dtype`.
-    pub fn load(dir: &Path, dtype: DType, device: &Device) -> Result<Loaded> {
+    pub fn load(dir: &Path, dtype: DType, mixed_bf16: bool, device: &Device) -> Result<Loaded> {
         let config_path = dir.join("config.json");
         let value = read_json(&config_path)?;
         let model_type = value
@@ -67,7 +67,8 @@ impl Backbone {
         match model_type.as_str() {
             "mpnet" => {
                 let cfg: mpnet::Config = serde_json::from_value(value).map_err(json_err)?;
-                let model = mpnet::MpnetModel::load(vb, &cfg).map_err(model_err)?;
+                let model =
+                    mpnet::MpnetModel::load_with(vb, &cfg, mixed_bf16).map_err(model_err)?;
                 Ok(Loaded {
                     backbone: Backbone::Mpnet(model),
                     hidden_size: cfg.hidden_size,
@@ -77,6 +78,11 @@ impl Backbone {
                         - 1,
                 })
             }
+            "bert" if mixed_bf16 => Err(EmbedError::InvalidOption {
+                name: "precision",
+                value: "mixed-bf16".into(),
+                reason: "only implemented for MPNet models",
+            }),
             "bert" => {
                 let cfg: bert::Config = serde_json::from_value(value).map_err(json_err)?;
                 let model = bert::BertModel::load(vb, &cfg).map_err(model_err)?;

@@ -24,6 +24,9 @@ pub enum Precision {
     Bf16,
     /// IEEE half weights and activations (pooling in f32).
     F16,
+    /// f32 activations, dense-layer GEMMs in bfloat16 on Intel MKL (AMX / AVX-512 BF16
+    /// where present). Needs the `mkl` feature.
+    MixedBf16,
 }
 
 impl Precision {
@@ -32,6 +35,7 @@ impl Precision {
             Precision::F32 => DType::F32,
             Precision::Bf16 => DType::BF16,
             Precision::F16 => DType::F16,
+            Precision::MixedBf16 => DType::F32,
         }
     }
 }
@@ -43,10 +47,11 @@ impl std::str::FromStr for Precision {
             "f32" | "fp32" => Ok(Precision::F32),
             "bf16" => Ok(Precision::Bf16),
             "f16" | "fp16" => Ok(Precision::F16),
+            "mixed-bf16" | "mixed_bf16" => Ok(Precision::MixedBf16),
             _ => Err(EmbedError::InvalidOption {
                 name: "precision",
                 value: s.to_string(),
-                reason: "expected f32, bf16 or f16",
+                reason: "expected f32, bf16, f16 or mixed-bf16",
             }),
         }
     }
@@ -160,7 +165,19 @@ impl Encoder {
             });
         }
         let device = Device::Cpu;
-        let loaded = Backbone::load(dir, opts.precision.dtype(), &device)?;
+        if opts.precision == Precision::MixedBf16 && !cfg!(feature = "mkl") {
+            return Err(EmbedError::InvalidOption {
+                name: "precision",
+                value: "mixed-bf16".into(),
+                reason: "needs a build with the `mkl` feature (bash scripts/install-mkl.sh)",
+            });
+        }
+        let loaded = Backbone::load(
+            dir,
+            opts.precision.dtype(),
+            opts.precision == Precision::MixedBf16,
+            &device,
+        )?;
         let max_len = match opts.max_seq_length {
             Some(n) => n,
             None => read_max_seq_length(dir)?.unwrap_or(loaded.max_position_embeddings),

@@ -18,6 +18,7 @@ pub mod cache;
 pub mod discover;
 pub mod encoder;
 pub mod error;
+pub mod linear;
 pub mod mpnet;
 pub mod tokenize;
 

@@ -25,6 +25,8 @@
 
 use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_nn::{Embedding, LayerNorm, Linear, VarBuilder};
+
+use crate::linear::Dense;
 use serde::Deserialize;
 
 /// `config.json` of an MPNet checkpoint (fields SDR reads; others are ignored).
@@ -170,15 +172,15 @@ impl Embeddings {
 
 struct SelfAttention {
     /// q, k and v fused into one `[3 * hidden, hidden]` projection: one GEMM instead of three.
-    qkv: Linear,
-    o: Linear,
+    qkv: Dense,
+    o: Dense,
     layer_norm: LayerNorm,
     num_heads: usize,
     head_dim: usize,
 }
 
 impl SelfAttention {
-    fn load(vb: VarBuilder, cfg: &Config) -> Result<Self> {
+    fn load(vb: VarBuilder, cfg: &Config, bf16: bool) -> Result<Self> {
         let h = cfg.hidden_size;
         let attn = vb.pp("attn");
         let mut ws = Vec::with_capacity(3);
@@ -190,8 +192,8 @@ impl SelfAttention {
         }
         let qkv = Linear::new(Tensor::cat(&ws, 0)?, Some(Tensor::cat(&bs, 0)?));
         Ok(Self {
-            qkv,
-            o: candle_nn::linear(h, h, attn.pp("o"))?,
+            qkv: Dense::new(qkv, bf16)?,
+            o: Dense::new(candle_nn::linear(h, h, attn.pp("o"))?, bf16)?,
             layer_norm: candle_nn::layer_norm(h, cfg.layer_norm_eps, vb.pp("LayerNorm"))?,
             num_heads: cfg.num_attention_heads,
             head_dim: h / cfg.num_attention_heads,
@@ -224,23 +226,29 @@ impl SelfAttention {
 
 struct Layer {
     attention: SelfAttention,
-    intermediate: Linear,
-    output: Linear,
+    intermediate: Dense,
+    output: Dense,
     output_norm: LayerNorm,
     act: String,
 }
 
 impl Layer {
-    fn load(vb: VarBuilder, cfg: &Config) -> Result<Self> {
+    fn load(vb: VarBuilder, cfg: &Config, bf16: bool) -> Result<Self> {
         let out = vb.pp("output");
         Ok(Self {
-            attention: SelfAttention::load(vb.pp("attention"), cfg)?,
-            intermediate: candle_nn::linear(
-                cfg.hidden_size,
-                cfg.intermediate_size,
-                vb.pp("intermediate").pp("dense"),
+            attention: SelfAttention::load(vb.pp("attention"), cfg, bf16)?,
+            intermediate: Dense::new(
+                candle_nn::linear(
+                    cfg.hidden_size,
+                    cfg.intermediate_size,
+                    vb.pp("intermediate").pp("dense"),
+                )?,
+                bf16,
             )?,
-            output: candle_nn::linear(cfg.intermediate_size, cfg.hidden_size, out.pp("dense"))?,
+            output: Dense::new(
+                candle_nn::linear(cfg.intermediate_size, cfg.hidden_size, out.pp("dense"))?,
+                bf16,
+            )?,
             output_norm: candle_nn::layer_norm(
                 cfg.hidden_size,
                 cfg.layer_norm_eps,
@@ -274,9 +282,15 @@ impl MpnetModel {
     /// Loads from a `VarBuilder` rooted at the checkpoint's top level (keys
     /// `embeddings.*`, `encoder.*`). The pooler, if present, is not used.
     pub fn load(vb: VarBuilder, cfg: &Config) -> Result<Self> {
+        Self::load_with(vb, cfg, false)
+    }
+
+    /// As [`MpnetModel::load`]; with `mixed_bf16` the dense layers run their GEMMs in
+    /// bfloat16 on MKL (feature `mkl`), everything else in the weights' dtype.
+    pub fn load_with(vb: VarBuilder, cfg: &Config, mixed_bf16: bool) -> Result<Self> {
         let enc = vb.pp("encoder");
         let layers = (0..cfg.num_hidden_layers)
-            .map(|i| Layer::load(enc.pp("layer").pp(i), cfg))
+            .map(|i| Layer::load(enc.pp("layer").pp(i), cfg, mixed_bf16))
             .collect::<Result<Vec<_>>>()?;
         Ok(Self {
             embeddings: Embeddings::load(vb.pp("embeddings"), cfg)?,

@@ -1,2 +1,3 @@
 pub mod distances;
+pub mod embed;
 pub mod parse;

@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""Sentence-embedding throughput: sentence-transformers vs `sdr embed` (issue 3).
+
+In one run, on this machine:
+  1. the same N distinct IU X-ray sentences through sentence-transformers (PyTorch, CPU)
+     and through `sdr embed` (release build, f32), sentences/s and the ratio;
+  2. a GRPO-like batch (64 prompts x 8 sampled reports with realistic sentence overlap,
+     built from IU reports) with and without SDR's sentence cache;
+  3. reduced-precision paths with their parity (min cosine against sentence-transformers).
+
+    /work/venv-st/bin/python bench/embed.py --sdr target/release/sdr \
+        [--sdr-mkl PATH_TO_SDR_BUILT_WITH_--features_mkl]
+
+`sdr` times are wall-clock of the whole process (model load included); the load time,
+measured on a 1-sentence input, is also printed and subtracted in the `net` column.
+Needs scripts/requirements-embed-fixtures.txt (sentence-transformers); no network.
+"""
+
+import argparse
+import csv
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+IU = os.path.join(ROOT, "data", "iu-xray", "indiana_reports.csv")
+# FLOPs per token of all-mpnet-base-v2's 12 layers' dense GEMMs (qkv, o, two FFN):
+# 2 * 12 * (768*2304 + 768*768 + 2*768*3072); attention scores add 4*seq*768 per layer.
+FLOP_PER_TOKEN = 2 * 12 * (768 * 2304 + 768 * 768 + 2 * 768 * 3072)
+
+
+def split(text):
+    return [s.strip() for s in re.split(r"(?<=[.!?])\s+", (text or "").strip()) if s.strip()]
+
+
+def iu_reports():
+    with open(IU, newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            sents = split(row.get("findings")) + split(row.get("impression"))
+            if sents:
+                yield sents
+
+
+def distinct_sentences(n, seed=0):
+    seen, out = set(), []
+    for sents in iu_reports():
+        for s in sents:
+            if s not in seen:
+                seen.add(s)
+                out.append(s)
+    random.Random(seed).shuffle(out)
+    return out[:n]
+
+
+def grpo_batch(prompts=64, samples=8, seed=0):
+    """64 references x 8 'sampled' reports: each sampled sentence is the reference's own
+    (p=0.6), a frequent IU sentence (p=0.25, the generator's stock phrases), or
+    dropped (p=0.15); one stock sentence is appended with p=0.3."""
+    rng = random.Random(seed)
+    reports = list(iu_reports())
+    counts = {}
+    for r in reports:
+        for s in r:
+            counts[s] = counts.get(s, 0) + 1
+    stock = [s for s, _ in sorted(counts.items(), key=lambda kv: -kv[1])[:300]]
+    lines = []
+    for ref in rng.sample(reports, prompts):
+        for _ in range(samples):
+            for s in ref:
+                u = rng.random()
+                if u < 0.6:
+                    lines.append(s)
+                elif u < 0.85:
+                    lines.append(rng.choice(stock))
+            if rng.random() < 0.3:
+                lines.append(rng.choice(stock))
+    return lines
+
+
+def cos_rows(a, b):
+    a = a / np.linalg.norm(a, axis=1, keepdims=True)
+    b = b / np.linalg.norm(b, axis=1, keepdims=True)
+    return (a * b).sum(axis=1)
+
+
+def run_sdr(sdr, model, lines, extra, env=None):
+    with tempfile.TemporaryDirectory() as d:
+        inp, out = os.path.join(d, "in.txt"), os.path.join(d, "out.npy")
+        with open(inp, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+        cmd = [sdr, "embed", inp, "--format", "npy", "-o", out, "--model", model] + extra
+        t = time.perf_counter()
+        subprocess.run(cmd, check=True, env=env)
+        dt = time.perf_counter() - t
+        return np.load(out), dt
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sdr", default=os.path.join(ROOT, "target", "release", "sdr"))
+    ap.add_argument("--sdr-mkl", help="an sdr built with --features mkl (optional)")
+    ap.add_argument(
+        "--model",
+        default=os.environ.get("SDR_MODEL")
+        or os.path.join(
+            os.environ.get("SDR_HOME", os.path.expanduser("~/.cache/sdr")), "models", "all-mpnet-base-v2"
+        ),
+    )
+    ap.add_argument("-n", type=int, default=2000, help="distinct IU sentences")
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--skip-grpo", action="store_true")
+    args = ap.parse_args()
+
+    import sentence_transformers
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    print(f"# load: {os.getloadavg()} | torch {torch.__version__} threads {torch.get_num_threads()} "
+          f"| sentence-transformers {sentence_transformers.__version__}", flush=True)
+    texts = distinct_sentences(args.n)
+    st = SentenceTransformer(args.model, device="cpu")
+    st.encode(texts[:32], batch_size=args.batch_size)
+    t = time.perf_counter()
+    ref = st.encode(texts, batch_size=args.batch_size, convert_to_numpy=True)
+    st_dt = time.perf_counter() - t
+    n_tok = sum(len(x) for x in st.tokenizer(texts, truncation=True, max_length=384)["input_ids"])
+    gflop = n_tok * FLOP_PER_TOKEN / 1e9
+    rows = []
+
+    def add(name, n, dt, cos=None, startup=0.0):
+        net = max(dt - startup, 1e-9)
+        rows.append((name, n, dt, n / dt, n / net, cos, gflop / net if n == len(texts) else None))
+
+    add("sentence-transformers f32", len(texts), st_dt)
+    _, startup = run_sdr(args.sdr, args.model, ["warm up"], [])
+    print(f"# sdr start-up (model load, 1 sentence): {startup:.2f} s; {n_tok} tokens, "
+          f"{gflop:.0f} GFLOP of dense GEMMs for the {len(texts)} sentences", flush=True)
+    variants = [(args.sdr, "sdr f32", ["--no-cache"]),
+                (args.sdr, "sdr f32 --parallelism batches", ["--no-cache", "--parallelism", "batches"]),
+                (args.sdr, "sdr bf16 (candle)", ["--no-cache", "--precision", "bf16"])]
+    if args.sdr_mkl:
+        variants += [(args.sdr_mkl, "sdr f32 (MKL)", ["--no-cache"]),
+                     (args.sdr_mkl, "sdr mixed-bf16 (MKL)", ["--no-cache", "--precision", "mixed-bf16"])]
+    for exe, name, extra in variants:
+        emb, dt = run_sdr(exe, args.model, texts, extra + ["--batch-size", str(args.batch_size)])
+        add(name, len(texts), dt, float(cos_rows(emb, ref).min()), startup)
+        print(f"  {name}: {dt:.1f} s", flush=True)
+
+    if not args.skip_grpo:
+        lines = grpo_batch()
+        distinct = len(set(lines))
+        t = time.perf_counter()
+        st.encode(lines, batch_size=args.batch_size, convert_to_numpy=True)
+        add(f"GRPO batch: sentence-transformers ({len(lines)} lines, {distinct} distinct)",
+            len(lines), time.perf_counter() - t)
+        best = args.sdr_mkl or args.sdr
+        for name, extra in [("GRPO batch: sdr f32, no cache", ["--no-cache"]),
+                            ("GRPO batch: sdr f32, cache", [])]:
+            _, dt = run_sdr(best, args.model, lines, extra + ["--batch-size", str(args.batch_size)])
+            add(name, len(lines), dt, None, startup)
+            print(f"  {name}: {dt:.1f} s", flush=True)
+
+    print()
+    print(f"| run | items | wall s | items/s | net items/s | x st | min cos vs st | GFLOP/s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    base = {}
+    for name, n, dt, rate, net, cos, gf in rows:
+        key = "grpo" if name.startswith("GRPO") else "plain"
+        base.setdefault(key, rate)
+        ratio = net / base[key]
+        print(f"| {name} | {n} | {dt:.1f} | {rate:.1f} | {net:.1f} | {ratio:.2f} | "
+              f"{'' if cos is None else f'{cos:.6f}'} | {'' if gf is None else f'{gf:.0f}'} |")
+    print(f"\n# load at end: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,206 @@
+//! `sdr embed`: sentence embeddings (SPEC §2) for one sentence per line.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use sdr_embed::{resolve_model_dir, Encoder, EncoderOptions, Parallelism, Precision};
+
+use crate::jsonl::{Input, Output};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// One `{"text": ..., "embedding": [...]}` object per line, in input order.
+    Jsonl,
+    /// A little-endian float32 `.npy` matrix, one row per input line.
+    Npy,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PrecisionArg {
+    /// 32-bit floats (the reference; cosine >= 0.9999 to sentence-transformers).
+    F32,
+    /// bfloat16 weights and activations.
+    Bf16,
+    /// IEEE half weights and activations.
+    F16,
+    /// f32 activations, dense-layer GEMMs in bfloat16 on Intel MKL (AMX where present);
+    /// needs a build with `--features mkl`.
+    MixedBf16,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ParallelArg {
+    /// One batch at a time, matrix products threaded over all cores.
+    Gemm,
+    /// Several batches at once on the thread pool.
+    Batches,
+}
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "Input:  one sentence per line (blank lines are skipped).\n\
+Output: {\"text\": \"Heart size is normal.\", \"embedding\": [0.0123, ...]} per line, in input order,\n\
+        or with --format npy a float32 matrix (rows in input order; needs --output).\n\n\
+The model folder is --model, else $SDR_MODEL, else ${SDR_HOME:-~/.cache/sdr}/models/all-mpnet-base-v2;\n\
+fetch it with `bash scripts/fetch-model.sh`. Repeated sentences are embedded once."
+)]
+pub struct Args {
+    /// Text file with one sentence per line; `-` or absent reads stdin.
+    pub input: Option<PathBuf>,
+    /// sentence-transformers model folder (all-mpnet-base-v2 or a BERT-family model).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Jsonl)]
+    pub format: Format,
+    /// Write to this file (atomically: temporary file, then rename) instead of stdout.
+    #[arg(long, short = 'o')]
+    pub output: Option<PathBuf>,
+    /// Sentences per forward pass (batches group sentences of similar length).
+    #[arg(long, default_value_t = 32)]
+    pub batch_size: usize,
+    /// Numeric precision; reduced precision is faster where the CPU supports it, less exact.
+    #[arg(long, value_enum, default_value_t = PrecisionArg::F32)]
+    pub precision: PrecisionArg,
+    /// How batches use the cores.
+    #[arg(long, value_enum, default_value_t = ParallelArg::Gemm)]
+    pub parallelism: ParallelArg,
+    /// Keep a sentence-embedding cache in this folder across runs (keyed by model
+    /// weights hash and precision).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Do not deduplicate repeated sentences (every line goes through the network).
+    #[arg(long)]
+    pub no_cache: bool,
+}
+
+/// Lines read and embedded per step (the progress bar advances per step).
+const CHUNK: usize = 2048;
+
+pub fn run(args: Args) -> Result<()> {
+    if args.format == Format::Npy && args.output.as_deref().is_none_or(|p| p == Path::new("-")) {
+        anyhow::bail!("--format npy needs --output FILE");
+    }
+    let dir = resolve_model_dir(args.model.as_deref())?;
+    let precision = match args.precision {
+        PrecisionArg::F32 => Precision::F32,
+        PrecisionArg::Bf16 => Precision::Bf16,
+        PrecisionArg::F16 => Precision::F16,
+        PrecisionArg::MixedBf16 => Precision::MixedBf16,
+    };
+    let opts = EncoderOptions {
+        precision,
+        batch_size: args.batch_size,
+        parallelism: match args.parallelism {
+            ParallelArg::Gemm => Parallelism::Gemm,
+            ParallelArg::Batches => Parallelism::Batches,
+        },
+        cache: !args.no_cache || args.cache_dir.is_some(),
+        ..Default::default()
+    };
+    let encoder = Encoder::load(&dir, opts)?;
+    let cache_file = match &args.cache_dir {
+        Some(cd) => {
+            let hash = encoder.weights_sha256()?;
+            let file = cd.join(format!(
+                "{}-{}-{:?}.sdrc",
+                encoder.name(),
+                &hash[..16],
+                precision
+            ));
+            if file.is_file() {
+                if let Some(cache) = encoder.cache() {
+                    cache.load(&file, encoder.dim())?;
+                }
+            }
+            Some(file)
+        }
+        None => None,
+    };
+
+    let mut input = Input::open(args.input.as_deref())?;
+    let mut output = Output::create(args.output.as_deref())?;
+    let progress = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    progress.set_style(
+        ProgressStyle::with_template(
+            "{spinner} {human_pos} sentences embedded ({per_sec}) {elapsed}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    let mut line_no = 0usize;
+    let mut rows = 0usize;
+    let mut npy: Vec<f32> = Vec::new();
+    loop {
+        let chunk = input.next_chunk(CHUNK, &mut line_no)?;
+        if chunk.is_empty() {
+            break;
+        }
+        let texts: Vec<&str> = chunk
+            .iter()
+            .map(|(_, t)| t.trim_end_matches(['\n', '\r']))
+            .collect();
+        let m = encoder
+            .embed_matrix(&texts)
+            .with_context(|| format!("{}: lines {}..{}", input.name, chunk[0].0, line_no))?;
+        match args.format {
+            Format::Jsonl => {
+                let w = output.writer();
+                for (i, text) in texts.iter().enumerate() {
+                    serde_json::to_writer(
+                        &mut *w,
+                        &serde_json::json!({"text": text, "embedding": m.row(i)}),
+                    )?;
+                    w.write_all(b"\n").context("cannot write output")?;
+                }
+            }
+            Format::Npy => npy.extend_from_slice(&m.data),
+        }
+        rows += texts.len();
+        progress.set_position(rows as u64);
+    }
+    if args.format == Format::Npy {
+        write_npy(output.writer(), &npy, rows, encoder.dim())?;
+    }
+    output.finish()?;
+    progress.finish_and_clear();
+    if let (Some(file), Some(cache)) = (&cache_file, encoder.cache()) {
+        cache.save(file, encoder.dim())?;
+    }
+    Ok(())
+}
+
+/// NumPy format 1.0: magic, header dict padded to a multiple of 64 bytes, then data.
+fn write_npy(w: &mut dyn Write, data: &[f32], rows: usize, dim: usize) -> Result<()> {
+    let dict = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({rows}, {dim}), }}");
+    let unpadded = 10 + dict.len() + 1;
+    let pad = (64 - unpadded % 64) % 64;
+    let header_len = (dict.len() + pad + 1) as u16;
+    w.write_all(b"\x93NUMPY\x01\x00")?;
+    w.write_all(&header_len.to_le_bytes())?;
+    w.write_all(dict.as_bytes())?;
+    w.write_all(&vec![b' '; pad])?;
+    w.write_all(b"\n")?;
+    let mut bytes = Vec::with_capacity(data.len() * 4);
+    for x in data {
+        bytes.extend_from_slice(&x.to_le_bytes());
+    }
+    w.write_all(&bytes).context("cannot write output")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn npy_header_is_aligned() {
+        let mut buf = Vec::new();
+        write_npy(&mut buf, &[1.0, 2.0, 3.0, 4.0], 2, 2).unwrap();
+        let header_len = u16::from_le_bytes([buf[8], buf[9]]) as usize;
+        assert_eq!((10 + header_len) % 64, 0);
+        assert_eq!(buf.len(), 10 + header_len + 16);
+        assert_eq!(buf[10 + header_len - 1], b'\n');
+    }
+}

@@ -1,0 +1,162 @@
+//! Dense layers of the encoder: candle's `Linear`, or (with the `mkl` feature) a
+//! mixed-precision layer whose GEMM runs in bfloat16 on Intel MKL
+//! (`cblas_gemm_bf16bf16f32`: bf16 inputs, f32 accumulation and output), which reaches
+//! AMX / AVX-512 BF16 where the CPU has them. Activations stay f32 between layers;
+//! only the matrix product rounds its inputs to bf16.
+
+use candle_core::{Module, Result, Tensor};
+use candle_nn::Linear;
+
+/// A dense layer `y = x W^T + b`.
+pub enum Dense {
+    /// Plain candle (f32 / bf16 / f16 according to the weights' dtype).
+    Candle(Linear),
+    /// bf16 GEMM through MKL, f32 in and out.
+    #[cfg(feature = "mkl")]
+    MklBf16(mkl::Bf16Linear),
+}
+
+impl Dense {
+    /// Wraps `linear`; with `mixed_bf16` (needs the `mkl` feature) converts its weights
+    /// to bf16 for MKL's bf16 GEMM.
+    pub fn new(linear: Linear, mixed_bf16: bool) -> Result<Self> {
+        if !mixed_bf16 {
+            return Ok(Dense::Candle(linear));
+        }
+        #[cfg(feature = "mkl")]
+        {
+            Ok(Dense::MklBf16(mkl::Bf16Linear::new(&linear)?))
+        }
+        #[cfg(not(feature = "mkl"))]
+        {
+            candle_core::bail!("mixed bf16 needs sdr-embed built with the `mkl` feature")
+        }
+    }
+}
+
+impl Module for Dense {
+    fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+        match self {
+            Dense::Candle(l) => l.forward(xs),
+            #[cfg(feature = "mkl")]
+            Dense::MklBf16(l) => l.forward(xs),
+        }
+    }
+}
+
+#[cfg(feature = "mkl")]
+mod mkl {
+    use candle_core::{DType, Result, Tensor};
+    use candle_nn::Linear;
+    use half::bf16;
+
+    // MKL's CBLAS enums (mkl_cblas.h).
+    const CBLAS_ROW_MAJOR: i32 = 101;
+    const CBLAS_NO_TRANS: i32 = 111;
+    const CBLAS_TRANS: i32 = 112;
+
+    extern "C" {
+        // void cblas_gemm_bf16bf16f32(CBLAS_LAYOUT, CBLAS_TRANSPOSE, CBLAS_TRANSPOSE,
+        //   MKL_INT m, MKL_INT n, MKL_INT k, float alpha, const MKL_BF16 *a, MKL_INT lda,
+        //   const MKL_BF16 *b, MKL_INT ldb, float beta, float *c, MKL_INT ldc);
+        // MKL_INT is i32 in the LP64 interface that candle links.
+        fn cblas_gemm_bf16bf16f32(
+            layout: i32,
+            trans_a: i32,
+            trans_b: i32,
+            m: i32,
+            n: i32,
+            k: i32,
+            alpha: f32,
+            a: *const u16,
+            lda: i32,
+            b: *const u16,
+            ldb: i32,
+            beta: f32,
+            c: *mut f32,
+            ldc: i32,
+        );
+    }
+
+    /// `W` as bf16 bits, `[out, in]` row-major, and the f32 bias.
+    pub struct Bf16Linear {
+        weight: Vec<u16>,
+        bias: Option<Vec<f32>>,
+        out_dim: usize,
+        in_dim: usize,
+    }
+
+    impl Bf16Linear {
+        pub fn new(linear: &Linear) -> Result<Self> {
+            let w = linear.weight().to_dtype(DType::F32)?;
+            let (out_dim, in_dim) = w.dims2()?;
+            let weight = w
+                .flatten_all()?
+                .to_vec1::<f32>()?
+                .into_iter()
+                .map(|x| bf16::from_f32(x).to_bits())
+                .collect();
+            let bias = match linear.bias() {
+                Some(b) => Some(b.to_dtype(DType::F32)?.to_vec1::<f32>()?),
+                None => None,
+            };
+            Ok(Self {
+                weight,
+                bias,
+                out_dim,
+                in_dim,
+            })
+        }
+
+        pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+            let dims = xs.dims().to_vec();
+            let k = *dims.last().unwrap_or(&0);
+            if k != self.in_dim {
+                candle_core::bail!("bf16 linear: input dim {k}, expected {}", self.in_dim)
+            }
+            let m = xs.elem_count() / k.max(1);
+            let n = self.out_dim;
+            let a: Vec<u16> = xs
+                .to_dtype(DType::F32)?
+                .flatten_all()?
+                .to_vec1::<f32>()?
+                .into_iter()
+                .map(|x| bf16::from_f32(x).to_bits())
+                .collect();
+            let mut c = vec![0f32; m * n];
+            if let Some(b) = &self.bias {
+                for row in c.chunks_exact_mut(n) {
+                    row.copy_from_slice(b);
+                }
+            }
+            let beta = if self.bias.is_some() { 1.0 } else { 0.0 };
+            if m > 0 {
+                // SAFETY: a is m×k, weight is n×k (used transposed), c is m×n, all
+                // row-major and contiguous with the leading dimensions passed.
+                unsafe {
+                    cblas_gemm_bf16bf16f32(
+                        CBLAS_ROW_MAJOR,
+                        CBLAS_NO_TRANS,
+                        CBLAS_TRANS,
+                        m as i32,
+                        n as i32,
+                        k as i32,
+                        1.0,
+                        a.as_ptr(),
+                        k as i32,
+                        self.weight.as_ptr(),
+                        k as i32,
+                        beta,
+                        c.as_mut_ptr(),
+                        n as i32,
+                    );
+                }
+            }
+            let mut out_dims = dims;
+            if let Some(last) = out_dims.last_mut() {
+                *last = n;
+            }
+            Tensor::from_vec(c, out_dims, xs.device())
+        }
+    }
+}
