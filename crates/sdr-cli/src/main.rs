@@ -31,6 +31,12 @@ enum Command {
     Parse(commands::parse::Args),
     /// Sentence embeddings (all-mpnet-base-v2), one sentence per line in; JSON Lines or .npy out.
     Embed(commands::embed::Args),
+    /// Build or inspect a reference corpus of embedded reports (.safetensors).
+    Corpus(commands::corpus::Args),
+    /// Pick the best of K candidate reports by set distance to a corpus, or by consensus.
+    Select(commands::select::Args),
+    /// Score `sdr select`'s choices against references and the two random baselines (tables, heatmaps).
+    SelectEval(commands::select_eval::Args),
 }
 
 fn main() {
@@ -39,6 +45,9 @@ fn main() {
         Command::Distances(args) => commands::distances::run(args),
         Command::Parse(args) => commands::parse::run(args),
         Command::Embed(args) => commands::embed::run(args),
+        Command::Corpus(args) => commands::corpus::run(args),
+        Command::Select(args) => commands::select::run(args),
+        Command::SelectEval(args) => commands::select_eval::run(args),
     };
     if let Err(err) = result {
         // One line: the chain of causes joined, so scripts can grep it.

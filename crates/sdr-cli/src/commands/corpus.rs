@@ -1,0 +1,297 @@
+//! `sdr corpus`: build, inspect and resample reference corpora (SPEC §5).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{anyhow, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use sdr_corpus::{
+    build_corpus, read_source, BuildInfo, Columns, Corpus, CorpusData, HashEncoder,
+    SentenceEncoder, SourceFormat, SourceOptions, Split,
+};
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: Sub,
+}
+
+#[derive(clap::Subcommand)]
+pub enum Sub {
+    /// Embed a set of reference reports into one corpus file (.safetensors).
+    Build(BuildArgs),
+    /// Print a corpus file's metadata and counts (validates it on the way).
+    Info(InfoArgs),
+    /// Make a larger synthetic corpus by resampling the sentences of a built one.
+    Synth(SynthArgs),
+}
+
+/// Which sentence encoder embeds text.
+#[derive(clap::Args, Clone)]
+pub struct EncoderArgs {
+    /// Sentence-transformers model folder (default: $SDR_MODEL, then
+    /// ~/.cache/sdr/models/all-mpnet-base-v2, as put there by scripts/fetch-model.sh).
+    #[arg(long, value_name = "DIR")]
+    pub model: Option<PathBuf>,
+    /// `mpnet`: the model folder above (SPEC §2). `hash-DIM`: a deterministic
+    /// bag-of-words stand-in with no semantics, for tests and machines without
+    /// the model; corpora record which one built them and refuse the other.
+    #[arg(long, default_value = "mpnet", value_name = "NAME")]
+    pub encoder: String,
+}
+
+impl EncoderArgs {
+    pub fn load(&self) -> Result<Box<dyn SentenceEncoder>> {
+        if let Some(dim) = self.encoder.strip_prefix("hash-") {
+            let dim: usize = dim.parse().ok().filter(|&d| d > 0).ok_or_else(|| {
+                anyhow!(
+                    "--encoder {}: expected hash-DIM with DIM >= 1",
+                    self.encoder
+                )
+            })?;
+            return Ok(Box::new(HashEncoder::new(dim)));
+        }
+        if self.encoder != "mpnet" {
+            return Err(anyhow!(
+                "--encoder {}: expected mpnet or hash-DIM",
+                self.encoder
+            ));
+        }
+        let dir = sdr_embed::resolve_model_dir(self.model.as_deref())
+            .map_err(|e| anyhow!("{e} (run scripts/fetch-model.sh, or pass --model DIR)"))?;
+        let enc = sdr_embed::Encoder::load(&dir, sdr_embed::EncoderOptions::default())
+            .map_err(|e| anyhow!("{e}"))?;
+        Ok(Box::new(enc))
+    }
+}
+
+#[derive(clap::Args)]
+#[command(after_help = "Examples:\n  \
+sdr corpus build --input data/iu-xray/indiana_reports.csv --format csv --split train --out iu-train.safetensors\n  \
+sdr corpus build --input rexgradient.csv --format csv --id-col id --findings-col Findings --impression-col Impression --sample 5000 --seed 0 --out rex.safetensors\n  \
+sdr corpus build --input mimic-cxr-reports/files --format mimic-dir --sample 5000 --out mimic.safetensors\n\n\
+Sentences are split by sdr-core's segmenter; identical sentence texts are embedded once.\n\
+Reports missing one section are kept (left out of that section's aggregation); reports\n\
+with neither section are dropped and counted. The file is written atomically.")]
+pub struct BuildArgs {
+    /// Source: a CSV file, a JSON Lines file, or a folder of MIMIC-CXR .txt reports.
+    #[arg(long, value_name = "PATH")]
+    pub input: PathBuf,
+    /// Source layout: csv, jsonl or mimic-dir.
+    #[arg(long, value_name = "FORMAT")]
+    pub format: String,
+    /// Keep one split by numeric id (IU X-ray rule: test uid%10==0,
+    /// validation uid%10==1, train the rest): train, validation, test or all.
+    #[arg(long, default_value = "all", value_name = "SPLIT")]
+    pub split: String,
+    /// Keep a uniform random sample of N reports (after the split filter;
+    /// the paper uses 5,000).
+    #[arg(long, value_name = "N")]
+    pub sample: Option<usize>,
+    /// Seed of the sample (SplitMix64-driven Fisher-Yates).
+    #[arg(long, default_value_t = 0, value_name = "S")]
+    pub seed: u64,
+    /// Id column / JSON key (default: the first of uid, id, study_id; else the record number).
+    #[arg(long, value_name = "NAME")]
+    pub id_col: Option<String>,
+    /// Findings column / JSON key (exact, then case-insensitive match).
+    #[arg(long, default_value = "findings", value_name = "NAME")]
+    pub findings_col: String,
+    /// Impression column / JSON key (exact, then case-insensitive match).
+    #[arg(long, default_value = "impression", value_name = "NAME")]
+    pub impression_col: String,
+    /// Output corpus file (.safetensors).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub encoder: EncoderArgs,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+#[derive(clap::Args)]
+pub struct InfoArgs {
+    /// Corpus file.
+    pub file: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct SynthArgs {
+    /// A built corpus whose sentences are resampled.
+    #[arg(long, value_name = "FILE")]
+    pub from: PathBuf,
+    /// Number of synthetic reports.
+    #[arg(long, value_name = "N")]
+    pub n: usize,
+    /// Seed of the resampling.
+    #[arg(long, default_value_t = 0, value_name = "S")]
+    pub seed: u64,
+    /// Output corpus file.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub out: PathBuf,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    match args.command {
+        Sub::Build(a) => build(a),
+        Sub::Info(a) => info(a),
+        Sub::Synth(a) => synth(a),
+    }
+}
+
+fn build(a: BuildArgs) -> Result<()> {
+    let format: SourceFormat = a.format.parse().map_err(|e| anyhow!("--format: {e}"))?;
+    let split: Split = a.split.parse().map_err(|e| anyhow!("--split: {e}"))?;
+    let opts = SourceOptions {
+        format,
+        columns: Columns {
+            id: a.id_col.clone(),
+            findings: a.findings_col.clone(),
+            impression: a.impression_col.clone(),
+        },
+        split,
+        sample: a.sample,
+        seed: a.seed,
+    };
+    let t0 = Instant::now();
+    let source = read_source(&a.input, &opts)?;
+    let encoder = a.encoder.load()?;
+    let pb = if a.quiet {
+        ProgressBar::hidden()
+    } else {
+        let pb = ProgressBar::new(0);
+        pb.set_style(
+            ProgressStyle::with_template(
+                "embedding {bar:40} {pos}/{len} sentences [{elapsed_precise}<{eta_precise}]",
+            )
+            .map_err(|e| anyhow!("{e}"))?,
+        );
+        pb
+    };
+    let data = build_corpus(
+        &source,
+        encoder.as_ref(),
+        &BuildInfo {
+            source_format: format.name().to_string(),
+            split: split.name().to_string(),
+            sample: a.sample,
+            seed: a.seed,
+        },
+        Some(&pb),
+    )?;
+    pb.finish_and_clear();
+    data.write(&a.out)?;
+    let with = |o: &[i64]| o.windows(2).filter(|w| w[1] > w[0]).count();
+    eprintln!(
+        "sdr corpus: {} reports ({} with findings, {} with impression; {} records read, {} without either section dropped), {} distinct sentences, encoder {} -> {} in {:.1}s",
+        data.n_reports(),
+        with(&data.findings_offsets),
+        with(&data.impression_offsets),
+        source.records,
+        source.dropped_empty,
+        data.sentences.len(),
+        data.meta.encoder,
+        a.out.display(),
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn info(a: InfoArgs) -> Result<()> {
+    let c = Corpus::open(&a.file)?;
+    let v = c.view();
+    let with = |o: &[i64]| o.windows(2).filter(|w| w[1] > w[0]).count();
+    let nf = with(v.findings.offsets);
+    let ni = with(v.impression.offsets);
+    if a.json {
+        let obj = serde_json::json!({
+            "file": a.file.display().to_string(),
+            "bytes": c.file_len(),
+            "meta": c.meta(),
+            "n_reports": c.n_reports(),
+            "n_sentences": c.n_sentences(),
+            "with_findings": nf,
+            "with_impression": ni,
+            "findings_sentences": v.findings.indices.len(),
+            "impression_sentences": v.impression.indices.len(),
+        });
+        println!("{obj}");
+        return Ok(());
+    }
+    let m = c.meta();
+    println!(
+        "file               {} ({} bytes)",
+        a.file.display(),
+        c.file_len()
+    );
+    println!(
+        "reports            {} ({nf} with findings, {ni} with impression)",
+        c.n_reports()
+    );
+    println!(
+        "sentences          {} distinct ({} findings + {} impression occurrences)",
+        c.n_sentences(),
+        v.findings.indices.len(),
+        v.impression.indices.len()
+    );
+    println!(
+        "encoder            {} (dim {}, weights sha256 {})",
+        m.encoder, m.dim, m.encoder_sha256
+    );
+    println!("segmenter          {}", m.segmenter_version);
+    println!(
+        "source             {} ({}, sha256 {})",
+        m.source, m.source_format, m.source_sha256
+    );
+    println!(
+        "split / sample     {} / {} (seed {})",
+        m.split, m.sample, m.seed
+    );
+    if c.n_reports() > 0 {
+        println!("first report id    {}", c.id(0));
+    }
+    Ok(())
+}
+
+/// Reads a mapped corpus back into memory (for resampling).
+fn to_data(c: &Corpus) -> CorpusData {
+    let v = c.view();
+    CorpusData {
+        meta: c.meta().clone(),
+        embeddings: v.embeddings.to_vec(),
+        sentences: (0..c.n_sentences())
+            .map(|s| c.sentence(s).to_string())
+            .collect(),
+        ids: (0..c.n_reports()).map(|t| c.id(t).to_string()).collect(),
+        findings_offsets: v.findings.offsets.to_vec(),
+        findings_indices: v.findings.indices.to_vec(),
+        impression_offsets: v.impression.offsets.to_vec(),
+        impression_indices: v.impression.indices.to_vec(),
+    }
+}
+
+fn synth(a: SynthArgs) -> Result<()> {
+    if a.n == 0 {
+        return Err(anyhow!("--n must be at least 1"));
+    }
+    let base = Corpus::open(&a.from)?;
+    let data = sdr_corpus::synth::resample(&to_data(&base), a.n, a.seed);
+    write_data(&data, &a.out)?;
+    eprintln!(
+        "sdr corpus: {} synthetic reports resampled from {} ({} distinct sentences) -> {}",
+        a.n,
+        a.from.display(),
+        data.sentences.len(),
+        a.out.display()
+    );
+    Ok(())
+}
+
+fn write_data(data: &CorpusData, out: &Path) -> Result<()> {
+    data.write(out)
+        .with_context(|| format!("cannot write {}", out.display()))
+}

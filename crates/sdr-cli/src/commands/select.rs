@@ -1,0 +1,243 @@
+//! `sdr select`: best-of-K selection of candidate reports by their set
+//! distance to a reference corpus (paper §3.3, SPEC §5), or by consensus.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{anyhow, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use sdr_core::report::SEGMENTER_VERSION;
+use sdr_core::Metric;
+use sdr_corpus::{
+    all_policies, argmin, consensus_scores, embed_candidates, Aggregation, Corpus, CorpusIndex,
+    Policy, ScoreOptions,
+};
+use serde::Deserialize;
+
+use super::corpus::EncoderArgs;
+use crate::jsonl::{parse_json, Input, Output};
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "Input line:   {\"id\": \"s1\", \"candidates\": [\"Findings: ... Impression: ...\", \"<think>...</think><answer>...</answer>\", ...]}\n\
+Output line (one policy):\n  \
+{\"id\": \"s1\", \"policy\": \"chamfer@min\", \"chosen\": 2, \"text\": \"...\", \"scores\": [0.41, null, 0.37],\n   \
+\"well_formed\": [true, false, true], \"all_malformed\": false}\n\
+Output line (--all-policies):\n  \
+{\"id\": \"s1\", \"well_formed\": [...], \"all_malformed\": false,\n   \
+\"policies\": {\"chamfer@min\": {\"chosen\": 2, \"scores\": [...]}, ... 45 entries}}\n\n\
+A candidate is well-formed when it parses (template <think>F</think><answer>I</answer>, or\n\
+plain Findings:/Impression: headers) into two non-empty sections; a malformed one scores\n\
++inf (null in the output). Score = D_F + D_I, each the aggregation over the corpus reports\n\
+that have that section of the set distance between sentence-embedding sets. Ties go to the\n\
+lowest index; when all candidates are malformed the first is kept (all_malformed: true).\n\
+Policy keys are METRIC@AGG (METRIC as in `sdr distances`, AGG min, avg or knn:k=K),\n\
+and METRIC@consensus for consensus selection."
+)]
+pub struct Args {
+    /// JSON Lines with one {"id": ..., "candidates": [...]} object per line; `-` or absent reads stdin.
+    pub input: Option<PathBuf>,
+    /// Corpus file built by `sdr corpus build` (needed unless --consensus alone).
+    #[arg(long, value_name = "FILE")]
+    pub corpus: Option<PathBuf>,
+    /// Set distance: chamfer, hausdorff, ot, sinkhorn:eps=E, uot:eps=E,tau=T,
+    /// gw:eps=E, hung-nn, hung-pen:alpha=A, pot:rho=R|adaptive.
+    #[arg(long, short = 'm', default_value = "chamfer", value_name = "SPEC")]
+    pub metric: String,
+    /// Aggregation over the corpus: min, avg, or knn:k=K (mean of the K
+    /// smallest; `knn` alone is K = 5).
+    #[arg(long, default_value = "min", value_name = "AGG")]
+    pub agg: String,
+    /// Score all 45 policies (15 metric specs x min, avg, knn:k=5) in one pass;
+    /// with --consensus, the 15 consensus policies are added.
+    #[arg(long)]
+    pub all_policies: bool,
+    /// Consensus (minimum Bayes risk): pick the candidate with the smallest
+    /// mean set distance to the other well-formed candidates; no corpus needed.
+    #[arg(long)]
+    pub consensus: bool,
+    /// Compute every corpus distance (no lower-bound pruning for min / knn);
+    /// results are identical, only slower. For checking and timing.
+    #[arg(long)]
+    pub no_prune: bool,
+    #[command(flatten)]
+    pub encoder: EncoderArgs,
+    /// Write to this file (atomically) instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Studies embedded per encoder call.
+    #[arg(long, default_value_t = 32, value_name = "N")]
+    pub batch: usize,
+    /// No progress bar and no summary line on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// Other keys (e.g. `origin`) are ignored.
+#[derive(Deserialize)]
+struct Line {
+    id: serde_json::Value,
+    candidates: Vec<String>,
+}
+
+fn num(v: f64) -> serde_json::Value {
+    serde_json::Number::from_f64(v)
+        .map(serde_json::Value::Number)
+        .unwrap_or(serde_json::Value::Null)
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let metric: Metric = args
+        .metric
+        .parse()
+        .map_err(|e| anyhow!("--metric {}: {e}", args.metric))?;
+    let agg: Aggregation = args.agg.parse().map_err(|e| anyhow!("--agg: {e}"))?;
+    if args.batch == 0 {
+        return Err(anyhow!("--batch must be at least 1"));
+    }
+    let use_corpus = !args.consensus || args.all_policies;
+    let policies: Vec<Policy> = if !use_corpus {
+        Vec::new()
+    } else if args.all_policies {
+        all_policies()
+    } else {
+        vec![Policy { metric, agg }]
+    };
+    let consensus_metrics: Vec<Metric> = match (args.consensus, args.all_policies) {
+        (false, _) => Vec::new(),
+        (true, true) => Metric::all(),
+        (true, false) => vec![metric],
+    };
+    let encoder = args.encoder.load()?;
+    let corpus = match (&args.corpus, use_corpus) {
+        (Some(p), true) => {
+            let c = Corpus::open(p)?;
+            c.check_compatible(
+                &encoder.name(),
+                &encoder.weights_sha256()?,
+                SEGMENTER_VERSION,
+            )?;
+            Some(c)
+        }
+        (None, true) => {
+            return Err(anyhow!(
+                "--corpus FILE is required (unless --consensus alone)"
+            ))
+        }
+        (_, false) => None,
+    };
+    let index = corpus
+        .as_ref()
+        .map(|c| CorpusIndex::new(c.view()))
+        .transpose()?;
+    let keys: Vec<String> = policies
+        .iter()
+        .map(|p| p.to_string())
+        .chain(consensus_metrics.iter().map(|m| format!("{m}@consensus")))
+        .collect();
+    let single = !args.all_policies;
+    let opts = ScoreOptions {
+        prune: !args.no_prune,
+    };
+    let mut input = Input::open(args.input.as_deref())?;
+    let mut output = Output::create(args.output.as_deref())?;
+    let pb = if args.quiet {
+        ProgressBar::hidden()
+    } else {
+        let pb = ProgressBar::new_spinner();
+        pb.set_style(
+            ProgressStyle::with_template("selecting {pos} studies [{elapsed_precise}] {per_sec}")
+                .map_err(|e| anyhow!("{e}"))?,
+        );
+        pb
+    };
+    let t0 = Instant::now();
+    let (mut studies, mut all_bad) = (0usize, 0usize);
+    let mut line_no = 0;
+    loop {
+        let chunk = input.next_chunk(args.batch, &mut line_no)?;
+        if chunk.is_empty() {
+            break;
+        }
+        let lines: Vec<(usize, Line)> = chunk
+            .iter()
+            .map(|(no, text)| {
+                let l: Line = parse_json(text).map_err(|e| anyhow!("{}:{no}: {e}", input.name))?;
+                if l.candidates.is_empty() {
+                    return Err(anyhow!("{}:{no}: `candidates` is empty", input.name));
+                }
+                Ok((*no, l))
+            })
+            .collect::<Result<_>>()?;
+        // One encoder call for the whole chunk.
+        let texts: Vec<&str> = lines
+            .iter()
+            .flat_map(|(_, l)| l.candidates.iter().map(String::as_str))
+            .collect();
+        let mut embedded = embed_candidates(&texts, encoder.as_ref())?.into_iter();
+        for (no, l) in &lines {
+            let cands: Vec<_> = embedded.by_ref().take(l.candidates.len()).collect();
+            let well: Vec<bool> = cands.iter().map(Option::is_some).collect();
+            let mut per_policy: Vec<Vec<f64>> = Vec::new();
+            if let Some(ix) = &index {
+                let s = ix
+                    .score(&cands, &policies, opts)
+                    .map_err(|e| anyhow!("{}:{no}: {e}", input.name))?;
+                per_policy.extend(s.total);
+            }
+            for m in &consensus_metrics {
+                per_policy.push(
+                    consensus_scores(&cands, m, encoder.dim())
+                        .map_err(|e| anyhow!("{}:{no}: {e}", input.name))?,
+                );
+            }
+            let sel: Vec<_> = per_policy.iter().map(|s| argmin(s)).collect();
+            let all_malformed = well.iter().all(|w| !w);
+            all_bad += all_malformed as usize;
+            let obj = if single {
+                let s = &sel[0];
+                serde_json::json!({
+                    "id": l.id,
+                    "policy": keys[0],
+                    "chosen": s.index,
+                    "text": l.candidates[s.index],
+                    "scores": per_policy[0].iter().map(|&v| num(v)).collect::<Vec<_>>(),
+                    "well_formed": well,
+                    "all_malformed": all_malformed,
+                })
+            } else {
+                let mut map = serde_json::Map::new();
+                for (k, (s, scores)) in keys.iter().zip(sel.iter().zip(&per_policy)) {
+                    map.insert(
+                        k.clone(),
+                        serde_json::json!({
+                            "chosen": s.index,
+                            "scores": scores.iter().map(|&v| num(v)).collect::<Vec<_>>(),
+                        }),
+                    );
+                }
+                serde_json::json!({
+                    "id": l.id,
+                    "well_formed": well,
+                    "all_malformed": all_malformed,
+                    "policies": map,
+                })
+            };
+            let w = output.writer();
+            serde_json::to_writer(&mut *w, &obj)?;
+            w.write_all(b"\n")?;
+            studies += 1;
+            pb.inc(1);
+        }
+    }
+    pb.finish_and_clear();
+    output.finish()?;
+    if !args.quiet {
+        eprintln!(
+            "sdr select: {studies} studies, {} policies, {all_bad} with every candidate malformed (first kept), {:.2}s",
+            keys.len(),
+            t0.elapsed().as_secs_f64()
+        );
+    }
+    Ok(())
+}
