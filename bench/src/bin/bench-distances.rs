@@ -20,7 +20,10 @@ struct Meta {
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    anyhow::ensure!(args.len() == 3, "usage: bench-distances PAIRS.json PAIRS.bin");
+    anyhow::ensure!(
+        args.len() == 3,
+        "usage: bench-distances PAIRS.json PAIRS.bin"
+    );
     let meta: Meta = serde_json::from_str(
         &std::fs::read_to_string(&args[1]).with_context(|| format!("reading {}", args[1]))?,
     )?;
