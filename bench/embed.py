@@ -16,17 +16,22 @@ measured on a 1-sentence input, is also printed and subtracted in the `net` colu
 Needs scripts/requirements-embed-fixtures.txt (sentence-transformers); no network.
 """
 
-import argparse
-import csv
 import os
-import random
-import re
-import subprocess
 import sys
-import tempfile
-import time
 
-import numpy as np
+# bench/ holds select.py, which would shadow the standard library's `select` (imported
+# by subprocess): drop this script's folder from the import path first.
+sys.path = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
+
+import argparse  # noqa: E402
+import csv  # noqa: E402
+import random  # noqa: E402
+import re  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -115,7 +120,9 @@ def main():
     )
     ap.add_argument("-n", type=int, default=2000, help="distinct IU sentences")
     ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--prompts", type=int, default=64, help="GRPO-like batch: prompts (x 8 samples)")
     ap.add_argument("--skip-grpo", action="store_true")
+    ap.add_argument("--candle-bf16", action="store_true", help="also time candle's (slow) bf16 path")
     args = ap.parse_args()
 
     import sentence_transformers
@@ -143,8 +150,9 @@ def main():
     print(f"# sdr start-up (model load, 1 sentence): {startup:.2f} s; {n_tok} tokens, "
           f"{gflop:.0f} GFLOP of dense GEMMs for the {len(texts)} sentences", flush=True)
     variants = [(args.sdr, "sdr f32", ["--no-cache"]),
-                (args.sdr, "sdr f32 --parallelism batches", ["--no-cache", "--parallelism", "batches"]),
-                (args.sdr, "sdr bf16 (candle)", ["--no-cache", "--precision", "bf16"])]
+                (args.sdr, "sdr f32 --parallelism batches", ["--no-cache", "--parallelism", "batches"])]
+    if args.candle_bf16:
+        variants.append((args.sdr, "sdr bf16 (candle)", ["--no-cache", "--precision", "bf16"]))
     if args.sdr_mkl:
         variants += [(args.sdr_mkl, "sdr f32 (MKL)", ["--no-cache"]),
                      (args.sdr_mkl, "sdr mixed-bf16 (MKL)", ["--no-cache", "--precision", "mixed-bf16"])]
@@ -154,7 +162,7 @@ def main():
         print(f"  {name}: {dt:.1f} s", flush=True)
 
     if not args.skip_grpo:
-        lines = grpo_batch()
+        lines = grpo_batch(prompts=args.prompts)
         distinct = len(set(lines))
         t = time.perf_counter()
         st.encode(lines, batch_size=args.batch_size, convert_to_numpy=True)

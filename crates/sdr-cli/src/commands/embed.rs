@@ -76,6 +76,13 @@ pub struct Args {
     pub no_cache: bool,
 }
 
+/// One output line; fields in this order, floats printed as f32.
+#[derive(serde::Serialize)]
+struct Row<'a> {
+    text: &'a str,
+    embedding: &'a [f32],
+}
+
 /// Lines read and embedded per step (the progress bar advances per step).
 const CHUNK: usize = 2048;
 
@@ -148,10 +155,11 @@ pub fn run(args: Args) -> Result<()> {
             Format::Jsonl => {
                 let w = output.writer();
                 for (i, text) in texts.iter().enumerate() {
-                    serde_json::to_writer(
-                        &mut *w,
-                        &serde_json::json!({"text": text, "embedding": m.row(i)}),
-                    )?;
+                    let row = Row {
+                        text,
+                        embedding: m.row(i),
+                    };
+                    serde_json::to_writer(&mut *w, &row)?;
                     w.write_all(b"\n").context("cannot write output")?;
                 }
             }
