@@ -26,9 +26,15 @@ OUT=results/main-job
 CSV=data/iu-xray/indiana_reports.csv
 CANDS=data/candidates/iu-test-k5.jsonl
 mkdir -p "$OUT"
+# STUDIES=N keeps the first N test studies (default: all 332). Scoring all 60
+# policies takes seconds per study on 2 cores, most of it entropic GW.
+if [ -n "${STUDIES:-}" ]; then
+  head -n "$STUDIES" "$CANDS" > "$OUT/candidates.jsonl"
+  CANDS="$OUT/candidates.jsonl"
+fi
 
 bash scripts/fetch-model.sh
-cargo build --release -q -p sdr-cli
+cargo build --release -q -p sdr-cli --bin sdr
 TARGET="${CARGO_TARGET_DIR:-target}"
 SDR="$TARGET/release/sdr"
 
