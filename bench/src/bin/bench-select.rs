@@ -1,4 +1,4 @@
-//! Rust side of `bench/select.py`: selection scoring against a corpus file.
+//! Rust side of `bench/selection.py`: selection scoring against a corpus file.
 //!
 //! ```text
 //! bench-select all    CORPUS CANDS.bin K REPEATS [LIMIT]  # 45 policies, K candidates
