@@ -15,3 +15,5 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets -q -- -D warnings
 echo "== cargo test"
 cargo test --workspace --no-fail-fast 2>&1
+echo "== python bindings (maturin wheel + pytest)"
+bash scripts/test-python.sh

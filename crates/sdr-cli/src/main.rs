@@ -37,6 +37,8 @@ enum Command {
     Select(commands::select::Args),
     /// Score `sdr select`'s choices against references and the two random baselines (tables, heatmaps).
     SelectEval(commands::select_eval::Args),
+    /// Serve SDR rewards over HTTP (OpenRLHF remote reward protocol, JSON batch endpoint).
+    Serve(commands::serve::Args),
 }
 
 fn main() {
@@ -48,6 +50,7 @@ fn main() {
         Command::Corpus(args) => commands::corpus::run(args),
         Command::Select(args) => commands::select::run(args),
         Command::SelectEval(args) => commands::select_eval::run(args),
+        Command::Serve(args) => commands::serve::run(args),
     };
     if let Err(err) = result {
         // One line: the chain of causes joined, so scripts can grep it.

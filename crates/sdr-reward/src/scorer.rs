@@ -49,7 +49,8 @@ impl Embedder for sdr_embed::Encoder {
 }
 
 /// What to compute: the metric, the weights, and semantic or exact-match terms.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// The default is the paper's: Chamfer, `lambda_fmt = lambda_sem = 1`.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct RewardOptions {
     /// Metric and weights `lambda_fmt`, `lambda_sem`.
     pub config: RewardConfig,
@@ -89,15 +90,6 @@ impl RewardOptions {
             },
             exact,
         })
-    }
-}
-
-impl Default for RewardOptions {
-    fn default() -> Self {
-        RewardOptions {
-            config: RewardConfig::default(),
-            exact: false,
-        }
     }
 }
 

@@ -4,3 +4,4 @@ pub mod embed;
 pub mod parse;
 pub mod select;
 pub mod select_eval;
+pub mod serve;

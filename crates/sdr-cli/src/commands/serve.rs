@@ -1,0 +1,206 @@
+//! `sdr serve`: an HTTP reward server for RL trainers (OpenRLHF's remote
+//! reward protocol, a plain JSON batch endpoint, a health check).
+//!
+//! # Endpoints
+//! - `POST <path>` (default `/get_reward`), OpenRLHF's protocol. Request
+//!   `{"query": [...], "prompts": [...], "labels": [...]}`; reply
+//!   `{"rewards": [...], "scores": [...], "extra_logs": {"format": [...],
+//!   "findings": [...], "impression": [...]}}`. OpenRLHF's `query` is prompt +
+//!   completion: when `query[i]` starts with `prompts[i]` that prefix is
+//!   stripped, otherwise the whole query is parsed as the completion (so a
+//!   prompt outside the template tags makes it malformed: reward 0). `prompts`
+//!   may be omitted (whole queries are parsed). `labels` are the reference
+//!   reports (template or `Findings:` / `Impression:` text).
+//! - `POST /v1/rewards`: `{"completions": [...], "references": [...],
+//!   "metric": "chamfer"?}`, references being report strings or
+//!   `{"findings": "...", "impression": "..."}` objects; reply `{"metric":
+//!   spec, "rewards": [...], "format": [...], "findings": [...],
+//!   "impression": [...]}`.
+//! - `GET /health`: `{"status": "ok", "metric": spec, "model": name|null}`.
+//!
+//! # Batching
+//! OpenRLHF sends one sample per request, many requests at once. Requests
+//! are queued to one batcher task, which takes the first waiting request,
+//! then keeps collecting for at most `--max-wait-ms` or until `--max-batch`
+//! samples, and scores the lot in one call (one encoder call over the
+//! distinct sentences). Each request then gets its own slice of the results.
+//!
+//! # Limits
+//! Body size (`--max-body-bytes`, 413), samples per request
+//! (`--max-request-samples`, 413), concurrent requests in flight
+//! (`--max-concurrency`, further ones wait), a per-request timeout
+//! (`--timeout-ms`, 504). Bad input is a 4xx with `{"error": "..."}`: malformed
+//! JSON, length mismatches, a reference with an empty section (named by its
+//! index in the request), an unknown metric. SIGINT / SIGTERM stop accepting
+//! connections and let requests in flight finish.
+
+mod api;
+mod batcher;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use sdr_reward::{Embedder, RewardOptions};
+
+pub use api::{router, AppState};
+pub use batcher::Limits;
+
+#[derive(clap::Args, Debug, Clone)]
+#[command(after_help = "OpenRLHF: --remote_rm_url http://HOST:PORT/get_reward \
+(OpenRLHF 0.10.2+: --reward.remote_url). See `sdr serve --help` and the module docs \
+for the request and reply formats.")]
+pub struct Args {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port (0 picks a free one; the bound address is printed on stderr).
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// Path of the OpenRLHF endpoint.
+    #[arg(long, default_value = "/get_reward")]
+    pub path: String,
+    /// Metric spec of the reward (SPEC §3), e.g. chamfer, ot, sinkhorn:eps=0.1.
+    #[arg(long, default_value = "chamfer")]
+    pub metric: String,
+    /// lambda_fmt.
+    #[arg(long, default_value_t = 1.0)]
+    pub format_weight: f64,
+    /// lambda_sem.
+    #[arg(long, default_value_t = 1.0)]
+    pub semantic_weight: f64,
+    /// Exact-match baseline R_exact instead of set distances (no model needed).
+    #[arg(long)]
+    pub exact: bool,
+    /// Model folder (default: $SDR_MODEL, then ~/.cache/sdr/models/all-mpnet-base-v2).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Largest micro-batch, in samples.
+    #[arg(long, default_value_t = 256)]
+    pub max_batch: usize,
+    /// Longest wait for more requests before a micro-batch is scored.
+    #[arg(long, default_value_t = 5)]
+    pub max_wait_ms: u64,
+    /// Largest request body.
+    #[arg(long, default_value_t = 8 << 20)]
+    pub max_body_bytes: usize,
+    /// Most samples in one request.
+    #[arg(long, default_value_t = 4096)]
+    pub max_request_samples: usize,
+    /// Most requests handled at once; further ones wait.
+    #[arg(long, default_value_t = 1024)]
+    pub max_concurrency: usize,
+    /// Per-request timeout.
+    #[arg(long, default_value_t = 120_000)]
+    pub timeout_ms: u64,
+}
+
+impl Args {
+    /// Limits and options from the arguments (checked).
+    pub fn limits(&self) -> Result<Limits> {
+        anyhow::ensure!(self.max_batch >= 1, "--max-batch must be at least 1");
+        anyhow::ensure!(
+            self.max_request_samples >= 1,
+            "--max-request-samples must be at least 1"
+        );
+        anyhow::ensure!(
+            self.max_concurrency >= 1,
+            "--max-concurrency must be at least 1"
+        );
+        anyhow::ensure!(self.timeout_ms >= 1, "--timeout-ms must be at least 1");
+        anyhow::ensure!(
+            self.path.starts_with('/') && !matches!(self.path.as_str(), "/health" | "/v1/rewards"),
+            "--path must start with / and differ from /health and /v1/rewards"
+        );
+        Ok(Limits {
+            max_batch: self.max_batch,
+            max_wait: Duration::from_millis(self.max_wait_ms),
+            max_body_bytes: self.max_body_bytes,
+            max_request_samples: self.max_request_samples,
+            max_concurrency: self.max_concurrency,
+            timeout: Duration::from_millis(self.timeout_ms),
+        })
+    }
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let limits = args.limits()?;
+    let options = RewardOptions::new(
+        &args.metric,
+        args.format_weight,
+        args.semantic_weight,
+        args.exact,
+    )
+    .with_context(|| format!("--metric {} / weights", args.metric))?;
+    let embedder: Option<Arc<dyn Embedder>> = if args.exact {
+        None
+    } else {
+        let dir = sdr_embed::resolve_model_dir(args.model.as_deref())?;
+        let opts = sdr_embed::EncoderOptions {
+            cache: false,
+            ..Default::default()
+        };
+        let enc = sdr_embed::Encoder::load(&dir, opts)
+            .with_context(|| format!("loading the encoder from {}", dir.display()))?;
+        Some(Arc::new(enc))
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(async move {
+        let addr: SocketAddr = format!("{}:{}", args.host, args.port)
+            .parse()
+            .with_context(|| format!("bad address {}:{}", args.host, args.port))?;
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr}"))?;
+        let state = AppState::new(options, embedder, limits)?;
+        eprintln!(
+            "sdr serve: listening on http://{} (POST {}, POST /v1/rewards, GET /health; metric {})",
+            listener.local_addr()?,
+            args.path,
+            options.config.metric
+        );
+        serve(listener, state, &args.path, shutdown_signal()).await
+    })
+}
+
+/// Serve until `shutdown` resolves, then finish the requests in flight.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    path: &str,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    let app = router(state, path);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .context("server failed")
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    eprintln!("sdr serve: shutting down (finishing requests in flight)");
+}

@@ -1,0 +1,373 @@
+//! HTTP handlers, request and reply shapes.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use sdr_core::reward::RewardBreakdown;
+use sdr_reward::{parse_reference, Embedder, RewardOptions, Scorer};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tokio::sync::{mpsc, oneshot};
+use tower::limit::ConcurrencyLimitLayer;
+
+use super::batcher::{self, Counters, Failure, Job, Limits, OwnedReference};
+
+/// Most distinct metrics `/v1/rewards` keeps a scorer for.
+const MAX_METRICS: usize = 32;
+
+/// Shared server state (cheap to clone).
+#[derive(Clone)]
+pub struct AppState {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    options: RewardOptions,
+    default: Arc<Scorer>,
+    embedder: Option<Arc<dyn Embedder>>,
+    model: Option<String>,
+    scorers: Mutex<HashMap<String, Arc<Scorer>>>,
+    tx: mpsc::Sender<Job>,
+    limits: Limits,
+    counters: Arc<Counters>,
+}
+
+impl AppState {
+    /// Build the state and start the batcher; call inside a Tokio runtime.
+    pub fn new(
+        options: RewardOptions,
+        embedder: Option<Arc<dyn Embedder>>,
+        limits: Limits,
+    ) -> anyhow::Result<AppState> {
+        let default = Arc::new(Scorer::new(options, embedder.clone())?);
+        let counters = Arc::new(Counters::default());
+        Ok(AppState {
+            inner: Arc::new(Inner {
+                options,
+                default,
+                model: embedder.as_ref().map(|e| e.name()),
+                embedder,
+                scorers: Mutex::new(HashMap::new()),
+                tx: batcher::spawn(limits, counters.clone()),
+                limits,
+                counters,
+            }),
+        })
+    }
+
+    fn scorer_for(&self, metric: Option<&str>) -> Result<Arc<Scorer>, ApiError> {
+        let Some(spec) = metric else {
+            return Ok(self.inner.default.clone());
+        };
+        let o = &self.inner.options;
+        let options = RewardOptions::new(
+            spec,
+            o.config.format_weight,
+            o.config.semantic_weight,
+            o.exact,
+        )
+        .map_err(|e| ApiError::bad(format!("metric: {e}")))?;
+        let key = options.config.metric.to_string();
+        if options == *o {
+            return Ok(self.inner.default.clone());
+        }
+        let mut map = self.inner.scorers.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = map.get(&key) {
+            return Ok(s.clone());
+        }
+        if map.len() >= MAX_METRICS {
+            return Err(ApiError::bad(format!(
+                "metric {key}: this server already serves {MAX_METRICS} other metrics"
+            )));
+        }
+        let s = Arc::new(
+            Scorer::new(options, self.inner.embedder.clone())
+                .map_err(|e| ApiError::internal(e.to_string()))?,
+        );
+        map.insert(key, s.clone());
+        Ok(s)
+    }
+
+    /// Check the references, queue the samples, wait for the scores.
+    async fn submit(
+        &self,
+        scorer: Arc<Scorer>,
+        completions: Vec<String>,
+        references: Vec<OwnedReference>,
+    ) -> Result<Vec<RewardBreakdown>, ApiError> {
+        let limits = &self.inner.limits;
+        if completions.len() > limits.max_request_samples {
+            return Err(ApiError(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "{} samples in one request; the limit is {} (--max-request-samples)",
+                    completions.len(),
+                    limits.max_request_samples
+                ),
+            ));
+        }
+        // Input errors are found here, with indices within this request, so
+        // that a batch never fails because of another client's request.
+        for (i, r) in references.iter().enumerate() {
+            parse_reference(&r.as_reference(), i).map_err(|e| ApiError::bad(e.to_string()))?;
+        }
+        if completions.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (reply, rx) = oneshot::channel();
+        let job = Job {
+            scorer,
+            completions,
+            references,
+            reply,
+        };
+        let wait = async {
+            self.inner
+                .tx
+                .send(job)
+                .await
+                .map_err(|_| ApiError::unavailable("the scoring queue is closed"))?;
+            rx.await
+                .map_err(|_| ApiError::internal("the scoring task dropped the request"))
+        };
+        match tokio::time::timeout(limits.timeout, wait).await {
+            Err(_) => Err(ApiError(
+                StatusCode::GATEWAY_TIMEOUT,
+                format!(
+                    "not scored within {} ms (--timeout-ms)",
+                    limits.timeout.as_millis()
+                ),
+            )),
+            Ok(Err(e)) => Err(e),
+            Ok(Ok(Err(Failure::Input(m)))) => Err(ApiError::bad(m)),
+            Ok(Ok(Err(Failure::Internal(m)))) => Err(ApiError::internal(m)),
+            Ok(Ok(Ok(scores))) => Ok(scores),
+        }
+    }
+}
+
+/// A failed request: status and message, sent as `{"error": message}`.
+#[derive(Debug)]
+pub struct ApiError(pub StatusCode, pub String);
+
+impl ApiError {
+    fn bad(m: impl Into<String>) -> Self {
+        ApiError(StatusCode::BAD_REQUEST, m.into())
+    }
+    fn internal(m: impl Into<String>) -> Self {
+        ApiError(StatusCode::INTERNAL_SERVER_ERROR, m.into())
+    }
+    fn unavailable(m: impl Into<String>) -> Self {
+        ApiError(StatusCode::SERVICE_UNAVAILABLE, m.into())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(json!({ "error": self.1 }))).into_response()
+    }
+}
+
+/// The body as JSON of type `T`, or a 4xx naming the problem.
+fn read_json<T: for<'de> Deserialize<'de>>(
+    body: Result<Bytes, BytesRejection>,
+    limits: &Limits,
+) -> Result<T, ApiError> {
+    let body = body.map_err(|r| {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError(
+                r.status(),
+                format!(
+                    "request body too large: the limit is {} bytes (--max-body-bytes)",
+                    limits.max_body_bytes
+                ),
+            )
+        } else {
+            ApiError(r.status(), r.body_text())
+        }
+    })?;
+    serde_json::from_slice(&body).map_err(|e| ApiError::bad(format!("invalid JSON body: {e}")))
+}
+
+/// OpenRLHF's remote reward request.
+#[derive(Deserialize)]
+struct OpenRlhfRequest {
+    query: Vec<String>,
+    #[serde(default)]
+    prompts: Option<Vec<String>>,
+    labels: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct ExtraLogs {
+    format: Vec<f64>,
+    findings: Vec<f64>,
+    impression: Vec<f64>,
+}
+
+#[derive(Serialize)]
+struct OpenRlhfReply {
+    rewards: Vec<f64>,
+    scores: Vec<f64>,
+    extra_logs: ExtraLogs,
+}
+
+/// The completion inside an OpenRLHF query: what follows its prompt when the
+/// query starts with it, else the whole query.
+pub fn completion_of<'a>(query: &'a str, prompt: Option<&str>) -> &'a str {
+    match prompt {
+        Some(p) if !p.is_empty() => query.strip_prefix(p).unwrap_or(query),
+        _ => query,
+    }
+}
+
+fn check_len(what: &str, got: usize, expected: usize) -> Result<(), ApiError> {
+    if got != expected {
+        return Err(ApiError::bad(format!(
+            "{what} has {got} items but query/completions has {expected}"
+        )));
+    }
+    Ok(())
+}
+
+async fn openrlhf(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+    let run = async {
+        let req: OpenRlhfRequest = read_json(body, &s.inner.limits)?;
+        let n = req.query.len();
+        check_len("labels", req.labels.len(), n)?;
+        if let Some(p) = &req.prompts {
+            check_len("prompts", p.len(), n)?;
+        }
+        let completions: Vec<String> = req
+            .query
+            .iter()
+            .enumerate()
+            .map(|(i, q)| {
+                let p = req.prompts.as_ref().map(|p| p[i].as_str());
+                completion_of(q, p).to_string()
+            })
+            .collect();
+        let references = req.labels.into_iter().map(OwnedReference::Report).collect();
+        let scores = s
+            .submit(s.inner.default.clone(), completions, references)
+            .await?;
+        let rewards: Vec<f64> = scores.iter().map(|r| r.reward).collect();
+        Ok::<_, ApiError>(Json(OpenRlhfReply {
+            scores: rewards.clone(),
+            rewards,
+            extra_logs: ExtraLogs {
+                format: scores.iter().map(|r| r.format).collect(),
+                findings: scores.iter().map(|r| r.findings).collect(),
+                impression: scores.iter().map(|r| r.impression).collect(),
+            },
+        }))
+    };
+    run.await.into_response()
+}
+
+/// A reference of `/v1/rewards`: a report, or its two sections.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ReferenceIn {
+    Report(String),
+    Sections {
+        findings: String,
+        impression: String,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BatchRequest {
+    completions: Vec<String>,
+    references: Vec<ReferenceIn>,
+    #[serde(default)]
+    metric: Option<String>,
+}
+
+#[derive(Serialize)]
+struct BatchReply {
+    metric: String,
+    rewards: Vec<f64>,
+    format: Vec<f64>,
+    findings: Vec<f64>,
+    impression: Vec<f64>,
+}
+
+async fn batch(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+    let run = async {
+        let req: BatchRequest = read_json(body, &s.inner.limits)?;
+        check_len("references", req.references.len(), req.completions.len())?;
+        let scorer = s.scorer_for(req.metric.as_deref())?;
+        let metric = scorer.options().config.metric.to_string();
+        let references = req
+            .references
+            .into_iter()
+            .map(|r| match r {
+                ReferenceIn::Report(t) => OwnedReference::Report(t),
+                ReferenceIn::Sections {
+                    findings,
+                    impression,
+                } => OwnedReference::Sections {
+                    findings,
+                    impression,
+                },
+            })
+            .collect();
+        let scores = s.submit(scorer, req.completions, references).await?;
+        Ok::<_, ApiError>(Json(BatchReply {
+            metric,
+            rewards: scores.iter().map(|r| r.reward).collect(),
+            format: scores.iter().map(|r| r.format).collect(),
+            findings: scores.iter().map(|r| r.findings).collect(),
+            impression: scores.iter().map(|r| r.impression).collect(),
+        }))
+    };
+    run.await.into_response()
+}
+
+async fn health(State(s): State<AppState>) -> Response {
+    let o = &s.inner.options;
+    let c = &s.inner.counters;
+    Json(json!({
+        "status": "ok",
+        "metric": o.config.metric.to_string(),
+        "exact": o.exact,
+        "format_weight": o.config.format_weight,
+        "semantic_weight": o.config.semantic_weight,
+        "model": s.inner.model,
+        "batches": c.batches.load(Ordering::Relaxed),
+        "requests": c.requests.load(Ordering::Relaxed),
+        "samples": c.samples.load(Ordering::Relaxed),
+    }))
+    .into_response()
+}
+
+async fn not_found() -> Response {
+    ApiError(
+        StatusCode::NOT_FOUND,
+        "no such endpoint (POST the OpenRLHF path, POST /v1/rewards, GET /health)".into(),
+    )
+    .into_response()
+}
+
+/// The routes with their limits; `path` is the OpenRLHF endpoint.
+pub fn router(state: AppState, path: &str) -> Router {
+    let limits = state.inner.limits;
+    Router::new()
+        .route(path, post(openrlhf))
+        .route("/v1/rewards", post(batch))
+        .route("/health", get(health))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+        .layer(ConcurrencyLimitLayer::new(limits.max_concurrency))
+        .with_state(state)
+}

@@ -1,0 +1,265 @@
+//! `sdr serve` end to end: a real server on 127.0.0.1:0, raw HTTP requests.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use sdr_cli::commands::serve::Limits;
+use sdr_reward::{Reference, RewardOptions, Scorer};
+use serde_json::json;
+
+fn exact() -> RewardOptions {
+    RewardOptions::new("chamfer", 1.0, 1.0, true).unwrap()
+}
+
+/// Rewards computed directly, without the server.
+fn direct(metric: &str, completions: &[&str], reference: &str) -> Vec<f64> {
+    let s = Scorer::new(
+        RewardOptions::new(metric, 1.0, 1.0, false).unwrap(),
+        Some(encoder()),
+    )
+    .unwrap();
+    let refs = vec![Reference::Report(reference); completions.len()];
+    s.score(completions, &refs)
+        .unwrap()
+        .0
+        .iter()
+        .map(|r| r.reward)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openrlhf_protocol_scores_and_strips_prompts() {
+    let mut srv = start(RewardOptions::default(), Limits::default()).await;
+    let prompt = "<|im_start|>user\nIndication: cough.<|im_end|>\n<|im_start|>assistant\n";
+    let body = json!({
+        "query": [format!("{prompt}{GOOD}"), format!("{prompt}Heart normal."), REF, format!("{prompt}{OTHER}")],
+        "prompts": [prompt, prompt, "a prompt the query does not start with", prompt],
+        "labels": [REF, REF, REF, REF],
+    });
+    let (status, out) = post_json(srv.addr, "/get_reward", &body).await;
+    assert_eq!(status, 200, "{out}");
+    let rewards = floats(&out["rewards"]);
+    let expected = direct("chamfer", &[GOOD, "Heart normal.", REF, OTHER], REF);
+    for (g, e) in rewards.iter().zip(&expected) {
+        assert!((g - e).abs() < 1e-5, "{rewards:?} vs {expected:?}");
+    }
+    assert!((rewards[2] - 3.0).abs() < 1e-6);
+    assert_eq!(rewards[1], 0.0);
+    assert_eq!(floats(&out["scores"]), rewards);
+    assert_eq!(floats(&out["extra_logs"]["format"]), [1.0, 0.0, 1.0, 1.0]);
+    assert_eq!(floats(&out["extra_logs"]["findings"]).len(), 4);
+    srv.stop();
+    srv.task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_single_sample_requests_are_batched() {
+    let limits = Limits {
+        max_wait: Duration::from_millis(300),
+        max_batch: 1024,
+        ..Limits::default()
+    };
+    let srv = start(RewardOptions::default(), limits).await;
+    let comps = [GOOD, OTHER, REF, "no template"];
+    let n = 48;
+    let mut tasks = Vec::new();
+    for k in 0..n {
+        let addr = srv.addr;
+        let c = comps[k % comps.len()];
+        tasks.push(tokio::spawn(async move {
+            let body = json!({"query": [c], "prompts": [""], "labels": [REF]});
+            post_json(addr, "/get_reward", &body).await
+        }));
+    }
+    let expected = direct("chamfer", &comps, REF);
+    for (k, t) in tasks.into_iter().enumerate() {
+        let (status, out) = t.await.unwrap();
+        assert_eq!(status, 200, "{out}");
+        let r = floats(&out["rewards"]);
+        assert!(
+            (r[0] - expected[k % comps.len()]).abs() < 1e-5,
+            "{k}: {r:?}"
+        );
+    }
+    let (status, h) = request(srv.addr, "GET", "/health", b"").await;
+    assert_eq!(status, 200);
+    let h: serde_json::Value = serde_json::from_str(&h).unwrap();
+    assert_eq!(h["requests"], n as u64);
+    let batches = h["batches"].as_u64().unwrap();
+    assert!(
+        batches < (n as u64) / 2,
+        "{n} requests in {batches} batches"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_endpoint_metrics_and_sections() {
+    let srv = start(RewardOptions::default(), Limits::default()).await;
+    let body = json!({
+        "completions": [GOOD, OTHER],
+        "references": [REF, {"findings": "Heart size is normal. The lungs are clear. No pleural effusion.",
+                             "impression": "No acute cardiopulmonary abnormality."}],
+        "metric": "ot",
+    });
+    let (status, out) = post_json(srv.addr, "/v1/rewards", &body).await;
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(out["metric"], "ot");
+    let expected = direct("ot", &[GOOD, OTHER], REF);
+    for (g, e) in floats(&out["rewards"]).iter().zip(&expected) {
+        assert!((g - e).abs() < 1e-5);
+    }
+    let (status, out) = post_json(
+        srv.addr,
+        "/v1/rewards",
+        &json!({"completions": [GOOD], "references": [REF]}),
+    )
+    .await;
+    assert_eq!((status, out["metric"].as_str()), (200, Some("chamfer")));
+    let (status, out) = post_json(
+        srv.addr,
+        "/v1/rewards",
+        &json!({"completions": [GOOD], "references": [REF], "metric": "chamfre"}),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert!(
+        out["error"]
+            .as_str()
+            .unwrap()
+            .contains("unknown metric `chamfre`"),
+        "{out}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_a_4xx_with_a_message() {
+    let srv = start(exact(), Limits::default()).await;
+    let cases: Vec<(&str, Vec<u8>, u16, &str)> = vec![
+        ("/get_reward", b"{not json".to_vec(), 400, "invalid JSON"),
+        ("/get_reward", br#"{"query": ["a"]}"#.to_vec(), 400, "labels"),
+        ("/get_reward", br#"{"query": [1], "labels": ["x"]}"#.to_vec(), 400, "invalid type"),
+        (
+            "/get_reward",
+            json!({"query": ["a", "b"], "labels": [REF]}).to_string().into_bytes(),
+            400,
+            "labels has 1 items but query/completions has 2",
+        ),
+        (
+            "/get_reward",
+            json!({"query": ["a"], "prompts": ["p", "q"], "labels": [REF]}).to_string().into_bytes(),
+            400,
+            "prompts has 2 items",
+        ),
+        (
+            "/get_reward",
+            json!({"query": [GOOD, GOOD], "labels": [REF, "<think>Heart normal.</think><answer></answer>"]})
+                .to_string()
+                .into_bytes(),
+            400,
+            "reference 1: section `impression` is empty",
+        ),
+        (
+            "/v1/rewards",
+            json!({"completions": [GOOD], "references": [REF], "extra": 1}).to_string().into_bytes(),
+            400,
+            "unknown field `extra`",
+        ),
+        ("/nowhere", b"{}".to_vec(), 404, "no such endpoint"),
+    ];
+    for (path, body, status, needle) in cases {
+        let (got, text) = request(srv.addr, "POST", path, &body).await;
+        assert_eq!(got, status, "{path} {text}");
+        let v: serde_json::Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        let msg = v["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no error field: {text}"));
+        assert!(msg.contains(needle), "{msg:?} lacks {needle:?}");
+    }
+    // The server still answers after all that.
+    let (status, out) = post_json(
+        srv.addr,
+        "/get_reward",
+        &json!({"query": [REF], "labels": [REF]}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(floats(&out["rewards"]), [3.0]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_requests_are_refused() {
+    let limits = Limits {
+        max_body_bytes: 1024,
+        max_request_samples: 2,
+        ..Limits::default()
+    };
+    let srv = start(exact(), limits).await;
+    let big = json!({"query": ["x".repeat(4096)], "labels": [REF]}).to_string();
+    let (status, text) = request(srv.addr, "POST", "/get_reward", big.as_bytes()).await;
+    assert_eq!(status, 413, "{text}");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .to_lowercase()
+            .contains("too large"),
+        "{v}"
+    );
+    let many = json!({"completions": [GOOD, GOOD, GOOD], "references": [REF, REF, REF]});
+    let (status, out) = post_json(srv.addr, "/v1/rewards", &many).await;
+    assert_eq!(status, 413);
+    assert!(out["error"]
+        .as_str()
+        .unwrap()
+        .contains("--max-request-samples"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_requests_time_out() {
+    let limits = Limits {
+        max_wait: Duration::from_millis(500),
+        timeout: Duration::from_millis(30),
+        ..Limits::default()
+    };
+    let srv = start(exact(), limits).await;
+    let (status, out) = post_json(
+        srv.addr,
+        "/get_reward",
+        &json!({"query": [REF], "labels": [REF]}),
+    )
+    .await;
+    assert_eq!(status, 504, "{out}");
+    assert!(out["error"].as_str().unwrap().contains("--timeout-ms"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_finishes_requests_in_flight() {
+    let limits = Limits {
+        max_wait: Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let mut srv = start(exact(), limits).await;
+    let addr = srv.addr;
+    let inflight = tokio::spawn(async move {
+        post_json(
+            addr,
+            "/get_reward",
+            &json!({"query": [REF], "labels": [REF]}),
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    srv.stop();
+    let (status, out) = inflight.await.unwrap();
+    assert_eq!((status, floats(&out["rewards"])), (200, vec![3.0]));
+    tokio::time::timeout(Duration::from_secs(10), srv.task)
+        .await
+        .expect("server stops")
+        .unwrap()
+        .unwrap();
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+}
