@@ -1,0 +1,169 @@
+"""Rewards per second: `sdr.SDRReward` against a straightforward Python implementation.
+
+Status: written, not yet run (issue 5; to be run and its output recorded next).
+
+One GRPO batch of 512 completions (64 prompts x 8), built from IU X-ray: the
+references are 64 test-split reports in the `<think>F</think><answer>I</answer>`
+template; each prompt's 8 completions are other reports' sections (drawn with a
+fixed seed from the train split), one in eight deliberately malformed. Both
+implementations get the same strings in the same run:
+
+- sdr: `sdr.SDRReward(metric="chamfer")` (Rust: segmentation, one encoder call over
+  the batch's distinct sentences, Chamfer), timed on a cold reference cache (first
+  call) and a warm one (the references recur each epoch);
+- python: sentence-transformers `encode` on every sentence of the batch (one call,
+  batch size 32) + numpy Chamfer per section, with the same parsing (`sdr.parse_report`).
+
+    python bench/rewards.py [--repeats 3] [--json out.json]
+
+Needs: the `sdr` wheel, sentence-transformers (torch), numpy, and the model folder
+(scripts/fetch-model.sh).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import random
+import time
+from pathlib import Path
+
+import numpy as np
+
+import sdr
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_reports():
+    test, train = [], []
+    with open(ROOT / "data/iu-xray/indiana_reports.csv", newline="") as f:
+        for r in csv.DictReader(f):
+            fi, im = r["findings"].strip(), r["impression"].strip()
+            if not fi or not im:
+                continue
+            (test if int(r["uid"]) % 10 == 0 else train).append((fi, im))
+    return test, train
+
+
+def make_batch(prompts=64, group=8, seed=0):
+    test, train = load_reports()
+    rng = random.Random(seed)
+    refs, comps = [], []
+    for p in range(prompts):
+        f, i = test[p]
+        ref = f"<think>{f}</think><answer>{i}</answer>"
+        for g in range(group):
+            cf, ci = rng.choice(train)
+            text = f"<think>{cf}</think><answer>{ci}</answer>"
+            if g == group - 1:
+                text = text.replace("</answer>", "")  # malformed: reward 0
+            comps.append(text)
+            refs.append(ref)
+    return comps, refs
+
+
+def python_rewards(model, comps, refs):
+    """The straightforward implementation: embed everything, numpy Chamfer."""
+    parsed_c = [sdr.parse_report(c) for c in comps]
+    parsed_r = [sdr.parse_report(r) for r in refs]
+    sentences = []
+    for pc, pr in zip(parsed_c, parsed_r):
+        sentences += pr["findings"] + pr["impression"]
+        if pc["format_valid"]:
+            sentences += pc["findings"] + pc["impression"]
+    emb = model.encode(sentences, batch_size=32, convert_to_numpy=True, normalize_embeddings=True)
+    k = 0
+
+    def take(n):
+        nonlocal k
+        out = emb[k:k + n]
+        k += n
+        return out
+
+    def chamfer(a, b):
+        m = (1.0 - a.astype(np.float64) @ b.astype(np.float64).T) / 2.0
+        m = np.clip(m, 0.0, 1.0)
+        return (m.min(axis=1).mean() + m.min(axis=0).mean()) / 2.0
+
+    rewards = []
+    for pc, pr in zip(parsed_c, parsed_r):
+        rf, ri = take(len(pr["findings"])), take(len(pr["impression"]))
+        if not pc["format_valid"]:
+            rewards.append(0.0)
+            continue
+        gf, gi = take(len(pc["findings"])), take(len(pc["impression"]))
+        rewards.append(1.0 + (1 - min(chamfer(gf, rf), 1.0)) + (1 - min(chamfer(gi, ri), 1.0)))
+    return rewards, len(sentences)
+
+
+def best(f, repeats):
+    times, out = [], None
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = f()
+        times.append(time.perf_counter() - t)
+    return min(times), out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+
+    comps, refs = make_batch()
+    n = len(comps)
+    model_dir = os.environ.get("SDR_MODEL") or str(Path.home() / ".cache/sdr/models/all-mpnet-base-v2")
+
+    # sdr: cold = a fresh reward object (no cached reference sentences); warm = next call.
+    cold_times, warm_times = [], []
+    for _ in range(args.repeats):
+        r = sdr.SDRReward(metric="chamfer", model_dir=model_dir)
+        r.score(["<think>x.</think><answer>y.</answer>"], references=["<think>a.</think><answer>b.</answer>"])  # load the model
+        t = time.perf_counter()
+        ours = r.score(comps, references=refs)["reward"]
+        cold_times.append(time.perf_counter() - t)
+        stats = r.last_stats()
+        t = time.perf_counter()
+        r.score(comps, references=refs)
+        warm_times.append(time.perf_counter() - t)
+        warm_stats = r.last_stats()
+
+    from sentence_transformers import SentenceTransformer
+    import torch
+
+    model = SentenceTransformer(model_dir, device="cpu")
+    model.encode(["warm up"])
+    py_time, (theirs, py_sentences) = best(lambda: python_rewards(model, comps, refs), args.repeats)
+
+    diff = float(np.max(np.abs(np.array(ours) - np.array(theirs))))
+    result = {
+        "completions": n,
+        "sdr_cold_seconds": min(cold_times),
+        "sdr_warm_seconds": min(warm_times),
+        "python_seconds": py_time,
+        "sdr_cold_rewards_per_s": n / min(cold_times),
+        "sdr_warm_rewards_per_s": n / min(warm_times),
+        "python_rewards_per_s": n / py_time,
+        "speedup_cold": py_time / min(cold_times),
+        "speedup_warm": py_time / min(warm_times),
+        "max_abs_reward_diff": diff,
+        "sdr_batch_stats_cold": stats,
+        "sdr_batch_stats_warm": warm_stats,
+        "python_sentences_embedded": py_sentences,
+        "torch_threads": torch.get_num_threads(),
+        "cpus": os.cpu_count(),
+        "machine": platform.processor() or platform.machine(),
+        "repeats": args.repeats,
+    }
+    print(json.dumps(result, indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
