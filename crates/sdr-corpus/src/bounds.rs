@@ -90,9 +90,9 @@ fn minima(m: &CostMatrix) -> (Vec<f64>, Vec<f64>, f64) {
     let mut r = vec![f64::INFINITY; m.n];
     let mut c = vec![f64::INFINITY; m.m];
     let mut mx = 0.0f64;
-    for i in 0..m.n {
+    for (i, ri) in r.iter_mut().enumerate() {
         for (j, &x) in m.row(i).iter().enumerate() {
-            r[i] = r[i].min(x);
+            *ri = ri.min(x);
             c[j] = c[j].min(x);
             mx = mx.max(x);
         }

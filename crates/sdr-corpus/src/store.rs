@@ -490,7 +490,7 @@ impl Corpus {
                 }
                 let r = data_start + info.data_offsets.0..data_start + info.data_offsets.1;
                 let align = dtype.bitsize() / 8;
-                if (map.as_ptr() as usize + r.start) % align.max(1) != 0 {
+                if !(map.as_ptr() as usize + r.start).is_multiple_of(align.max(1)) {
                     return Err(CorpusError::bad(
                         path,
                         format!("tensor `{name}` is not aligned to {align} bytes"),
