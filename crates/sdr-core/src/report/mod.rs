@@ -23,7 +23,7 @@ mod template;
 
 use serde::{Deserialize, Serialize};
 
-pub use plain::parse_plain;
+pub use plain::{parse_plain, plain_units, Section, Unit};
 pub use reward_exact::{exact_match_reward, normalize_for_exact_match, ExactMatchReward};
 pub use segment::{split_sentences, SEGMENTER_VERSION, SHORT_LINE};
 pub use template::{

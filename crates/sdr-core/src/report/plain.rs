@@ -23,6 +23,7 @@ use super::header::{header_at, Position, SectionKind};
 use super::normalize::normalize;
 use super::segment::split_normalized;
 use super::ParsedReport;
+use serde::{Deserialize, Serialize};
 
 /// Parses a plain-text report with `Findings:` / `Impression:` headers.
 ///
@@ -39,6 +40,63 @@ use super::ParsedReport;
 /// assert_eq!(r.impression, ["No acute disease."]);
 /// ```
 pub fn parse_plain(text: &str) -> ParsedReport {
+    let mut report = ParsedReport::default();
+    for unit in plain_units(text) {
+        match unit.section {
+            Section::Findings => report.findings.push(unit.text),
+            Section::Impression => report.impression.push(unit.text),
+            Section::Other => {}
+        }
+    }
+    report.format_valid = !report.findings.is_empty() && !report.impression.is_empty();
+    report
+}
+
+/// Where a sentence of a plain-text report belongs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Section {
+    /// The Findings section.
+    Findings,
+    /// The Impression section.
+    Impression,
+    /// Preamble, other headed sections (indication, ...), or text with no header at all.
+    Other,
+}
+
+/// One sentence of a plain-text report, tagged with its section.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unit {
+    /// The section the sentence belongs to.
+    pub section: Section,
+    /// The sentence, as [`split_sentences`](super::split_sentences) gives it.
+    pub text: String,
+}
+
+/// Every sentence of a plain-text report in text order, including the
+/// preamble and ignored sections (tagged [`Section::Other`]).
+///
+/// Streaming generation uses this to count sentences as they complete, even
+/// before (or without) a `Findings:` header; [`parse_plain`] keeps only the
+/// Findings and Impression units.
+///
+/// # Examples
+/// ```
+/// use sdr_core::report::{plain_units, Section};
+///
+/// let u = plain_units("Sure.\nFindings: A. B.\nImpression: C");
+/// let tags: Vec<_> = u.iter().map(|u| (u.section, u.text.as_str())).collect();
+/// assert_eq!(
+///     tags,
+///     [
+///         (Section::Other, "Sure."),
+///         (Section::Findings, "A."),
+///         (Section::Findings, "B."),
+///         (Section::Impression, "C"),
+///     ]
+/// );
+/// ```
+pub fn plain_units(text: &str) -> Vec<Unit> {
     let c = normalize(text);
     let n = c.len();
     // (header start, kind, content start)
@@ -70,20 +128,30 @@ pub fn parse_plain(text: &str) -> ParsedReport {
         }
         i += 1;
     }
-    let mut report = ParsedReport::default();
+    let mut units = Vec::new();
+    let mut push = |section: Section, chars: &[char]| {
+        units.extend(
+            split_normalized(chars)
+                .into_iter()
+                .map(|text| Unit { section, text }),
+        );
+    };
+    let preamble_end = headers.first().map_or(n, |h| h.0);
+    if preamble_end > 0 {
+        push(Section::Other, &c[..preamble_end]);
+    }
     for (k, &(_, kind, content_start)) in headers.iter().enumerate() {
         let end = headers.get(k + 1).map_or(n, |h| h.0);
         let section = match kind {
-            SectionKind::Findings => &mut report.findings,
-            SectionKind::Impression => &mut report.impression,
-            SectionKind::Other => continue,
+            SectionKind::Findings => Section::Findings,
+            SectionKind::Impression => Section::Impression,
+            SectionKind::Other => Section::Other,
         };
         if content_start < end {
-            section.extend(split_normalized(&c[content_start..end]));
+            push(section, &c[content_start..end]);
         }
     }
-    report.format_valid = !report.findings.is_empty() && !report.impression.is_empty();
-    report
+    units
 }
 
 #[cfg(test)]

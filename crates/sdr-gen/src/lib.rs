@@ -1,0 +1,27 @@
+//! Candidate generation and distance-guided pruning (paper §4.2, Alg. 1;
+//! SPEC §1 and §6).
+//!
+//! Data flow: a [`Backend`] starts K streaming candidates for one prompt
+//! ([`Candidates`]); [`LockStep`] turns their token pieces into sentences as
+//! they complete (plain-header rules of SPEC §1, robust to a preamble); and
+//! [`prune()`] drives the lock-step decoding, asks a [`PartialScorer`] (the
+//! corpus distance, wired in by the CLI) for the score of every partial
+//! output, and cancels the worst candidates until one is left.
+//!
+//! Back-ends: `openai` (an OpenAI-compatible chat-completions server over
+//! SSE), `local` (a GGUF llama-family model decoded in-process with candle,
+//! K candidates as one batch) and [`replay`] (already generated candidates,
+//! streamed back token by token, as the paper did for API models).
+
+mod backend;
+mod error;
+mod lockstep;
+mod prompt;
+mod prune;
+pub mod replay;
+
+pub use backend::{Backend, Candidates, End, Piece, Request};
+pub use error::GenError;
+pub use lockstep::{CandidateState, LockStep, Partial};
+pub use prompt::{Image, Prompt, PromptTemplate};
+pub use prune::{prune, PartialScorer, PruneConfig, PruneOutcome, Round};

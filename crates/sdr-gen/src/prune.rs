@@ -1,0 +1,179 @@
+//! Distance-guided pruning (paper Alg. 1, SPEC §6).
+//!
+//! With `A` the active candidates, `wu` the warm-up and `p` the fraction:
+//!
+//! 1. every candidate decodes `wu` sentences in lock-step;
+//! 2. while `|A| > 1`: score each `a ∈ A` by `D(ŷ_a) = mean_{S : E^S(ŷ_a) ≠ ∅} D_S(ŷ_a)`
+//!    (the aggregated corpus distance over the sections that already hold a
+//!    complete sentence; `+∞` when none does), cancel the `⌈p·|A|⌉`
+//!    highest-scoring (ties: the higher index goes), and let the survivors
+//!    decode one more sentence;
+//! 3. decode the last survivor to its end.
+//!
+//! A candidate that has ended stays in the pool with its final text.
+//! Token saving `= 1 − tokens(pruning) / tokens(K full candidates)`.
+
+use serde::Serialize;
+
+use crate::{CandidateState, GenError, LockStep, Partial};
+
+/// Scores partial outputs against the training corpus; lower is better.
+pub trait PartialScorer {
+    /// One score per partial output: the mean over the sections that hold at
+    /// least one sentence of that section's aggregated corpus distance, and
+    /// `f64::INFINITY` when neither section holds one.
+    fn score(&mut self, partials: &[Partial]) -> Result<Vec<f64>, GenError>;
+}
+
+impl<F: FnMut(&[Partial]) -> Result<Vec<f64>, GenError>> PartialScorer for F {
+    fn score(&mut self, partials: &[Partial]) -> Result<Vec<f64>, GenError> {
+        self(partials)
+    }
+}
+
+/// Pruning settings.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PruneConfig {
+    /// Sentences every candidate decodes before the first round (the paper's `wu`).
+    pub warmup: usize,
+    /// Fraction of the active candidates dropped per round, in (0, 1).
+    pub fraction: f64,
+}
+
+impl Default for PruneConfig {
+    fn default() -> Self {
+        Self {
+            warmup: 1,
+            fraction: 0.5,
+        }
+    }
+}
+
+impl PruneConfig {
+    /// Checks the ranges.
+    pub fn validate(&self) -> Result<(), GenError> {
+        if self.warmup == 0 {
+            return Err(GenError::Request(
+                "warmup must be at least 1 sentence".into(),
+            ));
+        }
+        if !(self.fraction > 0.0 && self.fraction < 1.0) {
+            return Err(GenError::Request(format!(
+                "pruning fraction must be in (0, 1), got {}",
+                self.fraction
+            )));
+        }
+        Ok(())
+    }
+
+    /// How many of `active` candidates a round drops: `⌈p·active⌉`, at least
+    /// one and leaving at least one.
+    pub fn drops(&self, active: usize) -> usize {
+        if active < 2 {
+            return 0;
+        }
+        // Guard against 0.5 * 8 = 4.000000000000001 style rounding.
+        let d = (self.fraction * active as f64 - 1e-9).ceil() as usize;
+        d.clamp(1, active - 1)
+    }
+}
+
+/// One scoring round.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Round {
+    /// Sentences the active candidates were asked to hold.
+    pub sentences: usize,
+    /// Active candidates before the round.
+    pub active: Vec<usize>,
+    /// Their scores, in the order of `active`.
+    pub scores: Vec<f64>,
+    /// Candidates dropped, worst first.
+    pub dropped: Vec<usize>,
+}
+
+/// What pruning did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PruneOutcome {
+    /// The surviving candidate.
+    pub chosen: usize,
+    /// Every candidate's final state (pruned ones end `cancelled`).
+    pub candidates: Vec<CandidateState>,
+    /// The rounds, in order.
+    pub rounds: Vec<Round>,
+    /// Tokens decoded over all candidates.
+    pub tokens_used: usize,
+    /// Tokens the back-end reports having produced (a server's streams can
+    /// run ahead of the lock-step before a cancellation lands).
+    pub tokens_produced: usize,
+}
+
+/// Runs Alg. 1 over started candidates. `progress(tokens_used)` is called
+/// after each decoded piece.
+pub fn prune(
+    mut run: LockStep<'_>,
+    scorer: &mut dyn PartialScorer,
+    config: PruneConfig,
+    mut progress: impl FnMut(usize),
+) -> Result<PruneOutcome, GenError> {
+    config.validate()?;
+    let k = run.k();
+    let mut active: Vec<usize> = (0..k).collect();
+    let mut used = 0usize;
+    let mut tick = |_: usize, _: &CandidateState| {
+        used += 1;
+        progress(used);
+    };
+    let mut target = config.warmup;
+    let mut rounds = Vec::new();
+    run.decode_until(&active, Some(target), &mut tick)?;
+    while active.len() > 1 {
+        let partials: Vec<Partial> = active.iter().map(|&i| run.states()[i].partial()).collect();
+        let scores = scorer.score(&partials)?;
+        if scores.len() != active.len() {
+            return Err(GenError::Score(format!(
+                "scorer returned {} scores for {} candidates",
+                scores.len(),
+                active.len()
+            )));
+        }
+        let clean: Vec<f64> = scores
+            .iter()
+            .map(|&s| if s.is_nan() { f64::INFINITY } else { s })
+            .collect();
+        let mut order: Vec<usize> = (0..active.len()).collect();
+        // Worst first: highest score, then the higher index.
+        order.sort_by(|&a, &b| {
+            clean[b]
+                .total_cmp(&clean[a])
+                .then(active[b].cmp(&active[a]))
+        });
+        let n_drop = config.drops(active.len());
+        let dropped: Vec<usize> = order[..n_drop].iter().map(|&j| active[j]).collect();
+        rounds.push(Round {
+            sentences: target,
+            active: active.clone(),
+            scores,
+            dropped: dropped.clone(),
+        });
+        for &d in &dropped {
+            run.cancel(d);
+        }
+        active.retain(|a| !dropped.contains(a));
+        if active.len() > 1 {
+            target += 1;
+            run.decode_until(&active, Some(target), &mut tick)?;
+        }
+    }
+    let chosen = active[0];
+    run.decode_to_end(&[chosen], &mut tick)?;
+    let tokens_produced = (0..k).map(|i| run.produced(i)).sum();
+    let candidates = run.into_states();
+    let tokens_used = candidates.iter().map(|c| c.tokens).sum();
+    Ok(PruneOutcome {
+        chosen,
+        candidates,
+        rounds,
+        tokens_used,
+        tokens_produced,
+    })
+}

@@ -1,0 +1,259 @@
+//! Already generated candidates, streamed back token by token, so that
+//! pruning can be evaluated after the fact (as the paper did for API models).
+//!
+//! Token boundaries come from the generation record (`token_ends`, byte
+//! offsets written by `sdr generate`). Text without them is cut into
+//! pseudo-tokens (a word or a punctuation mark with its leading
+//! whitespace), and the outcome says the counts are estimated.
+
+use crate::{Candidates, End, GenError, Piece};
+
+/// One stored candidate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    /// Full generated text.
+    pub text: String,
+    /// Byte offsets after each token, non-decreasing (a token may add no text), ending at most at `text.len()`.
+    pub token_ends: Option<Vec<usize>>,
+}
+
+/// Replays stored candidates through the [`Candidates`] interface.
+#[derive(Debug)]
+pub struct Replay {
+    texts: Vec<String>,
+    ends: Vec<Vec<usize>>,
+    pos: Vec<usize>,
+    done: Vec<bool>,
+    estimated: bool,
+}
+
+/// Cuts `text` into pseudo-tokens: leading whitespace plus a run of letters
+/// and digits, or plus one other character.
+pub fn pseudo_token_ends(text: &str) -> Vec<usize> {
+    let mut ends = Vec::new();
+    let mut it = text.char_indices().peekable();
+    while let Some(&(_, c)) = it.peek() {
+        // leading whitespace
+        if c.is_whitespace() {
+            while it.peek().is_some_and(|&(_, c)| c.is_whitespace()) {
+                it.next();
+            }
+        }
+        match it.next() {
+            None => break,
+            Some((i, c)) if c.is_alphanumeric() => {
+                let mut end = i + c.len_utf8();
+                while let Some(&(j, d)) = it.peek() {
+                    if !d.is_alphanumeric() {
+                        break;
+                    }
+                    end = j + d.len_utf8();
+                    it.next();
+                }
+                ends.push(end);
+            }
+            Some((i, c)) => ends.push(i + c.len_utf8()),
+        }
+    }
+    if ends.last().copied().unwrap_or(0) < text.len() {
+        ends.push(text.len());
+    }
+    ends
+}
+
+impl Replay {
+    /// Checks the stored token boundaries; `what` names the record in errors.
+    pub fn new(candidates: Vec<Stored>, what: &str) -> Result<Self, GenError> {
+        if candidates.is_empty() {
+            return Err(GenError::Input(format!("{what}: no candidates")));
+        }
+        let mut estimated = false;
+        let mut texts = Vec::new();
+        let mut ends = Vec::new();
+        for (i, c) in candidates.into_iter().enumerate() {
+            let e = match c.token_ends {
+                Some(e) => {
+                    let mut prev = 0;
+                    for &b in &e {
+                        if b < prev || b > c.text.len() {
+                            return Err(GenError::Input(format!(
+                                "{what}: candidate {i}: token_ends must not decrease and must stay within the text ({} bytes)",
+                                c.text.len()
+                            )));
+                        }
+                        if !c.text.is_char_boundary(b) {
+                            return Err(GenError::Input(format!(
+                                "{what}: candidate {i}: token end {b} splits a UTF-8 character"
+                            )));
+                        }
+                        prev = b;
+                    }
+                    e
+                }
+                None => {
+                    estimated = true;
+                    pseudo_token_ends(&c.text)
+                }
+            };
+            texts.push(c.text);
+            ends.push(e);
+        }
+        let k = texts.len();
+        Ok(Self {
+            texts,
+            ends,
+            pos: vec![0; k],
+            done: vec![false; k],
+            estimated,
+        })
+    }
+
+    /// Whether some token counts are pseudo-token estimates.
+    pub fn estimated(&self) -> bool {
+        self.estimated
+    }
+
+    /// Tokens of candidate `id` in full.
+    pub fn full_tokens(&self, id: usize) -> usize {
+        self.ends[id].len()
+    }
+}
+
+impl Candidates for Replay {
+    fn k(&self) -> usize {
+        self.texts.len()
+    }
+
+    fn next(&mut self, ids: &[usize]) -> Result<Vec<Piece>, GenError> {
+        let mut out = Vec::with_capacity(ids.len());
+        for &id in ids {
+            if id >= self.texts.len() || self.done[id] {
+                return Err(GenError::Protocol(format!(
+                    "replay candidate {id} is not live"
+                )));
+            }
+            let p = self.pos[id];
+            let start = if p == 0 { 0 } else { self.ends[id][p - 1] };
+            let piece = if p < self.ends[id].len() {
+                self.pos[id] += 1;
+                let last = self.pos[id] == self.ends[id].len();
+                let end = if last {
+                    self.texts[id].len()
+                } else {
+                    self.ends[id][p]
+                };
+                if last {
+                    self.done[id] = true;
+                }
+                Piece {
+                    text: self.texts[id][start..end].to_string(),
+                    tokens: 1,
+                    end: last.then_some(End::Stop),
+                }
+            } else {
+                // An empty candidate ends at once.
+                self.done[id] = true;
+                Piece {
+                    text: self.texts[id][start..].to_string(),
+                    tokens: 0,
+                    end: Some(End::Stop),
+                }
+            };
+            out.push(piece);
+        }
+        Ok(out)
+    }
+
+    fn cancel(&mut self, id: usize) {
+        if let Some(d) = self.done.get_mut(id) {
+            *d = true;
+        }
+    }
+
+    fn produced(&self, id: usize) -> usize {
+        self.pos[id]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pseudo_tokens() {
+        let t = "Findings: Heart 1.5 cm.\n No  effusion";
+        let ends = pseudo_token_ends(t);
+        let mut prev = 0;
+        let toks: Vec<&str> = ends
+            .iter()
+            .map(|&e| {
+                let s = &t[prev..e];
+                prev = e;
+                s
+            })
+            .collect();
+        assert_eq!(
+            toks,
+            [
+                "Findings",
+                ":",
+                " Heart",
+                " 1",
+                ".",
+                "5",
+                " cm",
+                ".",
+                "\n No",
+                "  effusion"
+            ]
+        );
+        assert_eq!(pseudo_token_ends(""), Vec::<usize>::new());
+        assert_eq!(pseudo_token_ends("  "), vec![2]);
+        assert_eq!(pseudo_token_ends("é ü"), vec![2, 5]);
+    }
+
+    #[test]
+    fn streams_back_the_text() {
+        let mut r = Replay::new(
+            vec![
+                Stored {
+                    text: "ab cd".into(),
+                    token_ends: Some(vec![2, 5]),
+                },
+                Stored {
+                    text: String::new(),
+                    token_ends: None,
+                },
+            ],
+            "study 1",
+        )
+        .unwrap();
+        let p = r.next(&[0, 1]).unwrap();
+        assert_eq!(p[0].text, "ab");
+        assert_eq!(p[0].end, None);
+        assert_eq!(p[1].end, Some(End::Stop));
+        let p = r.next(&[0]).unwrap();
+        assert_eq!(
+            (p[0].text.as_str(), p[0].end.clone()),
+            (" cd", Some(End::Stop))
+        );
+        assert!(r.next(&[0]).is_err());
+        assert!(r.estimated());
+    }
+
+    #[test]
+    fn rejects_bad_offsets() {
+        for ends in [vec![3, 2], vec![9], vec![1]] {
+            // decreasing, past the end, inside 'é'
+            let e = Replay::new(
+                vec![Stored {
+                    text: "éab".into(),
+                    token_ends: Some(ends),
+                }],
+                "study 7",
+            )
+            .unwrap_err();
+            assert!(e.to_string().starts_with("study 7: candidate 0"), "{e}");
+        }
+    }
+}
