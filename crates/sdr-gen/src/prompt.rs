@@ -121,7 +121,7 @@ impl PromptTemplate {
         if let Some(ctx) = context.map(str::trim).filter(|c| !c.is_empty()) {
             match user.rfind("\nOutput:") {
                 Some(at) if user[at..].trim() == "Output:" => {
-                    user.insert_str(at, &format!("\n\n{ctx}\n"));
+                    user.insert_str(at, &format!("\n{ctx}\n"));
                 }
                 _ => {
                     user.push_str("\n\n");
