@@ -37,6 +37,12 @@ enum Command {
     Select(commands::select::Args),
     /// Score `sdr select`'s choices against references and the two random baselines (tables, heatmaps).
     SelectEval(commands::select_eval::Args),
+    /// Generate K candidate reports per study (local GGUF model or OpenAI-compatible server).
+    Generate(commands::generate::Args),
+    /// Distance-guided pruning of candidates, live while generating or replayed (paper Alg. 1).
+    Prune(commands::prune::Args),
+    /// Compare selection runs (random, standard, pruning) on BLEU-4 / ROUGE-L / BERTScore-F1.
+    Eval(commands::eval::Args),
     /// Serve SDR rewards over HTTP (OpenRLHF remote reward protocol, JSON batch endpoint).
     Serve(commands::serve::Args),
 }
@@ -50,6 +56,9 @@ fn main() {
         Command::Corpus(args) => commands::corpus::run(args),
         Command::Select(args) => commands::select::run(args),
         Command::SelectEval(args) => commands::select_eval::run(args),
+        Command::Generate(args) => commands::generate::run(args),
+        Command::Prune(args) => commands::prune::run(args),
+        Command::Eval(args) => commands::eval::run(args),
         Command::Serve(args) => commands::serve::run(args),
     };
     if let Err(err) = result {

@@ -1,7 +1,10 @@
 pub mod corpus;
 pub mod distances;
 pub mod embed;
+pub mod eval;
+pub mod generate;
 pub mod parse;
+pub mod prune;
 pub mod select;
 pub mod select_eval;
 pub mod serve;

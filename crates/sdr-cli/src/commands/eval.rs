@@ -1,0 +1,276 @@
+//! `sdr eval`: side-by-side evaluation of selection runs (random, standard
+//! best-of-K, pruning, ...) against the reference reports: BLEU-4, ROUGE-L
+//! and BERTScore-F1 on Findings and on Impression (SPEC §7), with the tokens
+//! each run generated.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use anyhow::{anyhow, Context, Result};
+use sdr_core::report::parse_report;
+use sdr_eval::bertscore::{bert_score_pair, TokenEmbeddings, MPNET_SPECIAL_IDS};
+use sdr_eval::scores::TextScorer;
+use sdr_eval::table::Table;
+use serde::Deserialize;
+
+use super::generate::id_text;
+use crate::jsonl::parse_json;
+
+#[derive(clap::Args)]
+#[command(after_help = "Runs are JSON Lines with an \"id\" and the chosen report under FIELD (default \"text\"):\n\
+the output of `sdr select` (one policy) and of `sdr prune` both qualify, and\n\
+`NAME=prune.jsonl#standard_text` reads the standard best-of-K pick that `sdr prune --replay`\n\
+records. A run's tokens are its lines' \"tokens_used\" when present; otherwise the full K\n\
+candidates' tokens from --candidates (what best-of-K generation costs). The Random row is\n\
+the expectation of a uniform pick among the K candidates (exact, no seeds).\n\
+BERTScore-F1 uses all-mpnet-base-v2's last-layer token embeddings (no idf, no rescaling);\n\
+an empty section scores 0 on every metric.\n\n\
+Example:\n  \
+sdr eval --candidates gen.jsonl --run standard=prune.jsonl#standard_text --run pruning=prune.jsonl -o table.md")]
+pub struct Args {
+    /// Reference reports: IU X-ray style CSV (id, findings, impression columns).
+    #[arg(long, default_value = "data/iu-xray/indiana_reports.csv", value_name = "CSV")]
+    pub references: PathBuf,
+    /// Id column of the reference CSV.
+    #[arg(long, default_value = "uid", value_name = "NAME")]
+    pub id_col: String,
+    /// The candidates the runs chose from ({"id", "candidates", "tokens"?} per
+    /// line, e.g. `sdr generate` output); gives the Random row and the
+    /// full-generation token count.
+    #[arg(long, value_name = "JSONL")]
+    pub candidates: PathBuf,
+    /// A run to evaluate, NAME=FILE or NAME=FILE#FIELD; repeat for several.
+    #[arg(long = "run", value_name = "NAME=FILE[#FIELD]")]
+    pub runs: Vec<String>,
+    /// Skip BERTScore (no model needed).
+    #[arg(long)]
+    pub no_bertscore: bool,
+    /// Sentence-transformers model folder for BERTScore (default: $SDR_MODEL,
+    /// then ~/.cache/sdr/models/all-mpnet-base-v2).
+    #[arg(long, value_name = "DIR")]
+    pub model: Option<PathBuf>,
+    /// Title printed above the table.
+    #[arg(long, default_value = "Selection on generated candidates", value_name = "TEXT")]
+    pub title: String,
+    /// A note printed under the table (repeatable), e.g. the command that made the inputs.
+    #[arg(long, value_name = "TEXT")]
+    pub note: Vec<String>,
+    /// Write the Markdown table here (atomically); a .csv beside it holds full precision.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Deserialize)]
+struct CandLine {
+    id: serde_json::Value,
+    candidates: Vec<String>,
+    #[serde(default)]
+    tokens: Option<Vec<usize>>,
+}
+
+const COLUMNS: [&str; 8] = [
+    "tokens",
+    "tokens saved %",
+    "F BLEU-4",
+    "F ROUGE-L",
+    "F BERTScore-F1",
+    "I BLEU-4",
+    "I ROUGE-L",
+    "I BERTScore-F1",
+];
+
+fn read_lines(path: &PathBuf) -> Result<Vec<(String, serde_json::Value)>> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {name}"))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(no, l)| {
+            let v: serde_json::Value =
+                parse_json(l).map_err(|e| anyhow!("{name}:{}: {e}", no + 1))?;
+            Ok((format!("{name}:{}", no + 1), v))
+        })
+        .collect()
+}
+
+/// Per-text metric values: [F BLEU-4, F ROUGE-L, F BERTScore, I BLEU-4, I ROUGE-L, I BERTScore].
+struct Scorer {
+    text: TextScorer<'static>,
+    bert: Option<sdr_embed::Encoder>,
+    cache: HashMap<(String, String), [f64; 6]>,
+}
+
+impl Scorer {
+    fn section_scores(&self, hyp: &str, reference: &str) -> Result<[f64; 3]> {
+        if hyp.trim().is_empty() {
+            return Ok([0.0; 3]);
+        }
+        let t = self.text.score(hyp, reference)?;
+        let bs = match &self.bert {
+            None => f64::NAN,
+            Some(enc) => {
+                let toks = enc.embed_tokens(&[hyp, reference])?;
+                let conv = |t: &sdr_embed::TokenEmbeddings| {
+                    TokenEmbeddings::with_special_ids(
+                        t.ids.clone(),
+                        t.vectors.clone(),
+                        t.dim,
+                        &MPNET_SPECIAL_IDS,
+                    )
+                };
+                bert_score_pair(&conv(&toks[0]), &conv(&toks[1]), None)?.f1
+            }
+        };
+        Ok([t.bleu[3], t.rouge_l, bs])
+    }
+
+    fn score(&mut self, id: &str, text: &str, refs: &(String, String)) -> Result<[f64; 6]> {
+        let key = (id.to_string(), text.to_string());
+        if let Some(v) = self.cache.get(&key) {
+            return Ok(*v);
+        }
+        let p = parse_report(text);
+        let f = self.section_scores(&p.findings.join(" "), &refs.0)?;
+        let i = self.section_scores(&p.impression.join(" "), &refs.1)?;
+        let v = [f[0], f[1], f[2], i[0], i[1], i[2]];
+        self.cache.insert(key, v);
+        Ok(v)
+    }
+}
+
+pub fn run(args: Args) -> Result<()> {
+    // References.
+    let rname = args.references.display().to_string();
+    let mut rd = csv::Reader::from_path(&args.references)
+        .with_context(|| format!("cannot open {rname}"))?;
+    let headers = rd.headers().with_context(|| format!("{rname}: no header row"))?.clone();
+    let col = |c: &str| {
+        headers
+            .iter()
+            .position(|h| h == c)
+            .ok_or_else(|| anyhow!("{rname}: no `{c}` column"))
+    };
+    let (ic, fc, mc) = (col(&args.id_col)?, col("findings")?, col("impression")?);
+    let mut refs: HashMap<String, (String, String)> = HashMap::new();
+    for (row, rec) in rd.records().enumerate() {
+        let rec = rec.with_context(|| format!("{rname}: row {}", row + 2))?;
+        refs.insert(
+            rec.get(ic).unwrap_or("").trim().to_string(),
+            (
+                rec.get(fc).unwrap_or("").trim().to_string(),
+                rec.get(mc).unwrap_or("").trim().to_string(),
+            ),
+        );
+    }
+    // Candidates.
+    let mut cands: Vec<(String, Vec<String>, Option<usize>)> = Vec::new();
+    for (at, v) in read_lines(&args.candidates)? {
+        let l: CandLine = serde_json::from_value(v).map_err(|e| anyhow!("{at}: {e}"))?;
+        let id = id_text(&l.id);
+        let r = refs
+            .get(&id)
+            .ok_or_else(|| anyhow!("{at}: study {id} is not in {rname}"))?;
+        if r.0.is_empty() || r.1.is_empty() {
+            return Err(anyhow!("{at}: study {id} lacks a reference section in {rname}"));
+        }
+        if l.candidates.is_empty() {
+            return Err(anyhow!("{at}: no candidates"));
+        }
+        cands.push((id, l.candidates, l.tokens.map(|t| t.iter().sum())));
+    }
+    let full_tokens: Option<usize> = cands.iter().map(|c| c.2).sum();
+    let bert = if args.no_bertscore {
+        None
+    } else {
+        let dir = sdr_embed::resolve_model_dir(args.model.as_deref())
+            .map_err(|e| anyhow!("{e} (run scripts/fetch-model.sh, pass --model DIR, or --no-bertscore)"))?;
+        Some(sdr_embed::Encoder::load(&dir, sdr_embed::EncoderOptions::default())?)
+    };
+    let mut scorer = Scorer {
+        text: TextScorer::new(Default::default(), None),
+        bert,
+        cache: HashMap::new(),
+    };
+    let mut table = Table::new(
+        args.title.clone(),
+        "policy",
+        COLUMNS.iter().map(|s| s.to_string()).collect(),
+    );
+    if !args.no_bertscore {
+        table.bertscore_encoder = Some("all-mpnet-base-v2 (last layer, no idf)".into());
+    }
+    table.notes.push(format!(
+        "{} studies; metrics on Findings (F) and Impression (I); tokens summed over studies.",
+        cands.len()
+    ));
+    table.notes.extend(args.note.iter().cloned());
+    // Random: expectation over a uniform pick.
+    let mut random = [0.0; 6];
+    for (id, cs, _) in &cands {
+        let r = &refs[id];
+        for c in cs {
+            let v = scorer.score(id, c, r)?;
+            for j in 0..6 {
+                random[j] += v[j] / cs.len() as f64 / cands.len() as f64;
+            }
+        }
+    }
+    let metric_cells = |v: [f64; 6]| -> Vec<Option<f64>> {
+        v.iter()
+            .map(|&x| if x.is_nan() { None } else { Some(x) })
+            .collect()
+    };
+    let mut row = vec![None, None];
+    row.extend(metric_cells(random));
+    table.push_row("random", row)?;
+    for spec in &args.runs {
+        let (name, rest) = spec
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--run {spec}: expected NAME=FILE[#FIELD]"))?;
+        let (file, field) = rest.split_once('#').unwrap_or((rest, "text"));
+        let path = PathBuf::from(file);
+        let mut by_id: HashMap<String, (String, Option<usize>)> = HashMap::new();
+        for (at, v) in read_lines(&path)? {
+            let id = v
+                .get("id")
+                .map(id_text)
+                .ok_or_else(|| anyhow!("{at}: no \"id\""))?;
+            let text = v
+                .get(field)
+                .and_then(|t| t.as_str())
+                .ok_or_else(|| anyhow!("{at}: no string field \"{field}\""))?
+                .to_string();
+            let used = v.get("tokens_used").and_then(|t| t.as_u64()).map(|t| t as usize);
+            by_id.insert(id, (text, used));
+        }
+        let mut sum = [0.0; 6];
+        let mut tokens: Option<usize> = Some(0);
+        for (id, _, full) in &cands {
+            let (text, used) = by_id
+                .get(id)
+                .ok_or_else(|| anyhow!("--run {name}: study {id} is missing from {file}"))?;
+            let v = scorer.score(id, text, &refs[id])?;
+            for j in 0..6 {
+                sum[j] += v[j] / cands.len() as f64;
+            }
+            tokens = match (tokens, used.or(*full)) {
+                (Some(a), Some(b)) => Some(a + b),
+                _ => None,
+            };
+        }
+        let saved = match (tokens, full_tokens) {
+            (Some(t), Some(f)) if f > 0 => Some(100.0 * (1.0 - t as f64 / f as f64)),
+            _ => None,
+        };
+        let mut row = vec![tokens.map(|t| t as f64), saved];
+        row.extend(metric_cells(sum));
+        table.push_row(name, row)?;
+    }
+    let md = table.to_markdown()?;
+    print!("{md}");
+    if let Some(out) = &args.output {
+        table.write_markdown(out)?;
+        table.write_csv(&out.with_extension("csv"))?;
+    }
+    Ok(())
+}

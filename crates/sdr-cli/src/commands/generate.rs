@@ -1,0 +1,399 @@
+//! `sdr generate`: K candidate reports per study from a streaming back-end
+//! (a local GGUF model or an OpenAI-compatible server), as JSON Lines that
+//! `sdr select`, `sdr prune --replay` and `sdr eval` read.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{anyhow, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use sdr_corpus::Split;
+use sdr_gen::{Backend, CandidateState, End, Image, LockStep, PromptTemplate, Request};
+use serde::{Deserialize, Serialize};
+
+use crate::jsonl::{parse_json, Output};
+
+/// Where the studies come from and how each prompt is made.
+#[derive(clap::Args, Debug, Clone)]
+pub struct StudyArgs {
+    /// Studies: an IU X-ray style CSV (uid, indication, findings, impression
+    /// columns) or JSON Lines with {"id", "context"?, "images"?: [paths]} per line.
+    #[arg(long, default_value = "data/iu-xray/indiana_reports.csv", value_name = "FILE")]
+    pub studies: PathBuf,
+    /// CSV only: keep this split (test: uid % 10 == 0, validation: 1, train: the rest, all).
+    #[arg(long, default_value = "test", value_name = "SPLIT")]
+    pub split: String,
+    /// Keep the first N studies (after the split, in file order); CSV rows
+    /// without both reference sections are skipped.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Prompt: p1 (the paper's zero-shot prompt), p2 (five-shot), or a prompt file.
+    #[arg(long, default_value = "p2", value_name = "P")]
+    pub prompt: String,
+    /// Study context added before the prompt's final `Output:` line. A
+    /// text-only model sees no image, so `indication` gives it the study's
+    /// clinical indication (CSV column); `none` sends the prompt verbatim.
+    #[arg(long, default_value = "none", value_name = "WHAT")]
+    pub context: String,
+}
+
+/// The back-end and its sampling settings.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BackendArgs {
+    /// `local` (a GGUF llama-family model in-process, K candidates as one
+    /// batch) or `openai` (an OpenAI-compatible chat-completions server: vLLM,
+    /// llama.cpp, OpenAI, Gemini, Mistral).
+    #[arg(long, default_value = "local", value_name = "NAME")]
+    pub backend: String,
+    /// local: the GGUF file (default: $SDR_GGUF, then the SmolLM2-135M-Instruct
+    /// file that scripts/fetch-smollm2.sh puts in ~/.cache/sdr/models).
+    #[arg(long, value_name = "FILE")]
+    pub gguf: Option<PathBuf>,
+    /// openai: the API base URL (default: $OPENAI_BASE_URL, then http://127.0.0.1:8080/v1).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// openai: the model name sent to the server.
+    #[arg(long, default_value = "default", value_name = "NAME")]
+    pub model: String,
+    /// openai: the environment variable holding the API key (sent as a bearer token; never printed).
+    #[arg(long, default_value = "OPENAI_API_KEY", value_name = "VAR")]
+    pub api_key_env: String,
+    /// openai: seconds without a streamed chunk before a candidate fails.
+    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
+    pub timeout: f64,
+    /// openai: retries on connection errors, 429 and 5xx, with exponential backoff.
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub retries: u32,
+    /// Candidates per study.
+    #[arg(long, short = 'k', default_value_t = 8, value_name = "K")]
+    pub k: usize,
+    /// Sampling temperature (0 = greedy).
+    #[arg(long, default_value_t = 0.7, value_name = "T")]
+    pub temperature: f64,
+    /// Nucleus sampling mass (1 = off).
+    #[arg(long, default_value_t = 0.95, value_name = "P")]
+    pub top_p: f64,
+    /// Tokens per candidate at most.
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    pub max_tokens: usize,
+    /// Base seed: candidate i of study s samples with seed + 1000 * s + i, so
+    /// a candidate does not depend on K, on pruning or on the other studies.
+    #[arg(long, default_value_t = 0, value_name = "SEED")]
+    pub seed: u64,
+}
+
+/// One study to generate for.
+#[derive(Debug, Clone)]
+pub struct Study {
+    pub id: String,
+    pub context: Option<String>,
+    pub images: Vec<PathBuf>,
+}
+
+#[derive(Deserialize)]
+struct StudyLine {
+    id: serde_json::Value,
+    #[serde(default)]
+    context: Option<String>,
+    #[serde(default)]
+    images: Vec<PathBuf>,
+}
+
+pub fn id_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+impl StudyArgs {
+    pub fn template(&self) -> PromptTemplate {
+        PromptTemplate::parse(&self.prompt)
+    }
+
+    /// The studies, in file order.
+    pub fn load(&self) -> Result<Vec<Study>> {
+        let with_context = match self.context.as_str() {
+            "none" => false,
+            "indication" => true,
+            other => return Err(anyhow!("--context {other}: expected indication or none")),
+        };
+        let name = self.studies.display().to_string();
+        let is_csv = self
+            .studies
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
+        let mut out = Vec::new();
+        if is_csv {
+            let split: Split = self
+                .split
+                .parse()
+                .map_err(|e| anyhow!("--split {}: {e}", self.split))?;
+            let mut rd = csv::Reader::from_path(&self.studies)
+                .with_context(|| format!("cannot open {name}"))?;
+            let headers = rd.headers().with_context(|| format!("{name}: no header row"))?;
+            let col = |c: &str| {
+                headers
+                    .iter()
+                    .position(|h| h == c)
+                    .ok_or_else(|| anyhow!("{name}: no `{c}` column"))
+            };
+            let (uid, ind, fi, im) = (col("uid")?, col("indication")?, col("findings")?, col("impression")?);
+            for (row, rec) in rd.records().enumerate() {
+                let rec = rec.with_context(|| format!("{name}: row {}", row + 2))?;
+                let id = rec.get(uid).unwrap_or("").trim().to_string();
+                let n: u64 = id
+                    .parse()
+                    .map_err(|_| anyhow!("{name}: row {}: uid {id:?} is not a number", row + 2))?;
+                let has_both = !rec.get(fi).unwrap_or("").trim().is_empty()
+                    && !rec.get(im).unwrap_or("").trim().is_empty();
+                if !split.contains(n) || !has_both {
+                    continue;
+                }
+                let context = with_context
+                    .then(|| rec.get(ind).unwrap_or("").trim())
+                    .filter(|s| !s.is_empty())
+                    .map(|s| format!("Indication: {s}"));
+                out.push(Study {
+                    id,
+                    context,
+                    images: Vec::new(),
+                });
+            }
+        } else {
+            let text = std::fs::read_to_string(&self.studies)
+                .with_context(|| format!("cannot read {name}"))?;
+            for (no, line) in text.lines().enumerate() {
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let l: StudyLine =
+                    parse_json(line).map_err(|e| anyhow!("{name}:{}: {e}", no + 1))?;
+                out.push(Study {
+                    id: id_text(&l.id),
+                    context: if with_context { l.context } else { None },
+                    images: l.images,
+                });
+            }
+        }
+        if let Some(n) = self.limit {
+            out.truncate(n);
+        }
+        if out.is_empty() {
+            return Err(anyhow!("{name}: no studies selected"));
+        }
+        Ok(out)
+    }
+}
+
+/// The default local model file.
+pub fn default_gguf() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("SDR_GGUF") {
+        return Some(PathBuf::from(p));
+    }
+    let base = std::env::var_os("SDR_MODELS")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/sdr/models")))?;
+    Some(base.join("smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"))
+}
+
+impl BackendArgs {
+    /// Loads the model or configures the client.
+    pub fn load(&self) -> Result<Box<dyn Backend>> {
+        match self.backend.as_str() {
+            "local" => {
+                let path = self
+                    .gguf
+                    .clone()
+                    .or_else(default_gguf)
+                    .ok_or_else(|| anyhow!("--gguf FILE is required (no HOME to find the default)"))?;
+                if !path.exists() {
+                    return Err(anyhow!(
+                        "{}: no such GGUF file (run scripts/fetch-smollm2.sh, or pass --gguf FILE)",
+                        path.display()
+                    ));
+                }
+                let b = sdr_gen::local::LocalBackend::load(&path)?;
+                Ok(Box::new(b))
+            }
+            "openai" => {
+                if !(self.timeout.is_finite() && self.timeout > 0.0) {
+                    return Err(anyhow!("--timeout must be a positive number of seconds"));
+                }
+                let base_url = self
+                    .base_url
+                    .clone()
+                    .or_else(|| std::env::var("OPENAI_BASE_URL").ok())
+                    .unwrap_or_else(|| "http://127.0.0.1:8080/v1".into());
+                let mut cfg = sdr_gen::openai::OpenAiConfig::new(&base_url, &self.model);
+                cfg.api_key_env = self.api_key_env.clone();
+                cfg.idle_timeout = std::time::Duration::from_secs_f64(self.timeout);
+                cfg.max_retries = self.retries;
+                Ok(Box::new(sdr_gen::openai::OpenAiBackend::new(cfg)?))
+            }
+            other => Err(anyhow!("--backend {other}: expected local or openai")),
+        }
+    }
+
+    /// The request for study number `index`.
+    pub fn request(&self, study: &Study, index: usize, template: &PromptTemplate) -> Result<Request> {
+        let images = study
+            .images
+            .iter()
+            .map(|p| Image::from_file(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        let prompt = template.render(study.context.as_deref(), images)?;
+        let req = Request {
+            prompt,
+            k: self.k,
+            temperature: self.temperature,
+            top_p: self.top_p,
+            max_tokens: self.max_tokens,
+            seed: self.seed.wrapping_add(1000 * index as u64),
+        };
+        req.validate().map_err(|e| anyhow!("{e}"))?;
+        Ok(req)
+    }
+}
+
+#[derive(clap::Args)]
+#[command(after_help = "Output line per study:\n  \
+{\"id\": \"10\", \"backend\": \"local:...gguf\", \"prompt\": \"p2\", \"context\": \"Indication: ...\"|null,\n   \
+\"seed\": 9000, \"candidates\": [\"Findings: ...\", ...], \"tokens\": [87, ...],\n   \
+\"finish\": [\"stop\", \"length\", ...], \"token_ends\": [[...], ...], \"sentence_tokens\": [[...], ...],\n   \
+\"seconds\": 4.2}\n\
+token_ends are byte offsets after each token (for `sdr prune --replay`); sentence_tokens are the\n\
+tokens generated when each sentence was seen complete.\n\n\
+Examples:\n  \
+sdr generate --limit 50 -k 8 --prompt p2 --context indication -o gen.jsonl\n  \
+sdr generate --backend openai --base-url http://127.0.0.1:8080/v1 --model smollm2 --limit 5 -o gen.jsonl")]
+pub struct Args {
+    #[command(flatten)]
+    pub studies: StudyArgs,
+    #[command(flatten)]
+    pub backend: BackendArgs,
+    /// Write to this file (atomically) instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// No progress bar and no summary line on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// One study's generation record.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct GenRecord {
+    pub id: String,
+    pub backend: String,
+    pub prompt: String,
+    pub context: Option<String>,
+    pub seed: u64,
+    pub candidates: Vec<String>,
+    pub tokens: Vec<usize>,
+    pub finish: Vec<Option<End>>,
+    pub token_ends: Vec<Vec<usize>>,
+    pub sentence_tokens: Vec<Vec<usize>>,
+    pub seconds: f64,
+}
+
+impl GenRecord {
+    pub fn new(
+        study: &Study,
+        backend: String,
+        prompt: String,
+        seed: u64,
+        states: &[CandidateState],
+        seconds: f64,
+    ) -> Self {
+        GenRecord {
+            id: study.id.clone(),
+            backend,
+            prompt,
+            context: study.context.clone(),
+            seed,
+            candidates: states.iter().map(|s| s.text.clone()).collect(),
+            tokens: states.iter().map(|s| s.tokens).collect(),
+            finish: states.iter().map(|s| s.end.clone()).collect(),
+            token_ends: states.iter().map(|s| s.token_ends.clone()).collect(),
+            sentence_tokens: states.iter().map(|s| s.sentence_tokens.clone()).collect(),
+            seconds,
+        }
+    }
+}
+
+pub fn progress_bar(n: usize, quiet: bool, what: &str) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(n as u64);
+    pb.set_style(
+        ProgressStyle::with_template(&format!(
+            "{what} {{bar:30}} {{pos}}/{{len}} studies {{msg}} [{{elapsed_precise}}<{{eta_precise}}]"
+        ))
+        .expect("static template"),
+    );
+    pb
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let studies = args.studies.load()?;
+    let template = args.studies.template();
+    template.text()?;
+    let mut backend = args.backend.load()?;
+    let describe = backend.describe();
+    let mut out = Output::create(args.output.as_deref())?;
+    let pb = progress_bar(studies.len(), args.quiet, "generating");
+    let t0 = Instant::now();
+    let mut total_tokens = 0usize;
+    for (si, study) in studies.iter().enumerate() {
+        let req = args.backend.request(study, si, &template)?;
+        let t = Instant::now();
+        let batch = backend
+            .start(&req)
+            .map_err(|e| anyhow!("study {}: {e}", study.id))?;
+        let mut run = LockStep::new(batch);
+        let ids: Vec<usize> = (0..req.k).collect();
+        let mut tokens = 0usize;
+        run.decode_to_end(&ids, |_, _| {
+            tokens += 1;
+            if tokens % 16 == 0 {
+                let secs = t0.elapsed().as_secs_f64();
+                pb.set_message(format!(
+                    "{:.1} tok/s",
+                    (total_tokens + tokens) as f64 / secs.max(1e-9)
+                ));
+            }
+        })
+        .map_err(|e| anyhow!("study {}: {e}", study.id))?;
+        let states = run.into_states();
+        total_tokens += states.iter().map(|s| s.tokens).sum::<usize>();
+        let rec = GenRecord::new(
+            study,
+            describe.clone(),
+            template.name(),
+            req.seed,
+            &states,
+            t.elapsed().as_secs_f64(),
+        );
+        serde_json::to_writer(out.writer(), &rec)?;
+        out.writer().write_all(b"\n")?;
+        pb.inc(1);
+    }
+    out.finish()?;
+    pb.finish_and_clear();
+    if !args.quiet {
+        let secs = t0.elapsed().as_secs_f64();
+        eprintln!(
+            "generate: {} studies x {} candidates, {} tokens in {:.1} s ({:.1} tokens/s) with {}",
+            studies.len(),
+            args.backend.k,
+            total_tokens,
+            secs,
+            total_tokens as f64 / secs,
+            describe
+        );
+    }
+    Ok(())
+}
+
+use std::io::Write as _;
