@@ -8,7 +8,7 @@
 //! corpus distance, wired in by the CLI) for the score of every partial
 //! output, and cancels the worst candidates until one is left.
 //!
-//! Back-ends: `openai` (an OpenAI-compatible chat-completions server over
+//! Back-ends: [`openai`] (an OpenAI-compatible chat-completions server over
 //! SSE), `local` (a GGUF llama-family model decoded in-process with candle,
 //! K candidates as one batch) and [`replay`] (already generated candidates,
 //! streamed back token by token, as the paper did for API models).
@@ -16,6 +16,7 @@
 mod backend;
 mod error;
 mod lockstep;
+pub mod openai;
 mod prompt;
 mod prune;
 pub mod replay;
