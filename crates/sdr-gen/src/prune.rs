@@ -10,7 +10,8 @@
 //!    decode one more sentence;
 //! 3. decode the last survivor to its end.
 //!
-//! A candidate that has ended stays in the pool with its final text.
+//! A candidate that has ended stays in the pool with its final text, scored
+//! as a complete report: `+∞` unless both sections hold a sentence.
 //! Token saving `= 1 − tokens(pruning) / tokens(K full candidates)`.
 
 use serde::Serialize;
@@ -85,10 +86,20 @@ pub struct Round {
     pub sentences: usize,
     /// Active candidates before the round.
     pub active: Vec<usize>,
-    /// Their scores, in the order of `active`.
+    /// Their scores, in the order of `active` (`null` in JSON for `+inf`).
+    #[serde(serialize_with = "finite_or_null")]
     pub scores: Vec<f64>,
     /// Candidates dropped, worst first.
     pub dropped: Vec<usize>,
+}
+
+fn finite_or_null<S: serde::Serializer>(v: &[f64], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = s.serialize_seq(Some(v.len()))?;
+    for x in v {
+        seq.serialize_element(&x.is_finite().then_some(*x))?;
+    }
+    seq.end()
 }
 
 /// What pruning did.
@@ -136,10 +147,22 @@ pub fn prune(
                 active.len()
             )));
         }
-        let clean: Vec<f64> = scores
-            .iter()
-            .map(|&s| if s.is_nan() { f64::INFINITY } else { s })
+        // An ended candidate is complete: like full best-of-K (SPEC §5), it
+        // needs both sections, else it scores +inf.
+        let scores: Vec<f64> = scores
+            .into_iter()
+            .zip(&active)
+            .zip(&partials)
+            .map(|((s, &i), p)| {
+                let ended = !run.states()[i].is_live();
+                if s.is_nan() || (ended && (p.findings.is_empty() || p.impression.is_empty())) {
+                    f64::INFINITY
+                } else {
+                    s
+                }
+            })
             .collect();
+        let clean = &scores;
         let mut order: Vec<usize> = (0..active.len()).collect();
         // Worst first: highest score, then the higher index.
         order.sort_by(|&a, &b| {

@@ -152,9 +152,9 @@ fn warmup_two_and_one_candidate() {
 
 #[test]
 fn an_ended_candidate_stays_in_the_pool_and_can_win() {
-    // Candidate 0 is short (ends during the warm-up); it keeps the best score.
+    // Candidate 0 is short (ends in the first lock-step rounds); it keeps the best score.
     let texts = vec![
-        "Findings: c0 finding 0.".to_string(),
+        "Findings: c0 finding 0.\nImpression: c0.".to_string(),
         report(6, "c1"),
         report(6, "c2"),
         report(6, "c3"),
@@ -237,4 +237,27 @@ fn scorer_errors_and_wrong_lengths_propagate() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("corpus gone"));
+}
+
+#[test]
+fn an_ended_candidate_missing_a_section_scores_infinity() {
+    // Candidate 0 ends after one Findings sentence and never writes an Impression.
+    let texts = vec![
+        "Findings: c0 finding 0.".to_string(),
+        report(6, "c1"),
+        report(6, "c2"),
+    ];
+    let mut scorer = |parts: &[Partial]| by_tag(parts);
+    let out = prune(
+        LockStep::new(Box::new(replay(&texts))),
+        &mut scorer,
+        PruneConfig::default(),
+        |_| {},
+    )
+    .unwrap();
+    assert!(out.rounds[0].scores[0].is_infinite());
+    assert_eq!(out.rounds[0].dropped[0], 0);
+    assert_eq!(out.chosen, 1);
+    let json = serde_json::to_string(&out.rounds[0]).unwrap();
+    assert!(json.contains("\"scores\":[null,1.0,2.0]"), "{json}");
 }

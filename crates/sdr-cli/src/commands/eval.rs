@@ -17,7 +17,8 @@ use super::generate::id_text;
 use crate::jsonl::parse_json;
 
 #[derive(clap::Args)]
-#[command(after_help = "Runs are JSON Lines with an \"id\" and the chosen report under FIELD (default \"text\"):\n\
+#[command(
+    after_help = "Runs are JSON Lines with an \"id\" and the chosen report under FIELD (default \"text\"):\n\
 the output of `sdr select` (one policy) and of `sdr prune` both qualify, and\n\
 `NAME=prune.jsonl#standard_text` reads the standard best-of-K pick that `sdr prune --replay`\n\
 records. A run's tokens are its lines' \"tokens_used\" when present; otherwise the full K\n\
@@ -26,10 +27,15 @@ the expectation of a uniform pick among the K candidates (exact, no seeds).\n\
 BERTScore-F1 uses all-mpnet-base-v2's last-layer token embeddings (no idf, no rescaling);\n\
 an empty section scores 0 on every metric.\n\n\
 Example:\n  \
-sdr eval --candidates gen.jsonl --run standard=prune.jsonl#standard_text --run pruning=prune.jsonl -o table.md")]
+sdr eval --candidates gen.jsonl --run standard=prune.jsonl#standard_text --run pruning=prune.jsonl -o table.md"
+)]
 pub struct Args {
     /// Reference reports: IU X-ray style CSV (id, findings, impression columns).
-    #[arg(long, default_value = "data/iu-xray/indiana_reports.csv", value_name = "CSV")]
+    #[arg(
+        long,
+        default_value = "data/iu-xray/indiana_reports.csv",
+        value_name = "CSV"
+    )]
     pub references: PathBuf,
     /// Id column of the reference CSV.
     #[arg(long, default_value = "uid", value_name = "NAME")]
@@ -50,7 +56,11 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub model: Option<PathBuf>,
     /// Title printed above the table.
-    #[arg(long, default_value = "Selection on generated candidates", value_name = "TEXT")]
+    #[arg(
+        long,
+        default_value = "Selection on generated candidates",
+        value_name = "TEXT"
+    )]
     pub title: String,
     /// A note printed under the table (repeatable), e.g. the command that made the inputs.
     #[arg(long, value_name = "TEXT")]
@@ -141,9 +151,12 @@ impl Scorer {
 pub fn run(args: Args) -> Result<()> {
     // References.
     let rname = args.references.display().to_string();
-    let mut rd = csv::Reader::from_path(&args.references)
-        .with_context(|| format!("cannot open {rname}"))?;
-    let headers = rd.headers().with_context(|| format!("{rname}: no header row"))?.clone();
+    let mut rd =
+        csv::Reader::from_path(&args.references).with_context(|| format!("cannot open {rname}"))?;
+    let headers = rd
+        .headers()
+        .with_context(|| format!("{rname}: no header row"))?
+        .clone();
     let col = |c: &str| {
         headers
             .iter()
@@ -171,7 +184,9 @@ pub fn run(args: Args) -> Result<()> {
             .get(&id)
             .ok_or_else(|| anyhow!("{at}: study {id} is not in {rname}"))?;
         if r.0.is_empty() || r.1.is_empty() {
-            return Err(anyhow!("{at}: study {id} lacks a reference section in {rname}"));
+            return Err(anyhow!(
+                "{at}: study {id} lacks a reference section in {rname}"
+            ));
         }
         if l.candidates.is_empty() {
             return Err(anyhow!("{at}: no candidates"));
@@ -182,9 +197,13 @@ pub fn run(args: Args) -> Result<()> {
     let bert = if args.no_bertscore {
         None
     } else {
-        let dir = sdr_embed::resolve_model_dir(args.model.as_deref())
-            .map_err(|e| anyhow!("{e} (run scripts/fetch-model.sh, pass --model DIR, or --no-bertscore)"))?;
-        Some(sdr_embed::Encoder::load(&dir, sdr_embed::EncoderOptions::default())?)
+        let dir = sdr_embed::resolve_model_dir(args.model.as_deref()).map_err(|e| {
+            anyhow!("{e} (run scripts/fetch-model.sh, pass --model DIR, or --no-bertscore)")
+        })?;
+        Some(sdr_embed::Encoder::load(
+            &dir,
+            sdr_embed::EncoderOptions::default(),
+        )?)
     };
     let mut scorer = Scorer {
         text: TextScorer::new(Default::default(), None),
@@ -240,7 +259,10 @@ pub fn run(args: Args) -> Result<()> {
                 .and_then(|t| t.as_str())
                 .ok_or_else(|| anyhow!("{at}: no string field \"{field}\""))?
                 .to_string();
-            let used = v.get("tokens_used").and_then(|t| t.as_u64()).map(|t| t as usize);
+            let used = v
+                .get("tokens_used")
+                .and_then(|t| t.as_u64())
+                .map(|t| t as usize);
             by_id.insert(id, (text, used));
         }
         let mut sum = [0.0; 6];

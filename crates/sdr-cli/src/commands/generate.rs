@@ -18,7 +18,11 @@ use crate::jsonl::{parse_json, Output};
 pub struct StudyArgs {
     /// Studies: an IU X-ray style CSV (uid, indication, findings, impression
     /// columns) or JSON Lines with {"id", "context"?, "images"?: [paths]} per line.
-    #[arg(long, default_value = "data/iu-xray/indiana_reports.csv", value_name = "FILE")]
+    #[arg(
+        long,
+        default_value = "data/iu-xray/indiana_reports.csv",
+        value_name = "FILE"
+    )]
     pub studies: PathBuf,
     /// CSV only: keep this split (test: uid % 10 == 0, validation: 1, train: the rest, all).
     #[arg(long, default_value = "test", value_name = "SPLIT")]
@@ -131,14 +135,21 @@ impl StudyArgs {
                 .map_err(|e| anyhow!("--split {}: {e}", self.split))?;
             let mut rd = csv::Reader::from_path(&self.studies)
                 .with_context(|| format!("cannot open {name}"))?;
-            let headers = rd.headers().with_context(|| format!("{name}: no header row"))?;
+            let headers = rd
+                .headers()
+                .with_context(|| format!("{name}: no header row"))?;
             let col = |c: &str| {
                 headers
                     .iter()
                     .position(|h| h == c)
                     .ok_or_else(|| anyhow!("{name}: no `{c}` column"))
             };
-            let (uid, ind, fi, im) = (col("uid")?, col("indication")?, col("findings")?, col("impression")?);
+            let (uid, ind, fi, im) = (
+                col("uid")?,
+                col("indication")?,
+                col("findings")?,
+                col("impression")?,
+            );
             for (row, rec) in rd.records().enumerate() {
                 let rec = rec.with_context(|| format!("{name}: row {}", row + 2))?;
                 let id = rec.get(uid).unwrap_or("").trim().to_string();
@@ -202,11 +213,9 @@ impl BackendArgs {
     pub fn load(&self) -> Result<Box<dyn Backend>> {
         match self.backend.as_str() {
             "local" => {
-                let path = self
-                    .gguf
-                    .clone()
-                    .or_else(default_gguf)
-                    .ok_or_else(|| anyhow!("--gguf FILE is required (no HOME to find the default)"))?;
+                let path = self.gguf.clone().or_else(default_gguf).ok_or_else(|| {
+                    anyhow!("--gguf FILE is required (no HOME to find the default)")
+                })?;
                 if !path.exists() {
                     return Err(anyhow!(
                         "{}: no such GGUF file (run scripts/fetch-smollm2.sh, or pass --gguf FILE)",
@@ -236,7 +245,12 @@ impl BackendArgs {
     }
 
     /// The request for study number `index`.
-    pub fn request(&self, study: &Study, index: usize, template: &PromptTemplate) -> Result<Request> {
+    pub fn request(
+        &self,
+        study: &Study,
+        index: usize,
+        template: &PromptTemplate,
+    ) -> Result<Request> {
         let images = study
             .images
             .iter()
@@ -395,5 +409,3 @@ pub fn run(args: Args) -> Result<()> {
     }
     Ok(())
 }
-
-use std::io::Write as _;

@@ -2,7 +2,6 @@
 //! a generation back-end or replayed over already generated candidates.
 
 use std::collections::HashMap;
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -14,7 +13,9 @@ use sdr_corpus::{
     ScoreOptions, SentenceEncoder,
 };
 use sdr_gen::replay::{Replay, Stored};
-use sdr_gen::{prune, GenError, LockStep, Partial, PartialScorer, PruneConfig, PruneOutcome, Round};
+use sdr_gen::{
+    prune, GenError, LockStep, Partial, PartialScorer, PruneConfig, PruneOutcome, Round,
+};
 use serde::{Deserialize, Serialize};
 
 use super::corpus::EncoderArgs;
@@ -22,7 +23,8 @@ use super::generate::{id_text, progress_bar, BackendArgs, GenRecord, StudyArgs};
 use crate::jsonl::{parse_json, Output};
 
 #[derive(clap::Args)]
-#[command(after_help = "Live: every study's K candidates are generated in lock-step, one sentence at a time;\n\
+#[command(
+    after_help = "Live: every study's K candidates are generated in lock-step, one sentence at a time;\n\
 after the warm-up each round scores the active candidates' complete sentences against the\n\
 corpus (mean of the aggregated Findings / Impression distances over the sections present;\n\
 +inf when neither is) and cancels the ceil(p * active) worst; the survivor is decoded to its end.\n\
@@ -36,7 +38,8 @@ Output line per study:\n  \
 \"standard_chosen\": 3, \"standard_text\": \"...\", \"estimated_tokens\": false, \"rounds\": [...]}\n\n\
 Examples:\n  \
 sdr prune --replay gen.jsonl --corpus iu-train.safetensors -o prune.jsonl\n  \
-sdr prune --corpus iu-train.safetensors --limit 50 -k 8 --prompt p2 -o prune-live.jsonl")]
+sdr prune --corpus iu-train.safetensors --limit 50 -k 8 --prompt p2 -o prune-live.jsonl"
+)]
 pub struct Args {
     /// Replay the full candidates in this file instead of generating.
     #[arg(long, value_name = "JSONL")]
@@ -123,17 +126,23 @@ impl PartialScorer for CorpusScorer<'_> {
         }
         let scores = self
             .index
-            .score(&cands, std::slice::from_ref(&self.policy), ScoreOptions::default())
+            .score(
+                &cands,
+                std::slice::from_ref(&self.policy),
+                ScoreOptions::default(),
+            )
             .map_err(|e| GenError::Score(e.to_string()))?;
         Ok(parts
             .iter()
             .zip(&scores.sections[0])
-            .map(|(p, [df, di])| match (p.findings.is_empty(), p.impression.is_empty()) {
-                (true, true) => f64::INFINITY,
-                (false, true) => *df,
-                (true, false) => *di,
-                (false, false) => (df + di) / 2.0,
-            })
+            .map(
+                |(p, [df, di])| match (p.findings.is_empty(), p.impression.is_empty()) {
+                    (true, true) => f64::INFINITY,
+                    (false, true) => *df,
+                    (true, false) => *di,
+                    (false, false) => (df + di) / 2.0,
+                },
+            )
             .collect())
     }
 }
@@ -169,17 +178,6 @@ struct PruneRecord<'a> {
     seconds: f64,
 }
 
-fn num_or_inf(rounds: &mut [Round]) {
-    // JSON has no infinity: +inf scores (no complete section yet) become 1e308.
-    for r in rounds {
-        for s in &mut r.scores {
-            if !s.is_finite() {
-                *s = f64::MAX;
-            }
-        }
-    }
-}
-
 struct Totals {
     studies: usize,
     used: usize,
@@ -204,7 +202,11 @@ pub fn run(args: Args) -> Result<()> {
         .map_err(|e| anyhow!("--warmup/--fraction: {e}"))?;
     let encoder = args.encoder.load()?;
     let corpus = Corpus::open(&args.corpus)?;
-    corpus.check_compatible(&encoder.name(), &encoder.weights_sha256()?, SEGMENTER_VERSION)?;
+    corpus.check_compatible(
+        &encoder.name(),
+        &encoder.weights_sha256()?,
+        SEGMENTER_VERSION,
+    )?;
     let index = CorpusIndex::new(corpus.view())?;
     let mut scorer = CorpusScorer {
         index: &index,
@@ -223,14 +225,13 @@ pub fn run(args: Args) -> Result<()> {
     let mut emit = |out: &mut Output,
                     id: String,
                     mode: &'static str,
-                    mut outcome: PruneOutcome,
+                    outcome: PruneOutcome,
                     full: Option<usize>,
                     estimated: bool,
                     standard: Option<(usize, &str)>,
                     seconds: f64|
      -> Result<()> {
         let chosen = outcome.chosen;
-        num_or_inf(&mut outcome.rounds);
         totals.studies += 1;
         totals.used += outcome.tokens_used;
         if let Some(f) = full {
@@ -266,8 +267,7 @@ pub fn run(args: Args) -> Result<()> {
 
     if let Some(path) = &args.replay {
         let name = path.display().to_string();
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("cannot read {name}"))?;
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {name}"))?;
         let lines: Vec<(usize, &str)> = text
             .lines()
             .enumerate()
@@ -327,7 +327,11 @@ pub fn run(args: Args) -> Result<()> {
                 let text =
                     std::fs::read_to_string(p).with_context(|| format!("cannot read {name}"))?;
                 let mut m = HashMap::new();
-                for (no, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+                for (no, line) in text
+                    .lines()
+                    .enumerate()
+                    .filter(|(_, l)| !l.trim().is_empty())
+                {
                     let r: GenRecord =
                         parse_json(line).map_err(|e| anyhow!("{name}:{}: {e}", no + 1))?;
                     m.insert(r.id.clone(), r.tokens.iter().sum());
