@@ -103,49 +103,66 @@ fn read_lines(path: &PathBuf) -> Result<Vec<(String, serde_json::Value)>> {
         .collect()
 }
 
-/// Per-text metric values: [F BLEU-4, F ROUGE-L, F BERTScore, I BLEU-4, I ROUGE-L, I BERTScore].
-struct Scorer {
-    text: TextScorer<'static>,
-    bert: Option<sdr_embed::Encoder>,
-    cache: HashMap<(String, String), [f64; 6]>,
-}
-
-impl Scorer {
-    fn section_scores(&self, hyp: &str, reference: &str) -> Result<[f64; 3]> {
-        if hyp.trim().is_empty() {
-            return Ok([0.0; 3]);
+/// Metric values of every (study, text) pair, computed in one batch:
+/// [F BLEU-4, F ROUGE-L, F BERTScore, I BLEU-4, I ROUGE-L, I BERTScore].
+fn score_all(
+    pairs: &[(String, String)],
+    refs: &HashMap<String, (String, String)>,
+    bert: Option<&sdr_embed::Encoder>,
+) -> Result<HashMap<(String, String), [f64; 6]>> {
+    let text = TextScorer::new(Default::default(), None);
+    // (hypothesis section, reference section) per pair and section.
+    let mut sections: Vec<(String, String)> = Vec::with_capacity(2 * pairs.len());
+    for (id, t) in pairs {
+        let p = parse_report(t);
+        let r = &refs[id];
+        sections.push((p.findings.join(" "), r.0.clone()));
+        sections.push((p.impression.join(" "), r.1.clone()));
+    }
+    // BERTScore: every distinct string encoded once, length-batched by the encoder.
+    let mut f1 = vec![f64::NAN; sections.len()];
+    if let Some(enc) = bert {
+        let mut uniq: Vec<&str> = sections
+            .iter()
+            .flat_map(|(h, r)| [h.as_str(), r.as_str()])
+            .filter(|s| !s.trim().is_empty())
+            .collect();
+        uniq.sort_unstable();
+        uniq.dedup();
+        let toks = enc.embed_tokens(&uniq)?;
+        let emb: HashMap<&str, TokenEmbeddings> = uniq
+            .iter()
+            .zip(toks)
+            .map(|(s, t)| {
+                (
+                    *s,
+                    TokenEmbeddings::with_special_ids(t.ids, t.vectors, t.dim, &MPNET_SPECIAL_IDS),
+                )
+            })
+            .collect();
+        for (j, (h, r)) in sections.iter().enumerate() {
+            f1[j] = match (emb.get(h.as_str()), emb.get(r.as_str())) {
+                (Some(he), Some(re)) => bert_score_pair(he, re, None)?.f1,
+                _ => 0.0,
+            };
         }
-        let t = self.text.score(hyp, reference)?;
-        let bs = match &self.bert {
-            None => f64::NAN,
-            Some(enc) => {
-                let toks = enc.embed_tokens(&[hyp, reference])?;
-                let conv = |t: &sdr_embed::TokenEmbeddings| {
-                    TokenEmbeddings::with_special_ids(
-                        t.ids.clone(),
-                        t.vectors.clone(),
-                        t.dim,
-                        &MPNET_SPECIAL_IDS,
-                    )
-                };
-                bert_score_pair(&conv(&toks[0]), &conv(&toks[1]), None)?.f1
+    }
+    let mut out = HashMap::new();
+    for (n, key) in pairs.iter().enumerate() {
+        let mut v = [0.0; 6];
+        for s in 0..2 {
+            let (h, r) = &sections[2 * n + s];
+            if h.trim().is_empty() {
+                continue; // an empty section scores 0 everywhere
             }
-        };
-        Ok([t.bleu[3], t.rouge_l, bs])
-    }
-
-    fn score(&mut self, id: &str, text: &str, refs: &(String, String)) -> Result<[f64; 6]> {
-        let key = (id.to_string(), text.to_string());
-        if let Some(v) = self.cache.get(&key) {
-            return Ok(*v);
+            let t = text.score(h, r)?;
+            v[3 * s] = t.bleu[3];
+            v[3 * s + 1] = t.rouge_l;
+            v[3 * s + 2] = f1[2 * n + s];
         }
-        let p = parse_report(text);
-        let f = self.section_scores(&p.findings.join(" "), &refs.0)?;
-        let i = self.section_scores(&p.impression.join(" "), &refs.1)?;
-        let v = [f[0], f[1], f[2], i[0], i[1], i[2]];
-        self.cache.insert(key, v);
-        Ok(v)
+        out.insert(key.clone(), v);
     }
+    Ok(out)
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -193,7 +210,50 @@ pub fn run(args: Args) -> Result<()> {
         }
         cands.push((id, l.candidates, l.tokens.map(|t| t.iter().sum())));
     }
-    let full_tokens: Option<usize> = cands.iter().map(|c| c.2).sum();
+    // Runs: (name, id -> (text, tokens)).
+    let mut runs: Vec<(String, HashMap<String, (String, Option<usize>)>)> = Vec::new();
+    let mut full_from_runs: HashMap<String, usize> = HashMap::new();
+    for spec in &args.runs {
+        let (name, rest) = spec
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--run {spec}: expected NAME=FILE[#FIELD]"))?;
+        let (file, field) = rest.split_once('#').unwrap_or((rest, "text"));
+        let mut by_id = HashMap::new();
+        for (at, v) in read_lines(&PathBuf::from(file))? {
+            let id = v
+                .get("id")
+                .map(id_text)
+                .ok_or_else(|| anyhow!("{at}: no \"id\""))?;
+            let text = v
+                .get(field)
+                .and_then(|t| t.as_str())
+                .ok_or_else(|| anyhow!("{at}: no string field \"{field}\""))?
+                .to_string();
+            let num = |k: &str| v.get(k).and_then(|t| t.as_u64()).map(|t| t as usize);
+            if let Some(f) = num("tokens_full") {
+                full_from_runs.insert(id.clone(), f);
+            }
+            // The pick's own cost when the line is the run's own record;
+            // another field (standard_text) costs the full K candidates.
+            let used = if field == "text" {
+                num("tokens_used")
+            } else {
+                None
+            };
+            by_id.insert(id, (text, used));
+        }
+        for (id, _, _) in &cands {
+            if !by_id.contains_key(id) {
+                return Err(anyhow!("--run {name}: study {id} is missing from {file}"));
+            }
+        }
+        runs.push((name.to_string(), by_id));
+    }
+    let full: Vec<Option<usize>> = cands
+        .iter()
+        .map(|(id, _, t)| t.or_else(|| full_from_runs.get(id).copied()))
+        .collect();
+    let full_tokens: Option<usize> = full.iter().copied().sum();
     let bert = if args.no_bertscore {
         None
     } else {
@@ -205,77 +265,59 @@ pub fn run(args: Args) -> Result<()> {
             sdr_embed::EncoderOptions::default(),
         )?)
     };
-    let mut scorer = Scorer {
-        text: TextScorer::new(Default::default(), None),
-        bert,
-        cache: HashMap::new(),
-    };
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    for (id, cs, _) in &cands {
+        pairs.extend(cs.iter().map(|c| (id.clone(), c.clone())));
+        for (_, by_id) in &runs {
+            pairs.push((id.clone(), by_id[id].0.clone()));
+        }
+    }
+    pairs.sort_unstable();
+    pairs.dedup();
+    let scores = score_all(&pairs, &refs, bert.as_ref())?;
     let mut table = Table::new(
         args.title.clone(),
         "policy",
         COLUMNS.iter().map(|s| s.to_string()).collect(),
     );
-    if !args.no_bertscore {
+    if bert.is_some() {
         table.bertscore_encoder = Some("all-mpnet-base-v2 (last layer, no idf)".into());
     }
     table.notes.push(format!(
-        "{} studies; metrics on Findings (F) and Impression (I); tokens summed over studies.",
+        "{} studies; metrics on Findings (F) and Impression (I); tokens summed over studies; \
+         saved = 1 - tokens / tokens of the K full candidates.",
         cands.len()
     ));
     table.notes.extend(args.note.iter().cloned());
-    // Random: expectation over a uniform pick.
-    let mut random = [0.0; 6];
-    for (id, cs, _) in &cands {
-        let r = &refs[id];
-        for c in cs {
-            let v = scorer.score(id, c, r)?;
-            for j in 0..6 {
-                random[j] += v[j] / cs.len() as f64 / cands.len() as f64;
-            }
-        }
-    }
+    let n = cands.len() as f64;
     let metric_cells = |v: [f64; 6]| -> Vec<Option<f64>> {
         v.iter()
             .map(|&x| if x.is_nan() { None } else { Some(x) })
             .collect()
     };
+    // Random: expectation over a uniform pick.
+    let mut random = [0.0; 6];
+    for (id, cs, _) in &cands {
+        for c in cs {
+            let v = scores[&(id.clone(), c.clone())];
+            for j in 0..6 {
+                random[j] += v[j] / cs.len() as f64 / n;
+            }
+        }
+    }
     let mut row = vec![None, None];
     row.extend(metric_cells(random));
     table.push_row("random", row)?;
-    for spec in &args.runs {
-        let (name, rest) = spec
-            .split_once('=')
-            .ok_or_else(|| anyhow!("--run {spec}: expected NAME=FILE[#FIELD]"))?;
-        let (file, field) = rest.split_once('#').unwrap_or((rest, "text"));
-        let path = PathBuf::from(file);
-        let mut by_id: HashMap<String, (String, Option<usize>)> = HashMap::new();
-        for (at, v) in read_lines(&path)? {
-            let id = v
-                .get("id")
-                .map(id_text)
-                .ok_or_else(|| anyhow!("{at}: no \"id\""))?;
-            let text = v
-                .get(field)
-                .and_then(|t| t.as_str())
-                .ok_or_else(|| anyhow!("{at}: no string field \"{field}\""))?
-                .to_string();
-            let used = v
-                .get("tokens_used")
-                .and_then(|t| t.as_u64())
-                .map(|t| t as usize);
-            by_id.insert(id, (text, used));
-        }
+    for (name, by_id) in &runs {
         let mut sum = [0.0; 6];
         let mut tokens: Option<usize> = Some(0);
-        for (id, _, full) in &cands {
-            let (text, used) = by_id
-                .get(id)
-                .ok_or_else(|| anyhow!("--run {name}: study {id} is missing from {file}"))?;
-            let v = scorer.score(id, text, &refs[id])?;
+        for ((id, _, _), f) in cands.iter().zip(&full) {
+            let (text, used) = &by_id[id];
+            let v = scores[&(id.clone(), text.clone())];
             for j in 0..6 {
-                sum[j] += v[j] / cands.len() as f64;
+                sum[j] += v[j] / n;
             }
-            tokens = match (tokens, used.or(*full)) {
+            tokens = match (tokens, used.or(*f)) {
                 (Some(a), Some(b)) => Some(a + b),
                 _ => None,
             };
@@ -286,7 +328,7 @@ pub fn run(args: Args) -> Result<()> {
         };
         let mut row = vec![tokens.map(|t| t as f64), saved];
         row.extend(metric_cells(sum));
-        table.push_row(name, row)?;
+        table.push_row(name.as_str(), row)?;
     }
     let md = table.to_markdown()?;
     print!("{md}");
