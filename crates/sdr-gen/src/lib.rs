@@ -15,6 +15,7 @@
 
 mod backend;
 mod error;
+pub mod local;
 mod lockstep;
 pub mod openai;
 mod prompt;
