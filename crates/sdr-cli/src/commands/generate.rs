@@ -58,7 +58,7 @@ pub struct BackendArgs {
     pub base_url: Option<String>,
     /// openai: the model name sent to the server.
     #[arg(long, default_value = "default", value_name = "NAME")]
-    pub model: String,
+    pub api_model: String,
     /// openai: the environment variable holding the API key (sent as a bearer token; never printed).
     #[arg(long, default_value = "OPENAI_API_KEY", value_name = "VAR")]
     pub api_key_env: String,
@@ -234,7 +234,7 @@ impl BackendArgs {
                     .clone()
                     .or_else(|| std::env::var("OPENAI_BASE_URL").ok())
                     .unwrap_or_else(|| "http://127.0.0.1:8080/v1".into());
-                let mut cfg = sdr_gen::openai::OpenAiConfig::new(&base_url, &self.model);
+                let mut cfg = sdr_gen::openai::OpenAiConfig::new(&base_url, &self.api_model);
                 cfg.api_key_env = self.api_key_env.clone();
                 cfg.idle_timeout = std::time::Duration::from_secs_f64(self.timeout);
                 cfg.max_retries = self.retries;
@@ -280,7 +280,7 @@ token_ends are byte offsets after each token (for `sdr prune --replay`); sentenc
 tokens generated when each sentence was seen complete.\n\n\
 Examples:\n  \
 sdr generate --limit 50 -k 8 --prompt p2 --context indication -o gen.jsonl\n  \
-sdr generate --backend openai --base-url http://127.0.0.1:8080/v1 --model smollm2 --limit 5 -o gen.jsonl")]
+sdr generate --backend openai --base-url http://127.0.0.1:8080/v1 --api-model smollm2 --limit 5 -o gen.jsonl")]
 pub struct Args {
     #[command(flatten)]
     pub studies: StudyArgs,
@@ -370,7 +370,7 @@ pub fn run(args: Args) -> Result<()> {
         let mut tokens = 0usize;
         run.decode_to_end(&ids, |_, _| {
             tokens += 1;
-            if tokens % 16 == 0 {
+            if tokens.is_multiple_of(16) {
                 let secs = t0.elapsed().as_secs_f64();
                 pb.set_message(format!(
                     "{:.1} tok/s",

@@ -211,7 +211,7 @@ pub fn run(args: Args) -> Result<()> {
     let mut scorer = CorpusScorer {
         index: &index,
         encoder: encoder.as_ref(),
-        policy: policy.clone(),
+        policy,
     };
     let mut out = Output::create(args.output.as_deref())?;
     let mut totals = Totals {
@@ -352,12 +352,8 @@ pub fn run(args: Args) -> Result<()> {
             let outcome = prune(LockStep::new(batch), &mut scorer, config, |_| {})
                 .map_err(|e| anyhow!("study {}: {e}", study.id))?;
             let full = fulls.get(&study.id).copied();
-            if args.full.is_some() && full.is_none() {
-                return Err(anyhow!(
-                    "study {}: not in --full {}",
-                    study.id,
-                    args.full.as_ref().unwrap().display()
-                ));
+            if let (Some(f), None) = (&args.full, full) {
+                return Err(anyhow!("study {}: not in --full {}", study.id, f.display()));
             }
             emit(
                 &mut out,
