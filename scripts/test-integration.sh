@@ -11,3 +11,39 @@ export SDR_LLAMA_PYTHON=${SDR_LLAMA_PYTHON:-$VENV/bin/python}
 export SDR_SMOLLM2_GGUF=${SDR_SMOLLM2_GGUF:-$(bash scripts/fetch-smollm2.sh)}
 
 cargo test --release -p sdr-gen -- --ignored --nocapture
+
+# The CLI against the same server: `sdr generate` and live `sdr prune` with the
+# openai back-end on a few test studies.
+cargo build --release -q -p sdr-cli --bin sdr
+SDR="${CARGO_TARGET_DIR:-target}/release/sdr"
+bash scripts/fetch-model.sh >/dev/null
+PORT=${SDR_LLAMA_PORT:-18089}
+OUT=results/integration
+mkdir -p "$OUT"
+"$SDR_LLAMA_PYTHON" -m llama_cpp.server --model "$SDR_SMOLLM2_GGUF" --host 127.0.0.1 \
+  --port "$PORT" --n_ctx 2048 --interrupt_requests False > "$OUT/server.log" 2>&1 &
+SERVER=$!
+trap 'kill $SERVER 2>/dev/null || true' EXIT
+for _ in $(seq 120); do
+  curl -sf "http://127.0.0.1:$PORT/v1/models" >/dev/null && break
+  sleep 1
+done
+API=(--backend openai --base-url "http://127.0.0.1:$PORT/v1" --api-model smollm2 --timeout 300)
+"$SDR" generate "${API[@]}" --limit 2 -k 4 --prompt p2 --context indication --max-tokens 96 \
+  -o "$OUT/gen-openai.jsonl"
+CORPUS=results/main-job/iu-train.safetensors
+if ! "$SDR" corpus info "$CORPUS" >/dev/null 2>&1; then
+  mkdir -p results/main-job
+  "$SDR" corpus build --input data/iu-xray/indiana_reports.csv --format csv --split train --out "$CORPUS"
+fi
+"$SDR" prune "${API[@]}" --corpus "$CORPUS" --limit 3 -k 4 --prompt p2 --context indication \
+  --max-tokens 96 -o "$OUT/prune-openai.jsonl"
+python3 - "$OUT/prune-openai.jsonl" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    assert r["mode"] == "live" and r["text"], r
+    print(f"study {r['id']}: chose {r['chosen']}, tokens used {r['tokens_used']}, "
+          f"streamed by the server {r['tokens_produced']}, per candidate {r['candidate_tokens']}")
+PY
+echo "integration: ok"

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Distance-guided pruning on IU X-ray (paper §4.2, Alg. 1; SPEC §6): random vs
+# standard best-of-K vs pruning, on generated candidates.
+#
+#   bash scripts/pruning-results.sh            # uses the committed generations
+#   REGENERATE=1 bash scripts/pruning-results.sh
+#
+# 1. candidates: data/candidates/iu-test-smollm2-k8-p2.jsonl, made by
+#      sdr generate --limit 50 -k 8 --prompt p2 --context indication --max-tokens 160 --seed 0
+#    (SmolLM2-135M-Instruct Q4_1, local back-end; REGENERATE=1 remakes it, ~15 min on 2 cores);
+# 2. the train-split corpus (shared with scripts/main-job.sh);
+# 3. `sdr prune --replay` under several policies and warm-ups, each with
+#    standard best-of-K under the same policy alongside;
+# 4. live pruning with the local back-end for one policy, checked to pick the
+#    same candidates with the same token counts as the replay;
+# 5. `sdr eval` tables (BLEU-4, ROUGE-L, BERTScore-F1; tokens saved) into
+#    results/pruning/ and docs/results/pruning.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OUT=results/pruning
+CSV=data/iu-xray/indiana_reports.csv
+GEN=data/candidates/iu-test-smollm2-k8-p2.jsonl
+GEN_ARGS=(--limit 50 -k 8 --prompt p2 --context indication --max-tokens 160 --seed 0)
+mkdir -p "$OUT" docs/results
+
+bash scripts/fetch-model.sh >/dev/null
+bash scripts/fetch-smollm2.sh >/dev/null
+cargo build --release -q -p sdr-cli --bin sdr
+SDR="${CARGO_TARGET_DIR:-target}/release/sdr"
+
+if [ -n "${REGENERATE:-}" ] || [ ! -s "$GEN" ]; then
+  echo "== generating candidates: sdr generate ${GEN_ARGS[*]}"
+  "$SDR" generate "${GEN_ARGS[@]}" -o "$GEN"
+fi
+
+CORPUS=results/main-job/iu-train.safetensors
+mkdir -p results/main-job
+if ! "$SDR" corpus info "$CORPUS" >/dev/null 2>&1; then
+  echo "== building the train-split corpus"
+  "$SDR" corpus build --input "$CSV" --format csv --split train --out "$CORPUS"
+fi
+
+REPORT=docs/results/pruning.md
+TMP_REPORT="$OUT/.pruning.md.tmp"
+{
+  echo "# Distance-guided pruning on IU X-ray (generated candidates)"
+  echo
+  echo "Made by \`bash scripts/pruning-results.sh\` on $(date -u +%Y-%m-%d). Candidates: \`$GEN\`,"
+  echo "from \`sdr generate ${GEN_ARGS[*]}\` (SmolLM2-135M-Instruct Q4_1, local back-end;"
+  echo "a text-only model, so the prompt carries the study's indication instead of an image)."
+  echo "Corpus: IU X-ray train split. Pruning fraction p = 0.5. Random = expectation of a uniform"
+  echo "pick among the K = 8 candidates; standard = best-of-K on the full candidates under the"
+  echo "same policy; tokens saved = 1 - tokens generated / tokens of the 8 full candidates."
+  echo
+} > "$TMP_REPORT"
+
+run_policy() { # metric agg warmup
+  local metric=$1 agg=$2 wu=$3
+  local tag="${metric//[:=,]/_}-${agg//[:=,]/_}-wu$wu"
+  "$SDR" prune --replay "$GEN" --corpus "$CORPUS" --metric "$metric" --agg "$agg" \
+    --warmup "$wu" --quiet -o "$OUT/prune-$tag.jsonl"
+  "$SDR" eval --candidates "$GEN" \
+    --run "standard=$OUT/prune-$tag.jsonl#standard_text" --run "pruning=$OUT/prune-$tag.jsonl" \
+    --title "$metric@$agg, warm-up $wu sentence(s)" \
+    --note "sdr prune --replay $GEN --corpus $CORPUS --metric $metric --agg $agg --warmup $wu" \
+    -o "$OUT/table-$tag.md" > /dev/null
+  cat "$OUT/table-$tag.md" >> "$TMP_REPORT"
+  echo >> "$TMP_REPORT"
+  echo "== $metric@$agg wu=$wu"
+  cat "$OUT/table-$tag.md"
+}
+
+for wu in 1 2; do run_policy chamfer min "$wu"; done
+run_policy ot min 1
+run_policy hung-nn min 1
+run_policy chamfer knn:k=5 1
+
+echo "== live pruning (local back-end), chamfer@min, warm-up 1"
+start=$(date +%s)
+"$SDR" prune --corpus "$CORPUS" --metric chamfer --agg min --warmup 1 "${GEN_ARGS[@]}" \
+  --full "$GEN" --quiet -o "$OUT/prune-live-chamfer-min-wu1.jsonl"
+secs=$(( $(date +%s) - start ))
+python3 - "$OUT/prune-chamfer-min-wu1.jsonl" "$OUT/prune-live-chamfer-min-wu1.jsonl" "$secs" >> "$TMP_REPORT" <<'PY'
+import json, sys
+rep = [json.loads(l) for l in open(sys.argv[1])]
+live = [json.loads(l) for l in open(sys.argv[2])]
+same = sum(r["chosen"] == l["chosen"] and r["tokens_used"] == l["tokens_used"] and r["text"] == l["text"] for r, l in zip(rep, live))
+used = sum(l["tokens_used"] for l in live); full = sum(l["tokens_full"] for l in live)
+print("## Live pruning with the local back-end\n")
+print(f"`sdr prune` live (chamfer@min, warm-up 1) over the same {len(live)} studies and seeds: "
+      f"{used} tokens generated against {full} for the full candidates "
+      f"({100 * (1 - used / full):.1f} % saved) in {sys.argv[3]} s; same pick, same text and same "
+      f"token count as the replay in {same}/{len(live)} studies.\n")
+PY
+tail -n 2 "$TMP_REPORT"
+mv "$TMP_REPORT" "$REPORT"
+echo "== wrote $REPORT"
