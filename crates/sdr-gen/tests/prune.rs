@@ -24,6 +24,19 @@ fn replay(texts: &[String]) -> Replay {
     .unwrap()
 }
 
+fn run(
+    texts: &[String],
+    scorer: &mut dyn sdr_gen::PartialScorer,
+    config: PruneConfig,
+) -> Result<sdr_gen::PruneOutcome, GenError> {
+    prune(
+        LockStep::new(Box::new(replay(texts))),
+        scorer,
+        config,
+        |_| {},
+    )
+}
+
 /// Score = the number in the first Findings sentence's tag ("c3 finding 0." -> 3),
 /// so candidate i scores i: lower index is better.
 fn by_tag(parts: &[Partial]) -> Result<Vec<f64>, GenError> {
@@ -119,14 +132,13 @@ fn warmup_two_and_one_candidate() {
         first.get_or_insert(parts.iter().map(|p| p.findings.len()).collect::<Vec<_>>());
         by_tag(parts)
     };
-    let out = prune(
-        LockStep::new(Box::new(replay(&texts))),
+    let out = run(
+        &texts,
         &mut scorer,
         PruneConfig {
             warmup: 2,
             fraction: 0.5,
         },
-        |_| {},
     )
     .unwrap();
     assert_eq!(first.unwrap(), [2, 2, 2]);
@@ -160,13 +172,7 @@ fn an_ended_candidate_stays_in_the_pool_and_can_win() {
         report(6, "c3"),
     ];
     let mut scorer = |parts: &[Partial]| by_tag(parts);
-    let out = prune(
-        LockStep::new(Box::new(replay(&texts))),
-        &mut scorer,
-        PruneConfig::default(),
-        |_| {},
-    )
-    .unwrap();
+    let out = run(&texts, &mut scorer, PruneConfig::default()).unwrap();
     assert_eq!(out.rounds[0].active, [0, 1, 2, 3]);
     assert_eq!(out.rounds[1].active, [0, 1]);
     assert_eq!(out.chosen, 0);
@@ -184,13 +190,7 @@ fn ties_and_nan_and_missing_sections() {
             .map(|tag| if tag == 0.0 { f64::NAN } else { 0.5 })
             .collect())
     };
-    let out = prune(
-        LockStep::new(Box::new(replay(&texts))),
-        &mut scorer,
-        PruneConfig::default(),
-        |_| {},
-    )
-    .unwrap();
+    let out = run(&texts, &mut scorer, PruneConfig::default()).unwrap();
     assert_eq!(out.rounds[0].dropped, [0, 3]);
     assert_eq!(out.chosen, 1);
 
@@ -204,13 +204,7 @@ fn ties_and_nan_and_missing_sections() {
         parts_seen.push(parts.to_vec());
         by_tag(parts)
     };
-    let out = prune(
-        LockStep::new(Box::new(replay(&texts))),
-        &mut scorer,
-        PruneConfig::default(),
-        |_| {},
-    )
-    .unwrap();
+    let out = run(&texts, &mut scorer, PruneConfig::default()).unwrap();
     assert!(parts_seen[0][0].findings.is_empty());
     assert_eq!(parts_seen[0][1].findings, ["c2 finding 0."]);
     assert_eq!(out.chosen, 1);
@@ -220,22 +214,10 @@ fn ties_and_nan_and_missing_sections() {
 fn scorer_errors_and_wrong_lengths_propagate() {
     let texts: Vec<String> = (0..2).map(|i| report(2, &format!("c{i}"))).collect();
     let mut bad = |_: &[Partial]| Ok(vec![0.0]);
-    let e = prune(
-        LockStep::new(Box::new(replay(&texts))),
-        &mut bad,
-        PruneConfig::default(),
-        |_| {},
-    )
-    .unwrap_err();
+    let e = run(&texts, &mut bad, PruneConfig::default()).unwrap_err();
     assert!(e.to_string().contains("1 scores for 2 candidates"), "{e}");
     let mut failing = |_: &[Partial]| Err(GenError::Score("corpus gone".into()));
-    let e = prune(
-        LockStep::new(Box::new(replay(&texts))),
-        &mut failing,
-        PruneConfig::default(),
-        |_| {},
-    )
-    .unwrap_err();
+    let e = run(&texts, &mut failing, PruneConfig::default()).unwrap_err();
     assert!(e.to_string().contains("corpus gone"));
 }
 
@@ -248,13 +230,7 @@ fn an_ended_candidate_missing_a_section_scores_infinity() {
         report(6, "c2"),
     ];
     let mut scorer = |parts: &[Partial]| by_tag(parts);
-    let out = prune(
-        LockStep::new(Box::new(replay(&texts))),
-        &mut scorer,
-        PruneConfig::default(),
-        |_| {},
-    )
-    .unwrap();
+    let out = run(&texts, &mut scorer, PruneConfig::default()).unwrap();
     assert!(out.rounds[0].scores[0].is_infinite());
     assert_eq!(out.rounds[0].dropped[0], 0);
     assert_eq!(out.chosen, 1);
