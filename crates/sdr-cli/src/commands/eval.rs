@@ -81,9 +81,10 @@ struct CandLine {
 /// A run's pick per study: (text, tokens it cost when known).
 type RunPicks = HashMap<String, (String, Option<usize>)>;
 
-const COLUMNS: [&str; 8] = [
+const COLUMNS: [&str; 9] = [
     "tokens",
     "tokens saved %",
+    "well-formed %",
     "F BLEU-4",
     "F ROUGE-L",
     "F BERTScore-F1",
@@ -107,17 +108,19 @@ fn read_lines(path: &PathBuf) -> Result<Vec<(String, serde_json::Value)>> {
 }
 
 /// Metric values of every (study, text) pair, computed in one batch:
-/// [F BLEU-4, F ROUGE-L, F BERTScore, I BLEU-4, I ROUGE-L, I BERTScore].
+/// [F BLEU-4, F ROUGE-L, F BERTScore, I BLEU-4, I ROUGE-L, I BERTScore, well-formed 0/100].
 fn score_all(
     pairs: &[(String, String)],
     refs: &HashMap<String, (String, String)>,
     bert: Option<&sdr_embed::Encoder>,
-) -> Result<HashMap<(String, String), [f64; 6]>> {
+) -> Result<HashMap<(String, String), [f64; 7]>> {
     let text = TextScorer::new(Default::default(), None);
     // (hypothesis section, reference section) per pair and section.
     let mut sections: Vec<(String, String)> = Vec::with_capacity(2 * pairs.len());
+    let mut well_formed = Vec::with_capacity(pairs.len());
     for (id, t) in pairs {
         let p = parse_report(t);
+        well_formed.push(p.format_valid);
         let r = &refs[id];
         sections.push((p.findings.join(" "), r.0.clone()));
         sections.push((p.impression.join(" "), r.1.clone()));
@@ -152,7 +155,8 @@ fn score_all(
     }
     let mut out = HashMap::new();
     for (n, key) in pairs.iter().enumerate() {
-        let mut v = [0.0; 6];
+        let mut v = [0.0; 7];
+        v[6] = if well_formed[n] { 100.0 } else { 0.0 };
         for s in 0..2 {
             let (h, r) = &sections[2 * n + s];
             if h.trim().is_empty() {
@@ -288,22 +292,25 @@ pub fn run(args: Args) -> Result<()> {
     }
     table.notes.push(format!(
         "{} studies; metrics on Findings (F) and Impression (I); tokens summed over studies; \
-         saved = 1 - tokens / tokens of the K full candidates.",
+         saved = 1 - tokens / tokens of the K full candidates; \
+         well-formed = picks that parse into both sections.",
         cands.len()
     ));
     table.notes.extend(args.note.iter().cloned());
     let n = cands.len() as f64;
-    let metric_cells = |v: [f64; 6]| -> Vec<Option<f64>> {
-        v.iter()
-            .map(|&x| if x.is_nan() { None } else { Some(x) })
+    // [well-formed %, the six metrics] in column order.
+    let metric_cells = |v: [f64; 7]| -> Vec<Option<f64>> {
+        std::iter::once(v[6])
+            .chain(v[..6].iter().copied())
+            .map(|x| if x.is_nan() { None } else { Some(x) })
             .collect()
     };
     // Random: expectation over a uniform pick.
-    let mut random = [0.0; 6];
+    let mut random = [0.0; 7];
     for (id, cs, _) in &cands {
         for c in cs {
             let v = scores[&(id.clone(), c.clone())];
-            for j in 0..6 {
+            for j in 0..7 {
                 random[j] += v[j] / cs.len() as f64 / n;
             }
         }
@@ -312,12 +319,12 @@ pub fn run(args: Args) -> Result<()> {
     row.extend(metric_cells(random));
     table.push_row("random", row)?;
     for (name, by_id) in &runs {
-        let mut sum = [0.0; 6];
+        let mut sum = [0.0; 7];
         let mut tokens: Option<usize> = Some(0);
         for ((id, _, _), f) in cands.iter().zip(&full) {
             let (text, used) = &by_id[id];
             let v = scores[&(id.clone(), text.clone())];
-            for j in 0..6 {
+            for j in 0..7 {
                 sum[j] += v[j] / n;
             }
             tokens = match (tokens, used.or(*f)) {
