@@ -84,6 +84,30 @@ pub fn parse_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T> {
     })
 }
 
+/// A JSON id as text: strings as they are, numbers and others as JSON.
+pub fn id_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Every non-blank line of a JSON Lines file, parsed, with its `file:line`
+/// for error messages.
+pub fn read_jsonl_file<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<(String, T)>> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {name}"))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(no, l)| {
+            let at = format!("{name}:{}", no + 1);
+            let v = parse_json(l).map_err(|e| anyhow::anyhow!("{at}: {e}"))?;
+            Ok((at, v))
+        })
+        .collect()
+}
+
 /// Buffered output to a file (written atomically: temp file + rename on
 /// [`Output::finish`]) or to standard output.
 pub struct Output {

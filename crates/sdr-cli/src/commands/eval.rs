@@ -4,7 +4,7 @@
 //! each run generated.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
 use sdr_core::report::parse_report;
@@ -13,8 +13,7 @@ use sdr_eval::scores::TextScorer;
 use sdr_eval::table::Table;
 use serde::Deserialize;
 
-use super::generate::id_text;
-use crate::jsonl::parse_json;
+use crate::jsonl::{id_text, read_jsonl_file};
 
 #[derive(clap::Args)]
 #[command(
@@ -92,20 +91,6 @@ const COLUMNS: [&str; 9] = [
     "I ROUGE-L",
     "I BERTScore-F1",
 ];
-
-fn read_lines(path: &PathBuf) -> Result<Vec<(String, serde_json::Value)>> {
-    let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {name}"))?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(no, l)| {
-            let v: serde_json::Value =
-                parse_json(l).map_err(|e| anyhow!("{name}:{}: {e}", no + 1))?;
-            Ok((format!("{name}:{}", no + 1), v))
-        })
-        .collect()
-}
 
 /// Metric values of every (study, text) pair, computed in one batch:
 /// [F BLEU-4, F ROUGE-L, F BERTScore, I BLEU-4, I ROUGE-L, I BERTScore, well-formed 0/100].
@@ -201,7 +186,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     // Candidates.
     let mut cands: Vec<(String, Vec<String>, Option<usize>)> = Vec::new();
-    for (at, v) in read_lines(&args.candidates)? {
+    for (at, v) in read_jsonl_file::<serde_json::Value>(&args.candidates)? {
         let l: CandLine = serde_json::from_value(v).map_err(|e| anyhow!("{at}: {e}"))?;
         let id = id_text(&l.id);
         let r = refs
@@ -226,7 +211,7 @@ pub fn run(args: Args) -> Result<()> {
             .ok_or_else(|| anyhow!("--run {spec}: expected NAME=FILE[#FIELD]"))?;
         let (file, field) = rest.split_once('#').unwrap_or((rest, "text"));
         let mut by_id = HashMap::new();
-        for (at, v) in read_lines(&PathBuf::from(file))? {
+        for (at, v) in read_jsonl_file::<serde_json::Value>(Path::new(file))? {
             let id = v
                 .get("id")
                 .map(id_text)

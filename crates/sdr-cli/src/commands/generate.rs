@@ -11,7 +11,7 @@ use sdr_corpus::Split;
 use sdr_gen::{Backend, CandidateState, End, Image, LockStep, PromptTemplate, Request};
 use serde::{Deserialize, Serialize};
 
-use crate::jsonl::{parse_json, Output};
+use crate::jsonl::{id_text, parse_json, Output};
 
 /// Where the studies come from and how each prompt is made.
 #[derive(clap::Args, Debug, Clone)]
@@ -101,13 +101,6 @@ struct StudyLine {
     context: Option<String>,
     #[serde(default)]
     images: Vec<PathBuf>,
-}
-
-pub fn id_text(v: &serde_json::Value) -> String {
-    match v {
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
 }
 
 impl StudyArgs {

@@ -19,8 +19,8 @@ use sdr_gen::{
 use serde::{Deserialize, Serialize};
 
 use super::corpus::EncoderArgs;
-use super::generate::{id_text, progress_bar, BackendArgs, GenRecord, StudyArgs};
-use crate::jsonl::{parse_json, Output};
+use super::generate::{progress_bar, BackendArgs, GenRecord, StudyArgs};
+use crate::jsonl::{id_text, parse_json, Output};
 
 #[derive(clap::Args)]
 #[command(

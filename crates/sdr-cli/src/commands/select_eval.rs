@@ -3,7 +3,7 @@
 //! Markdown/CSV tables and policy x metric heatmaps (sdr-eval).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
 use rayon::prelude::*;
@@ -14,6 +14,8 @@ use sdr_eval::scores::{TextScorer, TEXT_METRICS};
 use sdr_eval::table::Table;
 use sdr_eval::wordnet::WordNet;
 use serde::Deserialize;
+
+use crate::jsonl::{id_text, read_jsonl_file};
 
 #[derive(clap::Args)]
 #[command(
@@ -100,23 +102,8 @@ mod indexmap_free {
     }
 }
 
-fn id_text(v: &serde_json::Value) -> String {
-    match v {
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-fn read_jsonl<T: serde::de::DeserializeOwned>(path: &PathBuf) -> Result<Vec<T>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(no, l)| {
-            serde_json::from_str(l).map_err(|e| anyhow!("{}:{}: {e}", path.display(), no + 1))
-        })
-        .collect()
+fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
+    Ok(read_jsonl_file(path)?.into_iter().map(|(_, v)| v).collect())
 }
 
 /// Family label of a policy key (`sinkhorn:eps=0.1@min` -> `sinkhorn`).
