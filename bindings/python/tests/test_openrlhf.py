@@ -10,8 +10,10 @@ from conftest import GOOD, MALFORMED, REF
 
 
 def load():
+    # As OpenRLHF loads a --remote_rm_url ending in .py: by path, under the
+    # name "reward_func", without registering a package around it.
     path = Path(sdr.__file__).with_name("openrlhf_reward.py")
-    spec = importlib.util.spec_from_file_location("openrlhf_reward", path)
+    spec = importlib.util.spec_from_file_location("reward_func", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

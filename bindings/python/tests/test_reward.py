@@ -88,6 +88,8 @@ def test_logging_callbacks(reward):
     assert set(extra) == {"sdr_chamfer/format", "sdr_chamfer/findings", "sdr_chamfer/impression"}
     assert extra["sdr_chamfer/format"] == [1.0, 0.0]
     assert metrics["sdr_chamfer/format"] == 0.5
+    assert set(metrics) == set(extra) | {"sdr_chamfer/seconds"}
+    assert 0.0 < metrics["sdr_chamfer/seconds"] < 60.0
     f, i = extra["sdr_chamfer/findings"], extra["sdr_chamfer/impression"]
     assert out[0] == pytest.approx(1 + f[0] + i[0], abs=1e-12)
     assert f[1] == i[1] == 0.0

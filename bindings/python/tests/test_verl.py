@@ -43,3 +43,28 @@ def test_concurrent_calls_equal_serial_ones():
     with ThreadPoolExecutor(max_workers=8) as pool:
         threaded = list(pool.map(lambda s: sdr.verl.compute_score(None, s, REF)["score"], samples))
     assert threaded == pytest.approx(serial, abs=1e-6)
+
+
+def test_loads_by_path_as_verl_does():
+    """verl (trainer/ppo/reward.py, get_custom_reward_fn) loads the file by path
+    under the name ``custom_module``, registers it in sys.modules and calls the
+    named function with the config's reward_kwargs; a relative import in the file
+    fails there with "attempted relative import with no known parent package"."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(sdr.verl.__file__)
+    spec = importlib.util.spec_from_file_location("custom_module", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["custom_module"] = module
+    try:
+        spec.loader.exec_module(module)
+        fn = getattr(module, "compute_score")
+        reward_kwargs = {"metric": "hausdorff"}
+        out = fn("iu_xray", GOOD, REF, extra_info={"index": 3}, **reward_kwargs)
+    finally:
+        del sys.modules["custom_module"]
+    expected = sdr.SDRReward(metric="hausdorff").score([GOOD], references=[REF])["reward"][0]
+    assert set(out) == KEYS
+    assert out["score"] == pytest.approx(expected, abs=1e-6)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _sdr
@@ -224,6 +225,7 @@ class SDRReward:
     ) -> List[float]:
         if completions is None:
             raise TypeError("SDRReward needs completions=[...]")
+        started = time.perf_counter()
         if self.reference_columns is not None:
             fcol, icol = self.reference_columns
             missing = [c for c in (fcol, icol) if c not in kwargs]
@@ -242,6 +244,9 @@ class SDRReward:
                 log_extra(f"{self.__name__}/{key}", values)
             if callable(log_metric) and values:
                 log_metric(f"{self.__name__}/{key}", sum(values) / len(values))
+        if callable(log_metric):
+            # Wall time of this call (parse, embed, distances): the reward's share of a step.
+            log_metric(f"{self.__name__}/seconds", time.perf_counter() - started)
         return out["reward"]
 
     @staticmethod

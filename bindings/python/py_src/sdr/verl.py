@@ -28,7 +28,9 @@ import os
 import threading
 from typing import Any, Dict, Optional, Tuple
 
-from .reward import SDRReward
+# Absolute import: verl loads this file by path (spec_from_file_location), as a
+# module outside the package, where a relative import fails.
+from sdr.reward import SDRReward
 
 _CONFIG_KEYS = ("metric", "format_weight", "semantic_weight", "exact", "model_dir")
 _lock = threading.Lock()

@@ -14,13 +14,18 @@
 //!   EXAMINATION, CLINICAL INFORMATION, RECOMMENDATION(S), NOTIFICATION, FINAL
 //!   REPORT, WET READ, ...) and any preamble before the first header
 //!   (`Sure, here is the report:`) are dropped.
-//! - A section header that occurs more than once contributes all its
-//!   occurrences, in order.
+//! - The report is the first Findings section and the first Impression
+//!   section after it (an Impression with no Findings header anywhere before
+//!   it also counts, so impression-only text keeps its impression). Once the
+//!   report has started, a second Findings or Impression header, or a line
+//!   that starts another example or report (`Example 2`, `**Report 3:**`,
+//!   `Case #4`, `Sample 1`), ends it: what follows is ignored. Small models
+//!   often write their report and then repeat the prompt's examples.
 //! - The report is valid when Findings and Impression each hold at least one
-//!   sentence; their order does not matter.
+//!   sentence.
 
 use super::header::{header_at, Position, SectionKind};
-use super::normalize::normalize;
+use super::normalize::{normalize, starts_with_ignore_case};
 use super::segment::split_normalized;
 use super::ParsedReport;
 use serde::{Deserialize, Serialize};
@@ -74,7 +79,8 @@ pub struct Unit {
 }
 
 /// Every sentence of a plain-text report in text order, including the
-/// preamble and ignored sections (tagged [`Section::Other`]).
+/// preamble and ignored sections (tagged [`Section::Other`]), up to the
+/// report's end (see the module rules); nothing after the end is returned.
 ///
 /// Streaming generation uses this to count sentences as they complete, even
 /// before (or without) a `Findings:` header; [`parse_plain`] keeps only the
@@ -101,6 +107,8 @@ pub fn plain_units(text: &str) -> Vec<Unit> {
     let n = c.len();
     // (header start, kind, content start)
     let mut headers: Vec<(usize, SectionKind, usize)> = Vec::new();
+    // Starts of lines that open another example or report.
+    let mut markers: Vec<usize> = Vec::new();
     let mut i = 0;
     let mut last_non_blank: Option<char> = None;
     while i < n {
@@ -109,6 +117,9 @@ pub fn plain_units(text: &str) -> Vec<Unit> {
             && matches!(c[i - 1], ' ' | '\t')
             && !c[i].is_whitespace()
             && matches!(last_non_blank, Some('.' | '!' | '?'));
+        if line_start && example_marker_at(&c, i) {
+            markers.push(i);
+        }
         let found = if line_start {
             header_at(&c, i, Position::LineStart)
         } else if inline {
@@ -128,6 +139,8 @@ pub fn plain_units(text: &str) -> Vec<Unit> {
         }
         i += 1;
     }
+    let (headers, end) = report_headers(&headers, &markers);
+    let n = end.unwrap_or(n);
     let mut units = Vec::new();
     let mut push = |section: Section, chars: &[char]| {
         units.extend(
@@ -136,12 +149,12 @@ pub fn plain_units(text: &str) -> Vec<Unit> {
                 .map(|text| Unit { section, text }),
         );
     };
-    let preamble_end = headers.first().map_or(n, |h| h.0);
+    let preamble_end = headers.first().map_or(n, |h| h.0).min(n);
     if preamble_end > 0 {
         push(Section::Other, &c[..preamble_end]);
     }
     for (k, &(_, kind, content_start)) in headers.iter().enumerate() {
-        let end = headers.get(k + 1).map_or(n, |h| h.0);
+        let end = headers.get(k + 1).map_or(n, |h| h.0).min(n);
         let section = match kind {
             SectionKind::Findings => Section::Findings,
             SectionKind::Impression => Section::Impression,
@@ -152,6 +165,71 @@ pub fn plain_units(text: &str) -> Vec<Unit> {
         }
     }
     units
+}
+
+/// The headers that belong to the report, each with its kind demoted to
+/// `Other` where it is not the report's Findings or Impression, and the
+/// position where the report ends (a repeated header, or an example marker
+/// after the report started), if it does.
+fn report_headers(
+    headers: &[(usize, SectionKind, usize)],
+    markers: &[usize],
+) -> (Vec<(usize, SectionKind, usize)>, Option<usize>) {
+    let findings_anywhere = headers.iter().any(|h| h.1 == SectionKind::Findings);
+    // Events in text order; a marker sorts before a header at the same place.
+    let mut events: Vec<(usize, Option<(SectionKind, usize)>)> = markers
+        .iter()
+        .map(|&m| (m, None))
+        .chain(headers.iter().map(|&(at, k, c)| (at, Some((k, c)))))
+        .collect();
+    events.sort_by_key(|&(at, h)| (at, h.is_some()));
+    let (mut seen_f, mut seen_i) = (false, false);
+    let mut kept = Vec::with_capacity(headers.len());
+    for (at, header) in events {
+        let started = seen_f || seen_i;
+        let Some((kind, content)) = header else {
+            if started {
+                return (kept, Some(at));
+            }
+            continue;
+        };
+        let kind = match kind {
+            SectionKind::Findings | SectionKind::Impression if seen_i => return (kept, Some(at)),
+            SectionKind::Findings if seen_f => return (kept, Some(at)),
+            SectionKind::Findings => {
+                seen_f = true;
+                kind
+            }
+            // An Impression before the Findings is not part of the report.
+            SectionKind::Impression if findings_anywhere && !seen_f => SectionKind::Other,
+            SectionKind::Impression => {
+                seen_i = true;
+                kind
+            }
+            SectionKind::Other => kind,
+        };
+        kept.push((at, kind, content));
+    }
+    (kept, None)
+}
+
+/// A line (at `i`) that opens another example or report: after markdown
+/// decoration, `example`, `report`, `case` or `sample` (any case), optional
+/// spaces and `#`, then a digit.
+fn example_marker_at(c: &[char], mut i: usize) -> bool {
+    while i < c.len() && matches!(c[i], ' ' | '\t' | '#' | '*' | '_' | '-' | '>') {
+        i += 1;
+    }
+    for word in ["example", "report", "case", "sample"] {
+        if starts_with_ignore_case(c, i, word) {
+            let mut j = i + word.len();
+            while j < c.len() && matches!(c[j], ' ' | '\t' | '#') {
+                j += 1;
+            }
+            return j < c.len() && c[j].is_ascii_digit();
+        }
+    }
+    false
 }
 
 #[cfg(test)]
@@ -211,11 +289,77 @@ mod tests {
     }
 
     #[test]
-    fn other_sections_ignored_and_repeats_concatenated() {
+    fn other_sections_ignored() {
         let r = parse_plain(
-            "INDICATION: Cough.\nFindings: A.\nCOMPARISON: None.\nFindings: B.\nIMPRESSION: C.\nRECOMMENDATION(S): CT.",
+            "INDICATION: Cough.\nFindings: A.\nCOMPARISON: None.\nIMPRESSION: C.\nRECOMMENDATION(S): CT.",
         );
-        assert_eq!(r.findings, ["A.", "B."]);
+        assert_eq!(r.findings, ["A."]);
         assert_eq!(r.impression, ["C."]);
+    }
+
+    #[test]
+    fn a_second_findings_header_ends_the_report() {
+        let r = parse_plain("Findings: A.\nFindings: B.\nImpression: C.");
+        assert_eq!(r.findings, ["A."]);
+        assert!(r.impression.is_empty());
+        assert!(!r.format_valid);
+        let r = parse_plain("Findings: A.\nImpression: C.\nFindings: B.\nImpression: D.");
+        assert!(r.format_valid);
+        assert_eq!(
+            (r.findings.as_slice(), r.impression.as_slice()),
+            (&["A.".to_string()][..], &["C.".to_string()][..])
+        );
+    }
+
+    #[test]
+    fn impression_before_findings_is_not_the_report() {
+        let r = parse_plain("Impression: C.\nFindings: A.");
+        assert!(!r.format_valid);
+        assert!(r.impression.is_empty());
+        // With no Findings header anywhere, the Impression still counts.
+        let r = parse_plain("IMPRESSION: No acute disease.");
+        assert_eq!(r.impression, ["No acute disease."]);
+        assert!(!r.format_valid);
+    }
+
+    /// Real SmolLM2-135M-Instruct outputs (prompt p2, IU test studies): the
+    /// model writes a report, then continues with the prompt's examples.
+    #[test]
+    fn smollm2_outputs_that_repeat_the_examples() {
+        let text = "Example 5\nFindings: Mild cardiomegaly. No swelling in the lower extremities. \
+Minimal pleural effusion is detected. No pleural effusion is present.\nImpression: Mild cardiomegaly. \
+Minimal pleural effusion detected.\n\nExample 6\nFindings: Mild cardiomegaly. Mild cardioneuroendocardiole \
+subcutaneous mass is present. No swelling is present.\nImpression: Mild cardioneuroendocardiole \
+subcutaneous mass present. Mild cardiomegaly present.";
+        let r = parse_plain(text);
+        assert!(r.format_valid);
+        assert_eq!(
+            r.findings,
+            [
+                "Mild cardiomegaly.",
+                "No swelling in the lower extremities.",
+                "Minimal pleural effusion is detected.",
+                "No pleural effusion is present."
+            ]
+        );
+        assert_eq!(
+            r.impression,
+            ["Mild cardiomegaly.", "Minimal pleural effusion detected."]
+        );
+        let text =
+            "Findings: The heart is normal. The lungs are clear.\nImpression: No acute disease.\n\
+**Report 2:**\nFindings: Mild cardiomegaly.\nImpression: Cardiomegaly.";
+        let r = parse_plain(text);
+        assert_eq!(r.impression, ["No acute disease."]);
+        assert_eq!(r.findings.len(), 2);
+        // A marker before the report is preamble, not an end.
+        let r = parse_plain("Example 0\nFindings: A.\nImpression: B.");
+        assert!(r.format_valid);
+        // Words that merely start like a marker do not end the report.
+        let r = parse_plain(
+            "Findings: A.\nReport the lungs as clear.\nImpression: B.\nExamples are given.",
+        );
+        assert_eq!(r.findings, ["A.", "Report the lungs as clear."]);
+        assert_eq!(r.impression, ["B.", "Examples are given."]);
     }
 }

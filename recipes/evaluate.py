@@ -1,0 +1,231 @@
+"""Evaluate SFT and GRPO policies on held-out IU X-ray test studies (``uid % 10 == 0``).
+
+Each policy generates one report per study, greedily, for the same studies; the
+reports are scored against the references on the Findings and on the Impression
+section with ``sdr score`` (BLEU-4, ROUGE-L, METEOR, BERTScore-F1) and, when the
+``sdr`` module has the labeler, CheXpert-rule F1. Writes ``<out>/generations/*.jsonl``,
+``<out>/scores/*.jsonl``, ``<out>/summary.json`` and the Markdown table ``--table``
+(rows in the paper's order, relative change against SFT in brackets), plus the reward
+curves of the GRPO runs (``<out>/reward_curves.png``) from their TRL log histories.
+
+    python recipes/evaluate.py --studies 100 \\
+        --policy SFT=recipes/out/sft/final \\
+        --policy "GRPO(R_exact)=recipes/out/grpo-exact/final" ...
+
+Generation is resumable: a policy whose generations file already holds every study
+is not generated again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+
+SECTIONS = ("findings", "impression")
+METRICS = ("BLEU-4", "ROUGE-L", "METEOR", "BERTScore-F1")
+
+
+def generate(policy_dir: Path, rows, out_file: Path, batch: int, max_new_tokens: int) -> float:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(policy_dir)
+    tok.padding_side = "left"
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    model = AutoModelForCausalLM.from_pretrained(policy_dir, dtype=torch.float32).eval()
+    t0 = time.time()
+    done = []
+    for s in range(0, len(rows), batch):
+        chunk = rows[s : s + batch]
+        texts = [
+            tok.apply_chat_template(common.prompt_messages(r), tokenize=False, add_generation_prompt=True)
+            for r in chunk
+        ]
+        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        with torch.no_grad():
+            gen = model.generate(
+                **enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tok.pad_token_id
+            )
+        new = gen[:, enc["input_ids"].shape[1] :]
+        for r, ids in zip(chunk, new):
+            ids = ids.tolist()
+            n = len(ids)
+            while n and ids[n - 1] == tok.pad_token_id:
+                n -= 1
+            text = tok.decode(ids[:n], skip_special_tokens=True).strip()
+            done.append({"id": int(r["uid"]), "text": text, "tokens": n})
+        print(f"  {policy_dir}: {len(done)}/{len(rows)} studies", flush=True)
+    common.write_jsonl_atomic(out_file, done)
+    return time.time() - t0
+
+
+def sdr_bin() -> str:
+    for cand in (os.environ.get("SDR_BIN"), str(common.ROOT / "target/release/sdr")):
+        if cand and Path(cand).is_file():
+            return cand
+    raise SystemExit("the sdr CLI is not built: bash scripts/setup.sh (or set SDR_BIN)")
+
+
+def score(gen_file: Path, refs, out_file: Path) -> list:
+    pairs = out_file.with_suffix(".pairs.jsonl")
+    by_id = {int(r["uid"]): r for r in refs}
+    rows = [json.loads(l) for l in gen_file.read_text().splitlines() if l.strip()]
+    common.write_jsonl_atomic(
+        pairs, [{"id": g["id"], "hyp": g["text"], "ref": common.target(by_id[g["id"]])} for g in rows]
+    )
+    subprocess.run([sdr_bin(), "score", str(pairs), "-o", str(out_file)], check=True)
+    pairs.unlink()
+    return [json.loads(l) for l in out_file.read_text().splitlines() if l.strip()]
+
+
+def clinical(gen_file: Path, refs):
+    """CheXpert-rule F1 on Findings (and Impression) when `sdr` has the labeler."""
+    try:
+        import sdr
+
+        f1 = sdr.chexpert_f1
+    except (ImportError, AttributeError):
+        return None
+    by_id = {int(r["uid"]): r for r in refs}
+    rows = [json.loads(l) for l in gen_file.read_text().splitlines() if l.strip()]
+    out = {}
+    for sec in SECTIONS:
+        hyps, rfs = [], []
+        for g in rows:
+            p = sdr.parse_report(g["text"])
+            hyps.append(" ".join(p[sec]) if p.get(sec) else "")
+            rfs.append(" ".join(by_id[g["id"]][sec].split()))
+        out[sec] = f1(hyps, rfs)
+    return out
+
+
+def summarize(scored, clin) -> dict:
+    n = len(scored)
+    s = {"studies": n, "well_formed": 100.0 * sum(r["format_valid"] for r in scored) / n}
+    for sec in SECTIONS:
+        for m in METRICS:
+            s[f"{sec}/{m}"] = sum(r[sec][m] for r in scored) / n
+        if clin:
+            s[f"{sec}/CheXpert-rule F1 (14, macro)"] = clin[sec]["macro_f1_14"]
+            s[f"{sec}/CheXpert-rule F1 (5, micro)"] = clin[sec]["micro_f1_5"]
+    return s
+
+
+def cell(v: float, base: float, pct: bool = False) -> str:
+    txt = f"{v:.1f}" if pct else f"{v:.3f}"
+    if base is None:
+        return txt
+    if base == 0:
+        return f"{txt} (n/a)"
+    return f"{txt} ({100.0 * (v - base) / base:+.1f}%)"
+
+
+def table(summaries: dict) -> str:
+    names = list(summaries)
+    base = summaries[names[0]]
+    cols = [k for k in base if "/" in k]
+    lines = []
+    for sec in SECTIONS:
+        sec_cols = [c for c in cols if c.startswith(sec + "/")]
+        head = ["policy"] + [c.split("/", 1)[1] for c in sec_cols]
+        if sec == "findings":
+            head.append("well-formed %")
+        lines.append(f"**{sec.capitalize()}**\n")
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|" + "---|" * len(head))
+        for name in names:
+            s = summaries[name]
+            b = None if name == names[0] else base
+            row = [name] + [cell(s[c], None if b is None else b[c]) for c in sec_cols]
+            if sec == "findings":
+                row.append(cell(s["well_formed"], None if b is None else b["well_formed"], pct=True))
+            lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def read_log(path: Path):
+    return [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
+
+
+def curves(runs: dict, png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = [("reward", "total reward (training)"), ("format", "format"), ("findings", "findings term"),
+            ("impression", "impression term"), ("monitor", "Chamfer monitor (1 - D_F) + (1 - D_I) + fmt")]
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.6))
+    for name, hist in runs.items():
+        steps = [h for h in hist if "reward" in h and "step" in h]
+        x = [h["step"] for h in steps]
+        for ax, (k, title) in zip(axes, keys):
+            if k == "reward":
+                y = [h["reward"] for h in steps]
+            elif k == "monitor":
+                mk = next((c for c in steps[0] if c.startswith("rewards/") and c.endswith("/mean")
+                           and ("monitor_cham" in c or "r_cham" in c)), None) if steps else None
+                if mk is None:
+                    continue
+                y = [h[mk] for h in steps]
+            else:
+                mk = next((c for c in steps[0] if c.endswith(f"/{k}") and not c.startswith("rewards/monitor")
+                           and "monitor" not in c), None) if steps else None
+                if mk is None:
+                    continue
+                y = [h[mk] for h in steps]
+            ax.plot(x, y, label=name, lw=1.2, alpha=0.85)
+            ax.set_title(title, fontsize=9)
+            ax.set_xlabel("step", fontsize=8)
+            ax.tick_params(labelsize=7)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=110)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--policy", action="append", required=True, help="NAME=CHECKPOINT_DIR (first is the baseline)")
+    ap.add_argument("--studies", type=int, default=100, help="first N test studies with both sections")
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--max-new-tokens", type=int, default=192)
+    ap.add_argument("--logs", action="append", default=[], help="NAME=log_history.jsonl for the curves")
+    ap.add_argument("--out", default=str(common.ROOT / "docs/results/grpo"))
+    ap.add_argument("--table", default=str(common.ROOT / "docs/results/grpo.md"))
+    args = ap.parse_args()
+
+    common.set_threads()
+    out = Path(args.out)
+    refs = common.studies("test")[: args.studies]
+    summaries, timings = {}, {}
+    for spec in args.policy:
+        name, _, path = spec.partition("=")
+        slug = "".join(c if c.isalnum() else "_" for c in name).strip("_").lower()
+        gen_file = out / "generations" / f"{slug}.jsonl"
+        have = len(gen_file.read_text().splitlines()) if gen_file.exists() else 0
+        if have != len(refs):
+            print(f"generating {name} from {path}", flush=True)
+            timings[name] = round(generate(Path(path), refs, gen_file, args.batch, args.max_new_tokens), 1)
+        scored = score(gen_file, refs, out / "scores" / f"{slug}.jsonl")
+        summaries[name] = summarize(scored, clinical(gen_file, refs))
+    md = table(summaries)
+    print(md)
+    (out / "summary.json").write_text(json.dumps({"summaries": summaries, "generation_seconds": timings}, indent=1) + "\n")
+    if args.logs:
+        curves({n: read_log(Path(p)) for n, p in (s.split("=", 1) for s in args.logs)}, out / "reward_curves.png")
+    Path(args.table + ".generated").write_text(md + "\n")
+
+
+if __name__ == "__main__":
+    main()
