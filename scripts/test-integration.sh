@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The integration tier: installs llama-cpp-python's OpenAI-compatible server
 # and the SmolLM2-135M-Instruct GGUF (scripts/install-llama-server.sh), then
-# runs the ignored tests, which start that server on 127.0.0.1.
+# runs the ignored tests, which start that server on 127.0.0.1; finally the
+# TRL check (recipes/setup.sh's venv, recipes/trl_integration.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,4 +47,9 @@ for l in open(sys.argv[1]):
     print(f"study {r['id']}: chose {r['chosen']}, tokens used {r['tokens_used']}, "
           f"streamed by the server {r['tokens_produced']}, per candidate {r['candidate_tokens']}")
 PY
+# The reward inside a real TRL GRPOTrainer: 2 steps on a tiny random model, so that a TRL
+# upgrade that changes the reward's call signature or logging is caught in minutes.
+echo "== TRL GRPOTrainer + sdr.SDRReward"
+bash recipes/setup.sh
+"${SDR_TRAIN_VENV:-.venv-train}/bin/python" recipes/trl_integration.py
 echo "integration: ok"

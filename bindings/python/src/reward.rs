@@ -29,6 +29,111 @@ pub fn check_reward_options(
     Ok(o.config.metric.to_string())
 }
 
+/// A Python callable ``list[str] -> (n, d)`` array (numpy, torch, or
+/// anything ``numpy.asarray`` takes) used as the sentence encoder: parsing,
+/// deduplication, the reference cache and the distances stay in Rust; only
+/// the distinct sentences not cached reach the callable, in one call per batch.
+struct CallableEmbedder {
+    func: Py<PyAny>,
+    dim: usize,
+    name: String,
+}
+
+impl CallableEmbedder {
+    /// Wraps `func`, calling it once on a probe sentence to learn the dimension.
+    fn new(py: Python<'_>, func: Py<PyAny>) -> PyResult<Self> {
+        let name = func
+            .bind(py)
+            .getattr("__name__")
+            .or_else(|_| func.bind(py).get_type().getattr("__name__"))
+            .and_then(|n| n.extract::<String>())
+            .unwrap_or_else(|_| "callable".to_string());
+        let probe = call_matrix(py, &func, &["No acute cardiopulmonary abnormality."])
+            .map_err(|e| PyValueError::new_err(format!("encoder {name}: {e}")))?;
+        Ok(CallableEmbedder {
+            func,
+            dim: probe.1,
+            name,
+        })
+    }
+}
+
+/// Calls `func(texts)` and returns its rows as one row-major f32 vector with
+/// the column count, checking the row count and finiteness.
+fn call_matrix(
+    py: Python<'_>,
+    func: &Py<PyAny>,
+    texts: &[&str],
+) -> Result<(Vec<f32>, usize), String> {
+    let out = func
+        .call1(py, (texts.to_vec(),))
+        .map_err(|e| format!("raised {e}"))?;
+    let mut value = out.into_bound(py);
+    // torch tensors: detach, move to the CPU, widen to float32 first.
+    if value.hasattr("detach").unwrap_or(false) && value.hasattr("cpu").unwrap_or(false) {
+        value = value
+            .call_method0("detach")
+            .and_then(|v| v.call_method0("cpu"))
+            .and_then(|v| v.call_method0("float"))
+            .map_err(|e| format!("returned a tensor that cannot be moved to the CPU: {e}"))?;
+    }
+    let np = py
+        .import("numpy")
+        .map_err(|e| format!("numpy is needed: {e}"))?;
+    let arr = np
+        .call_method1("asarray", (value,))
+        .and_then(|a| a.call_method1("astype", ("float32",)))
+        .map_err(|e| format!("returned something that is not an array: {e}"))?;
+    let shape: Vec<usize> = arr
+        .getattr("shape")
+        .and_then(|s| s.extract())
+        .map_err(|e| format!("returned an array without a shape: {e}"))?;
+    if shape.len() != 2 || shape[0] != texts.len() || shape[1] == 0 {
+        return Err(format!(
+            "returned shape {shape:?} for {} texts; expected ({}, d) with d > 0",
+            texts.len(),
+            texts.len()
+        ));
+    }
+    let flat: Vec<f32> = arr
+        .call_method0("ravel")
+        .and_then(|a| a.call_method0("tolist"))
+        .and_then(|l| l.extract())
+        .map_err(|e| format!("returned values that are not numbers: {e}"))?;
+    if let Some(k) = flat.iter().position(|v| !v.is_finite()) {
+        return Err(format!(
+            "returned a non-finite value for text {} ({:?})",
+            k / shape[1],
+            texts[k / shape[1]]
+        ));
+    }
+    Ok((flat, shape[1]))
+}
+
+impl Embedder for CallableEmbedder {
+    fn dim(&self) -> usize {
+        self.dim
+    }
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+    fn embed(&self, texts: &[&str]) -> sdr_reward::Result<Vec<f32>> {
+        let external = |message: String| sdr_reward::RewardError::External {
+            name: self.name.clone(),
+            message,
+        };
+        let (flat, dim) =
+            Python::attach(|py| call_matrix(py, &self.func, texts)).map_err(external)?;
+        if dim != self.dim {
+            return Err(external(format!(
+                "returned dimension {dim}, but {} on its first call",
+                self.dim
+            )));
+        }
+        Ok(flat)
+    }
+}
+
 /// Scores completions against references (see ``sdr.SDRReward``).
 #[pyclass(name = "RewardScorer", module = "sdr._sdr", frozen)]
 pub struct PyRewardScorer {
@@ -39,7 +144,7 @@ pub struct PyRewardScorer {
 #[pymethods]
 impl PyRewardScorer {
     #[new]
-    #[pyo3(signature = (metric = "chamfer", format_weight = 1.0, semantic_weight = 1.0, exact = false, model_dir = None))]
+    #[pyo3(signature = (metric = "chamfer", format_weight = 1.0, semantic_weight = 1.0, exact = false, model_dir = None, encoder = None))]
     fn new(
         py: Python<'_>,
         metric: &str,
@@ -47,10 +152,18 @@ impl PyRewardScorer {
         semantic_weight: f64,
         exact: bool,
         model_dir: Option<PathBuf>,
+        encoder: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
         let options = RewardOptions::new(metric, format_weight, semantic_weight, exact).py()?;
         let embedder: Option<Arc<dyn Embedder>> = if exact {
             None
+        } else if let Some(func) = encoder {
+            if !func.bind(py).is_callable() {
+                return Err(pyo3::exceptions::PyTypeError::new_err(
+                    "encoder must be a callable list[str] -> (n, d) array",
+                ));
+            }
+            Some(Arc::new(CallableEmbedder::new(py, func)?))
         } else {
             // The scorer caches reference sentences itself; completions are
             // not cached (they rarely recur and would grow without bound).

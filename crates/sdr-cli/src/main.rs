@@ -43,6 +43,8 @@ enum Command {
     Prune(commands::prune::Args),
     /// Compare selection runs (random, standard, pruning) on BLEU-4 / ROUGE-L / BERTScore-F1.
     Eval(commands::eval::Args),
+    /// Every text metric (BLEU, ROUGE, METEOR, chrF++, BERTScore) of hypothesis/reference pairs, per section.
+    Score(commands::score::Args),
     /// Serve SDR rewards over HTTP (OpenRLHF remote reward protocol, JSON batch endpoint).
     Serve(commands::serve::Args),
 }
@@ -59,6 +61,7 @@ fn main() {
         Command::Generate(args) => commands::generate::run(args),
         Command::Prune(args) => commands::prune::run(args),
         Command::Eval(args) => commands::eval::run(args),
+        Command::Score(args) => commands::score::run(args),
         Command::Serve(args) => commands::serve::run(args),
     };
     if let Err(err) = result {

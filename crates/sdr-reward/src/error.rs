@@ -29,6 +29,9 @@ pub enum RewardError {
     /// Semantic rewards were asked of a scorer built without an encoder.
     #[error("this reward needs a sentence encoder (metric {metric}), but none was given")]
     NoEncoder { metric: String },
+    /// A caller-supplied encoder (e.g. a Python callable) failed.
+    #[error("encoder {name} failed: {message}")]
+    External { name: String, message: String },
     /// The encoder returned a matrix of the wrong shape.
     #[error("encoder returned {got} values for {texts} texts of dimension {dim}")]
     EncoderShape {
@@ -47,6 +50,7 @@ impl RewardError {
             RewardError::Embed(_)
                 | RewardError::NoEncoder { .. }
                 | RewardError::EncoderShape { .. }
+                | RewardError::External { .. }
         )
     }
 }

@@ -55,6 +55,7 @@ class SDRReward:
     semantic_weight: float
     exact: bool
     model_dir: Optional[str]
+    encoder: Optional[Callable[[List[str]], Any]]
     def __init__(
         self,
         metric: str = "chamfer",
@@ -65,6 +66,7 @@ class SDRReward:
         model_dir: Optional[Union[str, os.PathLike[str]]] = None,
         reference_columns: Optional[Tuple[str, str]] = None,
         name: Optional[str] = None,
+        encoder: Optional[Callable[[List[str]], Any]] = None,
     ) -> None: ...
     def __call__(
         self,

@@ -10,7 +10,10 @@ calls its ``reward_func(queries, prompts, labels)``::
 the matching prompt (the whole query is parsed when it does not start with
 its prompt). ``labels`` are the reference reports. Environment variables
 ``SDR_METRIC`` (default ``chamfer``), ``SDR_FORMAT_WEIGHT``,
-``SDR_SEMANTIC_WEIGHT`` (default 1) and ``SDR_MODEL`` configure the reward.
+``SDR_SEMANTIC_WEIGHT`` (default 1), ``SDR_MODEL`` and ``SDR_ENCODER``
+(``"module:attribute"`` naming a callable ``list[str] -> (n, d)`` array, to use
+your own sentence encoder) configure the reward; ``set_encoder(fn)`` sets the
+encoder from Python before the first call.
 """
 
 from __future__ import annotations
@@ -21,6 +24,14 @@ from typing import Any, Dict, List, Optional, Sequence
 from sdr import SDRReward
 
 _reward: Optional[SDRReward] = None
+_encoder: Any = None
+
+
+def set_encoder(encoder: Any) -> None:
+    """Use `encoder` (a callable ``list[str] -> (n, d)`` array) from the next call on."""
+    global _encoder, _reward
+    _encoder = encoder
+    _reward = None
 
 
 def _get() -> SDRReward:
@@ -31,6 +42,7 @@ def _get() -> SDRReward:
             format_weight=float(os.environ.get("SDR_FORMAT_WEIGHT", "1")),
             semantic_weight=float(os.environ.get("SDR_SEMANTIC_WEIGHT", "1")),
             name="sdr",
+            encoder=_encoder if _encoder is not None else os.environ.get("SDR_ENCODER") or None,
         )
     return _reward
 

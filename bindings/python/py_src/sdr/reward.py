@@ -54,6 +54,32 @@ def completion_text(completion: Completion) -> str:
     raise TypeError(f"message content must be a string or a list of parts, got {type(content).__name__}")
 
 
+def resolve_encoder(spec: Any) -> Optional[Callable[[List[str]], Any]]:
+    """An encoder given as a callable, or as ``"package.module:attribute"`` (the
+    form a trainer's config file or an environment variable can hold), resolved
+    by importing the module. ``None`` and ``""`` mean SDR's own encoder."""
+    if spec is None or spec == "":
+        return None
+    if callable(spec):
+        return spec
+    if isinstance(spec, str) and ":" in spec:
+        import importlib
+
+        module, _, attr = spec.partition(":")
+        try:
+            obj: Any = importlib.import_module(module)
+        except ImportError as e:
+            raise ValueError(f"encoder {spec!r}: cannot import {module!r}: {e}") from None
+        for part in attr.split("."):
+            if not hasattr(obj, part):
+                raise ValueError(f"encoder {spec!r}: {module!r} has no attribute {attr!r}")
+            obj = getattr(obj, part)
+        if not callable(obj):
+            raise ValueError(f"encoder {spec!r} is not callable")
+        return obj
+    raise ValueError(f"encoder must be a callable or 'module:attribute', got {spec!r}")
+
+
 def _strings(values: Any, column: str) -> List[str]:
     if isinstance(values, str) or not isinstance(values, (list, tuple)):
         raise TypeError(f"column {column!r} must be a list of strings, got {type(values).__name__}")
@@ -88,6 +114,16 @@ class SDRReward:
         Separate Findings and Impression columns; overrides `reference_column`.
     name : str, optional
         ``__name__`` (TRL logs ``rewards/<name>``); default ``sdr_<metric family>``.
+    encoder : callable, optional
+        Bring your own sentence encoder: any callable ``list[str] -> (n, d)``
+        array (numpy, a torch tensor on any device, or anything
+        ``numpy.asarray`` takes), for example a sentence-transformers model
+        already on the trainer's GPU: ``encoder=lambda s: st.encode(s,
+        convert_to_tensor=True, normalize_embeddings=True)``. Parsing,
+        deduplication, the reference cache and the distances stay in Rust; the
+        callable sees only the distinct sentences that are not cached, once per
+        batch (and once at start-up, to learn ``d``). Rows need not be
+        unit-norm. Without it, SDR's own all-mpnet-base-v2 runs on the CPU.
 
     Calling it as ``reward(prompts=..., completions=..., **columns)`` returns one
     float per completion. Completions are strings or chat message lists. A
@@ -113,6 +149,7 @@ class SDRReward:
         model_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
         reference_columns: Optional[Tuple[str, str]] = None,
         name: Optional[str] = None,
+        encoder: Optional[Callable[[List[str]], Any]] = None,
     ) -> None:
         if not isinstance(metric, str):
             raise TypeError(f"metric must be a string, got {type(metric).__name__}")
@@ -140,6 +177,9 @@ class SDRReward:
         self.semantic_weight = float(semantic_weight)
         self.exact = bool(exact)
         self.model_dir = None if model_dir is None else os.fspath(model_dir)
+        if encoder is not None and not callable(encoder) and not isinstance(encoder, str):
+            raise TypeError(f"encoder must be a callable list[str] -> (n, d) array, got {type(encoder).__name__}")
+        self.encoder = resolve_encoder(encoder)
         self.__name__ = name or ("sdr_exact" if self.exact else "sdr_" + canonical.split(":")[0])
         self._reset()
 
@@ -164,6 +204,7 @@ class SDRReward:
                         self.semantic_weight,
                         self.exact,
                         self.model_dir,
+                        self.encoder,
                     )
                 scorer = self._scorer
         return scorer
@@ -178,6 +219,7 @@ class SDRReward:
             "model_dir": self.model_dir,
             "reference_columns": self.reference_columns,
             "name": self.__name__,
+            "encoder": self.encoder,
         }
 
     def __getstate__(self) -> Dict[str, Any]:
@@ -187,7 +229,7 @@ class SDRReward:
         self.__init__(**state)  # type: ignore[misc]
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.config().items())
+        args = ", ".join(f"{k}={v!r}" for k, v in self.config().items() if k != "encoder" or v is not None)
         return f"SDRReward({args})"
 
     # -- scoring -------------------------------------------------------------

@@ -11,6 +11,7 @@ forked workers::
           metric: chamfer
           format_weight: 1.0
           semantic_weight: 1.0
+          encoder: my_project.encoders:st_encoder   # optional: your own encoder
 
 ``ground_truth`` is the reference report (template or ``Findings:`` /
 ``Impression:`` text) or a dict ``{"findings": ..., "impression": ...}``.
@@ -32,7 +33,7 @@ from typing import Any, Dict, Optional, Tuple
 # module outside the package, where a relative import fails.
 from sdr.reward import SDRReward
 
-_CONFIG_KEYS = ("metric", "format_weight", "semantic_weight", "exact", "model_dir")
+_CONFIG_KEYS = ("metric", "format_weight", "semantic_weight", "exact", "model_dir", "encoder")
 _lock = threading.Lock()
 _rewards: Dict[Tuple[Any, ...], SDRReward] = {}
 
@@ -49,7 +50,8 @@ if hasattr(os, "register_at_fork"):
 
 def _reward(kwargs: Dict[str, Any]) -> SDRReward:
     config = {k: kwargs[k] for k in _CONFIG_KEYS if k in kwargs}
-    key = tuple(sorted((k, str(v)) for k, v in config.items()))
+    # A callable encoder is keyed by identity, a "module:attr" string by its text.
+    key = tuple(sorted((k, f"id:{id(v)}" if callable(v) else str(v)) for k, v in config.items()))
     reward = _rewards.get(key)
     if reward is None:
         with _lock:
@@ -70,8 +72,9 @@ def compute_score(
     """SDR reward of one sample: ``{"score", "format", "findings", "impression"}``.
 
     Keyword arguments ``metric``, ``format_weight``, ``semantic_weight``,
-    ``exact`` and ``model_dir`` select the reward (verl's ``reward_kwargs``);
-    other keywords are ignored. A malformed ``solution_str`` scores 0; a
+    ``exact``, ``model_dir`` and ``encoder`` (a callable ``list[str] -> (n, d)``
+    array, or ``"module:attribute"`` naming one) select the reward (verl's
+    ``reward_kwargs``); other keywords are ignored. A malformed ``solution_str`` scores 0; a
     ``ground_truth`` with an empty section raises ValueError.
     """
     reward = _reward(kwargs)

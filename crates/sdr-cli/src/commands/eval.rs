@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
 use sdr_core::report::parse_report;
-use sdr_eval::bertscore::{bert_score_pair, TokenEmbeddings, MPNET_SPECIAL_IDS};
 use sdr_eval::scores::TextScorer;
 use sdr_eval::table::Table;
 use serde::Deserialize;
 
 use crate::jsonl::{id_text, read_jsonl_file};
+use crate::textscore::{bertscore_pairs, load_bertscore_encoder};
 
 #[derive(clap::Args)]
 #[command(
@@ -113,29 +113,12 @@ fn score_all(
     // BERTScore: every distinct string encoded once, length-batched by the encoder.
     let mut f1 = vec![f64::NAN; sections.len()];
     if let Some(enc) = bert {
-        let mut uniq: Vec<&str> = sections
+        let refs: Vec<(&str, &str)> = sections
             .iter()
-            .flat_map(|(h, r)| [h.as_str(), r.as_str()])
-            .filter(|s| !s.trim().is_empty())
+            .map(|(h, r)| (h.as_str(), r.as_str()))
             .collect();
-        uniq.sort_unstable();
-        uniq.dedup();
-        let toks = enc.embed_tokens(&uniq)?;
-        let emb: HashMap<&str, TokenEmbeddings> = uniq
-            .iter()
-            .zip(toks)
-            .map(|(s, t)| {
-                (
-                    *s,
-                    TokenEmbeddings::with_special_ids(t.ids, t.vectors, t.dim, &MPNET_SPECIAL_IDS),
-                )
-            })
-            .collect();
-        for (j, (h, r)) in sections.iter().enumerate() {
-            f1[j] = match (emb.get(h.as_str()), emb.get(r.as_str())) {
-                (Some(he), Some(re)) => bert_score_pair(he, re, None)?.f1,
-                _ => 0.0,
-            };
+        for (j, b) in bertscore_pairs(&refs, enc)?.into_iter().enumerate() {
+            f1[j] = b.f1;
         }
     }
     let mut out = HashMap::new();
@@ -246,17 +229,7 @@ pub fn run(args: Args) -> Result<()> {
         .map(|(id, _, t)| t.or_else(|| full_from_runs.get(id).copied()))
         .collect();
     let full_tokens: Option<usize> = full.iter().copied().sum();
-    let bert = if args.no_bertscore {
-        None
-    } else {
-        let dir = sdr_embed::resolve_model_dir(args.model.as_deref()).map_err(|e| {
-            anyhow!("{e} (run scripts/fetch-model.sh, pass --model DIR, or --no-bertscore)")
-        })?;
-        Some(sdr_embed::Encoder::load(
-            &dir,
-            sdr_embed::EncoderOptions::default(),
-        )?)
-    };
+    let bert = load_bertscore_encoder(args.model.as_deref(), args.no_bertscore)?;
     let mut pairs: Vec<(String, String)> = Vec::new();
     for (id, cs, _) in &cands {
         pairs.extend(cs.iter().map(|c| (id.clone(), c.clone())));

@@ -5,6 +5,7 @@ pub mod eval;
 pub mod generate;
 pub mod parse;
 pub mod prune;
+pub mod score;
 pub mod select;
 pub mod select_eval;
 pub mod serve;

@@ -12,10 +12,10 @@ use sdr_eval::baseline::{improvement_percent, policy_mean, random_baseline_seede
 use sdr_eval::heatmap::Heatmap;
 use sdr_eval::scores::{TextScorer, TEXT_METRICS};
 use sdr_eval::table::Table;
-use sdr_eval::wordnet::WordNet;
 use serde::Deserialize;
 
 use crate::jsonl::{id_text, read_jsonl_file};
+use crate::textscore::load_wordnet;
 
 #[derive(clap::Args)]
 #[command(
@@ -155,10 +155,7 @@ pub fn run(a: Args) -> Result<()> {
         ));
     }
 
-    let wordnet = match a.wordnet.clone().or_else(WordNet::default_dir) {
-        Some(dir) => Some(WordNet::load(&dir).map_err(|e| anyhow!("{e}"))?),
-        None => None,
-    };
+    let wordnet = load_wordnet(a.wordnet.as_deref())?;
     let scorer = TextScorer::new(Default::default(), wordnet.as_ref());
 
     // Per study: candidate sections as the parser sees them.

@@ -1,0 +1,141 @@
+"""Bring your own encoder: SDRReward(encoder=callable), the verl and OpenRLHF adapters."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import sdr
+import sdr.verl
+from conftest import GOOD, MALFORMED, OTHER, REF
+
+VOCAB = ["heart", "normal", "lungs", "clear", "effusion", "acute", "disease", "cardiomegaly", "pleural", "right"]
+
+
+class BagOfWords:
+    """A deterministic stand-in encoder: word counts over a small vocabulary plus
+    a constant column (so no row is zero). Records what it was asked."""
+
+    def __init__(self, kind="numpy"):
+        self.calls = []
+        self.kind = kind
+
+    def __call__(self, sentences):
+        self.calls.append(list(sentences))
+        rows = []
+        for s in sentences:
+            words = [w.strip(".,").lower() for w in s.split()]
+            rows.append([float(words.count(v)) for v in VOCAB] + [0.1])
+        arr = np.asarray(rows, dtype=np.float64)
+        if self.kind == "list":
+            return arr.tolist()
+        return arr
+
+
+def expected_chamfer(a_sents, b_sents, enc):
+    a, b = np.asarray(enc(a_sents)), np.asarray(enc(b_sents))
+    a = a / np.linalg.norm(a, axis=1, keepdims=True)
+    b = b / np.linalg.norm(b, axis=1, keepdims=True)
+    m = (1 - a @ b.T) / 2
+    return (m.min(1).mean() + m.min(0).mean()) / 2
+
+
+def test_reward_uses_the_callable():
+    enc = BagOfWords()
+    r = sdr.SDRReward(encoder=enc)
+    out = r.score([GOOD, OTHER, MALFORMED[1]], references=[REF] * 3)
+    assert len(enc.calls) == 2  # the probe, then one call for the batch
+    ref = sdr.parse_report(REF)
+    for k, comp in enumerate([GOOD, OTHER]):
+        p = sdr.parse_report(comp)
+        f = 1 - expected_chamfer(p["findings"], ref["findings"], BagOfWords())
+        i = 1 - expected_chamfer(p["impression"], ref["impression"], BagOfWords())
+        assert out["findings"][k] == pytest.approx(f, abs=1e-6)
+        assert out["impression"][k] == pytest.approx(i, abs=1e-6)
+        assert out["reward"][k] == pytest.approx(1 + f + i, abs=1e-6)
+    assert out["reward"][2] == 0.0
+    # Distinct sentences only, once each; references are cached across calls.
+    batch = enc.calls[1]
+    assert len(batch) == len(set(batch))
+    r.score([GOOD], references=[REF])
+    assert not any(s in enc.calls[2] for s in ref["findings"])
+
+
+def test_lists_and_torch_like_results():
+    class TensorLike:
+        def __init__(self, arr):
+            self.arr = arr
+
+        def detach(self):
+            return self
+
+        def cpu(self):
+            return self
+
+        def float(self):
+            return self
+
+        def __array__(self, dtype=None, copy=None):
+            return self.arr if dtype is None else self.arr.astype(dtype)
+
+    base = BagOfWords()
+    a = sdr.SDRReward(encoder=BagOfWords("list")).score([GOOD], references=[REF])
+    b = sdr.SDRReward(encoder=lambda s: TensorLike(base(s))).score([GOOD], references=[REF])
+    c = sdr.SDRReward(encoder=BagOfWords()).score([GOOD], references=[REF])
+    assert a["reward"] == pytest.approx(c["reward"], abs=1e-6)
+    assert b["reward"] == pytest.approx(c["reward"], abs=1e-6)
+
+
+def test_bad_encoders_give_clear_errors():
+    with pytest.raises(TypeError, match="callable"):
+        sdr.SDRReward(encoder=42)
+    with pytest.raises(ValueError, match=r"returned shape \[2\]|returned shape \(2"):
+        sdr.SDRReward(encoder=lambda s: np.ones(len(s) * 2)).score([GOOD], references=[REF])
+    with pytest.raises(ValueError, match="non-finite"):
+        sdr.SDRReward(encoder=lambda s: np.full((len(s), 3), np.nan)).score([GOOD], references=[REF])
+
+    state = {"n": 0}
+
+    def flaky(sentences):
+        state["n"] += 1
+        if state["n"] > 1:
+            raise RuntimeError("GPU fell over")
+        return np.ones((len(sentences), 4))
+
+    with pytest.raises(RuntimeError, match="GPU fell over"):
+        sdr.SDRReward(encoder=flaky).score([GOOD], references=[REF])
+
+
+def test_module_attribute_strings(tmp_path, monkeypatch):
+    (tmp_path / "my_encoders.py").write_text(
+        "import numpy as np\n"
+        "def enc(sentences):\n"
+        "    return np.array([[len(s), 1.0 + s.count('e')] for s in sentences])\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    r = sdr.SDRReward(encoder="my_encoders:enc")
+    assert r.score([GOOD], references=[REF])["reward"][0] > 1.0
+    with pytest.raises(ValueError, match="cannot import"):
+        sdr.SDRReward(encoder="no_such_module_xyz:enc")
+    # verl: reward_kwargs from a config file hold the string form.
+    out = sdr.verl.compute_score(None, GOOD, REF, encoder="my_encoders:enc")
+    assert out["score"] == pytest.approx(r.score([GOOD], references=[REF])["reward"][0], abs=1e-6)
+    # A callable works too (verl called from Python).
+    enc = BagOfWords()
+    out = sdr.verl.compute_score(None, GOOD, REF, encoder=enc)
+    assert enc.calls
+
+
+def test_openrlhf_file_takes_an_encoder():
+    path = Path(sdr.__file__).with_name("openrlhf_reward.py")
+    spec = importlib.util.spec_from_file_location("reward_func", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    enc = BagOfWords()
+    mod.set_encoder(enc)
+    out = mod.reward_func([GOOD], [""], [REF])
+    expected = sdr.SDRReward(encoder=BagOfWords()).score([GOOD], references=[REF])["reward"][0]
+    assert float(out["rewards"][0]) == pytest.approx(expected, abs=1e-5)
+    assert enc.calls
