@@ -27,6 +27,13 @@ pub const IU_MACRO_F1_GOAL: f64 = 0.90;
 /// out of the macro average the goal applies to.
 pub const IU_MIN_SUPPORT: usize = 20;
 
+/// How the validation counts the labeler's uncertain labels: as absent. IU's
+/// indexers code what a report asserts: they code "probable" findings and
+/// the first term of "X versus Y" but not "may represent" or "cannot be
+/// excluded", so no policy matches them exactly; the labeler's definite
+/// positives are the fairer comparison. `docs/results/labeler.md` gives both.
+pub const IU_POLICY: UncertainPolicy = UncertainPolicy::Negative;
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct MapFile {

@@ -3,10 +3,11 @@
 //! Per sentence (SPEC §8):
 //! 1. Normalise (ASCII lower case, `-` and whitespace to one space).
 //! 2. Find every phrase of the mention automaton and of the cue automaton
-//!    (both Aho-Corasick over all phrases at once), keep matches on word
-//!    boundaries, then pick non-overlapping ones leftmost-longest. Unmention
-//!    phrases do not compete: they only veto the mentions of their
-//!    observation that they overlap.
+//!    (both Aho-Corasick over all phrases at once) and keep matches on word
+//!    boundaries. Unmention phrases veto the mentions of their observation
+//!    that they overlap; the rest resolve overlaps leftmost-longest, mentions
+//!    within their observation only (so one phrase can feed two
+//!    observations), cues among all cues.
 //! 3. Split the sentence into clauses at `;` and at clause-break cues.
 //! 4. Each mention takes the nearest "before" cue that ends before it ends
 //!    and the nearest "after" cue that starts after it, both in its clause.
@@ -14,9 +15,12 @@
 //!    either side makes it negative, else it is positive. Pseudo cues are
 //!    transparent: they only hide the cue words inside them.
 //! 5. Anatomy mentions ("heart size") take the nearest attribute of their
-//!    rule in the clause within `max_gap` words: a normal attribute makes a
-//!    negative mention, an abnormal one a mention judged as in 4 at the later
-//!    of the two phrases; no attribute, no mention.
+//!    rule in the clause within `max_gap` words (ties go to the one after),
+//!    leaving out an attribute before the anatomy that another anatomy
+//!    precedes at least as closely (it is that one's predicate) and an
+//!    abnormal attribute before the anatomy across a comma. A normal
+//!    attribute makes a negative mention, an abnormal one a mention judged
+//!    as in 4 at the later of the two phrases; no attribute, no mention.
 //!
 //! Mentions of one observation aggregate as CheXpert does (positive beats
 //! uncertain beats negative); `No Finding` is then set from the others.
@@ -429,10 +433,18 @@ impl Labeler {
             if gap > max_gap || !better {
                 continue;
             }
+            // An abnormal attribute does not reach forward across a comma
+            // ("enlargement of the cardiac silhouette, stable mediastinal
+            // contours"); a normal one may ("normal heart size, mediastinum
+            // and vasculature").
+            let comma = it.end <= anat.start && between.contains(',');
+            if abnormal && comma {
+                continue;
+            }
             // An attribute that follows another anatomy at least as closely
             // is that one's predicate: in "heart size mildly enlarged, stable
             // mediastinal contours" "enlarged" describes the heart only.
-            if it.end <= anat.start && gap > 0 {
+            if it.end <= anat.start && (gap > 0 || comma) {
                 let taken = sc.items.iter().any(|b| {
                     matches!(b.target, Target::Anatomy(_))
                         && b.end <= it.start
