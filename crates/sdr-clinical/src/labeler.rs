@@ -779,6 +779,71 @@ mod tests {
         );
     }
 
+    /// Sentences from IU X-ray behind the changes in docs/results/labeler.md.
+    #[test]
+    fn iu_regressions() {
+        // "Suspicious" is an adjective in a negated list, not a hedge.
+        check(
+            "No focal consolidation, suspicious pulmonary opacity, large pleural effusion, or pneumothorax is identified.",
+            &[
+                (Consolidation, Some(Negative)),
+                (LungOpacity, Some(Negative)),
+                (PleuralEffusion, Some(Negative)),
+                (Pneumothorax, Some(Negative)),
+            ],
+        );
+        check(
+            "Heart size upper limits of normal.",
+            &[(Cardiomegaly, Some(Negative))],
+        );
+        check(
+            "Please note that fractures may not be demonstrated and consider additional imaging as clinically warranted.",
+            &[(Fracture, Some(Negative))],
+        );
+        check(
+            "Age-indeterminate fracture of the right lateral 9th rib.",
+            &[(Fracture, Some(Positive))],
+        );
+        check(
+            "Right chest XXXX tip in the low SVC.",
+            &[
+                (SupportDevices, Some(Positive)),
+                (NoFinding, Some(Positive)),
+            ],
+        );
+        check(
+            "Evidence of previous granulomatous infection.",
+            &[(Pneumonia, None)],
+        );
+        check(
+            "Nodular densities projecting over the posterior 9th ribs bilaterally.",
+            &[(LungLesion, Some(Positive)), (LungOpacity, None)],
+        );
+        check(
+            "Increasing density in the superior segment of the left lower lobe.",
+            &[(LungOpacity, Some(Positive))],
+        );
+        check(
+            "Stable enlarged cardiomediastinal silhouette.",
+            &[
+                (Cardiomegaly, Some(Positive)),
+                (EnlargedCardiomediastinum, None),
+            ],
+        );
+        check(
+            "The mediastinum is unremarkable.",
+            &[(EnlargedCardiomediastinum, Some(Negative))],
+        );
+        check(
+            "XXXX opacities in the left base may be compatible with scarring or subsegmental atelectasis.",
+            &[(LungOpacity, Some(Positive)), (Atelectasis, Some(Uncertain))],
+        );
+        check(
+            "Pulmonary vascularity is within normal limits.",
+            &[(Edema, Some(Negative))],
+        );
+    }
+
     #[test]
     fn unmentions_veto() {
         check("Small pericardial effusion.", &[(PleuralEffusion, None)]);
