@@ -4,12 +4,15 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
+/// Errors of rules and map loading and of F1 inputs.
 #[derive(Debug, Error)]
 pub enum ClinicalError {
     /// A rules or map file could not be read.
     #[error("cannot read {path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
@@ -24,8 +27,11 @@ pub enum ClinicalError {
     /// A phrase that cannot be matched (empty, or `*` anywhere but at the end).
     #[error("rules: {list}: bad phrase `{phrase}`: {reason}")]
     BadPhrase {
+        /// Where the phrase stands, e.g. `Cardiomegaly.mentions` or `cues.negation_before`.
         list: String,
+        /// The phrase as written.
         phrase: String,
+        /// What is wrong with it.
         reason: &'static str,
     },
     /// The phrase automaton could not be built.
@@ -36,7 +42,13 @@ pub enum ClinicalError {
     MeshMap(String),
     /// Candidate and reference lists of different lengths.
     #[error("{hyps} candidate label sets but {refs} reference label sets")]
-    LengthMismatch { hyps: usize, refs: usize },
+    LengthMismatch {
+        /// Number of candidate label sets.
+        hyps: usize,
+        /// Number of reference label sets.
+        refs: usize,
+    },
 }
 
+/// `Result` with [`ClinicalError`].
 pub type Result<T> = std::result::Result<T, ClinicalError>;

@@ -33,8 +33,11 @@ impl UncertainPolicy {
 /// Precision, recall and F1.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 pub struct Scores {
+    /// TP / (TP + FP), 0 when nothing is predicted present.
     pub precision: f64,
+    /// TP / (TP + FN), 0 when nothing is present in the references.
     pub recall: f64,
+    /// 2 TP / (2 TP + FP + FN), 0 when both are empty.
     pub f1: f64,
 }
 
@@ -53,14 +56,19 @@ impl Scores {
 /// One observation's counts and scores over a corpus.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ObservationScore {
+    /// The observation (serialised by name).
     #[serde(serialize_with = "ser_name")]
     pub observation: Observation,
+    /// Pairs present in both.
     pub tp: usize,
+    /// Pairs present in the candidate only.
     pub fp: usize,
+    /// Pairs present in the reference only (serialised as `fn`).
     #[serde(rename = "fn")]
     pub fn_: usize,
     /// Reference positives (`tp + fn`).
     pub support: usize,
+    /// Precision, recall and F1 (serialised inline).
     #[serde(flatten)]
     pub scores: Scores,
 }
@@ -75,12 +83,17 @@ fn ser_name<S: serde::Serializer>(o: &Observation, s: S) -> std::result::Result<
 pub struct F1Report {
     /// Number of candidate/reference pairs.
     pub n: usize,
+    /// How uncertain labels counted.
     pub policy: UncertainPolicy,
     /// All 14, in CheXpert's order.
     pub per_observation: Vec<ObservationScore>,
+    /// Macro average over all 14 observations.
     pub macro_14: Scores,
+    /// Micro average over all 14 observations.
     pub micro_14: Scores,
+    /// Macro average over [`Observation::FIVE`].
     pub macro_5: Scores,
+    /// Micro average over [`Observation::FIVE`].
     pub micro_5: Scores,
 }
 

@@ -150,9 +150,13 @@ impl MeshMap {
 /// One IU X-ray study (a row of `indiana_reports.csv`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Study {
+    /// The `uid` column.
     pub uid: String,
+    /// The `MeSH` column (`;`-separated terms).
     pub mesh: String,
+    /// The `findings` column.
     pub findings: String,
+    /// The `impression` column.
     pub impression: String,
 }
 
@@ -170,18 +174,22 @@ impl Study {
 /// A study where the labeler and the MeSH coding disagree on one observation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Disagreement {
+    /// The study's `uid`.
     pub uid: String,
+    /// The observation they disagree on.
     pub observation: Observation,
     /// The labeler's label.
     pub labeler: Option<Label>,
     /// Whether the MeSH coding maps to the observation.
     pub reference_positive: bool,
+    /// The text the labeler saw.
     pub text: String,
 }
 
 /// The outcome of [`validate`].
 #[derive(Debug, Clone)]
 pub struct Validation {
+    /// CheXpert-rule F1 of the labels against the MeSH-derived references.
     pub report: F1Report,
     /// Studies scored.
     pub studies: usize,
@@ -191,13 +199,16 @@ pub struct Validation {
     pub empty: usize,
     /// Observations with at least `min_support` positive studies.
     pub supported: Vec<Observation>,
+    /// The support threshold of [`Validation::supported`].
     pub min_support: usize,
-    /// Macro and micro scores over [`Validation::supported`].
+    /// Macro scores over [`Validation::supported`].
     pub macro_supported: Scores,
+    /// Micro scores over [`Validation::supported`].
     pub micro_supported: Scores,
     /// The labeler's `No Finding` against MeSH `normal` (stricter: IU codes
     /// findings outside CheXpert's 14, such as granulomas, as not normal).
     pub no_finding_vs_mesh_normal: Scores,
+    /// Every study/observation pair where labeler and reference differ.
     pub disagreements: Vec<Disagreement>,
 }
 

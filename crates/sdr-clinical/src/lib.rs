@@ -25,6 +25,8 @@
 //! assert_eq!(example_f1(&hyp, &reference, UncertainPolicy::Positive), 1.0);
 //! ```
 
+#![warn(missing_docs)]
+
 mod error;
 mod f1;
 pub mod iu;

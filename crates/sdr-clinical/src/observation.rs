@@ -11,20 +11,33 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// CheXpert's column order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Observation {
-    /// Set from the others: see [`Labels::no_finding_from_others`].
+    /// "No Finding", set from the others: see [`Labels::no_finding_from_others`].
     NoFinding,
+    /// "Enlarged Cardiomediastinum".
     EnlargedCardiomediastinum,
+    /// "Cardiomegaly".
     Cardiomegaly,
+    /// "Lung Lesion".
     LungLesion,
+    /// "Lung Opacity".
     LungOpacity,
+    /// "Edema".
     Edema,
+    /// "Consolidation".
     Consolidation,
+    /// "Pneumonia".
     Pneumonia,
+    /// "Atelectasis".
     Atelectasis,
+    /// "Pneumothorax".
     Pneumothorax,
+    /// "Pleural Effusion".
     PleuralEffusion,
+    /// "Pleural Other".
     PleuralOther,
+    /// "Fracture".
     Fracture,
+    /// "Support Devices" (they do not stop No Finding).
     SupportDevices,
 }
 
