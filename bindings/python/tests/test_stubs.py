@@ -39,5 +39,14 @@ def test_py_typed_is_shipped():
 
 
 def test_docstrings():
-    for f in (sdr.distance, sdr.distances, sdr.parse_report, sdr.split_sentences, sdr.Encoder, sdr.SDRReward):
+    for f in (
+        sdr.distance,
+        sdr.distances,
+        sdr.parse_report,
+        sdr.split_sentences,
+        sdr.Encoder,
+        sdr.SDRReward,
+        sdr.label,
+        sdr.chexpert_f1,
+    ):
         assert f.__doc__ and len(f.__doc__) > 40, f

@@ -29,6 +29,8 @@ enum Command {
     Distances(commands::distances::Args),
     /// Split reports into Findings / Impression sentence lists (JSON Lines in/out).
     Parse(commands::parse::Args),
+    /// CheXpert-14 labels of reports by phrase rules, no model weights (JSON Lines in/out).
+    Label(commands::label::Args),
     /// Sentence embeddings (all-mpnet-base-v2), one sentence per line in; JSON Lines or .npy out.
     Embed(commands::embed::Args),
     /// Build or inspect a reference corpus of embedded reports (.safetensors).
@@ -54,6 +56,7 @@ fn main() {
     let result = match cli.command {
         Command::Distances(args) => commands::distances::run(args),
         Command::Parse(args) => commands::parse::run(args),
+        Command::Label(args) => commands::label::run(args),
         Command::Embed(args) => commands::embed::run(args),
         Command::Corpus(args) => commands::corpus::run(args),
         Command::Select(args) => commands::select::run(args),

@@ -6,7 +6,10 @@ embeddings, fifteen set distances) with reward functions for GRPO trainers:
 - ``SDRReward``: a TRL ``GRPOTrainer`` reward function;
 - ``sdr.verl.compute_score``: verl's ``custom_reward_function``;
 - ``sdr/openrlhf_reward.py``: OpenRLHF's reward-function file (or run
-  ``sdr serve`` and point ``--remote_rm_url`` at it).
+  ``sdr serve`` and point ``--remote_rm_url`` at it);
+- ``sdr.label`` / ``sdr.chexpert_f1``: CheXpert-14 labels by phrase rules and
+  CheXpert-rule F1, with no model weights (``sdr.clinical`` adds adapters to
+  the optional model-based metrics).
 
 Paper: "SDR: Set-Distance Rewards for Radiology Report Generation".
 """
@@ -25,9 +28,11 @@ from ._sdr import (
     METRICS,
     Encoder,
     __version__,
+    chexpert_f1,
     distance,
     distances,
     get_parallelism,
+    label,
     parse_report,
     set_parallelism,
     split_sentences,
@@ -45,10 +50,12 @@ __all__ = [
     "Encoder",
     "SDRReward",
     "__version__",
+    "chexpert_f1",
     "completion_text",
     "distance",
     "distances",
     "get_parallelism",
+    "label",
     "parse_report",
     "set_parallelism",
     "split_sentences",

@@ -27,6 +27,20 @@ def distances(
     metrics: Optional[Sequence[str]] = None,
 ) -> Dict[str, float]: ...
 def parse_report(text: str) -> ParsedReport: ...
+
+class ChexpertF1(TypedDict):
+    macro_f1_14: float
+    micro_f1_14: float
+    macro_f1_5: float
+    micro_f1_5: float
+    per_observation: Dict[str, float]
+    support: Dict[str, int]
+    n: int
+
+def label(text: str) -> Dict[str, Optional[int]]: ...
+def chexpert_f1(
+    hyps: Sequence[str], refs: Sequence[str], uncertain_as_positive: bool = True
+) -> ChexpertF1: ...
 def split_sentences(text: str) -> List[str]: ...
 def set_parallelism(on: bool) -> None: ...
 def get_parallelism() -> bool: ...
@@ -90,10 +104,12 @@ __all__ = [
     "Encoder",
     "SDRReward",
     "__version__",
+    "chexpert_f1",
     "completion_text",
     "distance",
     "distances",
     "get_parallelism",
+    "label",
     "parse_report",
     "set_parallelism",
     "split_sentences",

@@ -3,6 +3,7 @@ pub mod distances;
 pub mod embed;
 pub mod eval;
 pub mod generate;
+pub mod label;
 pub mod parse;
 pub mod prune;
 pub mod score;

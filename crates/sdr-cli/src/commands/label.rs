@@ -1,0 +1,121 @@
+//! `sdr label`: CheXpert-14 labels of reports by the rule-based labeler.
+
+use std::path::PathBuf;
+
+use anyhow::{anyhow, Context, Result};
+use rayon::prelude::*;
+use sdr_clinical::{Labeler, Labels};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::jsonl::{parse_json, Input, Output};
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "Each of the 14 CheXpert observations is 1 (positive), 0 (negative), -1 (uncertain) or null\n\
+(not mentioned). Reports with template tags or Findings:/Impression: headers are labelled on those\n\
+two sections; bare text is labelled whole. No Finding is 1 when no observation but Support Devices\n\
+is positive or uncertain. The bundled rules are data/clinical/chexpert_rules.json (docs/SPEC.md\n\
+section 8); --rules takes an edited copy.\n\n\
+Input line:  {\"id\": 7, \"text\": \"Findings: Mild cardiomegaly. No effusion.\\nImpression: Cardiomegaly.\"}\n\
+Output line: {\"id\": 7, \"labels\": {\"No Finding\": null, \"Enlarged Cardiomediastinum\": null, \"Cardiomegaly\": 1, ..., \"Pleural Effusion\": 0, ...}}\n\n\
+\"id\" is optional and copied through as given. The labels object always holds all 14 observations\n\
+in CheXpert's order: No Finding, Enlarged Cardiomediastinum, Cardiomegaly, Lung Lesion, Lung Opacity,\n\
+Edema, Consolidation, Pneumonia, Atelectasis, Pneumothorax, Pleural Effusion, Pleural Other, Fracture,\n\
+Support Devices."
+)]
+pub struct Args {
+    /// JSON Lines file with one {"text": "..."} object per line (optional "id"); `-` or absent reads stdin.
+    pub input: Option<PathBuf>,
+    /// Rules file to use instead of the bundled rules (same JSON format as data/clinical/chexpert_rules.json).
+    #[arg(long, value_name = "FILE")]
+    pub rules: Option<PathBuf>,
+    /// Write to this file (atomically) instead of stdout.
+    #[arg(long, short = 'o')]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Serialize)]
+struct OutLine {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<Value>,
+    labels: Labels,
+}
+
+const CHUNK: usize = 4096;
+
+/// Label one input line (`{"text": ..., "id"?: ...}`).
+fn label_line(labeler: &Labeler, line: &str) -> Result<OutLine> {
+    let v: Value = parse_json(line)?;
+    let Value::Object(mut obj) = v else {
+        return Err(anyhow!("expected a JSON object with a \"text\" string"));
+    };
+    let text = match obj.remove("text") {
+        Some(Value::String(s)) => s,
+        Some(_) => return Err(anyhow!("\"text\" must be a string")),
+        None => return Err(anyhow!("missing \"text\"")),
+    };
+    Ok(OutLine {
+        id: obj.remove("id"),
+        labels: labeler.label(&text),
+    })
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let labeler = match &args.rules {
+        Some(path) => {
+            Labeler::from_rules_path(path).with_context(|| format!("--rules {}", path.display()))?
+        }
+        None => Labeler::default(),
+    };
+    let mut input = Input::open(args.input.as_deref())?;
+    let mut output = Output::create(args.output.as_deref())?;
+    let mut line_no = 0;
+    loop {
+        let chunk = input.next_chunk(CHUNK, &mut line_no)?;
+        if chunk.is_empty() {
+            break;
+        }
+        let results: Vec<Result<OutLine>> = chunk
+            .par_iter()
+            .map(|(no, text)| {
+                label_line(&labeler, text).map_err(|e| anyhow!("{}:{}: {e}", input.name, no))
+            })
+            .collect();
+        let w = output.writer();
+        for r in results {
+            serde_json::to_writer(&mut *w, &r?)?;
+            w.write_all(b"\n")?;
+        }
+    }
+    output.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_and_errors() {
+        let l = Labeler::default();
+        let out = label_line(&l, r#"{"id": "a", "text": "Pneumothorax is not seen."}"#).unwrap();
+        let json = serde_json::to_value(&out).unwrap();
+        assert_eq!(json["id"], "a");
+        assert_eq!(json["labels"]["Pneumothorax"], 0);
+        assert_eq!(json["labels"]["No Finding"], 1);
+        let no_id = serde_json::to_string(&label_line(&l, r#"{"text": ""}"#).unwrap()).unwrap();
+        assert!(
+            no_id.starts_with(r#"{"labels":{"No Finding":null,"#),
+            "{no_id}"
+        );
+        for (bad, msg) in [
+            (r#"{"id": 1}"#, "missing \"text\""),
+            (r#"{"text": 3}"#, "must be a string"),
+            ("[1]", "expected a JSON object"),
+            ("{", "invalid JSON"),
+        ] {
+            let e = label_line(&l, bad).err().unwrap().to_string();
+            assert!(e.contains(msg), "{bad}: {e}");
+        }
+    }
+}

@@ -1,0 +1,881 @@
+//! The rule-based labeler: phrase mentions, cue scopes, aggregation.
+//!
+//! Per sentence (SPEC §8):
+//! 1. Normalise (ASCII lower case, `-` and whitespace to one space).
+//! 2. Find every phrase of the mention automaton and of the cue automaton
+//!    (both Aho-Corasick over all phrases at once) and keep matches on word
+//!    boundaries. Unmention phrases veto the mentions of their observation
+//!    that they overlap; the rest resolve overlaps leftmost-longest, mentions
+//!    within their observation only (so one phrase can feed two
+//!    observations), cues among all cues.
+//! 3. Split the sentence into clauses at `;` and at clause-break cues.
+//! 4. Each mention takes the nearest "before" cue that ends before it ends
+//!    and the nearest "after" cue that starts after it, both in its clause.
+//!    Uncertainty from either side makes it uncertain, else negation from
+//!    either side makes it negative, else it is positive. Pseudo cues are
+//!    transparent: they only hide the cue words inside them.
+//! 5. Anatomy mentions ("heart size") take the nearest attribute of their
+//!    rule in the clause within `max_gap` words (ties go to the one after),
+//!    leaving out an attribute before the anatomy that another anatomy
+//!    precedes at least as closely (it is that one's predicate) and an
+//!    abnormal attribute before the anatomy across a comma. A normal
+//!    attribute makes a negative mention, an abnormal one a mention judged
+//!    as in 4 at the later of the two phrases; no attribute, no mention.
+//!
+//! Mentions of one observation aggregate as CheXpert does (positive beats
+//! uncertain beats negative); `No Finding` is then set from the others.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use sdr_core::report::{has_template_tag, parse_template, plain_units, Section};
+
+use crate::error::{ClinicalError, Result};
+use crate::observation::{Label, Labels, Observation};
+use crate::rules::{normalize_into, Phrase, RulesFile};
+
+/// The bundled rules, `data/clinical/chexpert_rules.json`.
+pub const BUNDLED_RULES: &str = include_str!("../../../data/clinical/chexpert_rules.json");
+
+const NEG_BEFORE: u8 = 1;
+const NEG_AFTER: u8 = 2;
+const UNC_BEFORE: u8 = 4;
+const UNC_AFTER: u8 = 8;
+const PSEUDO: u8 = 16;
+const BREAK: u8 = 32;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    Mention(Observation),
+    Unmention(Observation),
+    /// Anatomy phrase of rule `n`.
+    Anatomy(u16),
+    /// Attribute of rule `n`; `true` when abnormal.
+    Attribute(u16, bool),
+}
+
+/// Phrases compiled into one automaton, with per-phrase payload.
+#[derive(Debug, Clone)]
+struct PhraseSet<T> {
+    ac: AhoCorasick,
+    prefix: Vec<bool>,
+    check_start: Vec<bool>,
+    check_end: Vec<bool>,
+    payload: Vec<T>,
+}
+
+struct SetBuilder<T> {
+    index: HashMap<Phrase, usize>,
+    phrases: Vec<Phrase>,
+    payload: Vec<T>,
+}
+
+impl<T: Default> SetBuilder<T> {
+    fn new() -> Self {
+        SetBuilder {
+            index: HashMap::new(),
+            phrases: Vec::new(),
+            payload: Vec::new(),
+        }
+    }
+
+    fn slot(&mut self, list: &str, raw: &str) -> Result<&mut T> {
+        let phrase = Phrase::parse(list, raw)?;
+        let i = match self.index.get(&phrase) {
+            Some(&i) => i,
+            None => {
+                self.index.insert(phrase.clone(), self.phrases.len());
+                self.phrases.push(phrase);
+                self.payload.push(T::default());
+                self.phrases.len() - 1
+            }
+        };
+        Ok(&mut self.payload[i])
+    }
+
+    fn build(self) -> Result<PhraseSet<T>> {
+        let ac = AhoCorasickBuilder::new()
+            .match_kind(MatchKind::Standard)
+            .build(self.phrases.iter().map(|p| p.text.as_bytes()))
+            .map_err(|e| ClinicalError::Automaton(e.to_string()))?;
+        let first_word = |p: &Phrase| p.text.as_bytes().first().is_some_and(|&b| is_word(b));
+        let last_word = |p: &Phrase| p.text.as_bytes().last().is_some_and(|&b| is_word(b));
+        Ok(PhraseSet {
+            ac,
+            prefix: self.phrases.iter().map(|p| p.prefix).collect(),
+            check_start: self.phrases.iter().map(first_word).collect(),
+            check_end: self.phrases.iter().map(last_word).collect(),
+            payload: self.payload,
+        })
+    }
+}
+
+/// A phrase match: byte span in the normalised sentence and the phrase id.
+#[derive(Debug, Clone, Copy)]
+struct Hit {
+    start: usize,
+    end: usize,
+    phrase: usize,
+}
+
+fn is_word(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80
+}
+
+impl<T> PhraseSet<T> {
+    /// All matches on word boundaries, in no particular order; a `*` phrase
+    /// runs to the end of its word.
+    fn hits(&self, text: &str, out: &mut Vec<Hit>) {
+        out.clear();
+        let b = text.as_bytes();
+        for m in self.ac.find_overlapping_iter(text) {
+            let p = m.pattern().as_usize();
+            let (s, mut e) = (m.start(), m.end());
+            if self.check_start[p] && s > 0 && is_word(b[s - 1]) {
+                continue;
+            }
+            if self.prefix[p] {
+                while e < b.len() && is_word(b[e]) {
+                    e += 1;
+                }
+            } else if self.check_end[p] && e < b.len() && is_word(b[e]) {
+                continue;
+            }
+            out.push(Hit {
+                start: s,
+                end: e,
+                phrase: p,
+            });
+        }
+    }
+}
+
+/// Keeps the leftmost-longest non-overlapping spans among those with the
+/// same key, and sorts by key, then position.
+fn select_longest<T>(v: &mut Vec<T>, key: impl Fn(&T) -> (usize, usize, usize)) {
+    v.sort_unstable_by(|a, b| {
+        let (ka, sa, ea) = key(a);
+        let (kb, sb, eb) = key(b);
+        ka.cmp(&kb).then(sa.cmp(&sb)).then(eb.cmp(&ea))
+    });
+    let mut last: Option<(usize, usize)> = None;
+    v.retain(|x| {
+        let (k, s, e) = key(x);
+        let keep = last.is_none_or(|(lk, le)| lk != k || s >= le);
+        if keep {
+            last = Some((k, e));
+        }
+        keep
+    });
+}
+
+/// CheXpert-14 labels from report text by phrase rules (no model weights).
+///
+/// Build once ([`Labeler::default`] for the bundled rules,
+/// [`Labeler::from_rules_json`] / [`Labeler::from_rules_path`] for your
+/// own), then call [`Labeler::label`] from any number of threads.
+///
+/// # Examples
+/// ```
+/// use sdr_clinical::{Label, Labeler, Observation};
+///
+/// let labeler = Labeler::default();
+/// let l = labeler.label("Findings: Heart size normal. No pneumothorax or pleural effusion.\n\
+///                        Impression: Possible left lower lobe pneumonia.");
+/// assert_eq!(l[Observation::Cardiomegaly], Some(Label::Negative));
+/// assert_eq!(l[Observation::PleuralEffusion], Some(Label::Negative));
+/// assert_eq!(l[Observation::Pneumonia], Some(Label::Uncertain));
+/// assert_eq!(l[Observation::NoFinding], None);
+/// assert_eq!(l[Observation::Fracture], None);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Labeler {
+    mentions: PhraseSet<Vec<Target>>,
+    cues: PhraseSet<u8>,
+    /// Observation and `max_gap` of each anatomy rule.
+    anatomy: Vec<(Observation, usize)>,
+}
+
+impl Default for Labeler {
+    /// The bundled rules ([`BUNDLED_RULES`]).
+    fn default() -> Self {
+        Labeler::from_rules_json(BUNDLED_RULES).expect("the bundled rules compile (tested)")
+    }
+}
+
+/// A mention-side match with one of its phrase's targets.
+#[derive(Debug, Clone, Copy)]
+struct Item {
+    start: usize,
+    end: usize,
+    target: Target,
+    /// Index of the target's observation: overlaps resolve within it.
+    key: usize,
+}
+
+/// Scratch buffers reused across the sentences of one report.
+#[derive(Default)]
+struct Scratch {
+    text: String,
+    hits: Vec<Hit>,
+    items: Vec<Item>,
+    cues: Vec<Hit>,
+    unmentions: Vec<(Observation, usize, usize)>,
+    breaks: Vec<usize>,
+}
+
+impl Labeler {
+    /// Compiles rules in the format of `data/clinical/chexpert_rules.json`
+    /// (SPEC §8).
+    pub fn from_rules_json(json: &str) -> Result<Labeler> {
+        let rules = RulesFile::parse(json)?;
+        let mut mentions: SetBuilder<Vec<Target>> = SetBuilder::new();
+        let mut anatomy = Vec::new();
+        check_attributes(&rules)?;
+        for (name, obs_rules) in &rules.observations {
+            let o = Observation::from_name(name).expect("checked by RulesFile::parse");
+            for raw in &obs_rules.mentions {
+                push_unique(
+                    mentions.slot(&format!("{name}.mentions"), raw)?,
+                    Target::Mention(o),
+                );
+            }
+            for raw in &obs_rules.unmentions {
+                push_unique(
+                    mentions.slot(&format!("{name}.unmentions"), raw)?,
+                    Target::Unmention(o),
+                );
+            }
+            for a in &obs_rules.anatomy {
+                let id = u16::try_from(anatomy.len())
+                    .map_err(|_| ClinicalError::RulesJson("too many anatomy rules".into()))?;
+                anatomy.push((o, a.max_gap));
+                let list = format!("{name}.anatomy");
+                for raw in &a.phrases {
+                    push_unique(mentions.slot(&list, raw)?, Target::Anatomy(id));
+                }
+                for raw in &a.abnormal {
+                    push_unique(mentions.slot(&list, raw)?, Target::Attribute(id, true));
+                }
+                for raw in &a.normal {
+                    push_unique(mentions.slot(&list, raw)?, Target::Attribute(id, false));
+                }
+            }
+        }
+        let mut cues: SetBuilder<u8> = SetBuilder::new();
+        let c = &rules.cues;
+        for (list, phrases, flag) in [
+            ("cues.negation_before", &c.negation_before, NEG_BEFORE),
+            ("cues.negation_after", &c.negation_after, NEG_AFTER),
+            ("cues.uncertainty_before", &c.uncertainty_before, UNC_BEFORE),
+            ("cues.uncertainty_after", &c.uncertainty_after, UNC_AFTER),
+            ("cues.pseudo", &c.pseudo, PSEUDO),
+            ("cues.clause_breaks", &c.clause_breaks, BREAK),
+        ] {
+            for raw in phrases {
+                let slot = cues.slot(list, raw)?;
+                *slot |= flag;
+                let neg = *slot & (NEG_BEFORE | NEG_AFTER) != 0;
+                let unc = *slot & (UNC_BEFORE | UNC_AFTER) != 0;
+                let other = *slot & (PSEUDO | BREAK);
+                if (neg && unc) || (other != 0 && *slot != other) || other == PSEUDO | BREAK {
+                    return Err(ClinicalError::BadPhrase {
+                        list: list.to_string(),
+                        phrase: raw.clone(),
+                        reason: "also in a cue list of another kind",
+                    });
+                }
+            }
+        }
+        Ok(Labeler {
+            mentions: mentions.build()?,
+            cues: cues.build()?,
+            anatomy,
+        })
+    }
+
+    /// [`Labeler::from_rules_json`] on the file at `path`.
+    pub fn from_rules_path(path: &Path) -> Result<Labeler> {
+        let json = std::fs::read_to_string(path).map_err(|source| ClinicalError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Labeler::from_rules_json(&json)
+    }
+
+    /// Labels one report.
+    ///
+    /// Text with template tags is labelled on its Findings and Impression
+    /// (as [`sdr_core::report::parse_template`] extracts them, valid or not);
+    /// plain text on its `Findings:` and `Impression:` sections when it has
+    /// either, otherwise on all of it (bare sentences). Text with no sentence
+    /// gets no label at all, not even `No Finding`.
+    pub fn label(&self, text: &str) -> Labels {
+        let sentences: Vec<String> = if has_template_tag(text) {
+            let r = parse_template(text);
+            r.findings.into_iter().chain(r.impression).collect()
+        } else {
+            let units = plain_units(text);
+            if units.iter().any(|u| u.section != Section::Other) {
+                units
+                    .into_iter()
+                    .filter(|u| u.section != Section::Other)
+                    .map(|u| u.text)
+                    .collect()
+            } else {
+                units.into_iter().map(|u| u.text).collect()
+            }
+        };
+        let mut labels = Labels::default();
+        if sentences.is_empty() {
+            return labels;
+        }
+        let mut scratch = Scratch::default();
+        for s in &sentences {
+            self.label_sentence(s, &mut labels, &mut scratch);
+        }
+        labels.no_finding_from_others();
+        labels
+    }
+
+    fn label_sentence(&self, sentence: &str, labels: &mut Labels, sc: &mut Scratch) {
+        normalize_into(sentence, &mut sc.text);
+        let text = sc.text.as_str();
+        self.mentions.hits(text, &mut sc.hits);
+        if sc.hits.is_empty() {
+            return;
+        }
+        sc.items.clear();
+        sc.unmentions.clear();
+        for h in &sc.hits {
+            for &target in &self.mentions.payload[h.phrase] {
+                let o = match target {
+                    Target::Unmention(o) => {
+                        sc.unmentions.push((o, h.start, h.end));
+                        continue;
+                    }
+                    Target::Mention(o) => o,
+                    Target::Anatomy(r) | Target::Attribute(r, _) => self.anatomy[r as usize].0,
+                };
+                sc.items.push(Item {
+                    start: h.start,
+                    end: h.end,
+                    target,
+                    key: o.index(),
+                });
+            }
+        }
+        // Unmentions veto the mentions of their observation that they overlap.
+        let unmentions = &sc.unmentions;
+        sc.items.retain(|it| {
+            let o = Observation::ALL[it.key];
+            !unmentions
+                .iter()
+                .any(|&(u, s, e)| u == o && s < it.end && it.start < e)
+        });
+        select_longest(&mut sc.items, |it| (it.key, it.start, it.end));
+        if sc.items.is_empty() {
+            return;
+        }
+        self.cues.hits(text, &mut sc.cues);
+        select_longest(&mut sc.cues, |c| (0, c.start, c.end));
+        sc.breaks.clear();
+        sc.breaks.extend(
+            text.bytes()
+                .enumerate()
+                .filter(|&(_, b)| b == b';')
+                .map(|(i, _)| i),
+        );
+        sc.breaks.extend(
+            sc.cues
+                .iter()
+                .filter(|c| self.cues.payload[c.phrase] & BREAK != 0)
+                .map(|c| c.start),
+        );
+        sc.breaks.sort_unstable();
+        let sc = &*sc;
+        for it in &sc.items {
+            let o = Observation::ALL[it.key];
+            let label = match it.target {
+                Target::Mention(_) => Some(self.judge(it.start, it.end, sc)),
+                Target::Anatomy(rule) => self.describe(it, rule, text, sc),
+                _ => None,
+            };
+            if let Some(l) = label {
+                labels[o] = Some(Label::merge(labels[o], l));
+            }
+        }
+    }
+
+    /// The label of an anatomy mention from its nearest attribute, if any.
+    fn describe(&self, anat: &Item, rule: u16, text: &str, sc: &Scratch) -> Option<Label> {
+        let max_gap = self.anatomy[rule as usize].1;
+        let clause = clause_of(&sc.breaks, anat.start);
+        let mut best: Option<(usize, bool, &Item)> = None;
+        for it in &sc.items {
+            let Target::Attribute(r, abnormal) = it.target else {
+                continue;
+            };
+            if r != rule || clause_of(&sc.breaks, it.start) != clause {
+                continue;
+            }
+            let between = if it.start >= anat.end {
+                &text[anat.end..it.start]
+            } else if anat.start >= it.end {
+                &text[it.end..anat.start]
+            } else {
+                continue;
+            };
+            let gap = word_count(between);
+            // On a tie the attribute after the anatomy wins ("heart size normal").
+            let better = best.is_none_or(|(g, _, b)| gap < g || (gap == g && it.start > b.start));
+            if gap > max_gap || !better {
+                continue;
+            }
+            // An abnormal attribute does not reach forward across a comma
+            // ("enlargement of the cardiac silhouette, stable mediastinal
+            // contours"); a normal one may ("normal heart size, mediastinum
+            // and vasculature").
+            let comma = it.end <= anat.start && between.contains(',');
+            if abnormal && comma {
+                continue;
+            }
+            // An attribute that follows another anatomy at least as closely
+            // is that one's predicate: in "heart size mildly enlarged, stable
+            // mediastinal contours" "enlarged" describes the heart only.
+            if it.end <= anat.start && (gap > 0 || comma) {
+                let taken = sc.items.iter().any(|b| {
+                    matches!(b.target, Target::Anatomy(_))
+                        && b.end <= it.start
+                        && clause_of(&sc.breaks, b.start) == clause
+                        && word_count(&text[b.end..it.start]) <= gap
+                });
+                if taken {
+                    continue;
+                }
+            }
+            best = Some((gap, abnormal, it));
+        }
+        let (_, abnormal, attr) = best?;
+        if !abnormal {
+            return Some(Label::Negative);
+        }
+        let later = if attr.start > anat.start { attr } else { anat };
+        Some(self.judge(later.start, later.end, sc))
+    }
+
+    /// Negation and uncertainty of a mention spanning `start..end`.
+    fn judge(&self, start: usize, end: usize, sc: &Scratch) -> Label {
+        let clause = clause_of(&sc.breaks, start);
+        let mut before: u8 = 0;
+        let mut after: u8 = 0;
+        for c in &sc.cues {
+            let flags = self.cues.payload[c.phrase];
+            if flags & (PSEUDO | BREAK) != 0 || clause_of(&sc.breaks, c.start) != clause {
+                continue;
+            }
+            if c.end <= end {
+                if flags & (NEG_BEFORE | UNC_BEFORE) != 0 {
+                    before = flags; // cues are in text order: the last one is the nearest
+                }
+            } else if c.start >= end && flags & (NEG_AFTER | UNC_AFTER) != 0 {
+                after = flags;
+                break;
+            }
+        }
+        if before & UNC_BEFORE != 0 || after & UNC_AFTER != 0 {
+            Label::Uncertain
+        } else if before & NEG_BEFORE != 0 || after & NEG_AFTER != 0 {
+            Label::Negative
+        } else {
+            Label::Positive
+        }
+    }
+}
+
+/// Rejects an attribute phrase that contains an anatomy phrase of its
+/// observation: overlaps resolve leftmost-longest within an observation, so
+/// the attribute would hide the anatomy it should describe.
+fn check_attributes(rules: &RulesFile) -> Result<()> {
+    for (name, obs) in &rules.observations {
+        let list = format!("{name}.anatomy");
+        let mut anatomy = Vec::new();
+        for a in &obs.anatomy {
+            for raw in &a.phrases {
+                anatomy.push(format!(" {} ", Phrase::parse(&list, raw)?.text));
+            }
+        }
+        for a in &obs.anatomy {
+            for raw in a.abnormal.iter().chain(&a.normal) {
+                let padded = format!(" {} ", Phrase::parse(&list, raw)?.text);
+                if anatomy.iter().any(|p| padded.contains(p.as_str())) {
+                    return Err(ClinicalError::BadPhrase {
+                        list,
+                        phrase: raw.clone(),
+                        reason:
+                            "an attribute must not contain an anatomy phrase of its observation",
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn push_unique(v: &mut Vec<Target>, t: Target) {
+    if !v.contains(&t) {
+        v.push(t);
+    }
+}
+
+/// Words in `s` (tokens with a letter or digit; a lone comma is no word).
+fn word_count(s: &str) -> usize {
+    s.split(' ').filter(|w| w.bytes().any(is_word)).count()
+}
+
+/// Index of the clause holding byte `pos`: the number of breaks at or before it.
+fn clause_of(breaks: &[usize], pos: usize) -> usize {
+    breaks.partition_point(|&b| b <= pos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Label::*;
+    use Observation::*;
+
+    fn lab(text: &str) -> Labels {
+        static L: std::sync::OnceLock<Labeler> = std::sync::OnceLock::new();
+        L.get_or_init(Labeler::default).label(text)
+    }
+
+    fn check(text: &str, expected: &[(Observation, Option<Label>)]) {
+        let l = lab(text);
+        for &(o, want) in expected {
+            assert_eq!(l[o], want, "{o} in {text:?}: got {l:?}");
+        }
+    }
+
+    #[test]
+    fn bundled_rules_compile() {
+        let l = Labeler::default();
+        assert!(l.mentions.payload.len() > 100);
+        assert!(!l.anatomy.is_empty());
+    }
+
+    #[test]
+    fn pre_negation_and_lists() {
+        check(
+            "No pneumothorax, pleural effusion, or focal consolidation.",
+            &[
+                (Pneumothorax, Some(Negative)),
+                (PleuralEffusion, Some(Negative)),
+                (Consolidation, Some(Negative)),
+                (NoFinding, Some(Positive)),
+            ],
+        );
+        check(
+            "There is no pleural effusion or pneumothorax.",
+            &[
+                (PleuralEffusion, Some(Negative)),
+                (Pneumothorax, Some(Negative)),
+            ],
+        );
+        check(
+            "No pneumonia, effusions, edema, pneumothorax, adenopathy, nodules or masses.",
+            &[
+                (Pneumonia, Some(Negative)),
+                (PleuralEffusion, Some(Negative)),
+                (Edema, Some(Negative)),
+                (Pneumothorax, Some(Negative)),
+                (LungLesion, Some(Negative)),
+            ],
+        );
+        check(
+            "The lungs are normally inflated without evidence of focal airspace disease, pleural effusion, or pneumothorax.",
+            &[
+                (LungOpacity, Some(Negative)),
+                (PleuralEffusion, Some(Negative)),
+                (Pneumothorax, Some(Negative)),
+            ],
+        );
+        check(
+            "Negative for focal pulmonary consolidation, pleural effusion, or pneumothorax.",
+            &[
+                (Consolidation, Some(Negative)),
+                (Pneumothorax, Some(Negative)),
+            ],
+        );
+        check(
+            "The lungs are free of any focal infiltrates.",
+            &[(LungOpacity, Some(Negative))],
+        );
+    }
+
+    #[test]
+    fn negation_does_not_cross_a_clause_break() {
+        check(
+            "No focal consolidation, but there is a small left pleural effusion.",
+            &[
+                (Consolidation, Some(Negative)),
+                (PleuralEffusion, Some(Positive)),
+                (NoFinding, None),
+            ],
+        );
+        check(
+            "No pneumothorax; small right pleural effusion.",
+            &[
+                (Pneumothorax, Some(Negative)),
+                (PleuralEffusion, Some(Positive)),
+            ],
+        );
+    }
+
+    #[test]
+    fn post_negation() {
+        check(
+            "Cardiomegaly is not present.",
+            &[(Cardiomegaly, Some(Negative))],
+        );
+        check(
+            "Pneumothorax is not seen.",
+            &[(Pneumothorax, Some(Negative))],
+        );
+        check(
+            "No focal consolidation, pneumothorax or pleural effusion is identified.",
+            &[
+                (Consolidation, Some(Negative)),
+                (PleuralEffusion, Some(Negative)),
+            ],
+        );
+        check(
+            "The previously seen right pleural effusion has resolved.",
+            &[(PleuralEffusion, Some(Negative))],
+        );
+    }
+
+    #[test]
+    fn uncertainty() {
+        check(
+            "Left basilar opacity may represent atelectasis or pneumonia.",
+            &[
+                (LungOpacity, Some(Positive)),
+                (Atelectasis, Some(Uncertain)),
+                (Pneumonia, Some(Uncertain)),
+            ],
+        );
+        check(
+            "Early infiltrate cannot be excluded.",
+            &[(LungOpacity, Some(Uncertain))],
+        );
+        check(
+            "Findings suggesting pulmonary edema.",
+            &[(Edema, Some(Uncertain))],
+        );
+        check(
+            "Right lower lobe opacity concerning for pneumonia.",
+            &[(LungOpacity, Some(Positive)), (Pneumonia, Some(Uncertain))],
+        );
+        check(
+            "Possible small left pleural effusion.",
+            &[(PleuralEffusion, Some(Uncertain)), (NoFinding, None)],
+        );
+        check(
+            "Streaky opacities likely atelectasis.",
+            &[(Atelectasis, Some(Uncertain))],
+        );
+        // "to suggest" after a negation is no uncertainty cue.
+        check(
+            "There is no focal air space opacity to suggest a pneumonia.",
+            &[(LungOpacity, Some(Negative)), (Pneumonia, Some(Negative))],
+        );
+    }
+
+    #[test]
+    fn heart_size_is_a_cardiomegaly_mention() {
+        for negative in [
+            "Heart size normal.",
+            "The heart is normal in size.",
+            "Normal heart size.",
+            "Heart size is within normal limits.",
+            "The heart is not enlarged.",
+            "The cardiac silhouette is normal in size and contour.",
+        ] {
+            check(negative, &[(Cardiomegaly, Some(Negative))]);
+        }
+        for positive in [
+            "The heart is enlarged.",
+            "Heart size is mildly enlarged.",
+            "Stable enlarged cardiac silhouette.",
+            "Mild cardiomegaly.",
+        ] {
+            check(positive, &[(Cardiomegaly, Some(Positive))]);
+        }
+        // "Borderline" grades the size; it does not hedge the finding.
+        check(
+            "Borderline cardiomegaly.",
+            &[(Cardiomegaly, Some(Positive))],
+        );
+        check(
+            "Heart size is borderline.",
+            &[(Cardiomegaly, Some(Positive))],
+        );
+        // The attribute after an anatomy is that anatomy's.
+        check(
+            "Heart size mildly enlarged, stable mediastinal contours.",
+            &[
+                (Cardiomegaly, Some(Positive)),
+                (EnlargedCardiomediastinum, None),
+            ],
+        );
+        check(
+            "Normal heart size and mediastinal contours.",
+            &[
+                (Cardiomegaly, Some(Negative)),
+                (EnlargedCardiomediastinum, Some(Negative)),
+            ],
+        );
+        // No attribute, no mention.
+        check(
+            "The heart and lungs have XXXX XXXX in the interval.",
+            &[(Cardiomegaly, None), (NoFinding, Some(Positive))],
+        );
+    }
+
+    #[test]
+    fn deidentified_text() {
+        check(
+            "There are no XXXX of a pleural effusion.",
+            &[(PleuralEffusion, Some(Negative))],
+        );
+        check("Normal chest x-XXXX.", &[(NoFinding, Some(Positive))]);
+    }
+
+    #[test]
+    fn devices() {
+        check(
+            "Midline sternotomy wires and mediastinal clips are again noted.",
+            &[
+                (SupportDevices, Some(Positive)),
+                (NoFinding, Some(Positive)),
+            ],
+        );
+        check(
+            "Left-sided pacemaker with leads in the right atrium and right ventricle.",
+            &[(SupportDevices, Some(Positive))],
+        );
+        check(
+            "Right IJ central venous catheter tip in the SVC.",
+            &[(SupportDevices, Some(Positive))],
+        );
+        check(
+            "Surgical instruments in the right upper quadrant.",
+            &[(SupportDevices, Some(Positive))],
+        );
+        check(
+            "Interval removal of the right chest tube.",
+            &[(SupportDevices, Some(Negative))],
+        );
+    }
+
+    /// Sentences from IU X-ray behind the changes in docs/results/labeler.md.
+    #[test]
+    fn iu_regressions() {
+        // "Suspicious" is an adjective in a negated list, not a hedge.
+        check(
+            "No focal consolidation, suspicious pulmonary opacity, large pleural effusion, or pneumothorax is identified.",
+            &[
+                (Consolidation, Some(Negative)),
+                (LungOpacity, Some(Negative)),
+                (PleuralEffusion, Some(Negative)),
+                (Pneumothorax, Some(Negative)),
+            ],
+        );
+        check(
+            "Heart size upper limits of normal.",
+            &[(Cardiomegaly, Some(Negative))],
+        );
+        check(
+            "Please note that fractures may not be demonstrated and consider additional imaging as clinically warranted.",
+            &[(Fracture, Some(Negative))],
+        );
+        check(
+            "Age-indeterminate fracture of the right lateral 9th rib.",
+            &[(Fracture, Some(Positive))],
+        );
+        check(
+            "Right chest XXXX tip in the low SVC.",
+            &[
+                (SupportDevices, Some(Positive)),
+                (NoFinding, Some(Positive)),
+            ],
+        );
+        check(
+            "Evidence of previous granulomatous infection.",
+            &[(Pneumonia, None)],
+        );
+        check(
+            "Nodular densities projecting over the posterior 9th ribs bilaterally.",
+            &[(LungLesion, Some(Positive)), (LungOpacity, None)],
+        );
+        check(
+            "Increasing density in the superior segment of the left lower lobe.",
+            &[(LungOpacity, Some(Positive))],
+        );
+        check(
+            "Stable enlarged cardiomediastinal silhouette.",
+            &[
+                (Cardiomegaly, Some(Positive)),
+                (EnlargedCardiomediastinum, None),
+            ],
+        );
+        check(
+            "The mediastinum is unremarkable.",
+            &[(EnlargedCardiomediastinum, Some(Negative))],
+        );
+        check(
+            "XXXX opacities in the left base may be compatible with scarring or subsegmental atelectasis.",
+            &[(LungOpacity, Some(Positive)), (Atelectasis, Some(Uncertain))],
+        );
+        check(
+            "Pulmonary vascularity is within normal limits.",
+            &[(Edema, Some(Negative))],
+        );
+    }
+
+    #[test]
+    fn unmentions_veto() {
+        check("Small pericardial effusion.", &[(PleuralEffusion, None)]);
+    }
+
+    #[test]
+    fn sections_and_empty_text() {
+        let tagged = lab("<think>Large right pleural effusion.</think><answer>Effusion.</answer>");
+        assert_eq!(tagged[PleuralEffusion], Some(Positive));
+        // Indication is not labelled when the report has sections.
+        let plain = lab("INDICATION: pneumonia?\nFINDINGS: Lungs are clear.\nIMPRESSION: Normal.");
+        assert_eq!(plain[Pneumonia], None);
+        assert_eq!(plain[NoFinding], Some(Positive));
+        assert_eq!(lab("   "), Labels::default());
+    }
+
+    #[test]
+    fn attribute_hiding_its_anatomy_is_rejected() {
+        let json = r#"{"version":1,"observations":{"Cardiomegaly":{"anatomy":[
+            {"phrases":["heart size"],"normal":["normal heart size"]}]}},"cues":{}}"#;
+        let e = Labeler::from_rules_json(json).unwrap_err();
+        assert!(e.to_string().contains("`normal heart size`"), "{e}");
+    }
+
+    #[test]
+    fn cue_kind_conflicts_are_rejected() {
+        let json = r#"{"version":1,"observations":{},"cues":{"negation_before":["no"],"uncertainty_after":["no"]}}"#;
+        let e = Labeler::from_rules_json(json).unwrap_err();
+        assert!(e.to_string().contains("`no`"), "{e}");
+        let json = r#"{"version":1,"observations":{"Edema":{"mentions":["edema"]}},"cues":{"negation_before":["no"]}}"#;
+        let l = Labeler::from_rules_json(json).unwrap();
+        assert_eq!(l.label("No edema.")[Edema], Some(Negative));
+        assert_eq!(l.label("Edema.")[Edema], Some(Positive));
+    }
+}

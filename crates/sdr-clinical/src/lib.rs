@@ -1,0 +1,40 @@
+//! Clinical correctness without model weights: CheXpert-14 labels from
+//! report text by phrase rules, and CheXpert-rule F1 (SPEC §8).
+//!
+//! - [`Labeler`] labels a report's 14 CheXpert observations (Irvin et al.,
+//!   AAAI 2019) as positive, negative, uncertain or not mentioned. Phrase
+//!   and cue lists live in a readable JSON file
+//!   (`data/clinical/chexpert_rules.json`, bundled; your own with
+//!   [`Labeler::from_rules_path`]); matching runs two Aho-Corasick automata
+//!   per sentence, with no model and no regular expressions.
+//! - [`chexpert_f1`] scores candidate labels against reference labels over a
+//!   corpus (macro and micro over 14 and over 5 observations);
+//!   [`example_f1`] scores one pair (for rewards).
+//! - [`iu`] validates the labeler against IU X-ray's MeSH coding.
+//!
+//! The metric is called "CheXpert-rule F1": it is computed with these rules,
+//! not with the CheXbert model, and its numbers are not CheXbert F1.
+//!
+//! ```
+//! use sdr_clinical::{example_f1, Labeler, Observation, UncertainPolicy};
+//!
+//! let labeler = Labeler::default();
+//! let hyp = labeler.label("<think>Heart size normal. No effusion.</think><answer>Normal chest.</answer>");
+//! let reference = labeler.label("Findings: The lungs are clear.\nImpression: No acute disease.");
+//! assert_eq!(hyp[Observation::NoFinding], reference[Observation::NoFinding]);
+//! assert_eq!(example_f1(&hyp, &reference, UncertainPolicy::Positive), 1.0);
+//! ```
+
+#![warn(missing_docs)]
+
+mod error;
+mod f1;
+pub mod iu;
+mod labeler;
+mod observation;
+mod rules;
+
+pub use error::{ClinicalError, Result};
+pub use f1::{chexpert_f1, example_f1, F1Report, ObservationScore, Scores, UncertainPolicy};
+pub use labeler::{Labeler, BUNDLED_RULES};
+pub use observation::{Label, Labels, Observation};
