@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::{anyhow, Result};
 use rayon::prelude::*;
+use sdr_clinical::{chexpert_f1, example_f1, Labeler, Labels, UncertainPolicy};
 use sdr_core::report::parse_report;
 use sdr_eval::scores::{TextScorer, TEXT_METRICS};
 use serde::Deserialize;
@@ -45,6 +46,9 @@ pub struct Args {
     /// then /usr/share/wordnet; without one METEOR matches exact words and stems only).
     #[arg(long, value_name = "DIR")]
     pub wordnet: Option<PathBuf>,
+    /// Count uncertain CheXpert-rule labels as absent (default: as present).
+    #[arg(long)]
+    pub uncertain_negative: bool,
     /// Write the JSON Lines here (atomically) instead of stdout.
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -132,16 +136,28 @@ pub fn run(args: Args) -> Result<()> {
         }
         None => None,
     };
+    let policy = if args.uncertain_negative {
+        UncertainPolicy::Negative
+    } else {
+        UncertainPolicy::Positive
+    };
+    let labeler = Labeler::default();
+    let labels: Vec<(Labels, Labels)> = units
+        .par_iter()
+        .map(|u| (labeler.label(&u.hyp), labeler.label(&u.reference)))
+        .collect();
     let metric_names: Vec<&str> = TEXT_METRICS
         .iter()
         .copied()
         .chain(bert.iter().flat_map(|_| BERT_KEYS))
+        .chain(["CheXpert-rule F1"])
         .collect();
     let unit_values = |j: usize| -> Vec<f64> {
         let mut v: Vec<f64> = text[j].map(|t| t.to_vec()).unwrap_or_else(|| vec![0.0; 9]);
         if let Some(b) = &bert {
             v.extend([b[j].precision, b[j].recall, b[j].f1]);
         }
+        v.push(example_f1(&labels[j].0, &labels[j].1, policy));
         v
     };
     let sections: &[&str] = if args.whole {
@@ -193,6 +209,21 @@ pub fn run(args: Args) -> Result<()> {
             .map(|(k, v)| format!("{k} {:.4}", v / count))
             .collect();
         eprintln!("  mean {name}: {}", cells.join(", "));
+        let (h, r): (Vec<Labels>, Vec<Labels>) = labels
+            .iter()
+            .skip(s)
+            .step_by(sections.len())
+            .cloned()
+            .unzip();
+        let rep = chexpert_f1(&h, &r, policy).map_err(|e| anyhow!("{e}"))?;
+        eprintln!(
+            "  {name} CheXpert-rule F1 (corpus, uncertain as {}): macro-14 {:.4}, micro-14 {:.4}, macro-5 {:.4}, micro-5 {:.4}",
+            if args.uncertain_negative { "absent" } else { "present" },
+            rep.macro_14.f1,
+            rep.micro_14.f1,
+            rep.macro_5.f1,
+            rep.micro_5.f1
+        );
     }
     Ok(())
 }
