@@ -1,0 +1,95 @@
+//! End to end: `sdr score` per section, `--whole`, and the errors that name a line.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+fn score(args: &[&str], input: &str) -> std::process::Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sdr"))
+        .arg("score")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn lines(out: &std::process::Output) -> Vec<serde_json::Value> {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn sections_are_scored_separately() {
+    let input = concat!(
+        r#"{"id": "a", "hyp": "<think>The lungs are clear. Mild cardiomegaly.</think><answer>No acute cardiopulmonary disease is seen.</answer>", "ref": "Findings: The lungs are clear. Mild cardiomegaly.\nImpression: No acute cardiopulmonary disease is seen."}"#,
+        "\n",
+        r#"{"id": 2, "hyp": "not a report", "ref": "<think>Small left pleural effusion.</think><answer>Effusion.</answer>"}"#,
+        "\n",
+        r#"{"hyp": "<think>Large right pleural effusion.</think><answer>Cardiomegaly.</answer>", "ref": "<think>Heart size is normal.</think><answer>Normal.</answer>"}"#,
+        "\n"
+    );
+    let l = lines(&score(&["--no-bertscore"], input));
+    assert_eq!(l.len(), 3);
+    assert_eq!(l[0]["id"], "a");
+    assert_eq!(l[1]["id"], 2);
+    assert!(l[2].get("id").is_none());
+    // Identical sections score 1 on the overlap metrics and the clinical F1.
+    for sec in ["findings", "impression"] {
+        for m in ["BLEU-4", "ROUGE-L", "METEOR", "CheXpert-rule F1"] {
+            let v = l[0][sec][m].as_f64().unwrap();
+            assert!(v > 0.99, "{sec} {m} = {v}");
+        }
+        // A malformed hypothesis has no sections: 0 everywhere.
+        assert!(l[1][sec]["ROUGE-L"].as_f64().unwrap() == 0.0);
+    }
+    assert_eq!(l[0]["format_valid"], true);
+    assert_eq!(l[1]["format_valid"], false);
+    // Effusion and cardiomegaly where the reference has neither: clinical F1 0.
+    assert_eq!(l[2]["findings"]["CheXpert-rule F1"].as_f64().unwrap(), 0.0);
+    assert!(l[0]["findings"].get("BERTScore-F1").is_none());
+}
+
+#[test]
+fn whole_texts_and_bad_lines() {
+    let l = lines(&score(
+        &["--no-bertscore", "--whole"],
+        r#"{"hyp": "the lungs are clear", "ref": "the lungs are clear"}"#,
+    ));
+    assert!((l[0]["whole"]["ROUGE-L"].as_f64().unwrap() - 1.0).abs() < 1e-12);
+    let out = score(
+        &["--no-bertscore"],
+        "{\"hyp\": \"x\", \"ref\": \"Findings: A.\"}\n",
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("<stdin>:1") && err.contains("no Impression section"),
+        "{err}"
+    );
+    let out = score(
+        &["--no-bertscore"],
+        "{\"hyp\": \"x\", \"ref\": \"<think>A.</think><answer>B.</answer>\"}\n{oops\n",
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("<stdin>:2") && err.contains("invalid JSON"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
