@@ -157,6 +157,33 @@ def read_log(path: Path):
     return [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
 
 
+def training_table(runs: dict) -> str:
+    """Per GRPO run: steps, mean reward over the first and last 20 % of steps,
+    step time and the training reward's share of it (TRL's step_time and
+    SDRReward's <name>/seconds; the weight-0 monitor's time is listed apart)."""
+    lines = [
+        "| run | steps | reward, first 20 % | reward, last 20 % | change | step time (s) | reward time (s) | reward share | monitor time (s) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, hist in runs.items():
+        steps = [h for h in hist if "reward" in h and "step_time" in h]
+        if not steps:
+            continue
+        rewards = [h["reward"] for h in steps]
+        k = max(1, len(rewards) // 5)
+        first, last = sum(rewards[:k]) / k, sum(rewards[-k:]) / k
+        step_time = sum(h["step_time"] for h in steps) / len(steps)
+        own = [v for h in steps for key, v in h.items() if key.endswith("/seconds") and key.startswith("r_")]
+        mon = [v for h in steps for key, v in h.items() if key.endswith("/seconds") and key.startswith("monitor")]
+        own_t = sum(own) / len(own) if own else 0.0
+        mon_t = f"{sum(mon) / len(mon):.2f}" if mon else "-"
+        lines.append(
+            f"| {name} | {len(steps)} | {first:.3f} | {last:.3f} | {last - first:+.3f} | {step_time:.1f} | "
+            f"{own_t:.2f} | {100 * own_t / step_time:.1f} % | {mon_t} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def curves(runs: dict, png: Path) -> None:
     import matplotlib
 
@@ -223,7 +250,11 @@ def main() -> None:
     print(md)
     (out / "summary.json").write_text(json.dumps({"summaries": summaries, "generation_seconds": timings}, indent=1) + "\n")
     if args.logs:
-        curves({n: read_log(Path(p)) for n, p in (s.split("=", 1) for s in args.logs)}, out / "reward_curves.png")
+        runs = {n: read_log(Path(p)) for n, p in (s.split("=", 1) for s in args.logs) if Path(p).exists()}
+        curves(runs, out / "reward_curves.png")
+        train = training_table(runs)
+        print(train)
+        md += "\n" + train
     Path(args.table + ".generated").write_text(md + "\n")
 
 

@@ -90,20 +90,21 @@ impl Stats {
         let mut precisions = [0.0f64; ORDER];
         let mut smooth_mteval = 1.0;
         let mut eff_order = ORDER;
-        for n in 0..ORDER {
-            if self.total[n] == 0 {
+        for (n, p) in precisions.iter_mut().enumerate() {
+            let (correct, total) = (self.correct[n], self.total[n]);
+            if total == 0 {
                 break;
             }
             if effective_order {
                 eff_order = n + 1;
             }
-            if self.correct[n] == 0 {
+            if correct == 0 {
                 if smoothing == SacreSmoothing::Exp {
                     smooth_mteval *= 2.0;
-                    precisions[n] = 100.0 / (smooth_mteval * self.total[n] as f64);
+                    *p = 100.0 / (smooth_mteval * total as f64);
                 }
             } else {
-                precisions[n] = 100.0 * self.correct[n] as f64 / self.total[n] as f64;
+                *p = 100.0 * correct as f64 / total as f64;
             }
         }
         // sacrebleu `my_log`: log(0) is floored at -9999999999; a plain sum.
