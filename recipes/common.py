@@ -117,6 +117,30 @@ def set_threads() -> None:
     torch.set_num_threads(n)
 
 
+def last_checkpoint(out: Path):
+    """The newest `checkpoint-N` folder under `out` (a Trainer's output_dir), or None."""
+    cks = sorted(out.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+    return str(cks[-1]) if cks else None
+
+
+def train_and_save(trainer, tok, out: Path, label: str):
+    """Train, resuming from the last checkpoint under `out` if there is one; save the
+    model and tokenizer to `out/final` and the log history to `out/log_history.jsonl`.
+    Returns (seconds trained in this call, the checkpoint resumed from or None)."""
+    import time
+
+    resume = last_checkpoint(out)
+    if resume:
+        print(f"{label}: resuming from {resume}", flush=True)
+    t0 = time.time()
+    trainer.train(resume_from_checkpoint=resume)
+    wall = time.time() - t0
+    trainer.save_model(str(out / "final"))
+    tok.save_pretrained(str(out / "final"))
+    write_jsonl_atomic(out / "log_history.jsonl", trainer.state.log_history)
+    return wall, resume
+
+
 def write_jsonl_atomic(path: Path, rows) -> None:
     """JSON Lines written to a temporary file beside `path`, then renamed."""
     path.parent.mkdir(parents=True, exist_ok=True)

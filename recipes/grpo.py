@@ -23,7 +23,6 @@ import argparse
 import json
 import random
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -54,11 +53,6 @@ def prompts(n: int, seed: int):
         {"prompt": common.prompt_messages(r), "solution": common.target(r), "uid": r["uid"]}
         for r in rows[:n]
     ]
-
-
-def last_checkpoint(out: Path):
-    cks = sorted(out.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
-    return str(cks[-1]) if cks else None
 
 
 def main() -> None:
@@ -130,16 +124,7 @@ def main() -> None:
     trainer = GRPOTrainer(
         model=model, processing_class=tok, reward_funcs=reward_funcs, args=cfg, train_dataset=ds
     )
-    resume = last_checkpoint(out)
-    if resume:
-        print(f"grpo: resuming from {resume}", flush=True)
-    t0 = time.time()
-    trainer.train(resume_from_checkpoint=resume)
-    wall = time.time() - t0
-    final = out / "final"
-    trainer.save_model(str(final))
-    tok.save_pretrained(str(final))
-    common.write_jsonl_atomic(out / "log_history.jsonl", trainer.state.log_history)
+    wall, resume = common.train_and_save(trainer, tok, out, "grpo")
     meta = {
         "reward": args.reward,
         "steps": trainer.state.global_step,

@@ -17,7 +17,6 @@ import argparse
 import json
 import random
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -36,11 +35,6 @@ def dataset_rows(n: int, seed: int):
         }
         for r in rows
     ]
-
-
-def last_checkpoint(out: Path):
-    cks = sorted(out.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
-    return str(cks[-1]) if cks else None
 
 
 def main() -> None:
@@ -92,16 +86,7 @@ def main() -> None:
         gradient_checkpointing=False,
     )
     trainer = SFTTrainer(model=model, args=cfg, train_dataset=ds, processing_class=tok)
-    resume = last_checkpoint(out)
-    if resume:
-        print(f"sft: resuming from {resume}", flush=True)
-    t0 = time.time()
-    trainer.train(resume_from_checkpoint=resume)
-    wall = time.time() - t0
-    final = out / "final"
-    trainer.save_model(str(final))
-    tok.save_pretrained(str(final))
-    common.write_jsonl_atomic(out / "log_history.jsonl", trainer.state.log_history)
+    wall, resume = common.train_and_save(trainer, tok, out, "sft")
     meta = {
         "samples": len(rows),
         "epochs": args.epochs,
