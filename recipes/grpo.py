@@ -4,6 +4,9 @@ Rewards (paper §3.2 and §4; SPEC §4), all with lambda_fmt = lambda_sem = 1:
 
 - ``cham``  R_fmt + R_sem with the Chamfer set distance   (``SDRReward(metric="chamfer")``)
 - ``haus``  R_fmt + R_sem with the Hausdorff set distance (``SDRReward(metric="hausdorff")``)
+- ``cham-set`` as ``cham`` with repeated sentences dropped within a section
+  (``SDRReward(metric="chamfer", distinct_sentences=True)``; beyond the paper: see
+  docs/results/grpo.md for why a small policy needs it)
 - ``exact`` R_fmt + per-section exact match (the paper's R_exact baseline)
 - ``fmt``   R_fmt alone
 
@@ -28,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 
-REWARDS = ("cham", "haus", "exact", "fmt")
+REWARDS = ("cham", "haus", "exact", "fmt", "cham-set")
 
 
 def make_reward(kind: str):
@@ -36,6 +39,8 @@ def make_reward(kind: str):
 
     if kind == "cham":
         return sdr.SDRReward(metric="chamfer", name="r_cham")
+    if kind == "cham-set":
+        return sdr.SDRReward(metric="chamfer", distinct_sentences=True, name="r_cham_set")
     if kind == "haus":
         return sdr.SDRReward(metric="hausdorff", name="r_haus")
     if kind == "exact":

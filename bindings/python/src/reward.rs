@@ -144,7 +144,8 @@ pub struct PyRewardScorer {
 #[pymethods]
 impl PyRewardScorer {
     #[new]
-    #[pyo3(signature = (metric = "chamfer", format_weight = 1.0, semantic_weight = 1.0, exact = false, model_dir = None, encoder = None))]
+    #[pyo3(signature = (metric = "chamfer", format_weight = 1.0, semantic_weight = 1.0, exact = false, model_dir = None, encoder = None, distinct_sentences = false))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         metric: &str,
@@ -153,8 +154,11 @@ impl PyRewardScorer {
         exact: bool,
         model_dir: Option<PathBuf>,
         encoder: Option<Py<PyAny>>,
+        distinct_sentences: bool,
     ) -> PyResult<Self> {
-        let options = RewardOptions::new(metric, format_weight, semantic_weight, exact).py()?;
+        let options = RewardOptions::new(metric, format_weight, semantic_weight, exact)
+            .py()?
+            .with_distinct_sentences(distinct_sentences);
         let embedder: Option<Arc<dyn Embedder>> = if exact {
             None
         } else if let Some(func) = encoder {

@@ -164,3 +164,19 @@ def test_rewards_are_finite_and_bounded(reward):
     for k in ("reward", "format", "findings", "impression"):
         assert all(math.isfinite(x) for x in out[k])
     assert all(0.0 <= x <= 3.0 for x in out["reward"])
+
+
+def test_distinct_sentences_removes_the_gain_of_repeats():
+    once = "<think>The lungs are clear. Heart is enlarged.</think><answer>No acute disease.</answer>"
+    many = (
+        "<think>The lungs are clear. The lungs are clear. The lungs are clear. Heart is enlarged.</think>"
+        "<answer>No acute disease.</answer>"
+    )
+    multiset = sdr.SDRReward().score([once, many], references=[REF, REF])
+    assert multiset["findings"][1] != pytest.approx(multiset["findings"][0], abs=1e-6)
+    as_set = sdr.SDRReward(distinct_sentences=True)
+    out = as_set.score([once, many], references=[REF, REF])
+    assert out["findings"][1] == pytest.approx(out["findings"][0], abs=1e-12)
+    assert out["findings"][0] == pytest.approx(multiset["findings"][0], abs=1e-12)
+    assert pickle.loads(pickle.dumps(as_set)).config()["distinct_sentences"] is True
+    assert "distinct_sentences=True" in repr(as_set) and "distinct_sentences" not in repr(sdr.SDRReward())

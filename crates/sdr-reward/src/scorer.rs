@@ -56,6 +56,11 @@ pub struct RewardOptions {
     pub config: RewardConfig,
     /// Score sections by exact match (`R_exact`) instead of set distance.
     pub exact: bool,
+    /// Drop repeated sentences within a section before the distance (true set
+    /// semantics). Off by default: SPEC §2 keeps repeats (multiset). A small
+    /// policy trained on Chamfer learns to repeat a safe sentence, since each
+    /// copy lowers the generated-to-reference mean; this removes that gain.
+    pub distinct_sentences: bool,
 }
 
 impl RewardOptions {
@@ -89,7 +94,14 @@ impl RewardOptions {
                 semantic_weight,
             },
             exact,
+            distinct_sentences: false,
         })
+    }
+
+    /// The same options with repeated sentences dropped within each section.
+    pub fn with_distinct_sentences(mut self, distinct: bool) -> Self {
+        self.distinct_sentences = distinct;
+        self
     }
 }
 
@@ -175,6 +187,12 @@ impl<'a> SlotTable<'a> {
             .map(|s| self.slot_of(s, from_reference, stats))
             .collect()
     }
+}
+
+/// Keep the first occurrence of each slot id, in order.
+fn first_occurrences(ids: &mut Vec<usize>) {
+    let mut seen = std::collections::HashSet::with_capacity(ids.len());
+    ids.retain(|k| seen.insert(*k));
 }
 
 impl Scorer {
@@ -307,7 +325,13 @@ impl Scorer {
             } else {
                 (Vec::new(), Vec::new())
             };
-            plan.push([gf, gi, rf, ri]);
+            let mut sections = [gf, gi, rf, ri];
+            if self.options.distinct_sentences {
+                for ids in &mut sections {
+                    first_occurrences(ids);
+                }
+            }
+            plan.push(sections);
         }
         let SlotTable {
             slots,
@@ -479,6 +503,26 @@ mod tests {
         let (_, stats) = s.score(&[c], &[Reference::Report(REF)]).unwrap();
         // "No effusion." is embedded again, "Lungs clear." is a reference sentence.
         assert_eq!((stats.embedded, stats.cache_hits), (1, 3));
+    }
+
+    #[test]
+    fn repeats_raise_chamfer_unless_sentences_are_distinct() {
+        // One good sentence repeated, plus one poor one: repeats pull the
+        // generated-to-reference mean towards the good sentence's cost.
+        let once = "<think>Heart normal. No effusion.</think><answer>No acute disease.</answer>";
+        let many = "<think>Heart normal. Heart normal. Heart normal. No effusion.</think><answer>No acute disease.</answer>";
+        let refs = [Reference::Report(REF); 2];
+        let multiset = Scorer::new(RewardOptions::default(), Some(words())).unwrap();
+        let (r, _) = multiset.score(&[once, many], &refs).unwrap();
+        assert!(r[1].findings > r[0].findings + 1e-3, "{r:?}");
+        let set = Scorer::new(
+            RewardOptions::default().with_distinct_sentences(true),
+            Some(words()),
+        )
+        .unwrap();
+        let (d, _) = set.score(&[once, many], &refs).unwrap();
+        assert_eq!(d[0], d[1]);
+        assert_eq!(d[0], r[0]);
     }
 
     #[test]

@@ -70,6 +70,7 @@ class SDRReward:
     exact: bool
     model_dir: Optional[str]
     encoder: Optional[Callable[[List[str]], Any]]
+    distinct_sentences: bool
     def __init__(
         self,
         metric: str = "chamfer",
@@ -81,6 +82,7 @@ class SDRReward:
         reference_columns: Optional[Tuple[str, str]] = None,
         name: Optional[str] = None,
         encoder: Optional[Callable[[List[str]], Any]] = None,
+        distinct_sentences: bool = False,
     ) -> None: ...
     def __call__(
         self,

@@ -124,6 +124,12 @@ class SDRReward:
         callable sees only the distinct sentences that are not cached, once per
         batch (and once at start-up, to learn ``d``). Rows need not be
         unit-norm. Without it, SDR's own all-mpnet-base-v2 runs on the CPU.
+    distinct_sentences : bool
+        Drop repeated sentences within a section before the distance (true
+        set semantics; beyond the paper, whose equations keep repeats). A small
+        policy trained on Chamfer learns to repeat a safe sentence, because
+        every copy lowers the generated-to-reference mean; with this on, a
+        repeat earns nothing. Hausdorff is unaffected either way.
 
     Calling it as ``reward(prompts=..., completions=..., **columns)`` returns one
     float per completion. Completions are strings or chat message lists. A
@@ -150,6 +156,7 @@ class SDRReward:
         reference_columns: Optional[Tuple[str, str]] = None,
         name: Optional[str] = None,
         encoder: Optional[Callable[[List[str]], Any]] = None,
+        distinct_sentences: bool = False,
     ) -> None:
         if not isinstance(metric, str):
             raise TypeError(f"metric must be a string, got {type(metric).__name__}")
@@ -176,6 +183,7 @@ class SDRReward:
         self.format_weight = float(format_weight)
         self.semantic_weight = float(semantic_weight)
         self.exact = bool(exact)
+        self.distinct_sentences = bool(distinct_sentences)
         self.model_dir = None if model_dir is None else os.fspath(model_dir)
         if encoder is not None and not callable(encoder) and not isinstance(encoder, str):
             raise TypeError(f"encoder must be a callable list[str] -> (n, d) array, got {type(encoder).__name__}")
@@ -205,6 +213,7 @@ class SDRReward:
                         self.exact,
                         self.model_dir,
                         self.encoder,
+                        self.distinct_sentences,
                     )
                 scorer = self._scorer
         return scorer
@@ -220,6 +229,7 @@ class SDRReward:
             "reference_columns": self.reference_columns,
             "name": self.__name__,
             "encoder": self.encoder,
+            "distinct_sentences": self.distinct_sentences,
         }
 
     def __getstate__(self) -> Dict[str, Any]:
@@ -229,7 +239,7 @@ class SDRReward:
         self.__init__(**state)  # type: ignore[misc]
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.config().items() if k != "encoder" or v is not None)
+        args = ", ".join(f"{k}={v!r}" for k, v in self.config().items() if not (k == "encoder" and v is None) and not (k == "distinct_sentences" and not v))
         return f"SDRReward({args})"
 
     # -- scoring -------------------------------------------------------------
