@@ -1,7 +1,5 @@
 """Rewards per second: `sdr.SDRReward` against a straightforward Python implementation.
 
-Status: written, not yet run (issue 5; to be run and its output recorded next).
-
 One GRPO batch of 512 completions (64 prompts x 8), built from IU X-ray: the
 references are 64 test-split reports in the `<think>F</think><answer>I</answer>`
 template; each prompt's 8 completions are other reports' sections (drawn with a
@@ -115,6 +113,8 @@ def main():
     ap.add_argument("--json")
     args = ap.parse_args()
 
+    load = os.getloadavg()
+    print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; cpus {os.cpu_count()}")
     comps, refs = make_batch()
     n = len(comps)
     model_dir = os.environ.get("SDR_MODEL") or str(Path.home() / ".cache/sdr/models/all-mpnet-base-v2")
@@ -159,6 +159,7 @@ def main():
         "cpus": os.cpu_count(),
         "machine": platform.processor() or platform.machine(),
         "repeats": args.repeats,
+        "load_before": load[0],
     }
     print(json.dumps(result, indent=1))
     if args.json:

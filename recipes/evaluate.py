@@ -200,8 +200,10 @@ def curves(runs: dict, png: Path) -> None:
             if k == "reward":
                 y = [h["reward"] for h in steps]
             elif k == "monitor":
-                mk = next((c for c in steps[0] if c.startswith("rewards/") and c.endswith("/mean")
-                           and ("monitor_cham" in c or "r_cham" in c)), None) if steps else None
+                # The weight-0 monitor when the run logs one, else the run's own (multiset) Chamfer.
+                names = [c for c in steps[0] if c.startswith("rewards/") and c.endswith("/mean")] if steps else []
+                mk = next((c for c in names if "monitor_cham" in c), None) or next(
+                    (c for c in names if c == "rewards/r_cham/mean"), None)
                 if mk is None:
                     continue
                 y = [h[mk] for h in steps]
@@ -211,8 +213,13 @@ def curves(runs: dict, png: Path) -> None:
                 if mk is None:
                     continue
                 y = [h[mk] for h in steps]
-            ax.plot(x, y, label=name, lw=1.2, alpha=0.85)
-            ax.set_title(title, fontsize=9)
+            # Raw per-step values are dominated by the prompt drawn (one prompt per step):
+            # draw them faint and a centred 9-step moving average on top.
+            line, = ax.plot(x, y, lw=0.6, alpha=0.25)
+            w = 4
+            ma = [sum(y[max(0, i - w):i + w + 1]) / len(y[max(0, i - w):i + w + 1]) for i in range(len(y))]
+            ax.plot(x, ma, label=name, lw=1.4, color=line.get_color())
+            ax.set_title(title + " (9-step mean)", fontsize=9)
             ax.set_xlabel("step", fontsize=8)
             ax.tick_params(labelsize=7)
     axes[0].legend(fontsize=7)

@@ -30,6 +30,9 @@ grpo_pair() {
 }
 grpo_pair cham haus
 grpo_pair exact fmt
+# Beyond the paper: Chamfer over distinct sentences (SDRReward(distinct_sentences=True)),
+# the fix for the repetition the R_cham policy learns (docs/results/grpo.md).
+grpo_pair cham-set
 
 echo "== evaluation"
 "$PY" recipes/evaluate.py --studies 100 \
@@ -38,12 +41,14 @@ echo "== evaluation"
   --policy "GRPO(R_fmt)=$OUT/grpo-fmt/final" \
   --policy "GRPO(R_cham)=$OUT/grpo-cham/final" \
   --policy "GRPO(R_haus)=$OUT/grpo-haus/final" \
+  --policy "GRPO(R_cham, distinct)=$OUT/grpo-cham-set/final" \
   --logs "R_exact=$OUT/grpo-exact/log_history.jsonl" \
   --logs "R_fmt=$OUT/grpo-fmt/log_history.jsonl" \
   --logs "R_cham=$OUT/grpo-cham/log_history.jsonl" \
-  --logs "R_haus=$OUT/grpo-haus/log_history.jsonl"
+  --logs "R_haus=$OUT/grpo-haus/log_history.jsonl" \
+  --logs "R_cham_distinct=$OUT/grpo-cham-set/log_history.jsonl"
 mkdir -p docs/results/grpo
-for r in sft grpo-exact grpo-fmt grpo-cham grpo-haus; do
+for r in sft grpo-exact grpo-fmt grpo-cham grpo-haus grpo-cham-set; do
   cp "$OUT/$r/log_history.jsonl" "docs/results/grpo/$r.log_history.jsonl"
   cp "$OUT/$r/run.json" "docs/results/grpo/$r.run.json"
 done

@@ -219,6 +219,33 @@ async fn oversized_requests_are_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overload_is_shed_with_503_and_retry_after() {
+    // One queued sample at most, and batches held for 400 ms: while the first
+    // request waits, the second is refused at once; later ones succeed.
+    let limits = Limits {
+        max_wait: Duration::from_millis(400),
+        max_queued_samples: 1,
+        ..Limits::default()
+    };
+    let srv = start(exact(), limits).await;
+    let addr = srv.addr;
+    let body = json!({"query": [REF], "labels": [REF]});
+    let b = body.clone();
+    let first = tokio::spawn(async move { post_json(addr, "/get_reward", &b).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (status, head, text) =
+        request_full(addr, "POST", "/get_reward", body.to_string().as_bytes()).await;
+    assert_eq!(status, 503, "{text}");
+    assert!(head.to_lowercase().contains("retry-after: 1"), "{head}");
+    assert!(text.contains("--max-queued-samples"), "{text}");
+    let (status, out) = first.await.unwrap();
+    assert_eq!((status, floats(&out["rewards"])), (200, vec![3.0]));
+    // The slot is released: the next request is scored.
+    let (status, _) = post_json(addr, "/get_reward", &body).await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_requests_time_out() {
     let limits = Limits {
         max_wait: Duration::from_millis(500),

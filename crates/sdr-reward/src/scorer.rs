@@ -57,9 +57,9 @@ pub struct RewardOptions {
     /// Score sections by exact match (`R_exact`) instead of set distance.
     pub exact: bool,
     /// Drop repeated sentences within a section before the distance (true set
-    /// semantics). Off by default: SPEC §2 keeps repeats (multiset). A small
-    /// policy trained on Chamfer learns to repeat a safe sentence, since each
-    /// copy lowers the generated-to-reference mean; this removes that gain.
+    /// semantics). Off by default: SPEC §2 keeps repeats (multiset). Each
+    /// verbatim copy of a close sentence lowers Chamfer's generated-to-reference
+    /// mean, a gain a policy can learn; this removes it (paraphrases still count).
     pub distinct_sentences: bool,
 }
 

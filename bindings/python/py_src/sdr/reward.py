@@ -127,9 +127,9 @@ class SDRReward:
     distinct_sentences : bool
         Drop repeated sentences within a section before the distance (true
         set semantics; beyond the paper, whose equations keep repeats). A small
-        policy trained on Chamfer learns to repeat a safe sentence, because
-        every copy lowers the generated-to-reference mean; with this on, a
-        repeat earns nothing. Hausdorff is unaffected either way.
+        policy trained on Chamfer can repeat a safe sentence, because every
+        copy lowers the generated-to-reference mean; with this on, a verbatim
+        repeat earns nothing (paraphrases still count). Hausdorff is unaffected.
 
     Calling it as ``reward(prompts=..., completions=..., **columns)`` returns one
     float per completion. Completions are strings or chat message lists. A

@@ -29,7 +29,9 @@
 //! Body size (`--max-body-bytes`, 413), samples per request
 //! (`--max-request-samples`, 413), concurrent requests in flight
 //! (`--max-concurrency`, further ones wait), a per-request timeout
-//! (`--timeout-ms`, 504). Bad input is a 4xx with `{"error": "..."}`: malformed
+//! (`--timeout-ms`, 504), samples waiting to be scored (`--max-queued-samples`:
+//! beyond it, 503 with `Retry-After: 1` at once, so overload is shed quickly and
+//! memory stays bounded; clients should retry after the delay). Bad input is a 4xx with `{"error": "..."}`: malformed
 //! JSON, length mismatches, a reference with an empty section (named by its
 //! index in the request), an unknown metric. SIGINT / SIGTERM stop accepting
 //! connections and let requests in flight finish.
@@ -95,6 +97,10 @@ pub struct Args {
     /// Per-request timeout.
     #[arg(long, default_value_t = 120_000)]
     pub timeout_ms: u64,
+    /// Most samples waiting to be scored; beyond it requests get 503 with
+    /// `Retry-After: 1` at once instead of queueing (bounds memory and latency).
+    #[arg(long, default_value_t = 65_536)]
+    pub max_queued_samples: usize,
 }
 
 impl Args {
@@ -111,6 +117,10 @@ impl Args {
         );
         anyhow::ensure!(self.timeout_ms >= 1, "--timeout-ms must be at least 1");
         anyhow::ensure!(
+            self.max_queued_samples >= 1,
+            "--max-queued-samples must be at least 1"
+        );
+        anyhow::ensure!(
             self.path.starts_with('/') && !matches!(self.path.as_str(), "/health" | "/v1/rewards"),
             "--path must start with / and differ from /health and /v1/rewards"
         );
@@ -121,6 +131,7 @@ impl Args {
             max_request_samples: self.max_request_samples,
             max_concurrency: self.max_concurrency,
             timeout: Duration::from_millis(self.timeout_ms),
+            max_queued_samples: self.max_queued_samples,
         })
     }
 }

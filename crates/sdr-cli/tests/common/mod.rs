@@ -68,6 +68,17 @@ pub async fn start(options: RewardOptions, limits: Limits) -> Server {
 
 /// Send one request; returns (status, body).
 pub async fn request(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+    let (status, _, body) = request_full(addr, method, path, body).await;
+    (status, body)
+}
+
+/// Send one request; returns (status, head, body).
+pub async fn request_full(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> (u16, String, String) {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     let head = format!(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
@@ -85,11 +96,8 @@ pub async fn request(addr: SocketAddr, method: &str, path: &str, body: &[u8]) ->
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or_else(|| panic!("no status line in {text:?}"));
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((text.as_str(), ""));
+    (status, head.to_string(), body.to_string())
 }
 
 pub async fn post_json(

@@ -1,7 +1,7 @@
 //! HTTP handlers, request and reply shapes.
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
@@ -38,6 +38,20 @@ struct Inner {
     tx: mpsc::Sender<Job>,
     limits: Limits,
     counters: Arc<Counters>,
+    /// Samples accepted and not yet answered.
+    queued: AtomicUsize,
+}
+
+/// Releases a request's share of the queue bound when it is answered or dropped.
+struct QueueSlot<'a> {
+    queued: &'a AtomicUsize,
+    n: usize,
+}
+
+impl Drop for QueueSlot<'_> {
+    fn drop(&mut self) {
+        self.queued.fetch_sub(self.n, Ordering::SeqCst);
+    }
 }
 
 impl AppState {
@@ -59,6 +73,7 @@ impl AppState {
                 tx: batcher::spawn(limits, counters.clone()),
                 limits,
                 counters,
+                queued: AtomicUsize::new(0),
             }),
         })
     }
@@ -122,6 +137,18 @@ impl AppState {
         if completions.is_empty() {
             return Ok(Vec::new());
         }
+        let n = completions.len();
+        let before = self.inner.queued.fetch_add(n, Ordering::SeqCst);
+        let _slot = QueueSlot {
+            queued: &self.inner.queued,
+            n,
+        };
+        if before + n > limits.max_queued_samples {
+            return Err(ApiError::unavailable(format!(
+                "overloaded: {before} samples already waiting (--max-queued-samples {}); retry later",
+                limits.max_queued_samples
+            )));
+        }
         let (reply, rx) = oneshot::channel();
         let job = Job {
             scorer,
@@ -172,7 +199,12 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.0, Json(json!({ "error": self.1 }))).into_response()
+        let body = Json(json!({ "error": self.1 }));
+        if self.0 == StatusCode::SERVICE_UNAVAILABLE {
+            // Shed load: tell well-behaved clients when to come back.
+            return (self.0, [(axum::http::header::RETRY_AFTER, "1")], body).into_response();
+        }
+        (self.0, body).into_response()
     }
 }
 

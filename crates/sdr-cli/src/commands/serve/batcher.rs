@@ -20,6 +20,10 @@ pub struct Limits {
     pub max_request_samples: usize,
     pub max_concurrency: usize,
     pub timeout: Duration,
+    /// Most samples waiting to be scored; a request that would exceed it is
+    /// refused with 503 and `Retry-After` at once (load shedding), so that
+    /// overload shows as fast refusals rather than timeouts and memory stays bounded.
+    pub max_queued_samples: usize,
 }
 
 impl Default for Limits {
@@ -31,6 +35,7 @@ impl Default for Limits {
             max_request_samples: 4096,
             max_concurrency: 1024,
             timeout: Duration::from_secs(120),
+            max_queued_samples: 65_536,
         }
     }
 }
