@@ -17,8 +17,10 @@
 //!
 //! The merged file equals a single `sdr corpus build` of the same selection:
 //! same reports in the same order, same sentence table, same vectors bit for
-//! bit (given an encoder whose vector for a sentence does not depend on the
-//! other sentences of its batch), and the same metadata, except `source`, the
+//! bit given an encoder whose vector for a sentence does not depend on the
+//! other sentences of its batch ([`crate::HashEncoder`]; all-mpnet-base-v2's
+//! padded batches can move the last bits, about 1e-7), and the same metadata,
+//! except `source`, the
 //! path as the first shard's worker spelled it (workers may mount the data at
 //! different paths; `source_sha256` and `selection_sha256` are what is checked).
 
