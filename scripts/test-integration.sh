@@ -2,7 +2,8 @@
 # The integration tier: installs llama-cpp-python's OpenAI-compatible server
 # and the SmolLM2-135M-Instruct GGUF (scripts/install-llama-server.sh), then
 # runs the ignored tests, which start that server on 127.0.0.1; finally the
-# TRL check (recipes/setup.sh's venv, recipes/trl_integration.py).
+# TRL check (recipes/setup.sh's venv, recipes/trl_integration.py), and the sharded
+# corpus build on a local Ray cluster (scripts/test-ray-corpus.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,4 +53,7 @@ PY
 echo "== TRL GRPOTrainer + sdr.SDRReward"
 bash recipes/setup.sh
 "${SDR_TRAIN_VENV:-.venv-train}/bin/python" recipes/trl_integration.py
+# A sharded corpus build on a local three-node Ray cluster, merged, against one build.
+echo "== Ray: sharded corpus build"
+bash scripts/test-ray-corpus.sh
 echo "integration: ok"

@@ -53,6 +53,17 @@ pub enum CorpusError {
         index: usize,
         fault: &'static str,
     },
+    /// A shard that does not belong with the others given to merge.
+    #[error("{path}: shard {what} is `{found}`, but {other} has `{expected}`; merge takes the shards of one build (same source, encoder, segmenter and settings)")]
+    ShardMismatch {
+        path: PathBuf,
+        what: &'static str,
+        found: String,
+        expected: String,
+        other: PathBuf,
+    },
+    #[error("shards {missing} missing; given: {given}")]
+    MissingShards { missing: String, given: String },
     #[error("encoder failed: {0}")]
     Encoder(String),
 }

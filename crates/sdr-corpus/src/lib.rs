@@ -11,6 +11,8 @@
 //!   of candidate sentences against the corpus's distinct sentences, `min`,
 //!   `avg`, `knn` aggregation, and exact lower-bound pruning.
 //! - [`select`]: best-of-K selection and consensus (minimum Bayes risk).
+//! - [`shard`]: one build split over machines (`--shard I/N`, contiguous
+//!   report ranges) and the merge that checks and concatenates the shards.
 //!
 //! # Opening a corpus from Python
 //!
@@ -51,6 +53,7 @@ pub mod index;
 pub mod rng;
 pub mod score;
 pub mod select;
+pub mod shard;
 pub mod source;
 pub mod store;
 pub mod synth;
@@ -62,5 +65,6 @@ pub use error::{CorpusError, Result};
 pub use index::CorpusIndex;
 pub use score::{CandidateEmbedding, ScoreOptions, Scores};
 pub use select::{argmin, consensus_scores, embed_candidates, Selection};
+pub use shard::{merge_corpora, merge_files, shard_source, ShardInfo, ShardSpec};
 pub use source::{read_source, Columns, Source, SourceFormat, SourceOptions, SourceReport, Split};
 pub use store::{Corpus, CorpusData, CorpusMeta, CorpusView, Section};

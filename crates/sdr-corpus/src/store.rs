@@ -15,7 +15,9 @@
 //! `encoder`, `encoder_sha256`, `dim`, `segmenter_version`, `source`,
 //! `source_format`, `source_sha256`, `split`, `sample`, `seed`, `n_reports`,
 //! `n_sentences`, `content_sha256` (sha256 over every tensor's name, dtype,
-//! shape and bytes in key order: detects corruption of the data).
+//! shape and bytes in key order: detects corruption of the data). A shard
+//! (`sdr corpus build --shard I/N`) adds `shard_index`, `shard_count`,
+//! `shard_first`, `shard_total` and `selection_sha256` ([`crate::shard`]).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -27,6 +29,7 @@ use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use sha2::{Digest, Sha256};
 
 use crate::error::{CorpusError, Result};
+use crate::shard::ShardInfo;
 
 pub const FORMAT: &str = "sdr-corpus";
 pub const FORMAT_VERSION: &str = "1";
@@ -197,6 +200,16 @@ impl CorpusData {
     /// Writes the corpus to `path` atomically: a temporary file beside it,
     /// then a rename, so a reader never sees a partial file.
     pub fn write(&self, path: &Path) -> Result<()> {
+        self.write_meta(path, None)
+    }
+
+    /// Writes a shard of a build: the corpus of its reports plus the metadata
+    /// that lets [`crate::shard::merge_corpora`] check and order it.
+    pub fn write_shard(&self, path: &Path, shard: &ShardInfo) -> Result<()> {
+        self.write_meta(path, Some(shard))
+    }
+
+    fn write_meta(&self, path: &Path, shard: Option<&ShardInfo>) -> Result<()> {
         let n = self.n_reports();
         let s = self.sentences.len();
         let d = self.meta.dim;
@@ -288,6 +301,9 @@ impl CorpusData {
         ] {
             meta.insert(k.to_string(), v);
         }
+        for (k, v) in shard.map(ShardInfo::to_meta).unwrap_or_default() {
+            meta.insert(k.to_string(), v);
+        }
         let views = tensors
             .iter()
             .map(|(name, dtype, shape, bytes)| {
@@ -336,6 +352,7 @@ pub struct Corpus {
     ids_bytes: Range<usize>,
     ids_offsets: Range<usize>,
     content_sha256: String,
+    shard: Option<ShardInfo>,
 }
 
 /// Reinterprets a byte range of the map as a typed slice. Ranges were checked
@@ -457,6 +474,7 @@ impl Corpus {
                 .map_err(|_| bad(format!("metadata `seed` = `{seed_text}` is not a number")))?,
         };
         let content_sha256 = get("content_sha256")?;
+        let shard = ShardInfo::from_meta(path, &strings)?;
         if dim == 0 {
             return Err(bad("metadata `dim` is 0".into()));
         }
@@ -526,6 +544,7 @@ impl Corpus {
             ids_bytes,
             ids_offsets,
             content_sha256,
+            shard,
         };
         corpus.validate(&infos)?;
         Ok(corpus)
@@ -617,6 +636,10 @@ impl Corpus {
     }
     pub fn n_reports(&self) -> usize {
         self.n_reports
+    }
+    /// Where this file sits in a sharded build; `None` for an ordinary corpus.
+    pub fn shard(&self) -> Option<&ShardInfo> {
+        self.shard.as_ref()
     }
     pub fn n_sentences(&self) -> usize {
         self.n_sentences

@@ -9,7 +9,10 @@ embeddings, fifteen set distances) with reward functions for GRPO trainers:
   ``sdr serve`` and point ``--remote_rm_url`` at it);
 - ``sdr.label`` / ``sdr.chexpert_f1``: CheXpert-14 labels by phrase rules and
   CheXpert-rule F1, with no model weights (``sdr.clinical`` adds adapters to
-  the optional model-based metrics).
+  the optional model-based metrics);
+- ``sdr.build_corpus`` / ``sdr.merge_corpus``: the reference corpus of
+  ``sdr corpus build``, whole or one shard of it, and the merge of the shards
+  (``recipes/ray_corpus.py`` builds the shards on a Ray cluster).
 
 Paper: "SDR: Set-Distance Rewards for Radiology Report Generation".
 """
@@ -28,11 +31,13 @@ from ._sdr import (
     METRICS,
     Encoder,
     __version__,
+    build_corpus,
     chexpert_f1,
     distance,
     distances,
     get_parallelism,
     label,
+    merge_corpus,
     parse_report,
     set_parallelism,
     split_sentences,
@@ -50,12 +55,14 @@ __all__ = [
     "Encoder",
     "SDRReward",
     "__version__",
+    "build_corpus",
     "chexpert_f1",
     "completion_text",
     "distance",
     "distances",
     "get_parallelism",
     "label",
+    "merge_corpus",
     "parse_report",
     "set_parallelism",
     "split_sentences",

@@ -28,6 +28,25 @@ def distances(
 ) -> Dict[str, float]: ...
 def parse_report(text: str) -> ParsedReport: ...
 
+_Path = Union[str, os.PathLike[str]]
+
+def build_corpus(
+    input: _Path,
+    out: _Path,
+    format: str,
+    *,
+    shard: Optional[Tuple[int, int]] = None,
+    split: str = "all",
+    sample: Optional[int] = None,
+    seed: int = 0,
+    id_col: Optional[str] = None,
+    findings_col: str = "findings",
+    impression_col: str = "impression",
+    encoder: str = "mpnet",
+    model_dir: Optional[_Path] = None,
+) -> Dict[str, Any]: ...
+def merge_corpus(parts: Sequence[_Path], out: _Path) -> Dict[str, Any]: ...
+
 class ChexpertF1(TypedDict):
     macro_f1_14: float
     micro_f1_14: float

@@ -1,13 +1,14 @@
 //! `sdr corpus`: build, inspect and resample reference corpora (SPEC §5).
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{anyhow, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use sdr_corpus::{
-    build_corpus, read_source, BuildInfo, Columns, Corpus, CorpusData, HashEncoder,
-    SentenceEncoder, SourceFormat, SourceOptions, Split,
+    build_corpus, merge_files, read_source, shard_source, BuildInfo, Columns, Corpus, CorpusData,
+    HashEncoder, SentenceEncoder, ShardSpec, SourceFormat, SourceOptions, Split,
 };
 
 #[derive(clap::Args)]
@@ -20,6 +21,8 @@ pub struct Args {
 pub enum Sub {
     /// Embed a set of reference reports into one corpus file (.safetensors).
     Build(BuildArgs),
+    /// Merge the shards of `build --shard I/N` into the corpus one build would write.
+    Merge(MergeArgs),
     /// Print a corpus file's metadata and counts (validates it on the way).
     Info(InfoArgs),
     /// Make a larger synthetic corpus by resampling the sentences of a built one.
@@ -72,7 +75,10 @@ sdr corpus build --input rexgradient.csv --format csv --id-col id --findings-col
 sdr corpus build --input mimic-cxr-reports/files --format mimic-dir --sample 5000 --out mimic.safetensors\n\n\
 Sentences are split by sdr-core's segmenter; identical sentence texts are embedded once.\n\
 Reports missing one section are kept (left out of that section's aggregation); reports\n\
-with neither section are dropped and counted. The file is written atomically.")]
+with neither section are dropped and counted. The file is written atomically.\n\n\
+Sharded build (one machine per shard, then `sdr corpus merge`):\n  \
+for i in 0 1 2; do sdr corpus build --input r.csv --format csv --shard $i/3 --out part-$i.safetensors; done\n  \
+sdr corpus merge part-*.safetensors --out corpus.safetensors")]
 pub struct BuildArgs {
     /// Source: a CSV file, a JSON Lines file, or a folder of MIMIC-CXR .txt reports.
     #[arg(long, value_name = "PATH")]
@@ -100,12 +106,36 @@ pub struct BuildArgs {
     /// Impression column / JSON key (exact, then case-insensitive match).
     #[arg(long, default_value = "impression", value_name = "NAME")]
     pub impression_col: String,
+    /// Build only shard I of N (I counts from 0): the contiguous range of
+    /// reports floor(I*n/N)..floor((I+1)*n/N) of the n selected, written with
+    /// the metadata `sdr corpus merge` checks. Every shard reads the whole source.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
     /// Output corpus file (.safetensors).
     #[arg(long, short = 'o', value_name = "FILE")]
     pub out: PathBuf,
     #[command(flatten)]
     pub encoder: EncoderArgs,
     /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "The shards may be given in any order; merge orders them by shard index and\n\
+refuses a missing or repeated shard, a file that is not a shard, and shards whose source,\n\
+selection, encoder, segmenter or settings differ. The result equals a single build of the\n\
+same reports (metadata `source` is the first shard's path). Written atomically."
+)]
+pub struct MergeArgs {
+    /// Shard files written by `sdr corpus build --shard I/N`.
+    #[arg(required = true, value_name = "SHARD")]
+    pub parts: Vec<PathBuf>,
+    /// Output corpus file (.safetensors).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub out: PathBuf,
+    /// No progress bar or log lines.
     #[arg(long)]
     pub quiet: bool,
 }
@@ -138,6 +168,7 @@ pub struct SynthArgs {
 pub fn run(args: Args) -> Result<()> {
     match args.command {
         Sub::Build(a) => build(a),
+        Sub::Merge(a) => merge(a),
         Sub::Info(a) => info(a),
         Sub::Synth(a) => synth(a),
     }
@@ -157,21 +188,38 @@ fn build(a: BuildArgs) -> Result<()> {
         sample: a.sample,
         seed: a.seed,
     };
+    let shard = a
+        .shard
+        .as_deref()
+        .map(|s| s.parse::<ShardSpec>())
+        .transpose()
+        .map_err(|e| anyhow!("--shard: {e}"))?;
     let t0 = Instant::now();
-    let source = read_source(&a.input, &opts)?;
-    let encoder = a.encoder.load()?;
-    let pb = if a.quiet {
-        ProgressBar::hidden()
-    } else {
-        let pb = ProgressBar::new(0);
-        pb.set_style(
-            ProgressStyle::with_template(
-                "embedding {bar:40} {pos}/{len} sentences [{elapsed_precise}<{eta_precise}]",
-            )
-            .map_err(|e| anyhow!("{e}"))?,
-        );
-        pb
+    let full = read_source(&a.input, &opts)?;
+    let (source, shard_info) = match shard {
+        Some(spec) => {
+            let (part, info) = shard_source(&full, spec)?;
+            (part, Some(info))
+        }
+        None => (full, None),
     };
+    let log = !a.quiet && !std::io::stderr().is_terminal();
+    if let (Some(s), true) = (&shard_info, log) {
+        eprintln!(
+            "sdr corpus: shard {}/{}: reports {}..{} of {} from {}",
+            s.index,
+            s.count,
+            s.first,
+            s.first + source.reports.len(),
+            s.total,
+            a.input.display()
+        );
+    }
+    let encoder = a.encoder.load()?;
+    let pb = progress_bar(
+        a.quiet,
+        "embedding {bar:40} {pos}/{len} sentences [{elapsed_precise}<{eta_precise}]",
+    )?;
     let data = build_corpus(
         &source,
         encoder.as_ref(),
@@ -184,15 +232,57 @@ fn build(a: BuildArgs) -> Result<()> {
         Some(&pb),
     )?;
     pb.finish_and_clear();
-    data.write(&a.out)?;
+    match &shard_info {
+        Some(s) => data.write_shard(&a.out, s)?,
+        None => data.write(&a.out)?,
+    }
+    let what = match &shard_info {
+        Some(s) => format!("shard {}/{} of {} reports: ", s.index, s.count, s.total),
+        None => String::new(),
+    };
     let with = |o: &[i64]| o.windows(2).filter(|w| w[1] > w[0]).count();
     eprintln!(
-        "sdr corpus: {} reports ({} with findings, {} with impression; {} records read, {} without either section dropped), {} distinct sentences, encoder {} -> {} in {:.1}s",
+        "sdr corpus: {what}{} reports ({} with findings, {} with impression; {} records read, {} without either section dropped), {} distinct sentences, encoder {} -> {} in {:.1}s",
         data.n_reports(),
         with(&data.findings_offsets),
         with(&data.impression_offsets),
         source.records,
         source.dropped_empty,
+        data.sentences.len(),
+        data.meta.encoder,
+        a.out.display(),
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// An indicatif bar when stderr is a terminal; otherwise hidden (the callers
+/// print a log line before and after the work instead).
+fn progress_bar(quiet: bool, template: &str) -> Result<ProgressBar> {
+    if quiet || !std::io::stderr().is_terminal() {
+        return Ok(ProgressBar::hidden());
+    }
+    let pb = ProgressBar::new(0);
+    pb.set_style(ProgressStyle::with_template(template).map_err(|e| anyhow!("{e}"))?);
+    Ok(pb)
+}
+
+fn merge(a: MergeArgs) -> Result<()> {
+    let t0 = Instant::now();
+    if !a.quiet && !std::io::stderr().is_terminal() {
+        eprintln!("sdr corpus: merging {} shard files", a.parts.len());
+    }
+    let pb = progress_bar(
+        a.quiet,
+        "merging {bar:40} {pos}/{len} shards [{elapsed_precise}]",
+    )?;
+    let data = merge_files(&a.parts, Some(&pb))?;
+    pb.finish_and_clear();
+    write_data(&data, &a.out)?;
+    eprintln!(
+        "sdr corpus: merged {} shards: {} reports, {} distinct sentences, encoder {} -> {} in {:.1}s",
+        a.parts.len(),
+        data.n_reports(),
         data.sentences.len(),
         data.meta.encoder,
         a.out.display(),
@@ -218,6 +308,7 @@ fn info(a: InfoArgs) -> Result<()> {
             "with_impression": ni,
             "findings_sentences": v.findings.indices.len(),
             "impression_sentences": v.impression.indices.len(),
+            "shard": c.shard(),
         });
         println!("{obj}");
         return Ok(());
@@ -251,6 +342,17 @@ fn info(a: InfoArgs) -> Result<()> {
         "split / sample     {} / {} (seed {})",
         m.split, m.sample, m.seed
     );
+    if let Some(s) = c.shard() {
+        println!(
+            "shard              {}/{}: reports {}..{} of {} (selection sha256 {})",
+            s.index,
+            s.count,
+            s.first,
+            s.first + c.n_reports(),
+            s.total,
+            s.selection_sha256
+        );
+    }
     if c.n_reports() > 0 {
         println!("first report id    {}", c.id(0));
     }
