@@ -58,14 +58,20 @@ fn inputs(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf, std::path::Pat
 
 fn select_eval(csv: &Path, cands: &Path, sels: &Path, out: &Path) -> Command {
     let mut c = sdr();
-    c.args(["select-eval", "--no-bertscore", "--seeds", "50", "--references"])
-        .arg(csv)
-        .arg("--candidates")
-        .arg(cands)
-        .arg("--selections")
-        .arg(sels)
-        .arg("--out-dir")
-        .arg(out);
+    c.args([
+        "select-eval",
+        "--no-bertscore",
+        "--seeds",
+        "50",
+        "--references",
+    ])
+    .arg(csv)
+    .arg("--candidates")
+    .arg(cands)
+    .arg("--selections")
+    .arg(sels)
+    .arg("--out-dir")
+    .arg(out);
     c
 }
 
@@ -86,7 +92,10 @@ fn select_eval_writes_chexpert_columns_and_strata() {
         assert!(values.contains(col), "{values}");
     }
     assert!(!values.contains("CheXbert "), "{values}");
-    assert!(values.contains("uncertain labels count as present"), "{values}");
+    assert!(
+        values.contains("uncertain labels count as present"),
+        "{values}"
+    );
     assert!(values.contains("corpus-level F1"), "{values}");
     // The good policy reproduces the references' labels exactly.
     let csv_values = read("impression_values.csv");
@@ -114,8 +123,14 @@ fn select_eval_writes_chexpert_columns_and_strata() {
     }
     let strata = read("impression_strata.md");
     assert!(strata.contains("best policy: good@min"), "{strata}");
-    assert!(strata.contains("normal: CheXpert-rule F1 macro-14"), "{strata}");
-    assert!(strata.contains("all n = 3, normal n = 1, abnormal n = 2"), "{strata}");
+    assert!(
+        strata.contains("normal: CheXpert-rule F1 macro-14"),
+        "{strata}"
+    );
+    assert!(
+        strata.contains("all n = 3, normal n = 1, abnormal n = 2"),
+        "{strata}"
+    );
 
     // Uncertain as absent is an option, and the note says so.
     let out2 = dir.path().join("out2");

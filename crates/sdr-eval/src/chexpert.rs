@@ -41,7 +41,8 @@ pub fn note(policy: UncertainPolicy) -> String {
             UncertainPolicy::Negative => "absent",
         },
         match policy {
-            UncertainPolicy::Positive => "the CheXbert-F1 scripts' convention; --uncertain-negative counts them as absent",
+            UncertainPolicy::Positive =>
+                "the CheXbert-F1 scripts' convention; --uncertain-negative counts them as absent",
             UncertainPolicy::Negative => "--uncertain-negative",
         }
     )

@@ -75,7 +75,10 @@ fn pool_index(pool: Pool) -> usize {
 /// [`EvalError::Empty`] for no study, [`EvalError::LengthMismatch`] when a
 /// study's values, labels or picks do not match `config`, and the errors of
 /// the baseline functions (non-finite values, out-of-range picks).
-pub fn summarize(studies: &[&SelectionStudy], config: &SelectionConfig) -> Result<SelectionSummary> {
+pub fn summarize(
+    studies: &[&SelectionStudy],
+    config: &SelectionConfig,
+) -> Result<SelectionSummary> {
     if studies.is_empty() {
         return Err(EvalError::Empty { what: "studies" });
     }
@@ -186,7 +189,12 @@ impl SelectionSummary {
     ///
     /// # Errors
     /// [`EvalError::LengthMismatch`] when `policies` does not match.
-    pub fn improvement_table(&self, title: String, policies: &[String], pool: Pool) -> Result<Table> {
+    pub fn improvement_table(
+        &self,
+        title: String,
+        policies: &[String],
+        pool: Pool,
+    ) -> Result<Table> {
         self.check_policies(policies)?;
         let mut t = Table::new(title, "policy", self.columns.clone());
         t.decimals = 2;
@@ -232,19 +240,20 @@ pub fn strata_table(
     for (g, s) in groups {
         s.check_policies(policies)?;
         for h in headline {
-            let i = s
-                .columns
-                .iter()
-                .position(|c| c == h)
-                .ok_or_else(|| EvalError::BadParameter {
-                    name: "headline column",
-                    value: h.to_string(),
-                    message: "not a column of the summaries",
-                })?;
+            let i =
+                s.columns
+                    .iter()
+                    .position(|c| c == h)
+                    .ok_or_else(|| EvalError::BadParameter {
+                        name: "headline column",
+                        value: h.to_string(),
+                        message: "not a column of the summaries",
+                    })?;
             cols.push((g.clone(), *s, i));
         }
     }
-    let improve: Vec<Vec<Vec<Option<f64>>>> = groups.iter().map(|(_, s)| s.improvement(pool)).collect();
+    let improve: Vec<Vec<Vec<Option<f64>>>> =
+        groups.iter().map(|(_, s)| s.improvement(pool)).collect();
     let cell = |p: usize, c: usize| {
         let g = c / headline.len();
         improve[g][p][cols[c].2]
@@ -273,7 +282,9 @@ pub fn strata_table(
     let mut t = Table::new(title, "row", columns);
     t.push_row(
         format!("best policy: {}", policies[best]),
-        cols.iter().map(|(_, s, i)| Some(s.policies[best][*i])).collect(),
+        cols.iter()
+            .map(|(_, s, i)| Some(s.policies[best][*i]))
+            .collect(),
     )?;
     t.push_row(
         RANDOM_ROWS[pool_index(pool)],
@@ -342,7 +353,9 @@ mod tests {
         assert_eq!(t.rows.len(), 4);
         assert_eq!(t.rows[0].label, RANDOM_ROWS[0]);
         assert!(s.values_table("v".into(), &keys[..1]).is_err());
-        let t = s.improvement_table("i".into(), &keys, Pool::WellFormed).unwrap();
+        let t = s
+            .improvement_table("i".into(), &keys, Pool::WellFormed)
+            .unwrap();
         assert_eq!(t.rows.len(), 2);
         assert_eq!(t.decimals, 2);
     }

@@ -73,15 +73,15 @@ impl Table {
     /// assert!(t.to_markdown().unwrap().contains("| pruning | 56292 | 0.2500 |"));
     /// ```
     pub fn set_integer_column(&mut self, name: &str) -> Result<()> {
-        let i = self
-            .columns
-            .iter()
-            .position(|c| c == name)
-            .ok_or_else(|| EvalError::BadParameter {
-                name: "integer column",
-                value: name.to_string(),
-                message: "no such column",
-            })?;
+        let i =
+            self.columns
+                .iter()
+                .position(|c| c == name)
+                .ok_or_else(|| EvalError::BadParameter {
+                    name: "integer column",
+                    value: name.to_string(),
+                    message: "no such column",
+                })?;
         if !self.integer_columns.contains(&i) {
             self.integer_columns.push(i);
         }
@@ -297,7 +297,8 @@ mod tests {
         t.set_integer_column("tokens").unwrap();
         assert!(t.set_integer_column("nope").is_err());
         t.push_row("random", vec![None, None]).unwrap();
-        t.push_row("pruning", vec![Some(56292.0), Some(12.5)]).unwrap();
+        t.push_row("pruning", vec![Some(56292.0), Some(12.5)])
+            .unwrap();
         let md = t.to_markdown().unwrap();
         assert!(md.contains("| pruning | 56292 | 12.5000 |"), "{md}");
         assert!(!md.contains("56292.0"), "{md}");

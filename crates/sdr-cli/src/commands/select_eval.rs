@@ -7,13 +7,15 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
 use rayon::prelude::*;
-use sdr_core::report::parse_report;
 use sdr_clinical::{Labeler, Labels, UncertainPolicy};
+use sdr_core::report::parse_report;
 use sdr_eval::baseline::Pool;
 use sdr_eval::chexpert;
 use sdr_eval::heatmap::Heatmap;
 use sdr_eval::scores::{TextScorer, TEXT_METRICS};
-use sdr_eval::selection::{strata_table, summarize, SelectionConfig, SelectionStudy, SelectionSummary};
+use sdr_eval::selection::{
+    strata_table, summarize, SelectionConfig, SelectionStudy, SelectionSummary,
+};
 use sdr_eval::strata::Abnormality;
 use sdr_eval::table::Table;
 use serde::Deserialize;
@@ -209,85 +211,85 @@ pub fn run(a: Args) -> Result<()> {
         abnormality: Option<Abnormality>,
         chosen: Vec<usize>,
     }
-    let rows: Vec<Row> = sels
-        .par_iter()
-        .map(|s| -> Result<Row> {
-            let id = id_text(&s.id);
-            let texts = cands
-                .get(&id)
-                .ok_or_else(|| anyhow!("study {id}: not in {}", a.candidates.display()))?;
-            let reference = refs
-                .get(&id)
-                .ok_or_else(|| anyhow!("study {id}: not in {}", a.references.display()))?;
-            if texts.len() != s.well_formed.len() {
-                return Err(anyhow!(
-                    "study {id}: {} candidates but {} well_formed flags",
-                    texts.len(),
-                    s.well_formed.len()
-                ));
-            }
-            let abnormality = match &reference.problems {
-                Some(p) => Some(Abnormality::from_problems(p).map_err(|e| {
-                    anyhow!("{}:{}: {e}", a.references.display(), reference.line)
-                })?),
-                None => None,
-            };
-            let parsed: Vec<_> = texts.iter().map(|t| parse_report(t)).collect();
-            let hyps = [0, 1].map(|si| {
-                parsed
-                    .iter()
-                    .map(|p| {
-                        if si == 0 {
-                            p.findings.join(" ")
-                        } else {
-                            p.impression.join(" ")
-                        }
-                    })
-                    .collect::<Vec<String>>()
-            });
-            let mut text: [Vec<Vec<f64>>; 2] = [
-                vec![Vec::new(); TEXT_METRICS.len()],
-                vec![Vec::new(); TEXT_METRICS.len()],
-            ];
-            for (si, vs) in text.iter_mut().enumerate() {
-                for hyp in &hyps[si] {
-                    let sc = scorer
-                        .score(hyp, &reference.sections[si])
-                        .map_err(|e| anyhow!("study {id}: {e}"))?;
-                    for (m, v) in sc.values().iter().enumerate() {
-                        vs[m].push(*v);
-                    }
-                }
-            }
-            let labels: [Vec<Labels>; 2] =
-                [0, 1].map(|si| hyps[si].iter().map(|h| labeler.label(h)).collect());
-            let reference_labels = [0, 1].map(|si| labeler.label(&reference.sections[si]));
-            let mut chosen = Vec::with_capacity(keys.len());
-            for (k, (k2, c)) in keys.iter().zip(&s.policies.0) {
-                if k != k2 {
-                    return Err(anyhow!("study {id}: policies differ from the first line's"));
-                }
-                if c.chosen >= texts.len() {
+    let rows: Vec<Row> =
+        sels.par_iter()
+            .map(|s| -> Result<Row> {
+                let id = id_text(&s.id);
+                let texts = cands
+                    .get(&id)
+                    .ok_or_else(|| anyhow!("study {id}: not in {}", a.candidates.display()))?;
+                let reference = refs
+                    .get(&id)
+                    .ok_or_else(|| anyhow!("study {id}: not in {}", a.references.display()))?;
+                if texts.len() != s.well_formed.len() {
                     return Err(anyhow!(
-                        "study {id}: policy {k} chose {} of {} candidates",
-                        c.chosen,
-                        texts.len()
+                        "study {id}: {} candidates but {} well_formed flags",
+                        texts.len(),
+                        s.well_formed.len()
                     ));
                 }
-                chosen.push(c.chosen);
-            }
-            Ok(Row {
-                well: s.well_formed.clone(),
-                hyps,
-                text,
-                labels,
-                reference: reference.sections.clone(),
-                reference_labels,
-                abnormality,
-                chosen,
+                let abnormality = match &reference.problems {
+                    Some(p) => Some(Abnormality::from_problems(p).map_err(|e| {
+                        anyhow!("{}:{}: {e}", a.references.display(), reference.line)
+                    })?),
+                    None => None,
+                };
+                let parsed: Vec<_> = texts.iter().map(|t| parse_report(t)).collect();
+                let hyps = [0, 1].map(|si| {
+                    parsed
+                        .iter()
+                        .map(|p| {
+                            if si == 0 {
+                                p.findings.join(" ")
+                            } else {
+                                p.impression.join(" ")
+                            }
+                        })
+                        .collect::<Vec<String>>()
+                });
+                let mut text: [Vec<Vec<f64>>; 2] = [
+                    vec![Vec::new(); TEXT_METRICS.len()],
+                    vec![Vec::new(); TEXT_METRICS.len()],
+                ];
+                for (si, vs) in text.iter_mut().enumerate() {
+                    for hyp in &hyps[si] {
+                        let sc = scorer
+                            .score(hyp, &reference.sections[si])
+                            .map_err(|e| anyhow!("study {id}: {e}"))?;
+                        for (m, v) in sc.values().iter().enumerate() {
+                            vs[m].push(*v);
+                        }
+                    }
+                }
+                let labels: [Vec<Labels>; 2] =
+                    [0, 1].map(|si| hyps[si].iter().map(|h| labeler.label(h)).collect());
+                let reference_labels = [0, 1].map(|si| labeler.label(&reference.sections[si]));
+                let mut chosen = Vec::with_capacity(keys.len());
+                for (k, (k2, c)) in keys.iter().zip(&s.policies.0) {
+                    if k != k2 {
+                        return Err(anyhow!("study {id}: policies differ from the first line's"));
+                    }
+                    if c.chosen >= texts.len() {
+                        return Err(anyhow!(
+                            "study {id}: policy {k} chose {} of {} candidates",
+                            c.chosen,
+                            texts.len()
+                        ));
+                    }
+                    chosen.push(c.chosen);
+                }
+                Ok(Row {
+                    well: s.well_formed.clone(),
+                    hyps,
+                    text,
+                    labels,
+                    reference: reference.sections.clone(),
+                    reference_labels,
+                    abnormality,
+                    chosen,
+                })
             })
-        })
-        .collect::<Result<_>>()?;
+            .collect::<Result<_>>()?;
 
     // BERTScore: one batch over every (candidate section, reference) pair
     // whose reference section exists; each distinct text is encoded once.
@@ -415,7 +417,11 @@ pub fn run(a: Args) -> Result<()> {
             let (suffix, label, in_group) = if group == "all" {
                 (String::new(), String::new(), String::new())
             } else {
-                (format!("_{group}"), format!(" ({group} studies)"), format!("{group} "))
+                (
+                    format!("_{group}"),
+                    format!(" ({group} studies)"),
+                    format!("{group} "),
+                )
             };
             let notes = base_notes(sm.n_studies, sm.n_well_formed, &in_group);
             let mut values = sm.values_table(
@@ -453,10 +459,15 @@ pub fn run(a: Args) -> Result<()> {
         }
         // The paper's stratified headline view (per group: BERTScore-F1,
         // ROUGE-L, METEOR and CheXpert-rule F1 of the best policy vs random).
-        let headline: Vec<&str> = ["BERTScore-F1", "ROUGE-L", "METEOR", chexpert::CHEXPERT_COLUMNS[0]]
-            .into_iter()
-            .filter(|c| metric_cols.iter().any(|m| m == c) || c.starts_with("CheXpert"))
-            .collect();
+        let headline: Vec<&str> = [
+            "BERTScore-F1",
+            "ROUGE-L",
+            "METEOR",
+            chexpert::CHEXPERT_COLUMNS[0],
+        ]
+        .into_iter()
+        .filter(|c| metric_cols.iter().any(|m| m == c) || c.starts_with("CheXpert"))
+        .collect();
         let refs_groups: Vec<(String, &SelectionSummary)> =
             summaries.iter().map(|(g, s)| (g.clone(), s)).collect();
         let mut st = strata_table(
@@ -474,7 +485,11 @@ pub fn run(a: Args) -> Result<()> {
             "Strata by the reference CSV's `Problems` column (`normal` vs anything else); {}. The best policy maximises the mean improvement over random across all (stratum x metric) cells of this table.",
             counts.join(", ")
         )];
-        notes.extend(base_notes(summaries[0].1.n_studies, summaries[0].1.n_well_formed, "").into_iter().skip(1));
+        notes.extend(
+            base_notes(summaries[0].1.n_studies, summaries[0].1.n_well_formed, "")
+                .into_iter()
+                .skip(1),
+        );
         finish(&mut st, &notes);
         write(&st, &format!("{sec}_strata"))?;
 
@@ -491,7 +506,11 @@ pub fn run(a: Args) -> Result<()> {
             .collect();
         ranked.sort_by(|x, y| y.0.total_cmp(&x.0));
         let at = |name: &str| sm.columns.iter().position(|c| c == name).unwrap_or(0);
-        let (rl, me, cx) = (at("ROUGE-L"), at("METEOR"), at(chexpert::CHEXPERT_COLUMNS[0]));
+        let (rl, me, cx) = (
+            at("ROUGE-L"),
+            at("METEOR"),
+            at(chexpert::CHEXPERT_COLUMNS[0]),
+        );
         summary.push(format!(
             "{sec}: {} studies; random(all) ROUGE-L {:.4} METEOR {:.4} CheXpert-rule F1 {:.4}; random(well-formed) ROUGE-L {:.4} METEOR {:.4} CheXpert-rule F1 {:.4}",
             sm.n_studies, sm.random[0][rl], sm.random[0][me], sm.random[0][cx], sm.random[1][rl], sm.random[1][me], sm.random[1][cx]
