@@ -81,7 +81,7 @@ run_policy() { # metric agg warmup
   local metric=$1 agg=$2 wu=$3
   local tag="${metric//[:=,]/_}-${agg//[:=,]/_}-wu$wu"
   local name="$metric@${agg//=/}"
-  echo "== sdr prune --replay: $metric@$agg, warm-up $wu"
+  echo "== [${SECONDS} s] sdr prune --replay: $metric@$agg, warm-up $wu"
   "$SDR" prune --replay "$GEN" --corpus "$CORPUS" --metric "$metric" --agg "$agg" \
     --warmup "$wu" --quiet -o "$OUT/prune-$tag.jsonl"
   # Standard best-of-K does not depend on the warm-up: one row per policy.
@@ -95,7 +95,7 @@ run_policy ot min 1
 run_policy hung-nn min 1
 run_policy chamfer knn:k=5 1
 
-echo "== sdr eval (all runs in one table)"
+echo "== [${SECONDS} s] sdr eval (all runs in one table)"
 "$SDR" eval --candidates "$GEN" "${RUNS[@]}" \
   --title "Random vs standard best-of-K vs pruning (wu = warm-up sentences), per policy" \
   "${NOTES[@]}" -o "$OUT/table.md"
@@ -108,7 +108,7 @@ if [ -z "${SKIP_LIVE:-}" ] || [ ! -s "$OUT/live.md" ]; then
   LIVE_N=$(wc -l < "$GEN")
   if [ -n "${LIVE_STUDIES:-}" ] && [ "$LIVE_STUDIES" -lt "$LIVE_N" ]; then LIVE_N=$LIVE_STUDIES; fi
   LIVE_ARGS[1]=$LIVE_N  # --limit
-  echo "== live pruning (local back-end), chamfer@min, warm-up 1, first $LIVE_N studies"
+  echo "== [${SECONDS} s] live pruning (local back-end), chamfer@min, warm-up 1, first $LIVE_N studies"
   start=$(date +%s)
   "$SDR" prune --corpus "$CORPUS" --metric chamfer --agg min --warmup 1 "${LIVE_ARGS[@]}" \
     --full "$GEN" --quiet -o "$OUT/prune-live-chamfer-min-wu1.jsonl"
