@@ -13,8 +13,14 @@
 #    standard best-of-K under the same policy alongside;
 # 4. live pruning with the local back-end for one policy, checked to pick the
 #    same candidates with the same token counts as the replay;
-# 5. `sdr eval` tables (BLEU-4, ROUGE-L, BERTScore-F1; tokens saved) into
+# 5. one `sdr eval` table over every policy (BLEU-4, ROUGE-L, BERTScore-F1,
+#    CheXpert-rule F1; tokens saved), each candidate scored once, into
 #    results/pruning/ and docs/results/pruning.md.
+#
+# STUDIES=N keeps the first N studies (a smoke run: the report then goes to
+# results/pruning/pruning.md, not docs/); LIVE_STUDIES=N runs the live check on
+# the first N studies only (default: all); SKIP_LIVE=1 reuses the previous live
+# paragraph.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +29,7 @@ CSV=data/iu-xray/indiana_reports.csv
 GEN=data/candidates/iu-test-smollm2-k8-p2.jsonl
 GEN_ARGS=(--limit 50 -k 8 --prompt p2 --context indication --max-tokens 160 --seed 0)
 mkdir -p "$OUT" docs/results
+REPORT=docs/results/pruning.md
 
 bash scripts/fetch-model.sh >/dev/null
 bash scripts/fetch-smollm2.sh >/dev/null
@@ -34,6 +41,12 @@ if [ -n "${REGENERATE:-}" ] || [ ! -s "$GEN" ]; then
   "$SDR" generate "${GEN_ARGS[@]}" -o "$GEN"
 fi
 
+if [ -n "${STUDIES:-}" ]; then
+  head -n "$STUDIES" "$GEN" > "$OUT/candidates.jsonl"
+  GEN="$OUT/candidates.jsonl"
+  REPORT="$OUT/pruning.md"
+fi
+
 CORPUS=results/main-job/iu-train.safetensors
 mkdir -p results/main-job
 if ! "$SDR" corpus info "$CORPUS" >/dev/null 2>&1; then
@@ -41,7 +54,6 @@ if ! "$SDR" corpus info "$CORPUS" >/dev/null 2>&1; then
   "$SDR" corpus build --input "$CSV" --format csv --split train --out "$CORPUS"
 fi
 
-REPORT=docs/results/pruning.md
 TMP_REPORT="$OUT/.pruning.md.tmp"
 {
   echo "# Distance-guided pruning on IU X-ray (generated candidates)"
@@ -61,20 +73,21 @@ TMP_REPORT="$OUT/.pruning.md.tmp"
   echo
 } > "$TMP_REPORT"
 
+# Replays first; then one `sdr eval` over all runs, so each candidate's
+# metrics (BERTScore above all) are computed once rather than once per policy.
+RUNS=()
+NOTES=()
 run_policy() { # metric agg warmup
   local metric=$1 agg=$2 wu=$3
   local tag="${metric//[:=,]/_}-${agg//[:=,]/_}-wu$wu"
+  local name="$metric@${agg//=/}"
+  echo "== [${SECONDS} s] sdr prune --replay: $metric@$agg, warm-up $wu"
   "$SDR" prune --replay "$GEN" --corpus "$CORPUS" --metric "$metric" --agg "$agg" \
     --warmup "$wu" --quiet -o "$OUT/prune-$tag.jsonl"
-  "$SDR" eval --candidates "$GEN" \
-    --run "standard=$OUT/prune-$tag.jsonl#standard_text" --run "pruning=$OUT/prune-$tag.jsonl" \
-    --title "$metric@$agg, warm-up $wu sentence(s)" \
-    --note "sdr prune --replay $GEN --corpus $CORPUS --metric $metric --agg $agg --warmup $wu" \
-    -o "$OUT/table-$tag.md" > /dev/null
-  cat "$OUT/table-$tag.md" >> "$TMP_REPORT"
-  echo >> "$TMP_REPORT"
-  echo "== $metric@$agg wu=$wu"
-  cat "$OUT/table-$tag.md"
+  # Standard best-of-K does not depend on the warm-up: one row per policy.
+  if [ "$wu" = 1 ]; then RUNS+=(--run "$name standard=$OUT/prune-$tag.jsonl#standard_text"); fi
+  RUNS+=(--run "$name pruning wu$wu=$OUT/prune-$tag.jsonl")
+  NOTES+=(--note "$name pruning wu$wu: sdr prune --replay $GEN --corpus $CORPUS --metric $metric --agg $agg --warmup $wu")
 }
 
 for wu in 1 2; do run_policy chamfer min "$wu"; done
@@ -82,11 +95,22 @@ run_policy ot min 1
 run_policy hung-nn min 1
 run_policy chamfer knn:k=5 1
 
+echo "== [${SECONDS} s] sdr eval (all runs in one table)"
+"$SDR" eval --candidates "$GEN" "${RUNS[@]}" \
+  --title "Random vs standard best-of-K vs pruning (wu = warm-up sentences), per policy" \
+  "${NOTES[@]}" -o "$OUT/table.md"
+cat "$OUT/table.md" >> "$TMP_REPORT"
+echo >> "$TMP_REPORT"
+
 # SKIP_LIVE=1 reuses the previous live run's paragraph (the live run takes ~10 min).
 if [ -z "${SKIP_LIVE:-}" ] || [ ! -s "$OUT/live.md" ]; then
-  echo "== live pruning (local back-end), chamfer@min, warm-up 1"
+  LIVE_ARGS=("${GEN_ARGS[@]}")
+  LIVE_N=$(wc -l < "$GEN")
+  if [ -n "${LIVE_STUDIES:-}" ] && [ "$LIVE_STUDIES" -lt "$LIVE_N" ]; then LIVE_N=$LIVE_STUDIES; fi
+  LIVE_ARGS[1]=$LIVE_N  # --limit
+  echo "== [${SECONDS} s] live pruning (local back-end), chamfer@min, warm-up 1, first $LIVE_N studies"
   start=$(date +%s)
-  "$SDR" prune --corpus "$CORPUS" --metric chamfer --agg min --warmup 1 "${GEN_ARGS[@]}" \
+  "$SDR" prune --corpus "$CORPUS" --metric chamfer --agg min --warmup 1 "${LIVE_ARGS[@]}" \
     --full "$GEN" --quiet -o "$OUT/prune-live-chamfer-min-wu1.jsonl"
   secs=$(( $(date +%s) - start ))
   python3 - "$OUT/prune-chamfer-min-wu1.jsonl" "$OUT/prune-live-chamfer-min-wu1.jsonl" "$secs" > "$OUT/live.md" <<'PY'
@@ -96,7 +120,7 @@ live = [json.loads(l) for l in open(sys.argv[2])]
 same = sum(r["chosen"] == l["chosen"] and r["tokens_used"] == l["tokens_used"] and r["text"] == l["text"] for r, l in zip(rep, live))
 used = sum(l["tokens_used"] for l in live); full = sum(l["tokens_full"] for l in live)
 print("## Live pruning with the local back-end\n")
-print(f"`sdr prune` live (chamfer@min, warm-up 1) over the same {len(live)} studies and seeds: "
+print(f"`sdr prune` live (chamfer@min, warm-up 1) over the first {len(live)} of the same studies and seeds: "
       f"{used} tokens generated against {full} for the full candidates "
       f"({100 * (1 - used / full):.1f} % saved) in {sys.argv[3]} s; same pick, same text and same "
       f"token count as the replay in {same}/{len(live)} studies.\n")

@@ -46,13 +46,16 @@
 //! edge cases).
 //!
 //! Selection evaluation: random baselines and improvement over random
-//! ([`baseline`]), finding strata ([`strata`]), Markdown/CSV tables
-//! ([`table`]) and the policy × metric heatmap ([`heatmap`]).
+//! ([`baseline`]), CheXpert-rule F1 columns ([`chexpert`]), finding strata
+//! and the normal / abnormal split ([`strata`]), the per-policy summaries
+//! and stratified tables ([`selection`]), Markdown/CSV tables ([`table`])
+//! and the policy × metric heatmap ([`heatmap`]).
 
 pub mod atomic;
 pub mod baseline;
 pub mod bertscore;
 pub mod bleu;
+pub mod chexpert;
 pub mod chrf;
 pub mod error;
 pub mod heatmap;
@@ -61,6 +64,7 @@ pub mod porter;
 pub mod rouge;
 pub mod sacrebleu;
 pub mod scores;
+pub mod selection;
 pub mod strata;
 pub mod table;
 pub mod tokenize;

@@ -12,6 +12,66 @@
 
 use std::collections::BTreeSet;
 
+/// The two-way split of the selection tables (`sdr select-eval`): a study is
+/// normal when its `Problems` value is exactly `normal` (case and spaces
+/// ignored, repeats allowed), abnormal otherwise; the same rule as
+/// [`Stratum::NoFinding`] against the other two strata.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+pub enum Abnormality {
+    Normal,
+    Abnormal,
+}
+
+impl Abnormality {
+    /// Both, in table order.
+    pub const ALL: [Abnormality; 2] = [Abnormality::Normal, Abnormality::Abnormal];
+
+    /// The label used in tables and file names.
+    pub fn label(self) -> &'static str {
+        match self {
+            Abnormality::Normal => "normal",
+            Abnormality::Abnormal => "abnormal",
+        }
+    }
+
+    /// The split of one IU X-ray `Problems` value.
+    ///
+    /// # Errors
+    /// [`EvalError::EmptyProblems`] when the value holds no label.
+    ///
+    /// ```
+    /// use sdr_eval::strata::Abnormality;
+    /// assert_eq!(Abnormality::from_problems("normal").unwrap(), Abnormality::Normal);
+    /// assert_eq!(Abnormality::from_problems("Opacity;normal").unwrap(), Abnormality::Abnormal);
+    /// ```
+    pub fn from_problems(problems: &str) -> Result<Abnormality> {
+        Ok(match stratum_from_problems(problems)? {
+            Stratum::NoFinding => Abnormality::Normal,
+            _ => Abnormality::Abnormal,
+        })
+    }
+}
+
+/// Study indices per [`Abnormality`], in [`Abnormality::ALL`] order.
+///
+/// ```
+/// use sdr_eval::strata::{split_abnormality, Abnormality::*};
+/// assert_eq!(split_abnormality(&[Abnormal, Normal, Abnormal]), [(Normal, vec![1]), (Abnormal, vec![0, 2])]);
+/// ```
+pub fn split_abnormality(of: &[Abnormality]) -> [(Abnormality, Vec<usize>); 2] {
+    Abnormality::ALL.map(|a| {
+        let idx = of
+            .iter()
+            .enumerate()
+            .filter(|(_, &x)| x == a)
+            .map(|(i, _)| i)
+            .collect();
+        (a, idx)
+    })
+}
+
 use crate::error::{EvalError, Result};
 
 /// A finding stratum.
@@ -113,5 +173,24 @@ mod tests {
             stratum_from_problems("normal;Lung").unwrap(),
             Stratum::SingleFinding
         );
+    }
+
+    #[test]
+    fn normal_vs_abnormal() {
+        use Abnormality::*;
+        for (p, want) in [
+            ("normal", Normal),
+            (" NORMAL ; normal", Normal),
+            ("No Indexing", Abnormal),
+            ("normal;Cardiomegaly", Abnormal),
+            ("Cardiomegaly;Opacity", Abnormal),
+        ] {
+            assert_eq!(Abnormality::from_problems(p).unwrap(), want, "{p}");
+        }
+        assert!(Abnormality::from_problems(";").is_err());
+        let g = split_abnormality(&[Normal, Abnormal, Normal]);
+        assert_eq!(g[0].1, vec![0, 2]);
+        assert_eq!(g[1].1, vec![1]);
+        assert!(split_abnormality(&[])[0].1.is_empty());
     }
 }

@@ -32,6 +32,9 @@ pub struct Table {
     pub notes: Vec<String>,
     /// Decimals printed in Markdown (CSV keeps full precision).
     pub decimals: usize,
+    /// Indices of columns that hold counts: printed without decimals in
+    /// both formats, and [`Table::validate`] refuses a non-integer value.
+    pub integer_columns: Vec<usize>,
 }
 
 fn is_bertscore(column: &str) -> bool {
@@ -53,7 +56,40 @@ impl Table {
             bertscore_encoder: None,
             notes: Vec::new(),
             decimals: 4,
+            integer_columns: Vec::new(),
         }
+    }
+
+    /// Marks the column `name` as a count (see [`Table::integer_columns`]).
+    ///
+    /// # Errors
+    /// [`EvalError::BadParameter`] when there is no such column.
+    ///
+    /// ```
+    /// use sdr_eval::table::Table;
+    /// let mut t = Table::new("", "run", vec!["tokens".into(), "ROUGE-L".into()]);
+    /// t.set_integer_column("tokens").unwrap();
+    /// t.push_row("pruning", vec![Some(56292.0), Some(0.25)]).unwrap();
+    /// assert!(t.to_markdown().unwrap().contains("| pruning | 56292 | 0.2500 |"));
+    /// ```
+    pub fn set_integer_column(&mut self, name: &str) -> Result<()> {
+        let i =
+            self.columns
+                .iter()
+                .position(|c| c == name)
+                .ok_or_else(|| EvalError::BadParameter {
+                    name: "integer column",
+                    value: name.to_string(),
+                    message: "no such column",
+                })?;
+        if !self.integer_columns.contains(&i) {
+            self.integer_columns.push(i);
+        }
+        Ok(())
+    }
+
+    fn is_integer(&self, column: usize) -> bool {
+        self.integer_columns.contains(&column)
     }
 
     /// Appends a row.
@@ -87,6 +123,26 @@ impl Table {
                     expected: self.columns.len(),
                     got: r.cells.len(),
                 });
+            }
+        }
+        for &c in &self.integer_columns {
+            if c >= self.columns.len() {
+                return Err(EvalError::BadParameter {
+                    name: "integer column",
+                    value: c.to_string(),
+                    message: "index past the last column",
+                });
+            }
+            for r in &self.rows {
+                if let Some(v) = r.cells[c] {
+                    if !v.is_finite() || v.fract() != 0.0 {
+                        return Err(EvalError::NonFinite {
+                            what: "integer column value (a count)",
+                            index: c,
+                            value: v,
+                        });
+                    }
+                }
             }
         }
         if self.columns.iter().any(|c| is_bertscore(c))
@@ -138,9 +194,10 @@ impl Table {
         out.push('\n');
         for r in &self.rows {
             out.push_str(&format!("| {} |", esc(&r.label)));
-            for c in &r.cells {
+            for (j, c) in r.cells.iter().enumerate() {
+                let d = if self.is_integer(j) { 0 } else { self.decimals };
                 match c {
-                    Some(v) => out.push_str(&format!(" {:.*} |", self.decimals, v)),
+                    Some(v) => out.push_str(&format!(" {v:.d$} |")),
                     None => out.push_str(" - |"),
                 }
             }
@@ -178,10 +235,12 @@ impl Table {
         out.push_str("\r\n");
         for r in &self.rows {
             out.push_str(&field(&r.label));
-            for c in &r.cells {
+            for (j, c) in r.cells.iter().enumerate() {
                 out.push(',');
-                if let Some(v) = c {
-                    out.push_str(&format!("{v}"));
+                match c {
+                    Some(v) if self.is_integer(j) => out.push_str(&format!("{v:.0}")),
+                    Some(v) => out.push_str(&format!("{v}")),
+                    None => {}
                 }
             }
             out.push_str("\r\n");
@@ -230,6 +289,26 @@ mod tests {
             csv,
             "policy,ROUGE-L,BERTScore-F1 [all-mpnet-base-v2]\r\n\"a, \"\"b\"\"\",0.5,\r\n"
         );
+    }
+
+    #[test]
+    fn integer_columns_print_without_decimals() {
+        let mut t = Table::new("", "run", vec!["tokens".into(), "saved %".into()]);
+        t.set_integer_column("tokens").unwrap();
+        assert!(t.set_integer_column("nope").is_err());
+        t.push_row("random", vec![None, None]).unwrap();
+        t.push_row("pruning", vec![Some(56292.0), Some(12.5)])
+            .unwrap();
+        let md = t.to_markdown().unwrap();
+        assert!(md.contains("| pruning | 56292 | 12.5000 |"), "{md}");
+        assert!(!md.contains("56292.0"), "{md}");
+        assert!(md.contains("| random | - | - |"), "{md}");
+        let csv = t.to_csv().unwrap();
+        assert!(csv.contains("pruning,56292,12.5\r\n"), "{csv}");
+        // A fraction in a count column is a caller bug, not something to round.
+        t.push_row("bad", vec![Some(1.5), None]).unwrap();
+        assert!(t.to_markdown().is_err());
+        assert!(t.to_csv().is_err());
     }
 
     #[test]

@@ -1,13 +1,16 @@
 //! `sdr eval`: side-by-side evaluation of selection runs (random, standard
 //! best-of-K, pruning, ...) against the reference reports: BLEU-4, ROUGE-L
-//! and BERTScore-F1 on Findings and on Impression (SPEC §7), with the tokens
-//! each run generated.
+//! and BERTScore-F1 on Findings and on Impression (SPEC §7), CheXpert-rule F1
+//! on the whole report (SPEC §8), with the tokens each run generated.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
+use sdr_clinical::{chexpert_f1, Labeler, Labels, UncertainPolicy};
 use sdr_core::report::parse_report;
+use sdr_eval::baseline::Pool;
+use sdr_eval::chexpert::{self, f1_columns, random_f1, LabelledStudy, CHEXPERT_COLUMNS};
 use sdr_eval::scores::TextScorer;
 use sdr_eval::table::Table;
 use serde::Deserialize;
@@ -22,9 +25,13 @@ the output of `sdr select` (one policy) and of `sdr prune` both qualify, and\n\
 `NAME=prune.jsonl#standard_text` reads the standard best-of-K pick that `sdr prune --replay`\n\
 records. A run's tokens are its lines' \"tokens_used\" when present; otherwise the full K\n\
 candidates' tokens from --candidates (what best-of-K generation costs). The Random row is\n\
-the expectation of a uniform pick among the K candidates (exact, no seeds).\n\
+the expectation of a uniform pick among the K candidates (exact, no seeds) for the per-study\n\
+metrics, and the mean over --seeds seeded uniform picks for CheXpert-rule F1.\n\
 BERTScore-F1 uses all-mpnet-base-v2's last-layer token embeddings (no idf, no rescaling);\n\
-an empty section scores 0 on every metric.\n\n\
+an empty section scores 0 on every metric. CheXpert-rule F1 (rule-based CheXpert labels of\n\
+the whole report, Findings and Impression joined; not CheXbert) is corpus-level over the\n\
+run's picks: macro and micro over 14 observations and over 5. Every text is scored once,\n\
+however many runs picked it: give all runs to one call.\n\n\
 Example:\n  \
 sdr eval --candidates gen.jsonl --run standard=prune.jsonl#standard_text --run pruning=prune.jsonl -o table.md"
 )]
@@ -67,6 +74,13 @@ pub struct Args {
     /// Write the Markdown table here (atomically); a .csv beside it holds full precision.
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Seeds of the random row's CheXpert-rule F1.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub seeds: usize,
+    /// Count uncertain CheXpert-rule labels as absent (default: as present,
+    /// the convention of the common CheXbert-F1 scripts).
+    #[arg(long)]
+    pub uncertain_negative: bool,
 }
 
 #[derive(Deserialize)]
@@ -80,6 +94,7 @@ struct CandLine {
 /// A run's pick per study: (text, tokens it cost when known).
 type RunPicks = HashMap<String, (String, Option<usize>)>;
 
+/// Columns before the [`CHEXPERT_COLUMNS`].
 const COLUMNS: [&str; 9] = [
     "tokens",
     "tokens saved %",
@@ -92,13 +107,23 @@ const COLUMNS: [&str; 9] = [
     "I BERTScore-F1",
 ];
 
-/// Metric values of every (study, text) pair, computed in one batch:
-/// [F BLEU-4, F ROUGE-L, F BERTScore, I BLEU-4, I ROUGE-L, I BERTScore, well-formed 0/100].
+/// The joined report (Findings then Impression) that CheXpert labels see.
+fn joined(findings: &str, impression: &str) -> String {
+    format!("{findings} {impression}").trim().to_string()
+}
+
+/// Scores of one (study, text) pair: [F BLEU-4, F ROUGE-L, F BERTScore,
+/// I BLEU-4, I ROUGE-L, I BERTScore, well-formed 0/100], and the CheXpert
+/// labels of the joined report.
+type PairScores = HashMap<(String, String), ([f64; 7], Labels)>;
+
+/// Scores every (study, text) pair once, BERTScore in one batch.
 fn score_all(
     pairs: &[(String, String)],
     refs: &HashMap<String, (String, String)>,
     bert: Option<&sdr_embed::Encoder>,
-) -> Result<HashMap<(String, String), [f64; 7]>> {
+    labeler: &Labeler,
+) -> Result<PairScores> {
     let text = TextScorer::new(Default::default(), None);
     // (hypothesis section, reference section) per pair and section.
     let mut sections: Vec<(String, String)> = Vec::with_capacity(2 * pairs.len());
@@ -123,6 +148,7 @@ fn score_all(
     }
     let mut out = HashMap::new();
     for (n, key) in pairs.iter().enumerate() {
+        let labels = labeler.label(&joined(&sections[2 * n].0, &sections[2 * n + 1].0));
         let mut v = [0.0; 7];
         v[6] = if well_formed[n] { 100.0 } else { 0.0 };
         for s in 0..2 {
@@ -135,7 +161,7 @@ fn score_all(
             v[3 * s + 1] = t.rouge_l;
             v[3 * s + 2] = f1[2 * n + s];
         }
-        out.insert(key.clone(), v);
+        out.insert(key.clone(), (v, labels));
     }
     Ok(out)
 }
@@ -239,12 +265,27 @@ pub fn run(args: Args) -> Result<()> {
     }
     pairs.sort_unstable();
     pairs.dedup();
-    let scores = score_all(&pairs, &refs, bert.as_ref())?;
+    let labeler = Labeler::default();
+    let scores = score_all(&pairs, &refs, bert.as_ref(), &labeler)?;
+    let uncertain = if args.uncertain_negative {
+        UncertainPolicy::Negative
+    } else {
+        UncertainPolicy::Positive
+    };
+    let ref_labels: Vec<Labels> = cands
+        .iter()
+        .map(|(id, _, _)| labeler.label(&joined(&refs[id].0, &refs[id].1)))
+        .collect();
     let mut table = Table::new(
         args.title.clone(),
         "policy",
-        COLUMNS.iter().map(|s| s.to_string()).collect(),
+        COLUMNS
+            .iter()
+            .chain(&CHEXPERT_COLUMNS)
+            .map(|s| s.to_string())
+            .collect(),
     );
+    table.set_integer_column("tokens")?;
     if bert.is_some() {
         table.bertscore_encoder = Some("all-mpnet-base-v2 (last layer, no idf)".into());
     }
@@ -253,6 +294,11 @@ pub fn run(args: Args) -> Result<()> {
          saved = 1 - tokens / tokens of the K full candidates; \
          well-formed = picks that parse into both sections.",
         cands.len()
+    ));
+    table.notes.push(chexpert::note(uncertain));
+    table.notes.push(format!(
+        "Random row: exact expectation of a uniform pick; CheXpert-rule F1 per seed, mean over {} seeds.",
+        args.seeds
     ));
     table.notes.extend(args.note.iter().cloned());
     let n = cands.len() as f64;
@@ -265,23 +311,42 @@ pub fn run(args: Args) -> Result<()> {
     };
     // Random: expectation over a uniform pick.
     let mut random = [0.0; 7];
+    let mut cand_labels: Vec<Vec<Labels>> = Vec::with_capacity(cands.len());
     for (id, cs, _) in &cands {
+        let mut ls = Vec::with_capacity(cs.len());
         for c in cs {
-            let v = scores[&(id.clone(), c.clone())];
+            let (v, l) = &scores[&(id.clone(), c.clone())];
             for j in 0..7 {
                 random[j] += v[j] / cs.len() as f64 / n;
             }
+            ls.push(*l);
         }
+        cand_labels.push(ls);
     }
+    let studies: Vec<LabelledStudy> = cand_labels
+        .iter()
+        .zip(&ref_labels)
+        .map(|(c, r)| LabelledStudy {
+            candidates: c,
+            reference: *r,
+        })
+        .collect();
+    let flags: Vec<Vec<bool>> = cand_labels.iter().map(|c| vec![true; c.len()]).collect();
+    let flag_refs: Vec<&[bool]> = flags.iter().map(Vec::as_slice).collect();
+    let random_cx = random_f1(&studies, &flag_refs, Pool::All, args.seeds, 0, uncertain)
+        .map_err(|e| anyhow!("random CheXpert-rule F1: {e}"))?;
     let mut row = vec![None, None];
     row.extend(metric_cells(random));
+    row.extend(random_cx.map(Some));
     table.push_row("random", row)?;
     for (name, by_id) in &runs {
         let mut sum = [0.0; 7];
         let mut tokens: Option<usize> = Some(0);
+        let mut picked: Vec<Labels> = Vec::with_capacity(cands.len());
         for ((id, _, _), f) in cands.iter().zip(&full) {
             let (text, used) = &by_id[id];
-            let v = scores[&(id.clone(), text.clone())];
+            let (v, l) = &scores[&(id.clone(), text.clone())];
+            picked.push(*l);
             for j in 0..7 {
                 sum[j] += v[j] / n;
             }
@@ -294,8 +359,11 @@ pub fn run(args: Args) -> Result<()> {
             (Some(t), Some(f)) if f > 0 => Some(100.0 * (1.0 - t as f64 / f as f64)),
             _ => None,
         };
+        let cx = chexpert_f1(&picked, &ref_labels, uncertain)
+            .map_err(|e| anyhow!("--run {name}: {e}"))?;
         let mut row = vec![tokens.map(|t| t as f64), saved];
         row.extend(metric_cells(sum));
+        row.extend(f1_columns(&cx).map(Some));
         table.push_row(name.as_str(), row)?;
     }
     let md = table.to_markdown()?;

@@ -7,15 +7,21 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
 use rayon::prelude::*;
+use sdr_clinical::{Labeler, Labels, UncertainPolicy};
 use sdr_core::report::parse_report;
-use sdr_eval::baseline::{improvement_percent, policy_mean, random_baseline_seeded, Pool, Study};
+use sdr_eval::baseline::Pool;
+use sdr_eval::chexpert;
 use sdr_eval::heatmap::Heatmap;
 use sdr_eval::scores::{TextScorer, TEXT_METRICS};
+use sdr_eval::selection::{
+    strata_table, summarize, SelectionConfig, SelectionStudy, SelectionSummary,
+};
+use sdr_eval::strata::Abnormality;
 use sdr_eval::table::Table;
 use serde::Deserialize;
 
 use crate::jsonl::{id_text, read_jsonl_file};
-use crate::textscore::load_wordnet;
+use crate::textscore::{bertscore_pairs, load_bertscore_encoder, load_wordnet};
 
 #[derive(clap::Args)]
 #[command(
@@ -23,10 +29,17 @@ use crate::textscore::load_wordnet;
 S_values.{md,csv}           every policy's mean metric value, and the two random baselines\n  \
 S_vs_random_all.{md,csv}    improvement over a uniform pick among all K candidates, in %\n  \
 S_vs_random_wf.{md,csv}     improvement over a uniform pick among the well-formed candidates, in %\n  \
-heatmap_S_vs_random_all.png, heatmap_S_vs_random_wf.png\n\
+heatmap_S_vs_random_all.png, heatmap_S_vs_random_wf.png\n  \
+S_values_G, S_vs_random_all_G, S_vs_random_wf_G (.md, .csv) for G in normal, abnormal\n  \
+S_strata.{md,csv}           best policy vs random per stratum (BERTScore-F1, ROUGE-L, METEOR,\n                              CheXpert-rule F1)\n\
 and prints a summary. A candidate's section is what the parser extracts from it (empty\n\
 when missing), scored against the reference section; studies whose reference lacks a\n\
-section are skipped for that section."
+section are skipped for that section. Strata come from the reference CSV's `Problems`\n\
+column (`normal` vs anything else), when it has one. Columns: BLEU-1..4, ROUGE-1/2/L,\n\
+METEOR, chrF++, BERTScore-F1 (all-mpnet-base-v2 last layer, no idf; each candidate\n\
+scored once) as means over studies, and CheXpert-rule F1 (rule-based labels, not\n\
+CheXbert) macro / micro over 14 and over 5 observations, corpus-level over the chosen\n\
+set; random baselines draw the same seeded picks for every column."
 )]
 pub struct Args {
     /// Reference reports: CSV with an id column and findings/impression columns (IU X-ray layout).
@@ -55,6 +68,25 @@ pub struct Args {
     /// A line naming where the candidates come from, printed under every table.
     #[arg(long, value_name = "TEXT")]
     pub origin: Option<String>,
+    /// Skip the BERTScore-F1 column (no model needed).
+    #[arg(long)]
+    pub no_bertscore: bool,
+    /// Sentence-transformers model folder for BERTScore (default: $SDR_MODEL,
+    /// then ~/.cache/sdr/models/all-mpnet-base-v2).
+    #[arg(long, value_name = "DIR")]
+    pub model: Option<PathBuf>,
+    /// Count uncertain CheXpert-rule labels as absent (default: as present,
+    /// the convention of the common CheXbert-F1 scripts).
+    #[arg(long)]
+    pub uncertain_negative: bool,
+}
+
+/// One reference study: its sections and its `Problems` value when the CSV has one.
+struct Reference {
+    sections: [String; 2],
+    problems: Option<String>,
+    /// CSV line, for error messages.
+    line: usize,
 }
 
 #[derive(Deserialize)]
@@ -126,18 +158,24 @@ pub fn run(a: Args) -> Result<()> {
         .iter()
         .map(|h| h.trim().to_string())
         .collect();
+    let find = |name: &str| headers.iter().position(|h| h.eq_ignore_ascii_case(name));
     let col = |name: &str| {
-        headers
-            .iter()
-            .position(|h| h.eq_ignore_ascii_case(name))
-            .ok_or_else(|| anyhow!("{}: no column `{name}`", a.references.display()))
+        find(name).ok_or_else(|| anyhow!("{}: no column `{name}`", a.references.display()))
     };
     let (ci, cf, cim) = (col(&a.id_col)?, col("findings")?, col("impression")?);
-    let mut refs: HashMap<String, [String; 2]> = HashMap::new();
+    let cp = find("problems");
+    let mut refs: HashMap<String, Reference> = HashMap::new();
     for (no, row) in rdr.records().enumerate() {
         let row = row.map_err(|e| anyhow!("{}:{}: {e}", a.references.display(), no + 2))?;
         let g = |i: usize| row.get(i).unwrap_or("").trim().to_string();
-        refs.insert(g(ci), [g(cf), g(cim)]);
+        refs.insert(
+            g(ci),
+            Reference {
+                sections: [g(cf), g(cim)],
+                problems: cp.map(g),
+                line: no + 2,
+            },
+        );
     }
     let cands: HashMap<String, Vec<String>> = read_jsonl::<CandLine>(&a.candidates)?
         .into_iter()
@@ -157,196 +195,331 @@ pub fn run(a: Args) -> Result<()> {
 
     let wordnet = load_wordnet(a.wordnet.as_deref())?;
     let scorer = TextScorer::new(Default::default(), wordnet.as_ref());
+    let labeler = Labeler::default();
 
-    // Per study: candidate sections as the parser sees them.
+    // Per study: candidate sections as the parser sees them, each scored
+    // once; every policy and every random seed reuses these values.
     struct Row {
         well: Vec<bool>,
-        /// values[section][metric][candidate]
-        values: [Vec<Vec<f64>>; 2],
-        has: [bool; 2],
+        /// hyps[section][candidate]
+        hyps: [Vec<String>; 2],
+        /// text[section][metric][candidate]
+        text: [Vec<Vec<f64>>; 2],
+        labels: [Vec<Labels>; 2],
+        reference: [String; 2],
+        reference_labels: [Labels; 2],
+        abnormality: Option<Abnormality>,
         chosen: Vec<usize>,
     }
-    let rows: Vec<Row> = sels
-        .par_iter()
-        .map(|s| -> Result<Row> {
-            let id = id_text(&s.id);
-            let texts = cands
-                .get(&id)
-                .ok_or_else(|| anyhow!("study {id}: not in {}", a.candidates.display()))?;
-            let reference = refs
-                .get(&id)
-                .ok_or_else(|| anyhow!("study {id}: not in {}", a.references.display()))?;
-            if texts.len() != s.well_formed.len() {
-                return Err(anyhow!(
-                    "study {id}: {} candidates but {} well_formed flags",
-                    texts.len(),
-                    s.well_formed.len()
-                ));
-            }
-            let parsed: Vec<_> = texts.iter().map(|t| parse_report(t)).collect();
-            let mut values: [Vec<Vec<f64>>; 2] = [
-                vec![Vec::new(); TEXT_METRICS.len()],
-                vec![Vec::new(); TEXT_METRICS.len()],
-            ];
-            for (si, vs) in values.iter_mut().enumerate() {
-                for p in &parsed {
-                    let hyp = if si == 0 {
-                        p.findings.join(" ")
-                    } else {
-                        p.impression.join(" ")
-                    };
-                    let sc = scorer
-                        .score(&hyp, &reference[si])
-                        .map_err(|e| anyhow!("study {id}: {e}"))?;
-                    for (m, v) in sc.values().iter().enumerate() {
-                        vs[m].push(*v);
-                    }
-                }
-            }
-            let mut chosen = Vec::with_capacity(keys.len());
-            for (k, (k2, c)) in keys.iter().zip(&s.policies.0) {
-                if k != k2 {
-                    return Err(anyhow!("study {id}: policies differ from the first line's"));
-                }
-                if c.chosen >= texts.len() {
+    let rows: Vec<Row> =
+        sels.par_iter()
+            .map(|s| -> Result<Row> {
+                let id = id_text(&s.id);
+                let texts = cands
+                    .get(&id)
+                    .ok_or_else(|| anyhow!("study {id}: not in {}", a.candidates.display()))?;
+                let reference = refs
+                    .get(&id)
+                    .ok_or_else(|| anyhow!("study {id}: not in {}", a.references.display()))?;
+                if texts.len() != s.well_formed.len() {
                     return Err(anyhow!(
-                        "study {id}: policy {k} chose {} of {} candidates",
-                        c.chosen,
-                        texts.len()
+                        "study {id}: {} candidates but {} well_formed flags",
+                        texts.len(),
+                        s.well_formed.len()
                     ));
                 }
-                chosen.push(c.chosen);
-            }
-            Ok(Row {
-                well: s.well_formed.clone(),
-                values,
-                has: [!reference[0].is_empty(), !reference[1].is_empty()],
-                chosen,
+                let abnormality = match &reference.problems {
+                    Some(p) => Some(Abnormality::from_problems(p).map_err(|e| {
+                        anyhow!("{}:{}: {e}", a.references.display(), reference.line)
+                    })?),
+                    None => None,
+                };
+                let parsed: Vec<_> = texts.iter().map(|t| parse_report(t)).collect();
+                let hyps = [0, 1].map(|si| {
+                    parsed
+                        .iter()
+                        .map(|p| {
+                            if si == 0 {
+                                p.findings.join(" ")
+                            } else {
+                                p.impression.join(" ")
+                            }
+                        })
+                        .collect::<Vec<String>>()
+                });
+                let mut text: [Vec<Vec<f64>>; 2] = [
+                    vec![Vec::new(); TEXT_METRICS.len()],
+                    vec![Vec::new(); TEXT_METRICS.len()],
+                ];
+                for (si, vs) in text.iter_mut().enumerate() {
+                    for hyp in &hyps[si] {
+                        let sc = scorer
+                            .score(hyp, &reference.sections[si])
+                            .map_err(|e| anyhow!("study {id}: {e}"))?;
+                        for (m, v) in sc.values().iter().enumerate() {
+                            vs[m].push(*v);
+                        }
+                    }
+                }
+                let labels: [Vec<Labels>; 2] =
+                    [0, 1].map(|si| hyps[si].iter().map(|h| labeler.label(h)).collect());
+                let reference_labels = [0, 1].map(|si| labeler.label(&reference.sections[si]));
+                let mut chosen = Vec::with_capacity(keys.len());
+                for (k, (k2, c)) in keys.iter().zip(&s.policies.0) {
+                    if k != k2 {
+                        return Err(anyhow!("study {id}: policies differ from the first line's"));
+                    }
+                    if c.chosen >= texts.len() {
+                        return Err(anyhow!(
+                            "study {id}: policy {k} chose {} of {} candidates",
+                            c.chosen,
+                            texts.len()
+                        ));
+                    }
+                    chosen.push(c.chosen);
+                }
+                Ok(Row {
+                    well: s.well_formed.clone(),
+                    hyps,
+                    text,
+                    labels,
+                    reference: reference.sections.clone(),
+                    reference_labels,
+                    abnormality,
+                    chosen,
+                })
             })
-        })
-        .collect::<Result<_>>()?;
+            .collect::<Result<_>>()?;
 
-    let metric_cols: Vec<String> = TEXT_METRICS.iter().map(|s| s.to_string()).collect();
+    // BERTScore: one batch over every (candidate section, reference) pair
+    // whose reference section exists; each distinct text is encoded once.
+    let bert = load_bertscore_encoder(a.model.as_deref(), a.no_bertscore)?;
+    let mut bert_f1: HashMap<(usize, usize, usize), f64> = HashMap::new();
+    if let Some(enc) = &bert {
+        let mut at = Vec::new();
+        let mut pairs: Vec<(&str, &str)> = Vec::new();
+        for (r, row) in rows.iter().enumerate() {
+            for si in 0..2 {
+                if row.reference[si].is_empty() {
+                    continue;
+                }
+                for (c, h) in row.hyps[si].iter().enumerate() {
+                    at.push((r, si, c));
+                    pairs.push((h.as_str(), row.reference[si].as_str()));
+                }
+            }
+        }
+        for (key, b) in at.into_iter().zip(bertscore_pairs(&pairs, enc)?) {
+            bert_f1.insert(key, b.f1);
+        }
+    }
+
+    let mut metric_cols: Vec<String> = TEXT_METRICS.iter().map(|s| s.to_string()).collect();
+    if bert.is_some() {
+        metric_cols.push("BERTScore-F1".into());
+    }
+    let encoder_name = bert
+        .as_ref()
+        .map(|_| "all-mpnet-base-v2 (last layer, no idf)".to_string());
+    let uncertain = if a.uncertain_negative {
+        UncertainPolicy::Negative
+    } else {
+        UncertainPolicy::Positive
+    };
+    let config = SelectionConfig {
+        metrics: metric_cols.clone(),
+        policies: keys.clone(),
+        seeds: a.seeds,
+        uncertain,
+    };
     let meteor_note = if wordnet.is_some() {
         "METEOR with WordNet 3.0 synonyms.".to_string()
     } else {
         "METEOR without WordNet synonyms (no WordNet database found).".to_string()
     };
+    let finish = |t: &mut Table, notes: &[String]| {
+        t.notes = notes.to_vec();
+        t.bertscore_encoder = encoder_name.clone();
+    };
+    let write = |t: &Table, stem: &str| -> Result<()> {
+        t.write_markdown(&a.out_dir.join(format!("{stem}.md")))?;
+        t.write_csv(&a.out_dir.join(format!("{stem}.csv")))?;
+        Ok(())
+    };
+    if cp.is_none() {
+        eprintln!(
+            "sdr select-eval: {} has no `Problems` column: no normal / abnormal tables",
+            a.references.display()
+        );
+    }
     let mut summary = Vec::new();
     for (si, sec) in ["findings", "impression"].into_iter().enumerate() {
-        let idx: Vec<usize> = (0..rows.len()).filter(|&r| rows[r].has[si]).collect();
-        let n_wf = idx
+        let studies: Vec<(usize, SelectionStudy)> = rows
             .iter()
-            .filter(|&&r| rows[r].well.iter().any(|&w| w))
-            .count();
-        let mut base = [vec![0.0; metric_cols.len()], vec![0.0; metric_cols.len()]];
-        let mut pol = vec![vec![0.0; metric_cols.len()]; keys.len()];
-        for m in 0..metric_cols.len() {
-            let studies: Vec<Study> = idx
-                .iter()
-                .map(|&r| Study {
-                    values: &rows[r].values[si][m],
-                    well_formed: &rows[r].well,
-                })
-                .collect();
-            for (b, pool) in [Pool::All, Pool::WellFormed].into_iter().enumerate() {
-                base[b][m] = random_baseline_seeded(&studies, pool, a.seeds, 0)
-                    .map_err(|e| anyhow!("{e}"))?
-                    .mean;
-            }
-            for (p, row) in pol.iter_mut().enumerate() {
-                let choices: Vec<usize> = idx.iter().map(|&r| rows[r].chosen[p]).collect();
-                row[m] = policy_mean(&studies, &choices).map_err(|e| anyhow!("{e}"))?;
-            }
-        }
-        let mut notes = vec![
-            format!("{} test studies with a reference {sec} section ({n_wf} with at least one well-formed candidate).", idx.len()),
-            format!("Random baselines: uniform pick per study, mean over {} seeds.", a.seeds),
-            meteor_note.clone(),
-            "BLEU: sentence BLEU, nltk method1 smoothing; ROUGE: F1; chrF++ on the 0-100 scale.".into(),
-        ];
-        if let Some(o) = &a.origin {
-            notes.push(format!("Candidates: {o}"));
-        }
-        let mut values = Table::new(
-            format!("Selection on the {sec} section: mean metric of the chosen candidate"),
-            "policy",
-            metric_cols.clone(),
-        );
-        values.notes = notes.clone();
-        values.push_row(
-            "random (all candidates)",
-            base[0].iter().map(|&v| Some(v)).collect(),
-        )?;
-        values.push_row(
-            "random (well-formed only)",
-            base[1].iter().map(|&v| Some(v)).collect(),
-        )?;
-        for (k, row) in keys.iter().zip(&pol) {
-            values.push_row(k.clone(), row.iter().map(|&v| Some(v)).collect())?;
-        }
-        values.write_markdown(&a.out_dir.join(format!("{sec}_values.md")))?;
-        values.write_csv(&a.out_dir.join(format!("{sec}_values.csv")))?;
-        for (b, tag, label) in [
-            (0, "all", "all candidates"),
-            (1, "wf", "well-formed candidates only"),
-        ] {
-            let improve: Vec<Vec<Option<f64>>> = pol
-                .iter()
-                .map(|row| {
-                    row.iter()
-                        .zip(&base[b])
-                        .map(|(&p, &r)| improvement_percent(p, r).ok())
-                        .collect()
-                })
-                .collect();
-            let mut t = Table::new(
-                format!("Selection on the {sec} section: improvement over random ({label}), %"),
-                "policy",
-                metric_cols.clone(),
-            );
-            t.notes = notes.clone();
-            t.decimals = 2;
-            for (k, row) in keys.iter().zip(&improve) {
-                t.push_row(k.clone(), row.clone())?;
-            }
-            t.write_markdown(&a.out_dir.join(format!("{sec}_vs_random_{tag}.md")))?;
-            t.write_csv(&a.out_dir.join(format!("{sec}_vs_random_{tag}.csv")))?;
-            let hm = Heatmap {
-                title: format!("{sec}: improvement over random ({label}), %"),
-                subtitle: format!("IU X-ray test studies, K candidates each; {meteor_note}"),
-                row_labels: keys.iter().map(|k| k.replace('@', " / ")).collect(),
-                row_groups: keys.iter().map(|k| family(k)).collect(),
-                columns: metric_cols.clone(),
-                values: improve.clone(),
-                bertscore_encoder: None,
-            };
-            hm.render_png(&a.out_dir.join(format!("heatmap_{sec}_vs_random_{tag}.png")))?;
-            if b == 1 {
-                // Summary: best policies by mean improvement over the well-formed baseline.
-                let mut ranked: Vec<(f64, &String)> = improve
-                    .iter()
-                    .zip(&keys)
-                    .map(|(r, k)| {
-                        let v: Vec<f64> = r.iter().flatten().copied().collect();
-                        (v.iter().sum::<f64>() / v.len().max(1) as f64, k)
-                    })
-                    .collect();
-                ranked.sort_by(|x, y| y.0.total_cmp(&x.0));
-                let col = |name: &str| metric_cols.iter().position(|c| c == name).unwrap_or(0);
-                let (rl, me) = (col("ROUGE-L"), col("METEOR"));
-                summary.push(format!(
-                    "{sec}: {} studies; random(all) ROUGE-L {:.4} METEOR {:.4}; random(well-formed) ROUGE-L {:.4} METEOR {:.4}",
-                    idx.len(), base[0][rl], base[0][me], base[1][rl], base[1][me]
-                ));
-                for (v, k) in ranked.iter().take(5) {
-                    let p = keys.iter().position(|x| x == *k).unwrap_or(0);
-                    summary.push(format!(
-                        "  {k:<28} ROUGE-L {:.4} METEOR {:.4}  mean improvement over random(well-formed) {v:+.2}%",
-                        pol[p][rl], pol[p][me]
-                    ));
+            .enumerate()
+            .filter(|(_, r)| !r.reference[si].is_empty())
+            .map(|(r, row)| {
+                let mut values = row.text[si].clone();
+                if bert.is_some() {
+                    values.push((0..row.well.len()).map(|c| bert_f1[&(r, si, c)]).collect());
                 }
+                (
+                    r,
+                    SelectionStudy {
+                        well_formed: row.well.clone(),
+                        values,
+                        labels: row.labels[si].clone(),
+                        reference_labels: row.reference_labels[si],
+                        chosen: row.chosen.clone(),
+                    },
+                )
+            })
+            .collect();
+        if studies.is_empty() {
+            return Err(anyhow!(
+                "no study has a reference {sec} section in {}",
+                a.references.display()
+            ));
+        }
+        let base_notes = |n: usize, n_wf: usize, group: &str| {
+            let mut notes = vec![
+                format!("{n} {group}test studies with a reference {sec} section ({n_wf} with at least one well-formed candidate)."),
+                format!("Random baselines: uniform pick per study, mean over {} seeds.", a.seeds),
+                meteor_note.clone(),
+                "BLEU: sentence BLEU, nltk method1 smoothing; ROUGE: F1; chrF++ on the 0-100 scale; BERTScore-F1: no idf, no rescaling.".into(),
+                chexpert::note(uncertain),
+            ];
+            if let Some(o) = &a.origin {
+                notes.push(format!("Candidates: {o}"));
             }
+            notes
+        };
+        // Groups: all studies, then normal and abnormal when known.
+        let mut groups: Vec<(String, Vec<&SelectionStudy>)> =
+            vec![("all".into(), studies.iter().map(|(_, s)| s).collect())];
+        if cp.is_some() {
+            for ab in Abnormality::ALL {
+                let g: Vec<&SelectionStudy> = studies
+                    .iter()
+                    .filter(|(r, _)| rows[*r].abnormality == Some(ab))
+                    .map(|(_, s)| s)
+                    .collect();
+                groups.push((ab.label().to_string(), g));
+            }
+        }
+        let mut summaries: Vec<(String, SelectionSummary)> = Vec::new();
+        for (group, members) in &groups {
+            if members.is_empty() {
+                eprintln!("sdr select-eval: {sec}: no {group} study; no {group} tables");
+                continue;
+            }
+            let sm = summarize(members, &config).map_err(|e| anyhow!("{sec} ({group}): {e}"))?;
+            let (suffix, label, in_group) = if group == "all" {
+                (String::new(), String::new(), String::new())
+            } else {
+                (
+                    format!("_{group}"),
+                    format!(" ({group} studies)"),
+                    format!("{group} "),
+                )
+            };
+            let notes = base_notes(sm.n_studies, sm.n_well_formed, &in_group);
+            let mut values = sm.values_table(
+                format!("Selection on the {sec} section{label}: mean metric of the chosen candidate; CheXpert-rule F1 over the chosen set"),
+                &keys,
+            )?;
+            finish(&mut values, &notes);
+            write(&values, &format!("{sec}_values{suffix}"))?;
+            for (pool, tag, plabel) in [
+                (Pool::All, "all", "all candidates"),
+                (Pool::WellFormed, "wf", "well-formed candidates only"),
+            ] {
+                let mut t = sm.improvement_table(
+                    format!("Selection on the {sec} section{label}: improvement over random ({plabel}), %"),
+                    &keys,
+                    pool,
+                )?;
+                finish(&mut t, &notes);
+                write(&t, &format!("{sec}_vs_random_{tag}{suffix}"))?;
+                if group != "all" {
+                    continue;
+                }
+                let hm = Heatmap {
+                    title: format!("{sec}: improvement over random ({plabel}), %"),
+                    subtitle: format!("IU X-ray test studies, K candidates each; {meteor_note}"),
+                    row_labels: keys.iter().map(|k| k.replace('@', " / ")).collect(),
+                    row_groups: keys.iter().map(|k| family(k)).collect(),
+                    columns: sm.columns.clone(),
+                    values: t.rows.iter().map(|r| r.cells.clone()).collect(),
+                    bertscore_encoder: encoder_name.clone(),
+                };
+                hm.render_png(&a.out_dir.join(format!("heatmap_{sec}_vs_random_{tag}.png")))?;
+            }
+            summaries.push((group.clone(), sm));
+        }
+        // The paper's stratified headline view (per group: BERTScore-F1,
+        // ROUGE-L, METEOR and CheXpert-rule F1 of the best policy vs random).
+        let headline: Vec<&str> = [
+            "BERTScore-F1",
+            "ROUGE-L",
+            "METEOR",
+            chexpert::CHEXPERT_COLUMNS[0],
+        ]
+        .into_iter()
+        .filter(|c| metric_cols.iter().any(|m| m == c) || c.starts_with("CheXpert"))
+        .collect();
+        let refs_groups: Vec<(String, &SelectionSummary)> =
+            summaries.iter().map(|(g, s)| (g.clone(), s)).collect();
+        let mut st = strata_table(
+            format!("Selection on the {sec} section by stratum: best policy vs random (well-formed only)"),
+            &refs_groups,
+            &keys,
+            &headline,
+            Pool::WellFormed,
+        )?;
+        let counts: Vec<String> = summaries
+            .iter()
+            .map(|(g, s)| format!("{g} n = {}", s.n_studies))
+            .collect();
+        let mut notes = vec![format!(
+            "Strata by the reference CSV's `Problems` column (`normal` vs anything else); {}. The best policy maximises the mean improvement over random across all (stratum x metric) cells of this table.",
+            counts.join(", ")
+        )];
+        notes.extend(
+            base_notes(summaries[0].1.n_studies, summaries[0].1.n_well_formed, "")
+                .into_iter()
+                .skip(1),
+        );
+        finish(&mut st, &notes);
+        write(&st, &format!("{sec}_strata"))?;
+
+        // Summary: best policies by mean improvement over the well-formed baseline.
+        let sm = &summaries[0].1;
+        let improve = sm.improvement(Pool::WellFormed);
+        let mut ranked: Vec<(f64, usize)> = improve
+            .iter()
+            .enumerate()
+            .map(|(p, r)| {
+                let v: Vec<f64> = r.iter().flatten().copied().collect();
+                (v.iter().sum::<f64>() / v.len().max(1) as f64, p)
+            })
+            .collect();
+        ranked.sort_by(|x, y| y.0.total_cmp(&x.0));
+        let at = |name: &str| sm.columns.iter().position(|c| c == name).unwrap_or(0);
+        let (rl, me, cx) = (
+            at("ROUGE-L"),
+            at("METEOR"),
+            at(chexpert::CHEXPERT_COLUMNS[0]),
+        );
+        summary.push(format!(
+            "{sec}: {} studies; random(all) ROUGE-L {:.4} METEOR {:.4} CheXpert-rule F1 {:.4}; random(well-formed) ROUGE-L {:.4} METEOR {:.4} CheXpert-rule F1 {:.4}",
+            sm.n_studies, sm.random[0][rl], sm.random[0][me], sm.random[0][cx], sm.random[1][rl], sm.random[1][me], sm.random[1][cx]
+        ));
+        for (v, p) in ranked.iter().take(5) {
+            summary.push(format!(
+                "  {:<28} ROUGE-L {:.4} METEOR {:.4} CheXpert-rule F1 {:.4}  mean improvement over random(well-formed) {v:+.2}%",
+                keys[*p], sm.policies[*p][rl], sm.policies[*p][me], sm.policies[*p][cx]
+            ));
         }
     }
     for l in summary {

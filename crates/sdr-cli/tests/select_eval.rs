@@ -1,0 +1,189 @@
+//! `sdr select-eval` and `sdr eval` on tiny hand-written inputs (no model:
+//! --no-bertscore): CheXpert-rule F1 columns, normal / abnormal tables, and
+//! counts printed as integers.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn sdr() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_sdr"))
+}
+
+fn ok(out: Output) -> Output {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+const CSV: &str = "uid,Problems,findings,impression\n\
+1,normal,The heart is normal in size. The lungs are clear.,No acute disease.\n\
+2,Cardiomegaly,The heart is enlarged. The lungs are clear.,Cardiomegaly.\n\
+3,Pleural Effusion;Opacity,Small left pleural effusion. Heart size normal.,Left pleural effusion.\n";
+
+const GOOD: [&str; 3] = [
+    "Findings: The heart is normal in size. The lungs are clear.\nImpression: No acute disease.",
+    "Findings: The heart is enlarged. The lungs are clear.\nImpression: Cardiomegaly.",
+    "Findings: Small left pleural effusion. Heart size normal.\nImpression: Left pleural effusion.",
+];
+const BAD: &str = "Findings: Pneumothorax on the right.\nImpression: Large right pneumothorax.";
+
+/// Writes the CSV, candidates (good, bad, malformed per study) and a
+/// selections file with policies "good@min" (picks 0) and "bad@min" (1).
+fn inputs(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let csv = dir.join("refs.csv");
+    std::fs::write(&csv, CSV).unwrap();
+    let cands = dir.join("cands.jsonl");
+    let sels = dir.join("sels.jsonl");
+    let mut c = String::new();
+    let mut s = String::new();
+    for (i, good) in GOOD.iter().enumerate() {
+        let id = i + 1;
+        c.push_str(&format!(
+            "{}\n",
+            serde_json::json!({"id": id, "candidates": [good, BAD, "no sections"], "tokens": [10, 20, 30]})
+        ));
+        s.push_str(&format!(
+            "{}\n",
+            serde_json::json!({"id": id, "well_formed": [true, true, false], "all_malformed": false,
+                "policies": {"good@min": {"chosen": 0}, "bad@min": {"chosen": 1}}})
+        ));
+    }
+    std::fs::write(&cands, c).unwrap();
+    std::fs::write(&sels, s).unwrap();
+    (csv, cands, sels)
+}
+
+fn select_eval(csv: &Path, cands: &Path, sels: &Path, out: &Path) -> Command {
+    let mut c = sdr();
+    c.args([
+        "select-eval",
+        "--no-bertscore",
+        "--seeds",
+        "50",
+        "--references",
+    ])
+    .arg(csv)
+    .arg("--candidates")
+    .arg(cands)
+    .arg("--selections")
+    .arg(sels)
+    .arg("--out-dir")
+    .arg(out);
+    c
+}
+
+#[test]
+fn select_eval_writes_chexpert_columns_and_strata() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, cands, sels) = inputs(dir.path());
+    let out = dir.path().join("out");
+    ok(select_eval(&csv, &cands, &sels, &out).output().unwrap());
+    let read = |name: &str| std::fs::read_to_string(out.join(name)).unwrap();
+    let values = read("findings_values.md");
+    for col in [
+        "CheXpert-rule F1 macro-14",
+        "CheXpert-rule F1 micro-14",
+        "CheXpert-rule F1 macro-5",
+        "CheXpert-rule F1 micro-5",
+    ] {
+        assert!(values.contains(col), "{values}");
+    }
+    assert!(!values.contains("CheXbert "), "{values}");
+    assert!(
+        values.contains("uncertain labels count as present"),
+        "{values}"
+    );
+    assert!(values.contains("corpus-level F1"), "{values}");
+    // The good policy reproduces the references' labels exactly.
+    let csv_values = read("impression_values.csv");
+    let good: Vec<&str> = csv_values
+        .lines()
+        .find(|l| l.starts_with("good@min,"))
+        .unwrap()
+        .split(',')
+        .collect();
+    let header: Vec<&str> = csv_values.lines().next().unwrap().split(',').collect();
+    let micro = header
+        .iter()
+        .position(|h| *h == "CheXpert-rule F1 micro-14")
+        .unwrap();
+    assert_eq!(good[micro], "1");
+    // Strata: one normal and two abnormal studies.
+    assert!(read("findings_values_normal.md").contains("1 normal test studies"));
+    assert!(read("findings_values_abnormal.md").contains("2 abnormal test studies"));
+    for name in [
+        "findings_vs_random_wf_normal.csv",
+        "impression_vs_random_all_abnormal.md",
+        "heatmap_findings_vs_random_wf.png",
+    ] {
+        assert!(out.join(name).exists(), "{name}");
+    }
+    let strata = read("impression_strata.md");
+    assert!(strata.contains("best policy: good@min"), "{strata}");
+    assert!(
+        strata.contains("normal: CheXpert-rule F1 macro-14"),
+        "{strata}"
+    );
+    assert!(
+        strata.contains("all n = 3, normal n = 1, abnormal n = 2"),
+        "{strata}"
+    );
+
+    // Uncertain as absent is an option, and the note says so.
+    let out2 = dir.path().join("out2");
+    ok(select_eval(&csv, &cands, &sels, &out2)
+        .arg("--uncertain-negative")
+        .output()
+        .unwrap());
+    let v = std::fs::read_to_string(out2.join("findings_values.md")).unwrap();
+    assert!(v.contains("uncertain labels count as absent"), "{v}");
+}
+
+#[test]
+fn select_eval_bad_problems_is_a_one_line_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, cands, sels) = inputs(dir.path());
+    std::fs::write(&csv, CSV.replace("2,Cardiomegaly,", "2, ; ,")).unwrap();
+    let out = select_eval(&csv, &cands, &sels, &dir.path().join("o"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refs.csv:3:"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+#[test]
+fn eval_prints_integer_tokens_and_chexpert_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, cands, _) = inputs(dir.path());
+    let run = dir.path().join("run.jsonl");
+    let lines: Vec<String> = GOOD
+        .iter()
+        .enumerate()
+        .map(|(i, g)| serde_json::json!({"id": i + 1, "text": g, "tokens_used": 7}).to_string())
+        .collect();
+    std::fs::write(&run, lines.join("\n") + "\n").unwrap();
+    let md_path = dir.path().join("t.md");
+    let out = ok(sdr()
+        .args(["eval", "--no-bertscore", "--seeds", "20", "--references"])
+        .arg(&csv)
+        .arg("--candidates")
+        .arg(&cands)
+        .arg("--run")
+        .arg(format!("best={}", run.display()))
+        .arg("-o")
+        .arg(&md_path)
+        .output()
+        .unwrap());
+    let md = String::from_utf8(out.stdout).unwrap();
+    assert!(md.contains("CheXpert-rule F1 macro-14"), "{md}");
+    // 3 studies x 7 tokens, against 3 x 60 for the full candidates.
+    assert!(md.contains("| best | 21 | 88.33"), "{md}");
+    assert!(!md.contains("21.0000"), "{md}");
+    let csv_out = std::fs::read_to_string(dir.path().join("t.csv")).unwrap();
+    assert!(csv_out.contains("\r\nbest,21,"), "{csv_out}");
+}
