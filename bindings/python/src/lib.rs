@@ -2,7 +2,7 @@
 //!
 //! Thin by design, like huggingface/tokenizers' bindings: every function
 //! copies its arguments into owned Rust values, releases the GIL, and calls
-//! `sdr-core` / `sdr-embed` / `sdr-reward` / `sdr-clinical`. Errors are mapped in `error.rs`.
+//! `sdr-core` / `sdr-embed` / `sdr-reward` / `sdr-clinical` / `sdr-eval`. Errors are mapped in `error.rs`.
 
 use pyo3::prelude::*;
 
@@ -10,6 +10,7 @@ mod clinical;
 mod distance;
 mod encoder;
 mod error;
+mod metrics;
 mod report;
 mod reward;
 
@@ -44,6 +45,7 @@ fn _sdr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(report::split_sentences, m)?)?;
     m.add_function(wrap_pyfunction!(clinical::label, m)?)?;
     m.add_function(wrap_pyfunction!(clinical::chexpert_f1, m)?)?;
+    m.add_function(wrap_pyfunction!(metrics::score_reports, m)?)?;
     m.add_class::<encoder::PyEncoder>()?;
     m.add_class::<reward::PyRewardScorer>()?;
     m.add_function(wrap_pyfunction!(reward::check_reward_options, m)?)?;

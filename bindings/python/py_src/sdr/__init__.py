@@ -9,7 +9,10 @@ embeddings, fifteen set distances) with reward functions for GRPO trainers:
   ``sdr serve`` and point ``--remote_rm_url`` at it);
 - ``sdr.label`` / ``sdr.chexpert_f1``: CheXpert-14 labels by phrase rules and
   CheXpert-rule F1, with no model weights (``sdr.clinical`` adds adapters to
-  the optional model-based metrics).
+  the optional model-based metrics);
+- ``sdr.metrics``: every metric of ``sdr score`` (BLEU, ROUGE, METEOR,
+  chrF++, BERTScore, CheXpert-rule F1) for your own outputs, per pair and
+  over the corpus.
 
 Paper: "SDR: Set-Distance Rewards for Radiology Report Generation".
 """
@@ -38,6 +41,7 @@ from ._sdr import (
     split_sentences,
 )
 from ._sdr import _after_fork_child
+from . import metrics
 from .reward import SDRReward, completion_text
 
 # Forked workers (TRL data loaders, verl reward workers) inherit no Rayon pool
