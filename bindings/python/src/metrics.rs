@@ -109,7 +109,7 @@ pub fn score_reports(
                 .map(|n| serde_json::Value::Object(scores.pair_json(n)).to_string())
                 .collect();
             let summary = serde_json::Value::Object(scores.summary_json()?).to_string();
-            Ok((lines, summary))
+            Ok::<_, EvalError>((lines, summary))
         })
     })
     .map_err(eval_err)

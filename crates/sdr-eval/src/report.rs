@@ -449,7 +449,7 @@ mod tests {
         let calls = std::sync::atomic::AtomicUsize::new(0);
         let enc = FnEncoder {
             name: "bag".to_string(),
-            encode: |texts: &[&str]| {
+            encode: |texts: &[&str]| -> Result<Vec<TokenEmbeddings>> {
                 calls.fetch_add(texts.len(), std::sync::atomic::Ordering::SeqCst);
                 Ok(texts
                     .iter()

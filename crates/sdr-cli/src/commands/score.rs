@@ -119,7 +119,7 @@ pub fn run(args: Args) -> Result<()> {
     output.finish()?;
     let summary = scores.summary_json()?;
     if let Some(path) = &args.summary {
-        let mut out = Output::create(Some(path))?;
+        let mut out = Output::create(Some(path.as_path()))?;
         serde_json::to_writer_pretty(&mut *out.writer(), &summary)?;
         out.writer().write_all(b"\n")?;
         out.finish()?;
