@@ -2,7 +2,7 @@
 //!
 //! Thin by design, like huggingface/tokenizers' bindings: every function
 //! copies its arguments into owned Rust values, releases the GIL, and calls
-//! `sdr-core` / `sdr-embed` / `sdr-reward` / `sdr-clinical` / `sdr-corpus`. Errors are mapped in `error.rs`.
+//! `sdr-core` / `sdr-embed` / `sdr-reward` / `sdr-clinical` / `sdr-corpus` / `sdr-eval`. Errors are mapped in `error.rs`.
 
 use pyo3::prelude::*;
 
@@ -11,6 +11,7 @@ mod corpus;
 mod distance;
 mod encoder;
 mod error;
+mod metrics;
 mod report;
 mod reward;
 
@@ -47,6 +48,7 @@ fn _sdr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(clinical::chexpert_f1, m)?)?;
     m.add_function(wrap_pyfunction!(corpus::build_corpus, m)?)?;
     m.add_function(wrap_pyfunction!(corpus::merge_corpus, m)?)?;
+    m.add_function(wrap_pyfunction!(metrics::score_reports, m)?)?;
     m.add_class::<encoder::PyEncoder>()?;
     m.add_class::<reward::PyRewardScorer>()?;
     m.add_function(wrap_pyfunction!(reward::check_reward_options, m)?)?;

@@ -19,13 +19,16 @@ use crate::error::ToPy;
 /// metric spec. Raises ValueError for an unknown metric or a negative,
 /// NaN or infinite weight.
 #[pyfunction]
-#[pyo3(signature = (metric = "chamfer", format_weight = 1.0, semantic_weight = 1.0))]
+#[pyo3(signature = (metric = "chamfer", format_weight = 1.0, semantic_weight = 1.0, clinical_weight = 0.0))]
 pub fn check_reward_options(
     metric: &str,
     format_weight: f64,
     semantic_weight: f64,
+    clinical_weight: f64,
 ) -> PyResult<String> {
-    let o = RewardOptions::new(metric, format_weight, semantic_weight, false).py()?;
+    let o = RewardOptions::new(metric, format_weight, semantic_weight, false)
+        .and_then(|o| o.with_clinical_weight(clinical_weight))
+        .py()?;
     Ok(o.config.metric.to_string())
 }
 
@@ -144,7 +147,7 @@ pub struct PyRewardScorer {
 #[pymethods]
 impl PyRewardScorer {
     #[new]
-    #[pyo3(signature = (metric = "chamfer", format_weight = 1.0, semantic_weight = 1.0, exact = false, model_dir = None, encoder = None, distinct_sentences = false))]
+    #[pyo3(signature = (metric = "chamfer", format_weight = 1.0, semantic_weight = 1.0, exact = false, model_dir = None, encoder = None, distinct_sentences = false, clinical_weight = 0.0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -155,8 +158,10 @@ impl PyRewardScorer {
         model_dir: Option<PathBuf>,
         encoder: Option<Py<PyAny>>,
         distinct_sentences: bool,
+        clinical_weight: f64,
     ) -> PyResult<Self> {
         let options = RewardOptions::new(metric, format_weight, semantic_weight, exact)
+            .and_then(|o| o.with_clinical_weight(clinical_weight))
             .py()?
             .with_distinct_sentences(distinct_sentences);
         let embedder: Option<Arc<dyn Embedder>> = if exact {
@@ -181,7 +186,8 @@ impl PyRewardScorer {
 
     /// Score ``completions[i]`` against either ``references[i]`` (a whole
     /// report) or ``findings[i]`` + ``impression[i]``. Returns
-    /// ``{"reward", "format", "findings", "impression"}``, lists of floats.
+    /// ``{"reward", "format", "findings", "impression"}``, lists of floats,
+    /// and ``"clinical"`` when ``clinical_weight`` > 0.
     #[pyo3(signature = (completions, references = None, findings = None, impression = None))]
     fn score<'py>(
         &self,
@@ -246,6 +252,12 @@ impl PyRewardScorer {
             "impression",
             scores.iter().map(|s| s.impression).collect::<Vec<_>>(),
         )?;
+        if self.scorer.options().clinical_weight > 0.0 {
+            out.set_item(
+                "clinical",
+                scores.iter().map(|s| s.clinical).collect::<Vec<_>>(),
+            )?;
+        }
         Ok(out)
     }
 

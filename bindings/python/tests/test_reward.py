@@ -180,3 +180,36 @@ def test_distinct_sentences_removes_the_gain_of_repeats():
     assert out["findings"][0] == pytest.approx(multiset["findings"][0], abs=1e-12)
     assert pickle.loads(pickle.dumps(as_set)).config()["distinct_sentences"] is True
     assert "distinct_sentences=True" in repr(as_set) and "distinct_sentences" not in repr(sdr.SDRReward())
+
+
+def test_clinical_weight_adds_lambda_times_chexpert_f1(reward):
+    contradicting = "<think>Heart size is normal. Large right pleural effusion.</think><answer>Pleural effusion.</answer>"
+    comps = [REF, contradicting, "Heart size is normal."]
+    refs = [REF] * 3
+    base = reward.score(comps, references=refs)
+    # lambda = 0 given explicitly: bit-identical, no clinical component.
+    zero = sdr.SDRReward(clinical_weight=0)
+    assert zero.score(comps, references=refs) == base
+    assert "clinical_weight" not in repr(zero)
+    lam = 0.5
+    clin = sdr.SDRReward(clinical_weight=lam)
+    out = clin.score(comps, references=refs)
+    # Same labels as the reference: +lambda exactly; components unchanged.
+    assert out["clinical"][0] == 1.0
+    assert out["reward"][0] == base["reward"][0] + lam
+    assert out["findings"] == base["findings"] and out["format"] == base["format"]
+    # Contradicting labels: less than +lambda.
+    assert out["clinical"][1] < 1.0
+    assert out["reward"][1] < base["reward"][1] + lam
+    # Malformed: 0, like the semantic terms.
+    assert out["clinical"][2] == 0.0 and out["reward"][2] == 0.0
+    logged = {}
+    clin(completions=comps, solution=refs, log_extra=lambda k, v: logged.__setitem__(k, v))
+    assert logged["sdr_chamfer/clinical"] == out["clinical"]
+    assert "clinical_weight=0.5" in repr(clin)
+    clone = pickle.loads(pickle.dumps(clin))
+    assert clone.config()["clinical_weight"] == 0.5 and clone.score(comps, references=refs) == out
+    with pytest.raises(ValueError, match="clinical_weight must be a finite number >= 0"):
+        sdr.SDRReward(clinical_weight=-1)
+    with pytest.raises(TypeError, match="clinical_weight must be a number"):
+        sdr.SDRReward(clinical_weight="1")

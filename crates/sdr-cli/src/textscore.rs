@@ -2,42 +2,16 @@
 //! (`sdr eval`, `sdr score`): BERTScore over all-mpnet-base-v2 token embeddings,
 //! and loading the optional BERTScore encoder and WordNet.
 
-use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::{anyhow, Result};
-use sdr_eval::bertscore::{bert_score_pair, BertScore, TokenEmbeddings, MPNET_SPECIAL_IDS};
+use sdr_eval::bertscore::BertScore;
 use sdr_eval::wordnet::WordNet;
 
-/// BERTScore (no idf, no rescaling) of every `(hypothesis, reference)` pair.
-/// Each distinct string is encoded once, in length-sorted batches. A pair
-/// with an empty (whitespace-only) side scores 0.
+/// BERTScore (no idf, no rescaling) of every `(hypothesis, reference)` pair
+/// (see [`sdr_eval::report::bertscore_pairs`], which `sdr score` uses too).
 pub fn bertscore_pairs(pairs: &[(&str, &str)], enc: &sdr_embed::Encoder) -> Result<Vec<BertScore>> {
-    let mut uniq: Vec<&str> = pairs
-        .iter()
-        .flat_map(|&(h, r)| [h, r])
-        .filter(|s| !s.trim().is_empty())
-        .collect();
-    uniq.sort_unstable();
-    uniq.dedup();
-    let toks = enc.embed_tokens(&uniq)?;
-    let emb: HashMap<&str, TokenEmbeddings> = uniq
-        .iter()
-        .zip(toks)
-        .map(|(s, t)| {
-            (
-                *s,
-                TokenEmbeddings::with_special_ids(t.ids, t.vectors, t.dim, &MPNET_SPECIAL_IDS),
-            )
-        })
-        .collect();
-    pairs
-        .iter()
-        .map(|(h, r)| match (emb.get(h), emb.get(r)) {
-            (Some(he), Some(re)) => Ok(bert_score_pair(he, re, None)?),
-            _ => Ok(BertScore::default()),
-        })
-        .collect()
+    Ok(sdr_eval::report::bertscore_pairs(pairs, enc)?)
 }
 
 /// The BERTScore encoder unless `skip`; the error says how to get the model.

@@ -93,3 +93,38 @@ fn whole_texts_and_bad_lines() {
     );
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+#[test]
+fn summary_file_holds_means_corpus_bleu_and_chexpert_rule_f1() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("summary.json");
+    let input = concat!(
+        r#"{"hyp": "<think>Mild cardiomegaly.</think><answer>Cardiomegaly.</answer>", "ref": "Findings: Mild cardiomegaly.\nImpression: Cardiomegaly."}"#,
+        "\n",
+        r#"{"hyp": "junk", "ref": "Findings: Small left pleural effusion.\nImpression: Pleural effusion."}"#,
+        "\n"
+    );
+    let out = score(
+        &["--no-bertscore", "--summary", path.to_str().unwrap()],
+        input,
+    );
+    let l = lines(&out);
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(
+        (s["pairs"].as_u64(), s["well_formed"].as_u64()),
+        (Some(2), Some(1))
+    );
+    for sec in ["findings", "impression"] {
+        let mean = s[sec]["mean"]["ROUGE-L"].as_f64().unwrap();
+        let by_hand =
+            (l[0][sec]["ROUGE-L"].as_f64().unwrap() + l[1][sec]["ROUGE-L"].as_f64().unwrap()) / 2.0;
+        assert_eq!(mean, by_hand);
+        assert!(s[sec]["corpus_bleu"]["BLEU-1"].as_f64().unwrap() > 0.0);
+        // Cardiomegaly found (TP), the effusion missed (FN).
+        let micro = s[sec]["chexpert_rule"]["micro_14"].as_f64().unwrap();
+        assert!(micro > 0.0 && micro < 1.0, "{micro}");
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("findings corpus BLEU: BLEU-1"), "{err}");
+}

@@ -290,3 +290,23 @@ async fn graceful_shutdown_finishes_requests_in_flight() {
         .unwrap();
     assert!(tokio::net::TcpStream::connect(addr).await.is_err());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clinical_weight_adds_and_reports_the_clinical_term() {
+    let off = start(exact(), Limits::default()).await;
+    let on = start(
+        exact().with_clinical_weight(0.5).unwrap(),
+        Limits::default(),
+    )
+    .await;
+    let body = json!({"completions": [REF], "references": [REF]});
+    let (_, a) = post_json(off.addr, "/v1/rewards", &body).await;
+    let (status, b) = post_json(on.addr, "/v1/rewards", &body).await;
+    assert_eq!(status, 200, "{b}");
+    // Off: no `clinical` key, the paper's reply unchanged.
+    assert!(a.get("clinical").is_none(), "{a}");
+    assert_eq!(floats(&b["clinical"]), [1.0]);
+    assert_eq!(floats(&b["rewards"])[0], floats(&a["rewards"])[0] + 0.5);
+    let (_, h) = request(on.addr, "GET", "/health", b"").await;
+    assert!(h.contains("\"clinical_weight\":0.5"), "{h}");
+}

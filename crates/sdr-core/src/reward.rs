@@ -42,7 +42,12 @@ pub struct RewardBreakdown {
     pub findings: f64,
     /// `R_sem^I` in [0, 1].
     pub impression: f64,
-    /// `lambda_fmt * R_fmt + lambda_sem * (R_sem^F + R_sem^I)`.
+    /// Beyond the paper: the CheXpert-14 example F1 between candidate and
+    /// reference labels, set (and added to `reward` with its weight) only by
+    /// callers that enable the optional clinical term; 0 otherwise.
+    pub clinical: f64,
+    /// `lambda_fmt * R_fmt + lambda_sem * (R_sem^F + R_sem^I)`
+    /// (`+ lambda_clin * clinical` when the clinical term is on).
     pub reward: f64,
 }
 
@@ -105,6 +110,7 @@ pub fn reward(
         format: 1.0,
         findings,
         impression,
+        clinical: 0.0,
         reward: config.format_weight + config.semantic_weight * (findings + impression),
     })
 }

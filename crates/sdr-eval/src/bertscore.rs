@@ -349,6 +349,25 @@ pub fn bert_score(
         .collect()
 }
 
+/// sdr-embed's encoder as a BERTScore [`TokenEncoder`]: last-layer token
+/// embeddings, `<s>`/`</s>` zero-weighted ([`MPNET_SPECIAL_IDS`]).
+#[cfg(feature = "embed")]
+impl TokenEncoder for sdr_embed::Encoder {
+    fn name(&self) -> &str {
+        sdr_embed::Encoder::name(self)
+    }
+    fn encode_tokens(&self, texts: &[&str]) -> Result<Vec<TokenEmbeddings>> {
+        let toks = self.embed_tokens(texts).map_err(|e| EvalError::Encoder {
+            encoder: sdr_embed::Encoder::name(self).to_string(),
+            message: e.to_string(),
+        })?;
+        Ok(toks
+            .into_iter()
+            .map(|t| TokenEmbeddings::with_special_ids(t.ids, t.vectors, t.dim, &MPNET_SPECIAL_IDS))
+            .collect())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

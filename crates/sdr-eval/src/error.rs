@@ -61,6 +61,15 @@ pub enum EvalError {
         #[source]
         source: std::io::Error,
     },
+    /// A reference without one of its two sections.
+    #[error("the reference has no {section} section (template or `{section}:` header)")]
+    MissingSection { section: &'static str },
+    /// A bad (hypothesis, reference) pair, by index in the caller's list.
+    #[error("pair {index}: {message}")]
+    Pair { index: usize, message: String },
+    /// CheXpert-rule F1 failed.
+    #[error(transparent)]
+    Clinical(#[from] sdr_clinical::ClinicalError),
     /// Drawing the heatmap failed.
     #[error("heatmap {path}: {message}")]
     Plot { path: PathBuf, message: String },

@@ -14,7 +14,9 @@
 //! | [`bertscore`] | BERTScore P, R, F1 | bert-score 0.3.13 `greedy_cos_idf`, over the caller's token embeddings |
 //!
 //! [`scores::TextScorer`] computes them all for one pair with SDR's fixed
-//! choices (tokenisation, smoothing, stemming), documented there.
+//! choices (tokenisation, smoothing, stemming), documented there;
+//! [`report`] scores report pairs per section with every metric plus
+//! CheXpert-rule F1 (the library behind `sdr score` and `sdr.metrics`).
 //!
 //! ## Parity with the references
 //!
@@ -61,6 +63,7 @@ pub mod error;
 pub mod heatmap;
 pub mod meteor;
 pub mod porter;
+pub mod report;
 pub mod rouge;
 pub mod sacrebleu;
 pub mod scores;

@@ -5,7 +5,11 @@
 //! $$R_b = \lambda_{\mathrm{fmt}} R_{\mathrm{fmt}}(\hat y_b)
 //!       + \lambda_{\mathrm{sem}} \sum_{S \in \{F, I\}} \bigl(1 - \min(\mathcal D(E^S(\hat y_b), E^S(y_b)), 1)\bigr)$$
 //!
-//! where the semantic terms are 0 when `R_fmt = 0` (SPEC §4). The sentences of
+//! where the semantic terms are 0 when `R_fmt = 0` (SPEC §4). Beyond the
+//! paper, an optional clinical term `lambda_clin F1_CheXpert(ŷ_b, y_b)` adds
+//! the example-level F1 between the rule-based CheXpert-14 labels of the
+//! completion's and the reference's sections (`sdr-clinical`); it is 0 for a
+//! malformed completion and off (`lambda_clin = 0`) by default. The sentences of
 //! the batch are deduplicated first: each distinct sentence is embedded once,
 //! and reference sentences already seen in earlier batches come from a cache.
 //! With `exact` set, the section terms are the exact-match baseline `R_exact`
@@ -14,6 +18,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use sdr_clinical::{example_f1, Labeler, UncertainPolicy};
 use sdr_core::cost::{check_pair, cosine_cost};
 use sdr_core::report::{exact_match_reward, parse_template, ParsedReport};
 use sdr_core::reward::{reward, EmbeddedSections, RewardBreakdown, RewardConfig};
@@ -61,6 +66,11 @@ pub struct RewardOptions {
     /// verbatim copy of a close sentence lowers Chamfer's generated-to-reference
     /// mean, a gain a policy can learn; this removes it (paraphrases still count).
     pub distinct_sentences: bool,
+    /// Beyond the paper: `lambda_clin`, the weight of the CheXpert-14
+    /// example F1 between completion and reference labels (rule-based
+    /// labeler, uncertain counted as present). 0 (the default) leaves the
+    /// paper's reward unchanged, bit for bit.
+    pub clinical_weight: f64,
 }
 
 impl RewardOptions {
@@ -95,7 +105,30 @@ impl RewardOptions {
             },
             exact,
             distinct_sentences: false,
+            clinical_weight: 0.0,
         })
+    }
+
+    /// The same options with the clinical term weighted by `weight`.
+    ///
+    /// # Errors
+    /// [`RewardError::BadWeight`] for a negative, NaN or infinite weight.
+    ///
+    /// ```
+    /// use sdr_reward::RewardOptions;
+    /// let o = RewardOptions::default().with_clinical_weight(0.5).unwrap();
+    /// assert_eq!(o.clinical_weight, 0.5);
+    /// assert!(RewardOptions::default().with_clinical_weight(-1.0).is_err());
+    /// ```
+    pub fn with_clinical_weight(mut self, weight: f64) -> Result<Self> {
+        if !(weight.is_finite() && weight >= 0.0) {
+            return Err(RewardError::BadWeight {
+                name: "clinical_weight",
+                value: weight,
+            });
+        }
+        self.clinical_weight = weight;
+        Ok(self)
     }
 
     /// The same options with repeated sentences dropped within each section.
@@ -130,6 +163,8 @@ pub struct Scorer {
     embedder: Option<Arc<dyn Embedder>>,
     references: SentenceCache,
     max_cached: usize,
+    /// Present only when the clinical term is on.
+    labeler: Option<Labeler>,
 }
 
 /// Where a distinct sentence's vector is.
@@ -208,6 +243,7 @@ impl Scorer {
             embedder,
             references: SentenceCache::new(),
             max_cached: DEFAULT_MAX_CACHED,
+            labeler: (options.clinical_weight > 0.0).then(Labeler::default),
         })
     }
 
@@ -250,10 +286,47 @@ impl Scorer {
             .into_iter()
             .collect::<Result<_>>()?;
         let gens: Vec<ParsedReport> = parallel::map(completions, |_, c| parse_template(c));
-        if self.options.exact {
-            return self.score_exact(&gens, &refs);
+        let (mut out, stats) = if self.options.exact {
+            self.score_exact(&gens, &refs)?
+        } else {
+            self.score_semantic(&gens, &refs)?
+        };
+        if let Some(labeler) = &self.labeler {
+            self.add_clinical(labeler, &gens, &refs, &mut out);
         }
-        self.score_semantic(&gens, &refs)
+        Ok((out, stats))
+    }
+
+    /// Adds `lambda_clin * F1` to each well-formed completion's reward; the
+    /// labels are those of the Findings and Impression sentences together.
+    fn add_clinical(
+        &self,
+        labeler: &Labeler,
+        gens: &[ParsedReport],
+        refs: &[ReferenceSections],
+        out: &mut [RewardBreakdown],
+    ) {
+        let weight = self.options.clinical_weight;
+        let label = |f: &[String], i: &[String]| {
+            let text: Vec<&str> = f.iter().chain(i).map(String::as_str).collect();
+            labeler.label(&text.join(" "))
+        };
+        let f1 = parallel::map(gens, |b, g| {
+            g.format_valid.then(|| {
+                let r = &refs[b];
+                example_f1(
+                    &label(&g.findings, &g.impression),
+                    &label(&r.findings, &r.impression),
+                    UncertainPolicy::Positive,
+                )
+            })
+        });
+        for (o, f1) in out.iter_mut().zip(f1) {
+            if let Some(f1) = f1 {
+                o.clinical = f1;
+                o.reward += weight * f1;
+            }
+        }
     }
 
     fn combine(&self, format: f64, findings: f64, impression: f64) -> RewardBreakdown {
@@ -262,6 +335,7 @@ impl Scorer {
             format,
             findings,
             impression,
+            clinical: 0.0,
             reward: c.format_weight * format + c.semantic_weight * (findings + impression),
         }
     }
@@ -523,6 +597,62 @@ mod tests {
         let (d, _) = set.score(&[once, many], &refs).unwrap();
         assert_eq!(d[0], d[1]);
         assert_eq!(d[0], r[0]);
+    }
+
+    #[test]
+    fn clinical_term_is_off_by_default_and_adds_lambda_f1() {
+        let contradicting =
+            "<think>Heart normal. Large right pleural effusion.</think><answer>Pleural effusion.</answer>";
+        let comps = [REF, contradicting, "Heart normal."];
+        let refs = [Reference::Report(REF); 3];
+        let base = Scorer::new(RewardOptions::default(), Some(words())).unwrap();
+        let (r0, _) = base.score(&comps, &refs).unwrap();
+        // lambda = 0 (explicit): bit-identical to the paper's reward.
+        let zero = RewardOptions::default().with_clinical_weight(0.0).unwrap();
+        let (z, _) = Scorer::new(zero, Some(words()))
+            .unwrap()
+            .score(&comps, &refs)
+            .unwrap();
+        assert_eq!(z, r0);
+        assert!(r0.iter().all(|b| b.clinical == 0.0));
+
+        let lambda = 0.5;
+        let on = RewardOptions::default()
+            .with_clinical_weight(lambda)
+            .unwrap();
+        let (r, _) = Scorer::new(on, Some(words()))
+            .unwrap()
+            .score(&comps, &refs)
+            .unwrap();
+        // Same labels as the reference: +lambda exactly.
+        assert_eq!(r[0].clinical, 1.0);
+        assert_eq!(r[0].reward, r0[0].reward + lambda);
+        // A contradicting completion gets less than +lambda; components unchanged.
+        assert!(r[1].clinical < 1.0, "{:?}", r[1]);
+        assert!(r[1].reward < r0[1].reward + lambda);
+        assert_eq!(r[1].reward, r0[1].reward + lambda * r[1].clinical);
+        assert_eq!(
+            (r[1].format, r[1].findings, r[1].impression),
+            (r0[1].format, r0[1].findings, r0[1].impression)
+        );
+        // Malformed: the clinical term is 0, like the semantic terms.
+        assert_eq!(r[2], RewardBreakdown::default());
+        // Exact mode gets it too.
+        let exact = RewardOptions::new("chamfer", 1.0, 1.0, true)
+            .unwrap()
+            .with_clinical_weight(lambda)
+            .unwrap();
+        let (e, _) = Scorer::new(exact, None)
+            .unwrap()
+            .score(&comps, &refs)
+            .unwrap();
+        assert_eq!(e[0].reward, 3.0 + lambda);
+        for bad in [-0.1, f64::NAN, f64::INFINITY] {
+            let e = RewardOptions::default()
+                .with_clinical_weight(bad)
+                .unwrap_err();
+            assert!(e.to_string().starts_with("clinical_weight must be"), "{e}");
+        }
     }
 
     #[test]

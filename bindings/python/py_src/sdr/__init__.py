@@ -13,6 +13,9 @@ embeddings, fifteen set distances) with reward functions for GRPO trainers:
 - ``sdr.build_corpus`` / ``sdr.merge_corpus``: the reference corpus of
   ``sdr corpus build``, whole or one shard of it, and the merge of the shards
   (``recipes/ray_corpus.py`` builds the shards on a Ray cluster).
+- ``sdr.metrics``: every metric of ``sdr score`` (BLEU, ROUGE, METEOR,
+  chrF++, BERTScore, CheXpert-rule F1) for your own outputs, per pair and
+  over the corpus.
 
 Paper: "SDR: Set-Distance Rewards for Radiology Report Generation".
 """
@@ -43,6 +46,7 @@ from ._sdr import (
     split_sentences,
 )
 from ._sdr import _after_fork_child
+from . import metrics
 from .reward import SDRReward, completion_text
 
 # Forked workers (TRL data loaders, verl reward workers) inherit no Rayon pool

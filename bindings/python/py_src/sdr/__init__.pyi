@@ -90,6 +90,7 @@ class SDRReward:
     model_dir: Optional[str]
     encoder: Optional[Callable[[List[str]], Any]]
     distinct_sentences: bool
+    clinical_weight: float
     def __init__(
         self,
         metric: str = "chamfer",
@@ -102,6 +103,7 @@ class SDRReward:
         name: Optional[str] = None,
         encoder: Optional[Callable[[List[str]], Any]] = None,
         distinct_sentences: bool = False,
+        clinical_weight: float = 0.0,
     ) -> None: ...
     def __call__(
         self,

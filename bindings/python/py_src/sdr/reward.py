@@ -1,9 +1,11 @@
 """``SDRReward``: the SDR reward as a TRL ``GRPOTrainer`` reward function.
 
 R = format_weight * R_fmt + semantic_weight * (R_sem^F + R_sem^I)   (paper §3.2)
+    [+ clinical_weight * F1_CheXpert   (beyond the paper; off by default)]
 
 with R_sem^S = 1 - min(D(E^S(completion), E^S(reference)), 1) and R_sem = 0
-when the completion breaks the ``<think>F</think><answer>I</answer>`` template.
+(and F1_CheXpert = 0) when the completion breaks the
+``<think>F</think><answer>I</answer>`` template.
 """
 
 from __future__ import annotations
@@ -130,14 +132,21 @@ class SDRReward:
         policy trained on Chamfer can repeat a safe sentence, because every
         copy lowers the generated-to-reference mean; with this on, a verbatim
         repeat earns nothing (paraphrases still count). Hausdorff is unaffected.
+    clinical_weight : float
+        Beyond the paper: adds ``clinical_weight`` x the CheXpert-14 example F1
+        between the rule-based labels (``sdr.label``, uncertain counted as
+        present) of the completion's and the reference's Findings +
+        Impression: 1 when they agree on every observation, lower when they
+        contradict. 0 for a malformed completion. Default 0: the paper's
+        reward, bit for bit. Logged as ``<name>/clinical`` when > 0.
 
     Calling it as ``reward(prompts=..., completions=..., **columns)`` returns one
     float per completion. Completions are strings or chat message lists. A
     completion that breaks the template scores 0 (no exception); a reference
     with an empty section raises ValueError naming its index. When TRL passes
     ``log_extra`` / ``log_metric`` callbacks, the per-sample components
-    (``<name>/format``, ``/findings``, ``/impression``) and their means are
-    logged through them.
+    (``<name>/format``, ``/findings``, ``/impression``, and ``/clinical`` when
+    ``clinical_weight`` > 0) and their means are logged through them.
 
     Each batch's distinct sentences are embedded once; reference sentences
     are cached across calls. The Rust work runs without the GIL. The object
@@ -157,13 +166,20 @@ class SDRReward:
         name: Optional[str] = None,
         encoder: Optional[Callable[[List[str]], Any]] = None,
         distinct_sentences: bool = False,
+        clinical_weight: float = 0.0,
     ) -> None:
         if not isinstance(metric, str):
             raise TypeError(f"metric must be a string, got {type(metric).__name__}")
-        for label, w in (("format_weight", format_weight), ("semantic_weight", semantic_weight)):
+        for label, w in (
+            ("format_weight", format_weight),
+            ("semantic_weight", semantic_weight),
+            ("clinical_weight", clinical_weight),
+        ):
             if isinstance(w, bool) or not isinstance(w, (int, float)):
                 raise TypeError(f"{label} must be a number, got {type(w).__name__}")
-        canonical = _sdr.check_reward_options(metric, float(format_weight), float(semantic_weight))
+        canonical = _sdr.check_reward_options(
+            metric, float(format_weight), float(semantic_weight), float(clinical_weight)
+        )
         if not isinstance(reference_column, str):
             raise TypeError("reference_column must be a string")
         if reference_columns is not None:
@@ -184,6 +200,7 @@ class SDRReward:
         self.semantic_weight = float(semantic_weight)
         self.exact = bool(exact)
         self.distinct_sentences = bool(distinct_sentences)
+        self.clinical_weight = float(clinical_weight)
         self.model_dir = None if model_dir is None else os.fspath(model_dir)
         if encoder is not None and not callable(encoder) and not isinstance(encoder, str):
             raise TypeError(f"encoder must be a callable list[str] -> (n, d) array, got {type(encoder).__name__}")
@@ -214,6 +231,7 @@ class SDRReward:
                         self.model_dir,
                         self.encoder,
                         self.distinct_sentences,
+                        self.clinical_weight,
                     )
                 scorer = self._scorer
         return scorer
@@ -230,6 +248,7 @@ class SDRReward:
             "name": self.__name__,
             "encoder": self.encoder,
             "distinct_sentences": self.distinct_sentences,
+            "clinical_weight": self.clinical_weight,
         }
 
     def __getstate__(self) -> Dict[str, Any]:
@@ -239,7 +258,14 @@ class SDRReward:
         self.__init__(**state)  # type: ignore[misc]
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.config().items() if not (k == "encoder" and v is None) and not (k == "distinct_sentences" and not v))
+        # Options beyond the paper appear only when set.
+        args = ", ".join(
+            f"{k}={v!r}"
+            for k, v in self.config().items()
+            if not (k == "encoder" and v is None)
+            and not (k == "distinct_sentences" and not v)
+            and not (k == "clinical_weight" and v == 0.0)
+        )
         return f"SDRReward({args})"
 
     # -- scoring -------------------------------------------------------------
@@ -251,8 +277,8 @@ class SDRReward:
         findings: Optional[Sequence[str]] = None,
         impression: Optional[Sequence[str]] = None,
     ) -> Dict[str, List[float]]:
-        """Rewards and components: ``{"reward", "format", "findings", "impression"}``,
-        one float per completion. Give `references` (whole reports) or both
+        """Rewards and components: ``{"reward", "format", "findings", "impression"}``
+        (and ``"clinical"`` when ``clinical_weight`` > 0), one float per completion. Give `references` (whole reports) or both
         `findings` and `impression`."""
         texts = [completion_text(c) for c in completions]
         kwargs: Dict[str, Any] = {}
@@ -290,7 +316,7 @@ class SDRReward:
             out = self.score(completions, references=kwargs[self.reference_column])
         log_extra: Optional[Callable[[str, List[float]], None]] = kwargs.get("log_extra")
         log_metric: Optional[Callable[[str, float], None]] = kwargs.get("log_metric")
-        for key in _COMPONENTS:
+        for key in _COMPONENTS + (("clinical",) if "clinical" in out else ()):
             values = out[key]
             if callable(log_extra):
                 log_extra(f"{self.__name__}/{key}", values)

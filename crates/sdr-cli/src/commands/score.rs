@@ -6,15 +6,15 @@
 use std::path::PathBuf;
 
 use anyhow::{anyhow, Result};
-use rayon::prelude::*;
-use sdr_clinical::{chexpert_f1, example_f1, Labeler, Labels, UncertainPolicy};
-use sdr_core::report::parse_report;
-use sdr_eval::scores::{TextScorer, TEXT_METRICS};
+use sdr_clinical::UncertainPolicy;
+use sdr_eval::bertscore::TokenEncoder;
+use sdr_eval::report::{score_split, split_pair, Scope};
+use sdr_eval::scores::TextScorer;
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::jsonl::{parse_json, Input, Output};
-use crate::textscore::{bertscore_pairs, load_bertscore_encoder, load_wordnet};
+use crate::textscore::{load_bertscore_encoder, load_wordnet};
 
 #[derive(clap::Args)]
 #[command(
@@ -27,7 +27,9 @@ Metrics (sdr-eval): tokens are lower-cased [a-z0-9]+ runs; BLEU-n is nltk's sent
 method1 smoothing (epsilon 0.1), uniform weights up to n; ROUGE F1 without stemming; METEOR as\n\
 nltk (with WordNet synonyms when a database is found); chrF++ is sacrebleu's CHRF(word_order=2)\n\
 on a 0-100 scale; BERTScore P/R/F1 uses all-mpnet-base-v2's last-layer token embeddings (no idf,\n\
-no baseline rescaling). A summary of the means is printed on stderr."
+no baseline rescaling). A summary of the means and the corpus scores (corpus BLEU, CheXpert-rule\n\
+F1 macro/micro) is printed on stderr; `--summary FILE` writes it as JSON. Python's `sdr.metrics`\n\
+runs the same code (sdr_eval::report)."
 )]
 pub struct Args {
     /// JSON Lines with {"hyp", "ref"} (optional "id", copied through); `-` or absent reads stdin.
@@ -52,6 +54,9 @@ pub struct Args {
     /// Write the JSON Lines here (atomically) instead of stdout.
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Also write the corpus summary (means, corpus BLEU, CheXpert-rule F1) as JSON here (atomically).
+    #[arg(long, value_name = "FILE")]
+    pub summary: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -63,18 +68,15 @@ struct Line {
     reference: String,
 }
 
-/// One scored unit: a section (or the whole text) of one line.
-struct Unit {
-    hyp: String,
-    reference: String,
-}
-
-const BERT_KEYS: [&str; 3] = ["BERTScore-P", "BERTScore-R", "BERTScore-F1"];
-
 pub fn run(args: Args) -> Result<()> {
+    let scope = if args.whole {
+        Scope::Whole
+    } else {
+        Scope::Sections
+    };
     let mut input = Input::open(args.input.as_deref())?;
-    let mut lines: Vec<(Option<Value>, bool)> = Vec::new();
-    let mut units: Vec<Unit> = Vec::new();
+    let mut ids: Vec<Option<Value>> = Vec::new();
+    let mut split = Vec::new();
     let mut line_no = 0;
     loop {
         let chunk = input.next_chunk(4096, &mut line_no)?;
@@ -84,146 +86,92 @@ pub fn run(args: Args) -> Result<()> {
         for (no, text) in chunk {
             let at = format!("{}:{}", input.name, no);
             let l: Line = parse_json(&text).map_err(|e| anyhow!("{at}: {e}"))?;
-            if args.whole {
-                lines.push((l.id, true));
-                units.push(Unit {
-                    hyp: l.hyp,
-                    reference: l.reference,
-                });
-                continue;
-            }
-            let r = parse_report(&l.reference);
-            if r.findings.is_empty() || r.impression.is_empty() {
-                let missing = if r.findings.is_empty() {
-                    "Findings"
-                } else {
-                    "Impression"
-                };
-                return Err(anyhow!(
-                    "{at}: the reference has no {missing} section (template or `{missing}:` header)"
-                ));
-            }
-            let h = parse_report(&l.hyp);
-            lines.push((l.id, h.format_valid));
-            units.push(Unit {
-                hyp: h.findings.join(" "),
-                reference: r.findings.join(" "),
-            });
-            units.push(Unit {
-                hyp: h.impression.join(" "),
-                reference: r.impression.join(" "),
-            });
+            split.push(split_pair(&l.hyp, &l.reference, scope).map_err(|e| anyhow!("{at}: {e}"))?);
+            ids.push(l.id);
         }
     }
     let wordnet = load_wordnet(args.wordnet.as_deref())?;
     let scorer = TextScorer::new(Default::default(), wordnet.as_ref());
-    let text: Vec<Option<[f64; 9]>> = units
-        .par_iter()
-        .map(|u| {
-            if u.hyp.trim().is_empty() {
-                return Ok(None);
-            }
-            Ok(Some(scorer.score(&u.hyp, &u.reference)?.values()))
-        })
-        .collect::<Result<_>>()?;
-    let bert = match load_bertscore_encoder(args.model.as_deref(), args.no_bertscore)? {
-        Some(enc) => {
-            let pairs: Vec<(&str, &str)> = units
-                .iter()
-                .map(|u| (u.hyp.as_str(), u.reference.as_str()))
-                .collect();
-            Some(bertscore_pairs(&pairs, &enc)?)
-        }
-        None => None,
-    };
+    let encoder = load_bertscore_encoder(args.model.as_deref(), args.no_bertscore)?;
     let policy = if args.uncertain_negative {
         UncertainPolicy::Negative
     } else {
         UncertainPolicy::Positive
     };
-    let labeler = Labeler::default();
-    let labels: Vec<(Labels, Labels)> = units
-        .par_iter()
-        .map(|u| (labeler.label(&u.hyp), labeler.label(&u.reference)))
-        .collect();
-    let metric_names: Vec<&str> = TEXT_METRICS
-        .iter()
-        .copied()
-        .chain(bert.iter().flat_map(|_| BERT_KEYS))
-        .chain(["CheXpert-rule F1"])
-        .collect();
-    let unit_values = |j: usize| -> Vec<f64> {
-        let mut v: Vec<f64> = text[j].map(|t| t.to_vec()).unwrap_or_else(|| vec![0.0; 9]);
-        if let Some(b) = &bert {
-            v.extend([b[j].precision, b[j].recall, b[j].f1]);
-        }
-        v.push(example_f1(&labels[j].0, &labels[j].1, policy));
-        v
-    };
-    let sections: &[&str] = if args.whole {
-        &["whole"]
-    } else {
-        &["findings", "impression"]
-    };
-    let mut sums = vec![vec![0.0; metric_names.len()]; sections.len()];
-    let mut valid = 0usize;
+    let scores = score_split(
+        split,
+        scope,
+        &scorer,
+        encoder.as_ref().map(|e| e as &dyn TokenEncoder),
+        policy,
+    )?;
     let mut output = Output::create(args.output.as_deref())?;
-    for (n, (id, format_valid)) in lines.iter().enumerate() {
-        let mut obj = Map::new();
+    for (n, id) in ids.into_iter().enumerate() {
+        let mut obj = serde_json::Map::new();
         if let Some(id) = id {
-            obj.insert("id".into(), id.clone());
+            obj.insert("id".into(), id);
         }
-        if !args.whole {
-            obj.insert("format_valid".into(), Value::Bool(*format_valid));
-        }
-        valid += usize::from(*format_valid);
-        for (s, name) in sections.iter().enumerate() {
-            let vals = unit_values(n * sections.len() + s);
-            let mut m = Map::new();
-            for (k, (key, v)) in metric_names.iter().zip(&vals).enumerate() {
-                sums[s][k] += v;
-                m.insert(key.to_string(), Value::from(*v));
-            }
-            obj.insert(name.to_string(), Value::Object(m));
-        }
+        obj.extend(scores.pair_json(n));
         let w = output.writer();
         serde_json::to_writer(&mut *w, &Value::Object(obj))?;
         w.write_all(b"\n")?;
     }
     output.finish()?;
-    let count = lines.len().max(1) as f64;
+    let summary = scores.summary_json()?;
+    if let Some(path) = &args.summary {
+        let mut out = Output::create(Some(path.as_path()))?;
+        serde_json::to_writer_pretty(&mut *out.writer(), &summary)?;
+        out.writer().write_all(b"\n")?;
+        out.finish()?;
+    }
+    print_summary(&summary, &scores.metrics, scope, args.uncertain_negative);
+    Ok(())
+}
+
+/// The summary on stderr, one line of means and one of corpus scores per unit.
+fn print_summary(
+    summary: &serde_json::Map<String, Value>,
+    metrics: &[&str],
+    scope: Scope,
+    uncertain_negative: bool,
+) {
+    let num = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
     eprintln!(
         "sdr score: {} pairs{}; METEOR {} WordNet",
-        lines.len(),
-        if args.whole {
-            String::new()
-        } else {
-            format!(", {valid} well-formed hypotheses")
+        summary["pairs"],
+        match summary.get("well_formed") {
+            Some(k) => format!(", {k} well-formed hypotheses"),
+            None => String::new(),
         },
-        if wordnet.is_some() { "with" } else { "without" }
+        if summary["wordnet"] == Value::Bool(true) {
+            "with"
+        } else {
+            "without"
+        }
     );
-    for (s, name) in sections.iter().enumerate() {
-        let cells: Vec<String> = metric_names
+    for name in scope.names() {
+        let unit = &summary[*name];
+        let cells: Vec<String> = metrics
             .iter()
-            .zip(&sums[s])
-            .map(|(k, v)| format!("{k} {:.4}", v / count))
+            .map(|k| format!("{k} {:.4}", num(&unit["mean"][*k])))
             .collect();
         eprintln!("  mean {name}: {}", cells.join(", "));
-        let (h, r): (Vec<Labels>, Vec<Labels>) = labels
-            .iter()
-            .skip(s)
-            .step_by(sections.len())
-            .cloned()
-            .unzip();
-        let rep = chexpert_f1(&h, &r, policy).map_err(|e| anyhow!("{e}"))?;
-        eprintln!(
-            "  {name} CheXpert-rule F1 (corpus, uncertain as {}): macro-14 {:.4}, micro-14 {:.4}, macro-5 {:.4}, micro-5 {:.4}",
-            if args.uncertain_negative { "absent" } else { "present" },
-            rep.macro_14.f1,
-            rep.micro_14.f1,
-            rep.macro_5.f1,
-            rep.micro_5.f1
-        );
+        if let Some(b) = unit["corpus_bleu"].as_object() {
+            let cells: Vec<String> = b
+                .iter()
+                .map(|(k, v)| format!("{k} {:.4}", num(v)))
+                .collect();
+            eprintln!("  {name} corpus BLEU: {}", cells.join(", "));
+        }
+        if let Some(c) = unit["chexpert_rule"].as_object() {
+            eprintln!(
+                "  {name} CheXpert-rule F1 (corpus, uncertain as {}): macro-14 {:.4}, micro-14 {:.4}, macro-5 {:.4}, micro-5 {:.4}",
+                if uncertain_negative { "absent" } else { "present" },
+                num(&c["macro_14"]),
+                num(&c["micro_14"]),
+                num(&c["macro_5"]),
+                num(&c["micro_5"])
+            );
+        }
     }
-    Ok(())
 }

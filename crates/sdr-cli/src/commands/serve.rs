@@ -76,6 +76,11 @@ pub struct Args {
     /// Exact-match baseline R_exact instead of set distances (no model needed).
     #[arg(long)]
     pub exact: bool,
+    /// lambda_clin (beyond the paper): adds lambda_clin x the CheXpert-14
+    /// example F1 of rule-based labels between completion and reference,
+    /// reported as `clinical`. 0 keeps the paper's reward.
+    #[arg(long, default_value_t = 0.0)]
+    pub clinical_weight: f64,
     /// Model folder (default: $SDR_MODEL, then ~/.cache/sdr/models/all-mpnet-base-v2).
     #[arg(long)]
     pub model: Option<PathBuf>,
@@ -144,6 +149,7 @@ pub fn run(args: Args) -> Result<()> {
         args.semantic_weight,
         args.exact,
     )
+    .and_then(|o| o.with_clinical_weight(args.clinical_weight))
     .with_context(|| format!("--metric {} / weights", args.metric))?;
     let embedder: Option<Arc<dyn Embedder>> = if args.exact {
         None

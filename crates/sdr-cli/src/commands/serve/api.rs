@@ -89,6 +89,7 @@ impl AppState {
             o.config.semantic_weight,
             o.exact,
         )
+        .and_then(|n| n.with_clinical_weight(o.clinical_weight))
         .map_err(|e| ApiError::bad(format!("metric: {e}")))?;
         let key = options.config.metric.to_string();
         if options == *o {
@@ -243,6 +244,14 @@ struct ExtraLogs {
     format: Vec<f64>,
     findings: Vec<f64>,
     impression: Vec<f64>,
+    /// Only with `--clinical-weight` > 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    clinical: Option<Vec<f64>>,
+}
+
+/// The clinical components, when the clinical term is on.
+fn clinical_of(scorer: &Scorer, scores: &[RewardBreakdown]) -> Option<Vec<f64>> {
+    (scorer.options().clinical_weight > 0.0).then(|| scores.iter().map(|r| r.clinical).collect())
 }
 
 #[derive(Serialize)]
@@ -291,6 +300,7 @@ async fn openrlhf(State(s): State<AppState>, body: Result<Bytes, BytesRejection>
         let scores = s
             .submit(s.inner.default.clone(), completions, references)
             .await?;
+        let clinical = clinical_of(&s.inner.default, &scores);
         let rewards: Vec<f64> = scores.iter().map(|r| r.reward).collect();
         Ok::<_, ApiError>(Json(OpenRlhfReply {
             scores: rewards.clone(),
@@ -299,6 +309,7 @@ async fn openrlhf(State(s): State<AppState>, body: Result<Bytes, BytesRejection>
                 format: scores.iter().map(|r| r.format).collect(),
                 findings: scores.iter().map(|r| r.findings).collect(),
                 impression: scores.iter().map(|r| r.impression).collect(),
+                clinical,
             },
         }))
     };
@@ -332,6 +343,9 @@ struct BatchReply {
     format: Vec<f64>,
     findings: Vec<f64>,
     impression: Vec<f64>,
+    /// Only with `--clinical-weight` > 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    clinical: Option<Vec<f64>>,
 }
 
 async fn batch(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
@@ -354,8 +368,10 @@ async fn batch(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -
                 },
             })
             .collect();
+        let clinical_on = scorer.options().clinical_weight > 0.0;
         let scores = s.submit(scorer, req.completions, references).await?;
         Ok::<_, ApiError>(Json(BatchReply {
+            clinical: clinical_on.then(|| scores.iter().map(|r| r.clinical).collect()),
             metric,
             rewards: scores.iter().map(|r| r.reward).collect(),
             format: scores.iter().map(|r| r.format).collect(),
@@ -375,6 +391,7 @@ async fn health(State(s): State<AppState>) -> Response {
         "exact": o.exact,
         "format_weight": o.config.format_weight,
         "semantic_weight": o.config.semantic_weight,
+        "clinical_weight": o.clinical_weight,
         "model": s.inner.model,
         "batches": c.batches.load(Ordering::Relaxed),
         "requests": c.requests.load(Ordering::Relaxed),

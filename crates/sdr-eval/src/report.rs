@@ -1,0 +1,480 @@
+//! Every metric of (hypothesis, reference) report pairs, per section: the
+//! one implementation behind `sdr score` and Python's `sdr.metrics`.
+//!
+//! A pair is split into units: its Findings and its Impression (both texts
+//! parsed as reports, template or `Findings:` / `Impression:` headers), or
+//! the whole texts with [`Scope::Whole`]. Each unit gets the text metrics of
+//! [`TextScorer`] (SDR's fixed choices), BERTScore P/R/F1 when an encoder is
+//! given, and the CheXpert-rule example F1 of its rule-based labels
+//! (`sdr-clinical`). A hypothesis section that is missing scores 0 on every
+//! metric except the clinical F1 (labels of an empty text against the
+//! reference's); a reference without both sections is an error.
+//!
+//! Per pair, [`ReportScores::pair_json`] is one `sdr score` output line
+//! (without the `id`); [`ReportScores::summary_json`] holds the corpus
+//! aggregates: per-unit means, corpus BLEU-1..4 (nltk `corpus_bleu`, same
+//! tokens and smoothing as the sentence BLEU) and CheXpert-rule F1 over the
+//! corpus (macro and micro over 14 and 5 observations).
+
+use std::collections::HashMap;
+
+use rayon::prelude::*;
+use sdr_clinical::{chexpert_f1, example_f1, Labeler, Labels, UncertainPolicy};
+use sdr_core::report::parse_report;
+use serde_json::{Map, Value};
+
+use crate::bertscore::{bert_score_pair, BertScore, TokenEmbeddings, TokenEncoder};
+use crate::bleu::{corpus_bleu, Smoothing};
+use crate::error::{EvalError, Result};
+use crate::scores::{TextScorer, TEXT_METRICS};
+use crate::tokenize::tokenize;
+
+/// The BERTScore column names, appended after [`TEXT_METRICS`] when an encoder is given.
+pub const BERT_METRICS: [&str; 3] = ["BERTScore-P", "BERTScore-R", "BERTScore-F1"];
+/// The clinical column name, always last.
+pub const CHEXPERT_RULE_F1: &str = "CheXpert-rule F1";
+
+/// What a pair is split into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Scope {
+    /// Findings and Impression, scored apart (SPEC §7).
+    #[default]
+    Sections,
+    /// The raw texts, unsplit.
+    Whole,
+}
+
+impl Scope {
+    /// The unit names, in output order.
+    pub fn names(self) -> &'static [&'static str] {
+        match self {
+            Scope::Sections => &["findings", "impression"],
+            Scope::Whole => &["whole"],
+        }
+    }
+}
+
+/// One pair split into units.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PairUnits {
+    /// Whether the hypothesis is a well-formed report (`None` for [`Scope::Whole`]).
+    pub format_valid: Option<bool>,
+    /// `(hypothesis, reference)` text per unit, in [`Scope::names`] order.
+    pub units: Vec<(String, String)>,
+}
+
+/// Splits one pair into its units.
+///
+/// # Errors
+/// [`EvalError::MissingSection`] when, with [`Scope::Sections`], the
+/// reference has no Findings or no Impression; callers prefix where the pair is.
+///
+/// ```
+/// use sdr_eval::report::{split_pair, Scope};
+/// let p = split_pair("Findings: Clear.\nImpression: Normal.", "<think>Clear.</think><answer>Fine.</answer>", Scope::Sections).unwrap();
+/// assert_eq!(p.units[1], ("Normal.".to_string(), "Fine.".to_string()));
+/// let e = split_pair("x", "Findings: A.", Scope::Sections).unwrap_err();
+/// assert_eq!(e.to_string(), "the reference has no Impression section (template or `Impression:` header)");
+/// ```
+pub fn split_pair(hypothesis: &str, reference: &str, scope: Scope) -> Result<PairUnits> {
+    if scope == Scope::Whole {
+        return Ok(PairUnits {
+            format_valid: None,
+            units: vec![(hypothesis.to_string(), reference.to_string())],
+        });
+    }
+    let r = parse_report(reference);
+    if r.findings.is_empty() || r.impression.is_empty() {
+        let section = if r.findings.is_empty() {
+            "Findings"
+        } else {
+            "Impression"
+        };
+        return Err(EvalError::MissingSection { section });
+    }
+    let h = parse_report(hypothesis);
+    Ok(PairUnits {
+        format_valid: Some(h.format_valid),
+        units: vec![
+            (h.findings.join(" "), r.findings.join(" ")),
+            (h.impression.join(" "), r.impression.join(" ")),
+        ],
+    })
+}
+
+/// BERTScore (no idf, no rescaling) of every `(hypothesis, reference)` pair.
+/// Each distinct string is encoded once, in one encoder call. A pair with an
+/// empty (whitespace-only) side scores 0.
+///
+/// # Errors
+/// The encoder's errors, an encoder returning the wrong number of texts.
+pub fn bertscore_pairs(pairs: &[(&str, &str)], enc: &dyn TokenEncoder) -> Result<Vec<BertScore>> {
+    let mut uniq: Vec<&str> = pairs
+        .iter()
+        .flat_map(|&(h, r)| [h, r])
+        .filter(|s| !s.trim().is_empty())
+        .collect();
+    uniq.sort_unstable();
+    uniq.dedup();
+    let toks = if uniq.is_empty() {
+        Vec::new()
+    } else {
+        enc.encode_tokens(&uniq)?
+    };
+    if toks.len() != uniq.len() {
+        return Err(EvalError::LengthMismatch {
+            what: "encoder output",
+            expected: uniq.len(),
+            got: toks.len(),
+        });
+    }
+    let emb: HashMap<&str, TokenEmbeddings> = uniq.iter().copied().zip(toks).collect();
+    pairs
+        .iter()
+        .map(|(h, r)| match (emb.get(h), emb.get(r)) {
+            (Some(he), Some(re)) => bert_score_pair(he, re, None),
+            _ => Ok(BertScore::default()),
+        })
+        .collect()
+}
+
+/// The scores of a list of pairs: values per unit, labels for the corpus F1.
+#[derive(Debug, Clone)]
+pub struct ReportScores {
+    /// Split into sections or whole.
+    pub scope: Scope,
+    /// Column names of each unit's values: [`TEXT_METRICS`], then
+    /// [`BERT_METRICS`] when an encoder was given, then [`CHEXPERT_RULE_F1`].
+    pub metrics: Vec<&'static str>,
+    /// Per pair, whether the hypothesis is well formed (`None` when whole).
+    pub format_valid: Vec<Option<bool>>,
+    /// Per unit (pair `n`, unit `s` at `n * units_per_pair + s`), the values.
+    pub values: Vec<Vec<f64>>,
+    /// How uncertain labels count.
+    pub policy: UncertainPolicy,
+    /// Whether METEOR had WordNet synonyms.
+    pub wordnet: bool,
+    /// The BERTScore encoder's name.
+    pub encoder: Option<String>,
+    labels: Vec<(Labels, Labels)>,
+    units: Vec<(String, String)>,
+    smoothing: Smoothing,
+}
+
+/// Scores `pairs` on every metric: text metrics with `scorer`, BERTScore with
+/// `encoder` when given, CheXpert-rule F1 with `policy`.
+///
+/// # Errors
+/// A pair whose reference lacks a section, as
+/// [`EvalError::Pair`] naming its index; encoder and configuration errors.
+pub fn score_pairs(
+    pairs: &[(&str, &str)],
+    scope: Scope,
+    scorer: &TextScorer<'_>,
+    encoder: Option<&dyn TokenEncoder>,
+    policy: UncertainPolicy,
+) -> Result<ReportScores> {
+    let split: Vec<PairUnits> = pairs
+        .iter()
+        .enumerate()
+        .map(|(i, (h, r))| {
+            split_pair(h, r, scope).map_err(|e| EvalError::Pair {
+                index: i,
+                message: e.to_string(),
+            })
+        })
+        .collect::<Result<_>>()?;
+    score_split(split, scope, scorer, encoder, policy)
+}
+
+/// [`score_pairs`] on pairs already split by [`split_pair`] (the CLI splits
+/// while reading, to name a bad line by its file position).
+///
+/// # Errors
+/// Pairs with the wrong number of units for `scope`; encoder and
+/// configuration errors.
+pub fn score_split(
+    split: Vec<PairUnits>,
+    scope: Scope,
+    scorer: &TextScorer<'_>,
+    encoder: Option<&dyn TokenEncoder>,
+    policy: UncertainPolicy,
+) -> Result<ReportScores> {
+    let per = scope.names().len();
+    let mut format_valid = Vec::with_capacity(split.len());
+    let mut units: Vec<(String, String)> = Vec::with_capacity(split.len() * per);
+    for p in split {
+        if p.units.len() != per {
+            return Err(EvalError::LengthMismatch {
+                what: "units of a pair",
+                expected: per,
+                got: p.units.len(),
+            });
+        }
+        format_valid.push(p.format_valid);
+        units.extend(p.units);
+    }
+    let text: Vec<[f64; 9]> = units
+        .par_iter()
+        .map(|(h, r)| {
+            if h.trim().is_empty() {
+                return Ok([0.0; 9]);
+            }
+            Ok(scorer.score(h, r)?.values())
+        })
+        .collect::<Result<_>>()?;
+    let bert = match encoder {
+        Some(enc) => {
+            let pairs: Vec<(&str, &str)> = units
+                .iter()
+                .map(|(h, r)| (h.as_str(), r.as_str()))
+                .collect();
+            Some(bertscore_pairs(&pairs, enc)?)
+        }
+        None => None,
+    };
+    let labeler = Labeler::default();
+    let labels: Vec<(Labels, Labels)> = units
+        .par_iter()
+        .map(|(h, r)| (labeler.label(h), labeler.label(r)))
+        .collect();
+    let values = (0..units.len())
+        .map(|j| {
+            let mut v = text[j].to_vec();
+            if let Some(b) = &bert {
+                v.extend([b[j].precision, b[j].recall, b[j].f1]);
+            }
+            v.push(example_f1(&labels[j].0, &labels[j].1, policy));
+            v
+        })
+        .collect();
+    let metrics = TEXT_METRICS
+        .iter()
+        .copied()
+        .chain(bert.iter().flat_map(|_| BERT_METRICS))
+        .chain([CHEXPERT_RULE_F1])
+        .collect();
+    Ok(ReportScores {
+        scope,
+        metrics,
+        format_valid,
+        values,
+        policy,
+        wordnet: scorer.wordnet.is_some(),
+        encoder: encoder.map(|e| e.name().to_string()),
+        labels,
+        units,
+        smoothing: scorer.config.bleu_smoothing,
+    })
+}
+
+impl ReportScores {
+    /// Number of pairs.
+    pub fn len(&self) -> usize {
+        self.format_valid.len()
+    }
+
+    /// Whether there is no pair.
+    pub fn is_empty(&self) -> bool {
+        self.format_valid.is_empty()
+    }
+
+    /// Pairs whose hypothesis is well formed (0 when whole).
+    pub fn well_formed(&self) -> usize {
+        self.format_valid
+            .iter()
+            .filter(|v| **v == Some(true))
+            .count()
+    }
+
+    /// Pair `n` as one `sdr score` line: `format_valid` (sections only), then
+    /// one object of metric values per unit.
+    pub fn pair_json(&self, n: usize) -> Map<String, Value> {
+        let mut obj = Map::new();
+        if let Some(v) = self.format_valid[n] {
+            obj.insert("format_valid".into(), Value::Bool(v));
+        }
+        let names = self.scope.names();
+        for (s, name) in names.iter().enumerate() {
+            let vals = &self.values[n * names.len() + s];
+            let m: Map<String, Value> = self
+                .metrics
+                .iter()
+                .zip(vals)
+                .map(|(k, v)| (k.to_string(), Value::from(*v)))
+                .collect();
+            obj.insert(name.to_string(), Value::Object(m));
+        }
+        obj
+    }
+
+    /// Corpus aggregates per unit: `{"pairs", "well_formed" (sections only),
+    /// "uncertain", "wordnet", "bertscore_model", <unit>: {"mean": {metric:
+    /// mean}, "corpus_bleu": {"BLEU-1".."BLEU-4"}, "chexpert_rule": {"macro_14",
+    /// "micro_14", "macro_5", "micro_5"}}}`. Means of an empty list are 0;
+    /// the corpus scores of an empty list are absent (`null`).
+    ///
+    /// # Errors
+    /// Only a bad BLEU smoothing parameter.
+    pub fn summary_json(&self) -> Result<Map<String, Value>> {
+        let mut out = Map::new();
+        out.insert("pairs".into(), Value::from(self.len()));
+        if self.scope == Scope::Sections {
+            out.insert("well_formed".into(), Value::from(self.well_formed()));
+        }
+        let policy = match self.policy {
+            UncertainPolicy::Positive => "positive",
+            UncertainPolicy::Negative => "negative",
+        };
+        out.insert("uncertain".into(), Value::from(policy));
+        out.insert("wordnet".into(), Value::Bool(self.wordnet));
+        out.insert(
+            "bertscore_model".into(),
+            self.encoder.clone().map_or(Value::Null, Value::from),
+        );
+        let names = self.scope.names();
+        let count = self.len().max(1) as f64;
+        for (s, name) in names.iter().enumerate() {
+            let rows: Vec<usize> = (0..self.len()).map(|n| n * names.len() + s).collect();
+            let mean: Map<String, Value> = self
+                .metrics
+                .iter()
+                .enumerate()
+                .map(|(k, m)| {
+                    let sum: f64 = rows.iter().map(|&j| self.values[j][k]).sum();
+                    (m.to_string(), Value::from(sum / count))
+                })
+                .collect();
+            let mut unit = Map::new();
+            unit.insert("mean".into(), Value::Object(mean));
+            if self.is_empty() {
+                unit.insert("corpus_bleu".into(), Value::Null);
+                unit.insert("chexpert_rule".into(), Value::Null);
+            } else {
+                let hyps: Vec<Vec<String>> =
+                    rows.iter().map(|&j| tokenize(&self.units[j].0)).collect();
+                let refs: Vec<Vec<Vec<String>>> = rows
+                    .iter()
+                    .map(|&j| vec![tokenize(&self.units[j].1)])
+                    .collect();
+                let bleu = corpus_bleu(&refs, &hyps, 4, self.smoothing)?;
+                let bleu: Map<String, Value> = bleu
+                    .iter()
+                    .enumerate()
+                    .map(|(k, v)| (format!("BLEU-{}", k + 1), Value::from(*v)))
+                    .collect();
+                unit.insert("corpus_bleu".into(), Value::Object(bleu));
+                let (h, r): (Vec<Labels>, Vec<Labels>) =
+                    rows.iter().map(|&j| self.labels[j].clone()).unzip();
+                let rep = chexpert_f1(&h, &r, self.policy)?;
+                let f1: Map<String, Value> = [
+                    ("macro_14", rep.macro_14.f1),
+                    ("micro_14", rep.micro_14.f1),
+                    ("macro_5", rep.macro_5.f1),
+                    ("micro_5", rep.micro_5.f1),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), Value::from(v)))
+                .collect();
+                unit.insert("chexpert_rule".into(), Value::Object(f1));
+            }
+            out.insert(name.to_string(), Value::Object(unit));
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bertscore::FnEncoder;
+
+    const REF: &str =
+        "Findings: The lungs are clear. Mild cardiomegaly.\nImpression: No acute disease.";
+
+    #[test]
+    fn sections_lines_and_summary() {
+        let scorer = TextScorer::new(Default::default(), None);
+        let hyp = "<think>The lungs are clear. Mild cardiomegaly.</think><answer>No acute disease.</answer>";
+        let s = score_pairs(
+            &[(hyp, REF), ("not a report", REF)],
+            Scope::Sections,
+            &scorer,
+            None,
+            UncertainPolicy::Positive,
+        )
+        .unwrap();
+        assert_eq!(s.metrics.len(), 10);
+        let l0 = s.pair_json(0);
+        assert_eq!(l0["format_valid"], Value::Bool(true));
+        assert!((l0["findings"]["BLEU-4"].as_f64().unwrap() - 1.0).abs() < 1e-12);
+        assert_eq!(l0["impression"]["CheXpert-rule F1"].as_f64(), Some(1.0));
+        let l1 = s.pair_json(1);
+        assert_eq!(l1["format_valid"], Value::Bool(false));
+        assert_eq!(l1["findings"]["ROUGE-L"].as_f64(), Some(0.0));
+        let sum = s.summary_json().unwrap();
+        assert_eq!(
+            (sum["pairs"].as_u64(), sum["well_formed"].as_u64()),
+            (Some(2), Some(1))
+        );
+        let mean = sum["findings"]["mean"]["ROUGE-L"].as_f64().unwrap();
+        assert!((mean - 0.5).abs() < 1e-12, "{mean}");
+        assert!(sum["findings"]["corpus_bleu"]["BLEU-4"].as_f64().unwrap() > 0.0);
+        assert!(sum["impression"]["chexpert_rule"]["micro_14"].is_number());
+    }
+
+    #[test]
+    fn bad_input_names_the_pair_and_empty_lists_work() {
+        let scorer = TextScorer::new(Default::default(), None);
+        let e = score_pairs(
+            &[("x", REF), ("x", "Findings: A.")],
+            Scope::Sections,
+            &scorer,
+            None,
+            UncertainPolicy::Positive,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "pair 1: the reference has no Impression section (template or `Impression:` header)"
+        );
+        let s = score_pairs(&[], Scope::Whole, &scorer, None, UncertainPolicy::Positive).unwrap();
+        let sum = s.summary_json().unwrap();
+        assert_eq!(sum["whole"]["corpus_bleu"], Value::Null);
+        assert!(sum.get("well_formed").is_none());
+    }
+
+    #[test]
+    fn bertscore_encodes_each_distinct_text_once() {
+        let calls = std::sync::atomic::AtomicUsize::new(0);
+        let enc = FnEncoder {
+            name: "bag".to_string(),
+            encode: |texts: &[&str]| -> Result<Vec<TokenEmbeddings>> {
+                calls.fetch_add(texts.len(), std::sync::atomic::Ordering::SeqCst);
+                Ok(texts
+                    .iter()
+                    .map(|t| {
+                        let n = t.split_whitespace().count();
+                        let data = (0..n).flat_map(|i| [1.0, i as f32]).collect();
+                        TokenEmbeddings::with_special_ids(vec![5; n], data, 2, &[])
+                    })
+                    .collect())
+            },
+        };
+        let pairs = [("a b", "a b"), ("a b", "c"), ("", "c")];
+        let b = bertscore_pairs(&pairs, &enc).unwrap();
+        assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+        assert!((b[0].f1 - 1.0).abs() < 1e-6);
+        assert_eq!(b[2], BertScore::default());
+        let s = score_pairs(
+            &[("the lungs", "the lungs")],
+            Scope::Whole,
+            &TextScorer::new(Default::default(), None),
+            Some(&enc),
+            UncertainPolicy::Positive,
+        )
+        .unwrap();
+        assert_eq!(s.metrics[9..12], BERT_METRICS);
+        assert_eq!(s.encoder.as_deref(), Some("bag"));
+    }
+}
