@@ -7,6 +7,7 @@
 //! every candidate is malformed the first is kept and
 //! [`Selection::all_malformed`] says so.
 
+use sdr_core::cost::PairCost;
 use sdr_core::report::parse_report;
 use sdr_core::{CostMatrix, Metric};
 
@@ -132,9 +133,9 @@ pub fn consensus_scores(
                 let d = if metric.needs_intra() {
                     let ia = block(&ranges[x], &ranges[x]);
                     let ib = block(&ranges[y], &ranges[y]);
-                    metric.from_cost(&m, Some((&ia, &ib)))
+                    crate::score::value(metric, &PairCost::borrowed(&m, Some((&ia, &ib))))
                 } else {
-                    metric.from_cost(&m, None)
+                    crate::score::value(metric, &PairCost::borrowed(&m, None))
                 };
                 pair_sum[live[x]][live[y]] += d;
                 pair_sum[live[y]][live[x]] += d;

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::{anyhow, Result};
 use rayon::prelude::*;
-use sdr_core::{cosine_cost, EmbeddingSet, Metric, Side};
+use sdr_core::distance::{evaluate_all, Evaluation};
+use sdr_core::{EmbeddingSet, Metric, Side};
 use serde::Deserialize;
 
 use crate::jsonl::{parse_json, Input, Output};
@@ -57,12 +58,13 @@ pub fn run(args: Args) -> Result<()> {
     let mut input = Input::open(args.input.as_deref())?;
     let mut output = Output::create(args.output.as_deref())?;
     let mut line_no = 0;
+    let (mut evaluated, mut unconverged) = (0usize, 0usize);
     loop {
         let chunk = input.next_chunk(CHUNK, &mut line_no)?;
         if chunk.is_empty() {
             break;
         }
-        let results: Vec<Result<Vec<f64>>> = chunk
+        let results: Vec<Result<Vec<Evaluation>>> = chunk
             .par_iter()
             .map(|(no, text)| {
                 compute_line(text, &metrics).map_err(|e| anyhow!("{}:{}: {e}", input.name, no))
@@ -72,15 +74,24 @@ pub fn run(args: Args) -> Result<()> {
         for r in results {
             // Lines before a bad one are kept: the error stops the run there.
             let values = r?;
+            evaluated += values.len();
+            unconverged += values.iter().filter(|e| !e.converged).count();
             write_object(w, &keys, &values)?;
         }
     }
-    output.finish()
+    output.finish()?;
+    if unconverged > 0 {
+        eprintln!(
+            "warning: {unconverged} of {evaluated} distances did not converge \
+             (their solver's last iterate is written; SPEC §3)"
+        );
+    }
+    Ok(())
 }
 
 /// Parse one input line and compute `metrics`; the error names the fault
 /// (the caller adds the input name and line number).
-pub fn compute_line(text: &str, metrics: &[Metric]) -> Result<Vec<f64>> {
+pub fn compute_line(text: &str, metrics: &[Metric]) -> Result<Vec<Evaluation>> {
     let pair: Pair = parse_json(text)?;
     let a = EmbeddingSet::from_rows(&pair.a, Side::A)?;
     let b = EmbeddingSet::from_rows(&pair.b, Side::B)?;
@@ -91,20 +102,10 @@ pub fn compute_line(text: &str, metrics: &[Metric]) -> Result<Vec<f64>> {
             b.dim()
         ));
     }
-    let (av, bv) = (a.view(), b.view());
-    let m = cosine_cost(&av, &bv);
-    let intra = if metrics.iter().any(Metric::needs_intra) {
-        Some((cosine_cost(&av, &av), cosine_cost(&bv, &bv)))
-    } else {
-        None
-    };
-    Ok(metrics
-        .iter()
-        .map(|metric| metric.from_cost(&m, intra.as_ref().map(|(x, y)| (x, y))))
-        .collect())
+    Ok(evaluate_all(metrics, &a.view(), &b.view())?)
 }
 
-fn write_object(w: &mut dyn Write, keys: &[String], values: &[f64]) -> Result<()> {
+fn write_object(w: &mut dyn Write, keys: &[String], values: &[Evaluation]) -> Result<()> {
     w.write_all(b"{")?;
     for (i, (k, v)) in keys.iter().zip(values).enumerate() {
         if i > 0 {
@@ -113,8 +114,8 @@ fn write_object(w: &mut dyn Write, keys: &[String], values: &[f64]) -> Result<()
         write!(
             w,
             "{k}: {}",
-            serde_json::Number::from_f64(*v)
-                .ok_or_else(|| anyhow!("metric produced a non-finite value {v}"))?
+            serde_json::Number::from_f64(v.value)
+                .ok_or_else(|| anyhow!("metric produced a non-finite value {}", v.value))?
         )?;
     }
     w.write_all(b"}\n")?;

@@ -22,7 +22,7 @@ mod network_simplex;
 
 pub(crate) use network_simplex::{solve as transport_simplex, with_workspace, Problem};
 
-use super::SolverResult;
+use super::{Evaluation, SolverResult};
 use crate::cost::{CostMatrix, ZERO_COST_TOL};
 
 /// Pivot budget: far above what the strongly feasible simplex needs
@@ -169,16 +169,16 @@ fn gcd(mut a: usize, mut b: usize) -> usize {
 /// use sdr_core::CostMatrix;
 /// // Two points against one: each half of the mass moves.
 /// let m = CostMatrix::new(2, 1, vec![0.2, 0.4]);
-/// assert!((ot_distance(&m) - 0.75).abs() < 1e-15);
+/// assert!((ot_distance(&m).value - 0.75).abs() < 1e-15);
 /// ```
-pub fn ot_distance(m: &CostMatrix) -> f64 {
+pub fn ot_distance(m: &CostMatrix) -> Evaluation {
     let mx = m.max();
     if mx <= ZERO_COST_TOL {
-        return 0.0;
+        return Evaluation::exact(0.0);
     }
     let (n, k) = (m.n, m.m);
     if n == 1 || k == 1 {
-        return m.data.iter().sum::<f64>() / (n * k) as f64 / mx;
+        return Evaluation::exact(m.data.iter().sum::<f64>() / (n * k) as f64 / mx);
     }
     let g = gcd(n, k);
     let (si, dj) = ((k / g) as f64, (n / g) as f64);
@@ -190,23 +190,17 @@ pub fn ot_distance(m: &CostMatrix) -> f64 {
         cost: &m.data,
     };
     let out = with_workspace(|ws| transport_simplex(ws, pb, max_pivots(n, k)));
-    out.value / (n * k / g) as f64 / mx
+    Evaluation {
+        value: out.value / (n * k / g) as f64 / mx,
+        converged: out.converged,
+        iterations: out.pivots,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn lcg(seed: &mut u64) -> f64 {
-        *seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (*seed >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn random(n: usize, m: usize, seed: &mut u64) -> CostMatrix {
-        CostMatrix::new(n, m, (0..n * m).map(|_| lcg(seed)).collect())
-    }
+    use crate::test_support::{lcg, random};
 
     fn check_plan(r: &SolverResult, c: &CostMatrix, p: &[f64], q: &[f64]) {
         assert!(r.converged);
@@ -270,7 +264,7 @@ mod tests {
             check_plan(&r, &c, &p, &q);
             // Uniform version through the metric agrees with emd().
             let u = emd(&c, &vec![1.0 / n as f64; n], &vec![1.0 / m as f64; m]);
-            assert!((ot_distance(&c) - u.value / c.max()).abs() < 1e-12);
+            assert!((ot_distance(&c).value - u.value / c.max()).abs() < 1e-12);
         }
     }
 
@@ -295,8 +289,8 @@ mod tests {
         for (i, &j) in perm.iter().enumerate() {
             assert_eq!(r.plan[i * 4 + j], 0.25);
         }
-        assert_eq!(ot_distance(&c), 0.0);
-        assert_eq!(ot_distance(&CostMatrix::new(2, 2, vec![0.0; 4])), 0.0);
+        assert_eq!(ot_distance(&c).value, 0.0);
+        assert_eq!(ot_distance(&CostMatrix::new(2, 2, vec![0.0; 4])).value, 0.0);
     }
 
     #[test]

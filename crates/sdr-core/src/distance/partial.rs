@@ -27,8 +27,9 @@
 //! 2. Paper appendix A, Eq. (pot).
 
 use super::ot::{max_pivots, transport_simplex, with_workspace, Problem};
-use super::SolverResult;
+use super::{Evaluation, SolverResult};
 use crate::cost::{CostMatrix, ZERO_COST_TOL};
+use crate::error::{Result, SdrError};
 
 fn failed(n: usize, m: usize) -> SolverResult {
     SolverResult {
@@ -213,22 +214,29 @@ fn gcd(mut a: usize, mut b: usize) -> usize {
 /// Masses are scaled by `T = nm / gcd(n, m)` to the integers `m/g`, `n/g`;
 /// `rho T` is snapped to the nearest integer when within `1e-12 T` of it (the
 /// adaptive `rho = min(n,m)/max(n,m)` always is), so those problems run on
-/// exact integer flows. `rho` outside `(0, 1]` gives NaN.
+/// exact integer flows.
+///
+/// # Errors
+/// [`SdrError::BadMetricParameter`] when `rho` is outside `(0, 1]` (the
+/// metric parser never lets such a value through).
 ///
 /// ```
 /// use sdr_core::distance::partial::pot_distance;
 /// use sdr_core::CostMatrix;
 /// // One element against two (rho = 1/2): it matches its nearest neighbour.
 /// let m = CostMatrix::new(1, 2, vec![0.2, 0.8]);
-/// assert!((pot_distance(&m, 0.5) - 0.5 * 0.2 / 0.8).abs() < 1e-15);
+/// assert!((pot_distance(&m, 0.5).unwrap().value - 0.5 * 0.2 / 0.8).abs() < 1e-15);
 /// ```
-pub fn pot_distance(m: &CostMatrix, rho: f64) -> f64 {
+pub fn pot_distance(m: &CostMatrix, rho: f64) -> Result<Evaluation> {
     if !(rho.is_finite() && rho > 0.0 && rho <= 1.0 + 1e-12) {
-        return f64::NAN;
+        return Err(SdrError::BadMetricParameter {
+            metric: "pot".into(),
+            message: format!("`rho` must be in (0, 1], got {rho}"),
+        });
     }
     let mx = m.max();
     if mx <= ZERO_COST_TOL {
-        return 0.0;
+        return Ok(Evaluation::exact(0.0));
     }
     let (n, k) = (m.n, m.m);
     let g = gcd(n, k);
@@ -238,29 +246,19 @@ pub fn pot_distance(m: &CostMatrix, rho: f64) -> f64 {
     if (mass - mass.round()).abs() <= 1e-12 * total {
         mass = mass.round();
     }
-    let (value, _, _, _) = solve_partial(n, k, |_| si, |_| dj, &m.data, mass, false);
-    value / total / mx
+    let (value, pivots, converged, _) = solve_partial(n, k, |_| si, |_| dj, &m.data, mass, false);
+    Ok(Evaluation {
+        value: value / total / mx,
+        converged,
+        iterations: pivots,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::ot::emd;
     use super::*;
-
-    fn lcg(seed: &mut u64) -> f64 {
-        *seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (*seed >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn random(n: usize, m: usize, seed: &mut u64) -> CostMatrix {
-        CostMatrix::new(n, m, (0..n * m).map(|_| lcg(seed)).collect())
-    }
-
-    fn unif(n: usize) -> Vec<f64> {
-        vec![1.0 / n as f64; n]
-    }
+    use crate::test_support::{random, unif};
 
     #[test]
     fn plan_respects_the_constraints_and_moves_rho() {
@@ -283,7 +281,7 @@ mod tests {
                 }
                 let v: f64 = r.plan.iter().zip(&c.data).map(|(g, x)| g * x).sum();
                 assert!((v - r.value).abs() < 1e-12);
-                assert!((pot_distance(&c, rho) - r.value / c.max()).abs() < 1e-12);
+                assert!((pot_distance(&c, rho).unwrap().value - r.value / c.max()).abs() < 1e-12);
             }
         }
     }
@@ -318,11 +316,11 @@ mod tests {
             data[i * 5 + i] = 0.0;
         }
         let c = CostMatrix::new(5, 5, data);
-        assert_eq!(pot_distance(&c, 1.0), 0.0);
+        assert_eq!(pot_distance(&c, 1.0).unwrap().value, 0.0);
         let c = random(6, 9, &mut seed);
         let vals: Vec<f64> = [0.1, 0.3, 0.5, 0.8, 1.0]
             .iter()
-            .map(|&r| pot_distance(&c, r))
+            .map(|&r| pot_distance(&c, r).unwrap().value)
             .collect();
         assert!(vals.windows(2).all(|w| w[0] <= w[1] + 1e-15), "{vals:?}");
     }
@@ -334,7 +332,7 @@ mod tests {
         for rho in [-0.1, 1.5, f64::NAN] {
             let r = partial_wasserstein(&c, &p, &p, rho);
             assert!(r.value.is_nan() && !r.converged);
-            assert!(pot_distance(&c, rho).is_nan());
+            assert!(pot_distance(&c, rho).is_err());
         }
         assert!(partial_wasserstein(&c, &[-0.5, 1.5], &p, 0.5)
             .value

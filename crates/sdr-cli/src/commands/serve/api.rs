@@ -211,6 +211,10 @@ struct ExtraLogs {
     format: Vec<f64>,
     findings: Vec<f64>,
     impression: Vec<f64>,
+    /// Per sample, sections scored with an unconverged solver's last iterate.
+    unconverged: Vec<u8>,
+    /// Per sample, sections whose distance was not finite (term 0; SPEC §4).
+    failed: Vec<u8>,
 }
 
 #[derive(Serialize)]
@@ -267,6 +271,8 @@ async fn openrlhf(State(s): State<AppState>, body: Result<Bytes, BytesRejection>
                 format: scores.iter().map(|r| r.format).collect(),
                 findings: scores.iter().map(|r| r.findings).collect(),
                 impression: scores.iter().map(|r| r.impression).collect(),
+                unconverged: scores.iter().map(|r| r.unconverged).collect(),
+                failed: scores.iter().map(|r| r.failed).collect(),
             },
         }))
     };
@@ -300,6 +306,10 @@ struct BatchReply {
     format: Vec<f64>,
     findings: Vec<f64>,
     impression: Vec<f64>,
+    /// Per sample, sections scored with an unconverged solver's last iterate.
+    unconverged: Vec<u8>,
+    /// Per sample, sections whose distance was not finite (term 0; SPEC §4).
+    failed: Vec<u8>,
 }
 
 async fn batch(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
@@ -329,6 +339,8 @@ async fn batch(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -
             format: scores.iter().map(|r| r.format).collect(),
             findings: scores.iter().map(|r| r.findings).collect(),
             impression: scores.iter().map(|r| r.impression).collect(),
+            unconverged: scores.iter().map(|r| r.unconverged).collect(),
+            failed: scores.iter().map(|r| r.failed).collect(),
         }))
     };
     run.await.into_response()

@@ -5,7 +5,41 @@
 //!
 //! SPEC §3. Vectors need not be unit-norm; zero, NaN or infinite vectors are errors.
 
+use std::borrow::Cow;
+use std::ops::Range;
+
 use crate::error::{Result, SdrError, Side};
+
+pub mod gram;
+mod kernel;
+
+/// Why a vector cannot enter a cosine cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowFault {
+    NotFinite,
+    Zero,
+}
+
+impl std::fmt::Display for RowFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RowFault::NotFinite => "not finite",
+            RowFault::Zero => "the zero vector",
+        })
+    }
+}
+
+/// What is wrong with a row, if anything: the one vector check of the
+/// workspace (sets here, Gram rows in [`gram::inverse_norms`]).
+pub fn row_fault<T: Copy + Into<f64>>(row: &[T]) -> Option<RowFault> {
+    if row.iter().any(|&x| !x.into().is_finite()) {
+        Some(RowFault::NotFinite)
+    } else if row.iter().all(|&x| x.into() == 0.0) {
+        Some(RowFault::Zero)
+    } else {
+        None
+    }
+}
 
 /// A borrowed set of `n` vectors of dimension `dim`, stored row-major.
 #[derive(Debug, Clone, Copy)]
@@ -69,11 +103,10 @@ impl EmbeddingSet {
                     got: v.len(),
                 });
             }
-            if v.iter().any(|x| !x.is_finite()) {
-                return Err(SdrError::NonFiniteVector { set, row });
-            }
-            if v.iter().all(|&x| x == 0.0) {
-                return Err(SdrError::ZeroVector { set, row });
+            match row_fault(v) {
+                Some(RowFault::NotFinite) => return Err(SdrError::NonFiniteVector { set, row }),
+                Some(RowFault::Zero) => return Err(SdrError::ZeroVector { set, row }),
+                None => {}
             }
         }
         Ok(EmbeddingSet { data, dim })
@@ -155,14 +188,20 @@ impl CostMatrix {
     }
 }
 
-/// Rows scaled to unit norm. Scaling by the largest component first keeps
-/// the norm finite for huge (1e200) and non-zero for tiny (1e-300) vectors.
-/// Multiplies by reciprocals (one division per row, not two per component:
-/// divisions dominated the whole cost matrix at 768 dimensions).
+/// Rows scaled to unit norm. Rows whose squared norm is a normal number
+/// far from both ends of the range are scaled once by `1/|x|`; the others
+/// (huge like 1e200, tiny like 1e-300) are first scaled by their largest
+/// component so the norm neither overflows nor underflows.
 fn unit_rows(s: &SetView<'_>) -> Vec<f64> {
     let mut out = Vec::with_capacity(s.n * s.dim);
     for i in 0..s.n {
         let row = s.row(i);
+        let sq = kernel::self_dot(row);
+        if (1e-200..=1e200).contains(&sq) {
+            let inv_norm = 1.0 / sq.sqrt();
+            out.extend(row.iter().map(|x| x * inv_norm));
+            continue;
+        }
         let scale = row.iter().fold(0.0f64, |m, x| m.max(x.abs()));
         let inv_scale = 1.0 / scale;
         let start = out.len();
@@ -173,31 +212,14 @@ fn unit_rows(s: &SetView<'_>) -> Vec<f64> {
             out.extend(row.iter().map(|x| x / scale));
         }
         let seg = &mut out[start..];
-        let inv_norm = 1.0 / dot(seg, seg).sqrt();
+        let inv_norm = 1.0 / kernel::self_dot(seg).sqrt();
         seg.iter_mut().for_each(|y| *y *= inv_norm);
     }
     out
 }
 
-#[inline]
-fn dot(a: &[f64], b: &[f64]) -> f64 {
-    // Four accumulators let the compiler vectorise without reassociation flags.
-    let mut acc = [0.0f64; 4];
-    let chunks = a.len() / 4;
-    for k in 0..chunks {
-        for l in 0..4 {
-            acc[l] += a[4 * k + l] * b[4 * k + l];
-        }
-    }
-    let mut s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-    for k in chunks * 4..a.len() {
-        s += a[k] * b[k];
-    }
-    s
-}
-
 /// Cosine cost matrix `M[i][j] = (1 - cos(a_i, b_j)) / 2`, clamped to `[0, 1]`
-/// against rounding.
+/// against rounding. The products run in f64 SIMD (see `kernel`).
 ///
 /// Inputs must already be validated (see [`EmbeddingSet`]); the dimensions of
 /// `a` and `b` must agree.
@@ -205,15 +227,79 @@ pub fn cosine_cost(a: &SetView<'_>, b: &SetView<'_>) -> CostMatrix {
     assert_eq!(a.dim, b.dim, "sets of different dimension");
     let ua = unit_rows(a);
     let ub = unit_rows(b);
-    let d = a.dim;
-    let mut data = Vec::with_capacity(a.n * b.n);
-    for ai in ua.chunks_exact(d) {
-        for bj in ub.chunks_exact(d) {
-            let c = dot(ai, bj);
-            data.push(((1.0 - c) * 0.5).clamp(0.0, 1.0));
+    let mut data = vec![0.0; a.n * b.n];
+    kernel::dots(&ua, &ub, a.dim, &mut data);
+    data.iter_mut()
+        .for_each(|c| *c = ((1.0 - *c) * 0.5).clamp(0.0, 1.0));
+    CostMatrix::new(a.n, b.n, data)
+}
+
+/// The cost matrices one pair of sets needs: the cross cost `M = d(A, B)`
+/// and, for GW, the intra-set costs `d(A, A)` and `d(B, B)`.
+///
+/// Built from two sets ([`PairCost::between`]), from blocks of a
+/// precomputed Gram matrix ([`PairCost::from_gram`], what the corpus uses),
+/// or around matrices the caller already holds ([`PairCost::borrowed`]).
+/// Every metric reads it through [`crate::Metric::evaluate`].
+#[derive(Debug, Clone)]
+pub struct PairCost<'a> {
+    pub cross: Cow<'a, CostMatrix>,
+    pub intra: Option<(Cow<'a, CostMatrix>, Cow<'a, CostMatrix>)>,
+}
+
+impl PairCost<'static> {
+    /// Cosine costs of two validated sets (see [`EmbeddingSet`]); the intra
+    /// matrices only when `with_intra` (GW needs them).
+    ///
+    /// # Errors
+    /// An empty set, or sets of different dimension.
+    pub fn between(a: &SetView<'_>, b: &SetView<'_>, with_intra: bool) -> Result<Self> {
+        check_pair(a, b)?;
+        Ok(PairCost {
+            cross: Cow::Owned(cosine_cost(a, b)),
+            intra: with_intra
+                .then(|| (Cow::Owned(cosine_cost(a, a)), Cow::Owned(cosine_cost(b, b)))),
+        })
+    }
+
+    /// Blocks of a Gram matrix of raw dot products: rows `a` and `b` of the
+    /// `stride`-column matrix `dots`, with the inverse row norms `inv`
+    /// (see [`gram`]). The intra blocks only when `with_intra`.
+    pub fn from_gram(
+        dots: &[f32],
+        stride: usize,
+        inv: &[f64],
+        a: Range<usize>,
+        b: Range<usize>,
+        with_intra: bool,
+    ) -> Self {
+        let block = |r: &Range<usize>, c: &Range<usize>| {
+            let mut data = Vec::with_capacity(r.len() * c.len());
+            for i in r.clone() {
+                for j in c.clone() {
+                    data.push(gram::cost(dots[i * stride + j], inv[i], inv[j]));
+                }
+            }
+            Cow::Owned(CostMatrix::new(r.len(), c.len(), data))
+        };
+        PairCost {
+            cross: block(&a, &b),
+            intra: with_intra.then(|| (block(&a, &a), block(&b, &b))),
         }
     }
-    CostMatrix::new(a.n, b.n, data)
+}
+
+impl<'a> PairCost<'a> {
+    /// Around matrices the caller holds (cached intra costs, say).
+    pub fn borrowed(
+        cross: &'a CostMatrix,
+        intra: Option<(&'a CostMatrix, &'a CostMatrix)>,
+    ) -> Self {
+        PairCost {
+            cross: Cow::Borrowed(cross),
+            intra: intra.map(|(a, b)| (Cow::Borrowed(a), Cow::Borrowed(b))),
+        }
+    }
 }
 
 /// Check that two sets can be compared; errors name the offending set.
