@@ -80,13 +80,20 @@ pub fn run(args: Args) -> Result<()> {
         }
     }
     output.finish()?;
-    if unconverged > 0 {
-        eprintln!(
-            "warning: {unconverged} of {evaluated} distances did not converge \
-             (their solver's last iterate is written; SPEC §3)"
-        );
+    if let Some(line) = convergence_warning(unconverged, evaluated) {
+        eprintln!("{line}");
     }
     Ok(())
+}
+
+/// The stderr line that reports unconverged distances (SPEC §3), if any.
+fn convergence_warning(unconverged: usize, evaluated: usize) -> Option<String> {
+    (unconverged > 0).then(|| {
+        format!(
+            "warning: {unconverged} of {evaluated} distances did not converge \
+             (their solver's last iterate is written; SPEC §3)"
+        )
+    })
 }
 
 /// Parse one input line and compute `metrics`; the error names the fault
@@ -120,4 +127,43 @@ fn write_object(w: &mut dyn Write, keys: &[String], values: &[Evaluation]) -> Re
     }
     w.write_all(b"}\n")?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_line_gives_every_metric_with_its_convergence() {
+        let line = r#"{"a": [[1, 0], [0.6, 0.8]], "b": [[1, 1], [0.5, -1], [0, 1]]}"#;
+        let out = compute_line(line, &Metric::all()).unwrap();
+        assert_eq!(out.len(), 15);
+        assert!(out.iter().all(|e| e.converged && e.value.is_finite()));
+        let mut buf = Vec::new();
+        let keys = vec!["\"chamfer\"".to_string()];
+        write_object(&mut buf, &keys, &out[..1]).unwrap();
+        let text = String::from_utf8(buf).unwrap();
+        assert!(
+            text.starts_with("{\"chamfer\": 0.") && text.ends_with("}\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn bad_lines_name_their_fault() {
+        let e = |l: &str| compute_line(l, &[Metric::Chamfer]).unwrap_err().to_string();
+        assert!(e(r#"{"a": [[1, 0]], "b": [[1, 0, 0]]}"#).contains("different dimensions"));
+        assert!(e(r#"{"a": [[0, 0]], "b": [[1, 0]]}"#).contains("zero vector"));
+        assert!(e(r#"{"a": [], "b": [[1, 0]]}"#).contains("empty"));
+    }
+
+    #[test]
+    fn warning_only_when_something_did_not_converge() {
+        assert_eq!(convergence_warning(0, 30), None);
+        let w = convergence_warning(2, 30).unwrap();
+        assert!(
+            w.starts_with("warning: 2 of 30 distances did not converge"),
+            "{w}"
+        );
+    }
 }

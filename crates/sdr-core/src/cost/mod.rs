@@ -188,49 +188,53 @@ impl CostMatrix {
     }
 }
 
-/// Rows scaled to unit norm. Rows whose squared norm is a normal number
-/// far from both ends of the range are scaled once by `1/|x|`; the others
-/// (huge like 1e200, tiny like 1e-300) are first scaled by their largest
-/// component so the norm neither overflows nor underflows.
-fn unit_rows(s: &SetView<'_>) -> Vec<f64> {
-    let mut out = Vec::with_capacity(s.n * s.dim);
+/// The rows of a set ready for cosines: the rows themselves (borrowed) and
+/// their inverse norms. A row whose squared norm is not a normal number well
+/// inside the range (huge like 1e200, tiny like 1e-300) is replaced, in an
+/// owned copy, by itself scaled by its largest component, so its norm
+/// neither overflows nor underflows; cosines do not change with scale.
+fn prepared<'a>(s: &SetView<'a>) -> (Cow<'a, [f64]>, Vec<f64>) {
+    let mut rows = Cow::Borrowed(&s.data[..s.n * s.dim]);
+    let mut inv = Vec::with_capacity(s.n);
     for i in 0..s.n {
         let row = s.row(i);
         let sq = kernel::self_dot(row);
         if (1e-200..=1e200).contains(&sq) {
-            let inv_norm = 1.0 / sq.sqrt();
-            out.extend(row.iter().map(|x| x * inv_norm));
+            inv.push(1.0 / sq.sqrt());
             continue;
         }
         let scale = row.iter().fold(0.0f64, |m, x| m.max(x.abs()));
         let inv_scale = 1.0 / scale;
-        let start = out.len();
+        let seg = &mut rows.to_mut()[i * s.dim..(i + 1) * s.dim];
         if inv_scale.is_finite() {
-            out.extend(row.iter().map(|x| x * inv_scale));
+            seg.iter_mut().for_each(|x| *x *= inv_scale);
         } else {
             // Subnormal largest component: its reciprocal overflows.
-            out.extend(row.iter().map(|x| x / scale));
+            seg.iter_mut().for_each(|x| *x /= scale);
         }
-        let seg = &mut out[start..];
-        let inv_norm = 1.0 / kernel::self_dot(seg).sqrt();
-        seg.iter_mut().for_each(|y| *y *= inv_norm);
+        inv.push(1.0 / kernel::self_dot(seg).sqrt());
     }
-    out
+    (rows, inv)
 }
 
 /// Cosine cost matrix `M[i][j] = (1 - cos(a_i, b_j)) / 2`, clamped to `[0, 1]`
-/// against rounding. The products run in f64 SIMD (see `kernel`).
+/// against rounding. Raw products run in f64 SIMD (see `kernel`) and are
+/// scaled by `1/|a_i| * 1/|b_j|` (that product first, so `M(A, B)` is exactly
+/// the transpose of `M(B, A)`): no unit-norm copy of the rows is made.
 ///
 /// Inputs must already be validated (see [`EmbeddingSet`]); the dimensions of
 /// `a` and `b` must agree.
 pub fn cosine_cost(a: &SetView<'_>, b: &SetView<'_>) -> CostMatrix {
     assert_eq!(a.dim, b.dim, "sets of different dimension");
-    let ua = unit_rows(a);
-    let ub = unit_rows(b);
+    let (ra, ia) = prepared(a);
+    let (rb, ib) = prepared(b);
     let mut data = vec![0.0; a.n * b.n];
-    kernel::dots(&ua, &ub, a.dim, &mut data);
-    data.iter_mut()
-        .for_each(|c| *c = ((1.0 - *c) * 0.5).clamp(0.0, 1.0));
+    kernel::dots(&ra, &rb, a.dim, &mut data);
+    for (row, &x) in data.chunks_exact_mut(b.n.max(1)).zip(&ia) {
+        for (c, &y) in row.iter_mut().zip(&ib) {
+            *c = ((1.0 - *c * (x * y)) * 0.5).clamp(0.0, 1.0);
+        }
+    }
     CostMatrix::new(a.n, b.n, data)
 }
 
@@ -347,7 +351,7 @@ mod tests {
 
     #[test]
     fn subnormal_rows_keep_their_direction() {
-        // 1 / 5e-324 overflows: the division fallback of `unit_rows`.
+        // 1 / 5e-324 overflows: the division fallback of `prepared`.
         let a =
             EmbeddingSet::from_rows(&[vec![5e-324, 0.0], vec![-5e-324, 5e-324]], Side::A).unwrap();
         let b = EmbeddingSet::from_rows(&[vec![1.0, 0.0]], Side::B).unwrap();
@@ -355,6 +359,35 @@ mod tests {
         assert_eq!(m.get(0, 0), 0.0);
         let expected = (1.0 + 0.5f64.sqrt()) / 2.0;
         assert!((m.get(1, 0) - expected).abs() < 1e-15);
+    }
+
+    #[test]
+    fn cost_is_exactly_transposed_and_matches_a_naive_cosine() {
+        let mut seed = 17;
+        let dim = 771;
+        let rows = |k: usize, seed: &mut u64| -> Vec<f64> {
+            (0..k * dim)
+                .map(|_| crate::test_support::lcg(seed) - 0.3)
+                .collect()
+        };
+        let (a, b) = (rows(5, &mut seed), rows(9, &mut seed));
+        let (va, vb) = (SetView::new(&a, dim), SetView::new(&b, dim));
+        let ab = cosine_cost(&va, &vb);
+        let ba = cosine_cost(&vb, &va);
+        assert_eq!(ab, ba.transpose());
+        for i in 0..5 {
+            for j in 0..9 {
+                let (x, y) = (va.row(i), vb.row(j));
+                let dot: f64 = x.iter().zip(y).map(|(p, q)| p * q).sum();
+                let nx = x.iter().map(|p| p * p).sum::<f64>().sqrt();
+                let ny = y.iter().map(|p| p * p).sum::<f64>().sqrt();
+                let want = (1.0 - dot / (nx * ny)) / 2.0;
+                assert!((ab.get(i, j) - want).abs() < 1e-14);
+            }
+        }
+        // The diagonal of a set against itself is zero up to rounding.
+        let aa = cosine_cost(&va, &va);
+        assert!((0..5).all(|i| aa.get(i, i) < ZERO_COST_TOL));
     }
 
     #[test]
