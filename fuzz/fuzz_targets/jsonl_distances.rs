@@ -11,7 +11,8 @@ fuzz_target!(|data: &[u8]| {
     };
     let metrics = Metric::all();
     if let Ok(values) = sdr_cli::commands::distances::compute_line(text, &metrics) {
-        for (m, v) in metrics.iter().zip(values) {
+        for (m, e) in metrics.iter().zip(values) {
+            let v = e.value;
             assert!(v.is_finite(), "{m} gave {v}");
             if m.is_bounded() {
                 assert!((-1e-9..=1.0 + 1e-9).contains(&v), "{m} gave {v}");

@@ -1,9 +1,11 @@
 //! `sdr.distance`, `sdr.distances`, `sdr.METRICS`: set distances on numpy arrays.
 
 use numpy::{PyArray2, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::exceptions::PyRuntimeWarning;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use sdr_core::distance::{evaluate_all, Evaluation};
 use sdr_core::{EmbeddingSet, Metric, Side};
 
 use crate::error::ToPy;
@@ -58,6 +60,41 @@ fn check_dims(a: &EmbeddingSet, b: &EmbeddingSet) -> PyResult<()> {
     Ok(())
 }
 
+/// Evaluate `metrics` on one pair off the GIL; a `RuntimeWarning` names the
+/// metrics whose solver stopped before converging (their last iterate is
+/// returned, SPEC §3).
+fn evaluate(
+    py: Python<'_>,
+    a: &EmbeddingSet,
+    b: &EmbeddingSet,
+    metrics: &[Metric],
+) -> PyResult<Vec<Evaluation>> {
+    let out = py
+        .detach(|| sdr_reward::install(|| evaluate_all(metrics, &a.view(), &b.view())))
+        .py()?;
+    let late: Vec<String> = metrics
+        .iter()
+        .zip(&out)
+        .filter(|(_, e)| !e.converged)
+        .map(|(m, _)| m.to_string())
+        .collect();
+    if !late.is_empty() {
+        let msg = format!(
+            "{} of {} distances did not converge (last iterate returned): {}",
+            late.len(),
+            out.len(),
+            late.join(", ")
+        );
+        PyErr::warn(
+            py,
+            &py.get_type::<PyRuntimeWarning>(),
+            &std::ffi::CString::new(msg)?,
+            1,
+        )?;
+    }
+    Ok(out)
+}
+
 /// Set-to-set distance between the rows of `a` (n x d) and `b` (m x d).
 ///
 /// Arrays are float32 or float64; rows need not be unit-norm but must be
@@ -77,9 +114,7 @@ pub fn distance(
     let a = read_set(a, Side::A)?;
     let b = read_set(b, Side::B)?;
     check_dims(&a, &b)?;
-    py.detach(|| sdr_reward::install(|| sdr_reward::set_distances(&a.view(), &b.view(), &[metric])))
-        .py()
-        .map(|v| v[0])
+    Ok(evaluate(py, &a, &b, &[metric])?[0].value)
 }
 
 /// Several metrics between the same two sets, sharing one cost matrix.
@@ -103,14 +138,10 @@ pub fn distances<'py>(
     let a = read_set(a, Side::A)?;
     let b = read_set(b, Side::B)?;
     check_dims(&a, &b)?;
-    let values = py
-        .detach(|| {
-            sdr_reward::install(|| sdr_reward::set_distances(&a.view(), &b.view(), &metrics))
-        })
-        .py()?;
+    let values = evaluate(py, &a, &b, &metrics)?;
     let out = PyDict::new(py);
     for (m, v) in metrics.iter().zip(values) {
-        out.set_item(m.to_string(), v)?;
+        out.set_item(m.to_string(), v.value)?;
     }
     Ok(out)
 }

@@ -187,7 +187,9 @@ impl PyRewardScorer {
     /// Score ``completions[i]`` against either ``references[i]`` (a whole
     /// report) or ``findings[i]`` + ``impression[i]``. Returns
     /// ``{"reward", "format", "findings", "impression"}``, lists of floats,
-    /// and ``"clinical"`` when ``clinical_weight`` > 0.
+    /// ``"unconverged"``, ``"failed"`` (per sample, sections whose solver did not
+    /// converge, last iterate used, or gave no finite distance, term 0), and
+    /// ``"clinical"`` when ``clinical_weight`` > 0.
     #[pyo3(signature = (completions, references = None, findings = None, impression = None))]
     fn score<'py>(
         &self,
@@ -258,11 +260,22 @@ impl PyRewardScorer {
                 scores.iter().map(|s| s.clinical).collect::<Vec<_>>(),
             )?;
         }
+        // Per sample, sections whose solver did not converge (last iterate
+        // used) and sections whose distance was not finite (term 0); SPEC §4.
+        out.set_item(
+            "unconverged",
+            scores.iter().map(|s| s.unconverged).collect::<Vec<_>>(),
+        )?;
+        out.set_item(
+            "failed",
+            scores.iter().map(|s| s.failed).collect::<Vec<_>>(),
+        )?;
         Ok(out)
     }
 
     /// Counters of the last ``score`` call: samples, sentences, distinct,
-    /// embedded (in one encoder call), cache_hits (reference cache).
+    /// embedded (in one encoder call), cache_hits (reference cache),
+    /// unconverged and failed (sections, SPEC §4).
     fn last_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = *self.last.lock().unwrap_or_else(|e| e.into_inner());
         let out = PyDict::new(py);
@@ -271,6 +284,8 @@ impl PyRewardScorer {
         out.set_item("distinct", s.distinct)?;
         out.set_item("embedded", s.embedded)?;
         out.set_item("cache_hits", s.cache_hits)?;
+        out.set_item("unconverged", s.unconverged)?;
+        out.set_item("failed", s.failed)?;
         Ok(out)
     }
 

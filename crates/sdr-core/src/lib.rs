@@ -9,6 +9,8 @@ pub mod distance;
 pub mod error;
 pub mod report;
 pub mod reward;
+#[cfg(test)]
+mod test_support;
 
 pub use cost::{cosine_cost, CostMatrix, EmbeddingSet, SetView};
 pub use distance::Metric;

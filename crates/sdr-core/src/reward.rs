@@ -8,9 +8,14 @@
 //! sentence embeddings of section `S`, and `R_sem = 0` whenever `R_fmt = 0`
 //! (a malformed generation is penalised through both terms). The `min(., 1)`
 //! keeps hung-pen, the one unbounded metric, from making rewards negative.
+//!
+//! Solver outcomes (SPEC §4, "Non-convergence"): a distance whose solver did
+//! not converge enters with its last iterate when that is finite, and the
+//! section is counted in `unconverged`; a non-finite distance gives the
+//! section's semantic term 0 and is counted in `failed`. A reward is never NaN.
 
 use crate::cost::SetView;
-use crate::distance::Metric;
+use crate::distance::{evaluate_all, Evaluation, Metric};
 use crate::error::{Result, SdrError};
 
 /// Weights and metric of the combined reward.
@@ -49,6 +54,11 @@ pub struct RewardBreakdown {
     /// `lambda_fmt * R_fmt + lambda_sem * (R_sem^F + R_sem^I)`
     /// (`+ lambda_clin * clinical` when the clinical term is on).
     pub reward: f64,
+    /// Sections (0-2) whose distance solver stopped before converging; their
+    /// last iterate was used.
+    pub unconverged: u8,
+    /// Sections (0-2) whose distance was not finite; their term is 0.
+    pub failed: u8,
 }
 
 /// Embedded Findings and Impression of one report.
@@ -58,13 +68,24 @@ pub struct EmbeddedSections<'a> {
     pub impression: SetView<'a>,
 }
 
-/// `1 - min(D(generated, reference), 1)` for one section.
+/// `1 - min(D(generated, reference), 1)` for one section, with the solver's
+/// outcome: 0 when `D` is not finite (see the module docs).
 pub fn section_reward(
     metric: &Metric,
     generated: &SetView<'_>,
     reference: &SetView<'_>,
-) -> Result<f64> {
-    Ok(1.0 - metric.distance(generated, reference)?.min(1.0))
+) -> Result<(f64, Evaluation)> {
+    let e = evaluate_all(std::slice::from_ref(metric), generated, reference)?[0];
+    Ok((section_term(&e), e))
+}
+
+/// The semantic term of one section from its distance's evaluation.
+pub fn section_term(e: &Evaluation) -> f64 {
+    if e.value.is_finite() {
+        1.0 - e.value.min(1.0)
+    } else {
+        0.0
+    }
 }
 
 /// The combined reward of one generation against its reference.
@@ -104,14 +125,17 @@ pub fn reward(
     let Some(gen) = generated else {
         return Ok(RewardBreakdown::default());
     };
-    let findings = section_reward(&config.metric, &gen.findings, &reference.findings)?;
-    let impression = section_reward(&config.metric, &gen.impression, &reference.impression)?;
+    let (findings, ef) = section_reward(&config.metric, &gen.findings, &reference.findings)?;
+    let (impression, ei) = section_reward(&config.metric, &gen.impression, &reference.impression)?;
+    let count = |f: fn(&Evaluation) -> bool| u8::from(f(&ef)) + u8::from(f(&ei));
     Ok(RewardBreakdown {
         format: 1.0,
         findings,
         impression,
         clinical: 0.0,
         reward: config.format_weight + config.semantic_weight * (findings + impression),
+        unconverged: count(|e| !e.converged && e.value.is_finite()),
+        failed: count(|e| !e.value.is_finite()),
     })
 }
 
@@ -159,5 +183,23 @@ mod tests {
         assert_eq!(out.findings, 0.0);
         assert_eq!(out.impression, 1.0);
         assert_eq!(out.reward, 0.5 + 2.0 * 1.0);
+        assert_eq!((out.unconverged, out.failed), (0, 0));
+    }
+
+    #[test]
+    fn non_finite_distances_give_zero_terms() {
+        let bad = Evaluation {
+            value: f64::NAN,
+            converged: false,
+            iterations: 7,
+        };
+        assert_eq!(section_term(&bad), 0.0);
+        let late = Evaluation {
+            value: 0.25,
+            converged: false,
+            iterations: 100_000,
+        };
+        assert_eq!(section_term(&late), 0.75);
+        assert_eq!(section_term(&Evaluation::exact(3.0)), 0.0);
     }
 }

@@ -9,7 +9,7 @@
 //! How: all candidate sentences are stacked and multiplied against every
 //! distinct corpus sentence in one GEMM ([`crate::gram::gram`]); each
 //! report's cost block is gathered from that product and handed to
-//! `sdr_core`'s [`Metric::from_cost`] (GW also gets intra-set costs from the
+//! `sdr_core`'s [`Metric::evaluate`] (GW also gets intra-set costs from the
 //! same dot products), in parallel over the distinct corpus sets. Several
 //! metrics and aggregations share one pass. With pruning on, `min`/`knn`-only
 //! metrics that have a lower bound ([`crate::bounds`]) evaluate reports in
@@ -19,6 +19,7 @@
 use std::ops::Range;
 
 use rayon::prelude::*;
+use sdr_core::cost::PairCost;
 use sdr_core::{CostMatrix, Metric};
 
 use crate::agg::{mean_of_smallest, Aggregation, Policy};
@@ -27,6 +28,13 @@ use crate::error::{CorpusError, Result};
 use crate::gram::{cost, gram, inverse_norms};
 use crate::index::{CorpusIndex, SectionSets};
 use crate::store::Section;
+
+/// A metric's value on one pair, converged or not (selection ranks sets by
+/// it). Metrics here are parsed, so their parameters are valid, and GW always
+/// gets its intra costs: `evaluate` cannot fail, and NaN would mark a bug.
+pub(crate) fn value(metric: &Metric, cost: &PairCost<'_>) -> f64 {
+    metric.evaluate(cost).map_or(f64::NAN, |e| e.value)
+}
 
 /// Embeddings of one well-formed candidate: both sections, `n_S x dim` each
 /// (`n_S >= 1`), row-major.
@@ -373,7 +381,7 @@ impl<'a> CorpusIndex<'a> {
                         _ => None,
                     };
                     for m in metrics {
-                        out.push(m.from_cost(&block, intra));
+                        out.push(value(m, &PairCost::borrowed(&block, intra)));
                     }
                 }
                 out
@@ -436,7 +444,12 @@ impl<'a> CorpusIndex<'a> {
                 .collect(),
             BoundKind::None => vec![f64::NEG_INFINITY; ns],
         };
-        let exact = |s: usize| -> f64 { metric.from_cost(&cross.block(rows, sets.set(s)), None) };
+        let exact = |s: usize| -> f64 {
+            value(
+                metric,
+                &PairCost::borrowed(&cross.block(rows, sets.set(s)), None),
+            )
+        };
         let mut top = TopK::new(k);
         let mut evaluated = 0usize;
         // First round: the ROUND sets of smallest bound, found without a full sort.

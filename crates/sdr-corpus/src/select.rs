@@ -7,12 +7,13 @@
 //! every candidate is malformed the first is kept and
 //! [`Selection::all_malformed`] says so.
 
+use sdr_core::cost::PairCost;
 use sdr_core::report::parse_report;
-use sdr_core::{CostMatrix, Metric};
+use sdr_core::Metric;
 
 use crate::encoder::SentenceEncoder;
 use crate::error::Result;
-use crate::gram::{cost, gram, inverse_norms};
+use crate::gram::{gram, inverse_norms};
 use crate::score::CandidateEmbedding;
 use crate::store::Section;
 
@@ -117,25 +118,17 @@ pub fn consensus_scores(
         let inv = inverse_norms(&rows, dim, "the candidates")?;
         let q = rows.len() / dim;
         let g = gram(&rows, &rows, dim);
-        let block = |a: &std::ops::Range<usize>, b: &std::ops::Range<usize>| {
-            let mut data = Vec::with_capacity(a.len() * b.len());
-            for i in a.clone() {
-                for j in b.clone() {
-                    data.push(cost(g[i * q + j], inv[i], inv[j]));
-                }
-            }
-            CostMatrix::new(a.len(), b.len(), data)
-        };
         for x in 0..live.len() {
             for y in x + 1..live.len() {
-                let m = block(&ranges[x], &ranges[y]);
-                let d = if metric.needs_intra() {
-                    let ia = block(&ranges[x], &ranges[x]);
-                    let ib = block(&ranges[y], &ranges[y]);
-                    metric.from_cost(&m, Some((&ia, &ib)))
-                } else {
-                    metric.from_cost(&m, None)
-                };
+                let pair = PairCost::from_gram(
+                    &g,
+                    q,
+                    &inv,
+                    ranges[x].clone(),
+                    ranges[y].clone(),
+                    metric.needs_intra(),
+                );
+                let d = crate::score::value(metric, &pair);
                 pair_sum[live[x]][live[y]] += d;
                 pair_sum[live[y]][live[x]] += d;
             }

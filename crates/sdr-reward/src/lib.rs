@@ -23,4 +23,4 @@ pub mod scorer;
 pub use error::{Result, RewardError};
 pub use parallel::{install, parallelism, set_parallelism};
 pub use reference::{parse_reference, Reference, ReferenceSections};
-pub use scorer::{set_distances, BatchStats, Embedder, RewardOptions, Scorer};
+pub use scorer::{BatchStats, Embedder, RewardOptions, Scorer};

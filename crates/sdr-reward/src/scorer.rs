@@ -19,7 +19,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use sdr_clinical::{example_f1, Labeler, UncertainPolicy};
-use sdr_core::cost::{check_pair, cosine_cost};
 use sdr_core::report::{exact_match_reward, parse_template, ParsedReport};
 use sdr_core::reward::{reward, EmbeddedSections, RewardBreakdown, RewardConfig};
 use sdr_core::{Metric, SetView};
@@ -151,6 +150,11 @@ pub struct BatchStats {
     pub embedded: usize,
     /// Distinct sentences found in the reference cache.
     pub cache_hits: usize,
+    /// Sections scored with a distance whose solver did not converge (its
+    /// last iterate was used; SPEC §4).
+    pub unconverged: usize,
+    /// Sections whose distance was not finite (term 0; SPEC §4).
+    pub failed: usize,
 }
 
 /// Default bound on cached reference sentences (~3 KB each at dimension 768);
@@ -337,6 +341,7 @@ impl Scorer {
             impression,
             clinical: 0.0,
             reward: c.format_weight * format + c.semantic_weight * (findings + impression),
+            ..RewardBreakdown::default()
         }
     }
 
@@ -462,6 +467,10 @@ impl Scorer {
         let out = results
             .into_iter()
             .collect::<std::result::Result<Vec<_>, _>>()?;
+        for r in &out {
+            stats.unconverged += usize::from(r.unconverged);
+            stats.failed += usize::from(r.failed);
+        }
         Ok((out, stats))
     }
 
@@ -481,24 +490,6 @@ impl Scorer {
             }
         }
     }
-}
-
-/// Several metrics between two sets, sharing one cost matrix (and the
-/// intra-set matrices when GW is among them).
-///
-/// # Errors
-/// An empty set, or sets of different dimension.
-pub fn set_distances(a: &SetView<'_>, b: &SetView<'_>, metrics: &[Metric]) -> Result<Vec<f64>> {
-    check_pair(a, b)?;
-    let m = cosine_cost(a, b);
-    let intra = metrics
-        .iter()
-        .any(Metric::needs_intra)
-        .then(|| (cosine_cost(a, a), cosine_cost(b, b)));
-    Ok(metrics
-        .iter()
-        .map(|metric| metric.from_cost(&m, intra.as_ref().map(|(x, y)| (x, y))))
-        .collect())
 }
 
 #[cfg(test)]

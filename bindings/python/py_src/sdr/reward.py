@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _sdr
@@ -278,7 +279,10 @@ class SDRReward:
         impression: Optional[Sequence[str]] = None,
     ) -> Dict[str, List[float]]:
         """Rewards and components: ``{"reward", "format", "findings", "impression"}``
-        (and ``"clinical"`` when ``clinical_weight`` > 0), one float per completion. Give `references` (whole reports) or both
+        (and ``"clinical"`` when ``clinical_weight`` > 0), one float per completion, and
+        ``"unconverged"``, ``"failed"``: per completion, the sections whose distance solver
+        did not converge (last iterate used) or gave no finite value (term 0), SPEC §4.
+        Give `references` (whole reports) or both
         `findings` and `impression`."""
         texts = [completion_text(c) for c in completions]
         kwargs: Dict[str, Any] = {}
@@ -291,7 +295,8 @@ class SDRReward:
         return self._get_scorer().score(texts, **kwargs)
 
     def last_stats(self) -> Dict[str, int]:
-        """Counters of the last batch (samples, sentences, distinct, embedded, cache_hits)."""
+        """Counters of the last batch (samples, sentences, distinct, embedded, cache_hits,
+        unconverged, failed)."""
         return self._get_scorer().last_stats()
 
     def __call__(
@@ -322,6 +327,19 @@ class SDRReward:
                 log_extra(f"{self.__name__}/{key}", values)
             if callable(log_metric) and values:
                 log_metric(f"{self.__name__}/{key}", sum(values) / len(values))
+        for key in ("unconverged", "failed"):
+            # Sections scored with an unconverged solver's last iterate, or with a
+            # non-finite distance (term 0; SPEC §4): logged whenever there are any.
+            total = sum(out.get(key, ()))
+            if total:
+                warnings.warn(
+                    f"{self.__name__}: {total} section(s) {key} "
+                    "(see SPEC §4: last iterate used / term 0)",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                if callable(log_metric):
+                    log_metric(f"{self.__name__}/{key}", float(total))
         if callable(log_metric):
             # Wall time of this call (parse, embed, distances): the reward's share of a step.
             log_metric(f"{self.__name__}/seconds", time.perf_counter() - started)

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::{anyhow, Result};
 use rayon::prelude::*;
-use sdr_core::{cosine_cost, EmbeddingSet, Metric, Side};
+use sdr_core::distance::{evaluate_all, Evaluation};
+use sdr_core::{EmbeddingSet, Metric, Side};
 use serde::Deserialize;
 
 use crate::jsonl::{parse_json, Input, Output};
@@ -57,12 +58,13 @@ pub fn run(args: Args) -> Result<()> {
     let mut input = Input::open(args.input.as_deref())?;
     let mut output = Output::create(args.output.as_deref())?;
     let mut line_no = 0;
+    let (mut evaluated, mut unconverged) = (0usize, 0usize);
     loop {
         let chunk = input.next_chunk(CHUNK, &mut line_no)?;
         if chunk.is_empty() {
             break;
         }
-        let results: Vec<Result<Vec<f64>>> = chunk
+        let results: Vec<Result<Vec<Evaluation>>> = chunk
             .par_iter()
             .map(|(no, text)| {
                 compute_line(text, &metrics).map_err(|e| anyhow!("{}:{}: {e}", input.name, no))
@@ -72,15 +74,31 @@ pub fn run(args: Args) -> Result<()> {
         for r in results {
             // Lines before a bad one are kept: the error stops the run there.
             let values = r?;
+            evaluated += values.len();
+            unconverged += values.iter().filter(|e| !e.converged).count();
             write_object(w, &keys, &values)?;
         }
     }
-    output.finish()
+    output.finish()?;
+    if let Some(line) = convergence_warning(unconverged, evaluated) {
+        eprintln!("{line}");
+    }
+    Ok(())
+}
+
+/// The stderr line that reports unconverged distances (SPEC §3), if any.
+fn convergence_warning(unconverged: usize, evaluated: usize) -> Option<String> {
+    (unconverged > 0).then(|| {
+        format!(
+            "warning: {unconverged} of {evaluated} distances did not converge \
+             (their solver's last iterate is written; SPEC §3)"
+        )
+    })
 }
 
 /// Parse one input line and compute `metrics`; the error names the fault
 /// (the caller adds the input name and line number).
-pub fn compute_line(text: &str, metrics: &[Metric]) -> Result<Vec<f64>> {
+pub fn compute_line(text: &str, metrics: &[Metric]) -> Result<Vec<Evaluation>> {
     let pair: Pair = parse_json(text)?;
     let a = EmbeddingSet::from_rows(&pair.a, Side::A)?;
     let b = EmbeddingSet::from_rows(&pair.b, Side::B)?;
@@ -91,20 +109,10 @@ pub fn compute_line(text: &str, metrics: &[Metric]) -> Result<Vec<f64>> {
             b.dim()
         ));
     }
-    let (av, bv) = (a.view(), b.view());
-    let m = cosine_cost(&av, &bv);
-    let intra = if metrics.iter().any(Metric::needs_intra) {
-        Some((cosine_cost(&av, &av), cosine_cost(&bv, &bv)))
-    } else {
-        None
-    };
-    Ok(metrics
-        .iter()
-        .map(|metric| metric.from_cost(&m, intra.as_ref().map(|(x, y)| (x, y))))
-        .collect())
+    Ok(evaluate_all(metrics, &a.view(), &b.view())?)
 }
 
-fn write_object(w: &mut dyn Write, keys: &[String], values: &[f64]) -> Result<()> {
+fn write_object(w: &mut dyn Write, keys: &[String], values: &[Evaluation]) -> Result<()> {
     w.write_all(b"{")?;
     for (i, (k, v)) in keys.iter().zip(values).enumerate() {
         if i > 0 {
@@ -113,10 +121,49 @@ fn write_object(w: &mut dyn Write, keys: &[String], values: &[f64]) -> Result<()
         write!(
             w,
             "{k}: {}",
-            serde_json::Number::from_f64(*v)
-                .ok_or_else(|| anyhow!("metric produced a non-finite value {v}"))?
+            serde_json::Number::from_f64(v.value)
+                .ok_or_else(|| anyhow!("metric produced a non-finite value {}", v.value))?
         )?;
     }
     w.write_all(b"}\n")?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_line_gives_every_metric_with_its_convergence() {
+        let line = r#"{"a": [[1, 0], [0.6, 0.8]], "b": [[1, 1], [0.5, -1], [0, 1]]}"#;
+        let out = compute_line(line, &Metric::all()).unwrap();
+        assert_eq!(out.len(), 15);
+        assert!(out.iter().all(|e| e.converged && e.value.is_finite()));
+        let mut buf = Vec::new();
+        let keys = vec!["\"chamfer\"".to_string()];
+        write_object(&mut buf, &keys, &out[..1]).unwrap();
+        let text = String::from_utf8(buf).unwrap();
+        assert!(
+            text.starts_with("{\"chamfer\": 0.") && text.ends_with("}\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn bad_lines_name_their_fault() {
+        let e = |l: &str| compute_line(l, &[Metric::Chamfer]).unwrap_err().to_string();
+        assert!(e(r#"{"a": [[1, 0]], "b": [[1, 0, 0]]}"#).contains("different dimensions"));
+        assert!(e(r#"{"a": [[0, 0]], "b": [[1, 0]]}"#).contains("zero vector"));
+        assert!(e(r#"{"a": [], "b": [[1, 0]]}"#).contains("empty"));
+    }
+
+    #[test]
+    fn warning_only_when_something_did_not_converge() {
+        assert_eq!(convergence_warning(0, 30), None);
+        let w = convergence_warning(2, 30).unwrap();
+        assert!(
+            w.starts_with("warning: 2 of 30 distances did not converge"),
+            "{w}"
+        );
+    }
 }

@@ -46,8 +46,8 @@
 // Index loops mirror the formulas (i over rows, j over columns).
 #![allow(clippy::needless_range_loop)]
 
-use super::sinkhorn::{check_masses, mul_transposed, transpose_into};
-use super::{uniform, SolverResult};
+use super::logdomain::{check_masses, mul_transposed, transpose_into};
+use super::{uniform, Evaluation, SolverResult};
 use crate::cost::CostMatrix;
 use crate::error::{Result, SdrError};
 
@@ -66,8 +66,10 @@ const INNER_TOL: f64 = 1e-9;
 /// GW distance from the raw intra-set cosine costs `ca = d(A, A)` (`n x n`)
 /// and `cb = d(B, B)` (`m x m`) with uniform masses (SPEC §3).
 ///
-/// Returns 1 when `min(n, m) < 2`, NaN when `eps` is not finite and positive
-/// or a matrix is not square.
+/// Returns 1 when `min(n, m) < 2`; otherwise the value, outer steps and
+/// convergence of [`entropic_gromov_wasserstein`] (the last iterate when it
+/// did not converge). Errors as there (`eps` not finite and positive, a
+/// matrix not square).
 ///
 /// ```
 /// use sdr_core::cost::CostMatrix;
@@ -76,17 +78,17 @@ const INNER_TOL: f64 = 1e-9;
 /// // Two sets with the same geometry (a relabelled triangle) are close.
 /// let ca = CostMatrix::new(3, 3, vec![0.0, 0.2, 0.6, 0.2, 0.0, 0.5, 0.6, 0.5, 0.0]);
 /// let cb = CostMatrix::new(3, 3, vec![0.0, 0.5, 0.2, 0.5, 0.0, 0.6, 0.2, 0.6, 0.0]);
-/// let d = gw_distance(&ca, &cb, 0.1);
+/// let d = gw_distance(&ca, &cb, 0.1).unwrap().value;
 /// assert!(d >= 0.0 && d < 0.5);
-/// assert_eq!(gw_distance(&CostMatrix::new(1, 1, vec![0.0]), &cb, 0.1), 1.0);
+/// assert_eq!(gw_distance(&CostMatrix::new(1, 1, vec![0.0]), &cb, 0.1).unwrap().value, 1.0);
 /// ```
-pub fn gw_distance(ca: &CostMatrix, cb: &CostMatrix, eps: f64) -> f64 {
+pub fn gw_distance(ca: &CostMatrix, cb: &CostMatrix, eps: f64) -> Result<Evaluation> {
     if ca.n.min(cb.n) < 2 {
-        return 1.0;
+        return Ok(Evaluation::exact(1.0));
     }
     let scale = |c: &CostMatrix| c.normalized().unwrap_or_else(|| c.clone());
     let (c1, c2) = (scale(ca), scale(cb));
-    match entropic_gromov_wasserstein(
+    let r = entropic_gromov_wasserstein(
         &c1,
         &c2,
         &uniform(ca.n),
@@ -94,10 +96,12 @@ pub fn gw_distance(ca: &CostMatrix, cb: &CostMatrix, eps: f64) -> f64 {
         eps,
         DEFAULT_TOL,
         DEFAULT_MAX_ITER,
-    ) {
-        Ok(r) => r.value,
-        Err(_) => f64::NAN,
-    }
+    )?;
+    Ok(Evaluation {
+        value: r.value,
+        converged: r.converged,
+        iterations: r.iterations,
+    })
 }
 
 /// Entropic GW coupling between `(c1, p)` and `(c2, q)` for the square loss,
@@ -450,15 +454,18 @@ mod tests {
     #[test]
     fn distance_conventions() {
         let c = line(&[0.0, 0.4, 1.0]);
-        assert_eq!(gw_distance(&c, &line(&[0.0]), 0.1), 1.0);
+        assert_eq!(gw_distance(&c, &line(&[0.0]), 0.1).unwrap().value, 1.0);
         // Identical all-zero geometries: the loss is 0.
         let z = CostMatrix::new(3, 3, vec![0.0; 9]);
-        assert!(gw_distance(&z, &z, 0.1).abs() < 1e-15);
+        assert!(gw_distance(&z, &z, 0.1).unwrap().value.abs() < 1e-15);
         // Symmetric in practice.
         let c2 = line(&[0.2, 0.1, 0.9, 0.95]);
-        let (d, e) = (gw_distance(&c, &c2, 0.1), gw_distance(&c2, &c, 0.1));
+        let (d, e) = (
+            gw_distance(&c, &c2, 0.1).unwrap().value,
+            gw_distance(&c2, &c, 0.1).unwrap().value,
+        );
         assert!((d - e).abs() < 1e-9, "{d} vs {e}");
-        assert!(gw_distance(&c, &c2, -1.0).is_nan());
+        assert!(gw_distance(&c, &c2, -1.0).is_err());
     }
 
     #[test]

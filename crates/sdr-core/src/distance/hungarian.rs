@@ -223,6 +223,7 @@ pub fn hung_pen(m: &CostMatrix, alpha: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::lcg;
 
     /// Exhaustive minimum over injective maps of the smaller side.
     fn brute_force(m: &CostMatrix) -> f64 {
@@ -253,13 +254,6 @@ mod tests {
         }
         let c = |i: usize, j: usize| if t { m.get(j, i) } else { m.get(i, j) };
         rec(0, small, large, &mut vec![false; large], &c)
-    }
-
-    fn lcg(seed: &mut u64) -> f64 {
-        *seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (*seed >> 11) as f64 / (1u64 << 53) as f64
     }
 
     #[test]

@@ -12,13 +12,14 @@ pub mod chamfer;
 pub mod gw;
 pub mod hausdorff;
 pub mod hungarian;
+mod logdomain;
 pub mod ot;
 pub mod partial;
 pub mod sinkhorn;
 mod spec;
 pub mod uot;
 
-pub use spec::{Metric, Rho};
+pub use spec::{evaluate_all, Metric, Rho};
 
 /// Outcome of an iterative or exact solver, like POT's `OTResult`.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,6 +32,36 @@ pub struct SolverResult {
     pub iterations: usize,
     /// Whether the stopping criterion was met within `max_iter`.
     pub converged: bool,
+}
+
+/// What a metric reports for one pair of sets: the value, and whether and
+/// in how many steps the solver reached it.
+///
+/// Closed forms (chamfer, hausdorff, hung-*) are always `converged` with 0
+/// iterations. An iterative or simplex solver that hits its budget reports
+/// `converged = false` and the value of its last iterate; callers count such
+/// pairs (SPEC §3, "Convergence") rather than fold them silently into a number.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Evaluation {
+    pub value: f64,
+    pub converged: bool,
+    pub iterations: usize,
+}
+
+impl Evaluation {
+    /// A closed-form (or trivially exact) value.
+    pub fn exact(value: f64) -> Self {
+        Evaluation {
+            value,
+            converged: true,
+            iterations: 0,
+        }
+    }
+
+    /// Whether the value is usable as is: converged and finite.
+    pub fn is_clean(&self) -> bool {
+        self.converged && self.value.is_finite()
+    }
 }
 
 /// Uniform masses `1/n`.

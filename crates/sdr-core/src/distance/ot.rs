@@ -22,8 +22,9 @@ mod network_simplex;
 
 pub(crate) use network_simplex::{solve as transport_simplex, with_workspace, Problem};
 
-use super::SolverResult;
+use super::{Evaluation, SolverResult};
 use crate::cost::{CostMatrix, ZERO_COST_TOL};
+use crate::error::{Result, SdrError};
 
 /// Pivot budget: far above what the strongly feasible simplex needs
 /// (about `n + m` for the sizes of SDR, ~8e3 at 500 x 500).
@@ -41,12 +42,10 @@ fn support(w: &[f64]) -> Option<Vec<usize>> {
     (!idx.is_empty()).then_some(idx)
 }
 
-fn failed(n: usize, m: usize) -> SolverResult {
-    SolverResult {
-        value: f64::NAN,
-        plan: vec![0.0; n * m],
-        iterations: 0,
-        converged: false,
+fn bad(message: &str) -> SdrError {
+    SdrError::BadMetricParameter {
+        metric: "ot".into(),
+        message: message.into(),
     }
 }
 
@@ -67,8 +66,9 @@ fn failed(n: usize, m: usize) -> SolverResult {
 /// simplex pivots and whether optimality was proven.
 ///
 /// # Errors
-/// Masses that are negative, non-finite, all zero, or whose totals differ by
-/// more than `1e-9` (relative) give `value = NaN`, `converged = false`.
+/// [`SdrError::BadMetricParameter`] (metric `ot`) for masses that are
+/// negative, non-finite, all zero, or whose totals differ by more than `1e-9`
+/// (relative), or a non-finite cost.
 ///
 /// # Panics
 /// When `p.len() != n` or `q.len() != m` (a programming error).
@@ -77,7 +77,7 @@ fn failed(n: usize, m: usize) -> SolverResult {
 /// use sdr_core::distance::ot::emd;
 /// use sdr_core::CostMatrix;
 /// let c = CostMatrix::new(2, 2, vec![0.0, 1.0, 1.0, 0.0]);
-/// let r = emd(&c, &[0.5, 0.5], &[0.5, 0.5]);
+/// let r = emd(&c, &[0.5, 0.5], &[0.5, 0.5]).unwrap();
 /// assert_eq!(r.value, 0.0);
 /// assert_eq!(r.plan, vec![0.5, 0.0, 0.0, 0.5]);
 /// assert!(r.converged);
@@ -85,16 +85,19 @@ fn failed(n: usize, m: usize) -> SolverResult {
 ///
 /// References: Ahuja, Magnanti, Orlin (1993), *Network Flows*, ch. 11;
 /// Bonneel et al. (2011), *ACM TOG* 30(6).
-pub fn emd(cost: &CostMatrix, p: &[f64], q: &[f64]) -> SolverResult {
+pub fn emd(cost: &CostMatrix, p: &[f64], q: &[f64]) -> Result<SolverResult> {
     let (n, m) = (cost.n, cost.m);
     assert_eq!(p.len(), n, "emd: p has the wrong length");
     assert_eq!(q.len(), m, "emd: q has the wrong length");
     let (Some(rows), Some(cols)) = (support(p), support(q)) else {
-        return failed(n, m);
+        return Err(bad("masses must be finite, >= 0 and not all zero"));
     };
     let (sp, sq): (f64, f64) = (p.iter().sum(), q.iter().sum());
-    if (sp - sq).abs() > 1e-9 * sp.max(sq) || cost.data.iter().any(|c| !c.is_finite()) {
-        return failed(n, m);
+    if (sp - sq).abs() > 1e-9 * sp.max(sq) {
+        return Err(bad(&format!("mass totals differ: {sp} vs {sq}")));
+    }
+    if cost.data.iter().any(|c| !c.is_finite()) {
+        return Err(bad("cost has a non-finite entry"));
     }
     let s: Vec<f64> = rows.iter().map(|&i| p[i]).collect();
     let d: Vec<f64> = cols.iter().map(|&j| q[j] * (sp / sq)).collect();
@@ -139,12 +142,12 @@ pub fn emd(cost: &CostMatrix, p: &[f64], q: &[f64]) -> SolverResult {
             (out.value, out.pivots, out.converged)
         })
     };
-    SolverResult {
+    Ok(SolverResult {
         value,
         plan,
         iterations,
         converged,
-    }
+    })
 }
 
 fn gcd(mut a: usize, mut b: usize) -> usize {
@@ -169,16 +172,16 @@ fn gcd(mut a: usize, mut b: usize) -> usize {
 /// use sdr_core::CostMatrix;
 /// // Two points against one: each half of the mass moves.
 /// let m = CostMatrix::new(2, 1, vec![0.2, 0.4]);
-/// assert!((ot_distance(&m) - 0.75).abs() < 1e-15);
+/// assert!((ot_distance(&m).value - 0.75).abs() < 1e-15);
 /// ```
-pub fn ot_distance(m: &CostMatrix) -> f64 {
+pub fn ot_distance(m: &CostMatrix) -> Evaluation {
     let mx = m.max();
     if mx <= ZERO_COST_TOL {
-        return 0.0;
+        return Evaluation::exact(0.0);
     }
     let (n, k) = (m.n, m.m);
     if n == 1 || k == 1 {
-        return m.data.iter().sum::<f64>() / (n * k) as f64 / mx;
+        return Evaluation::exact(m.data.iter().sum::<f64>() / (n * k) as f64 / mx);
     }
     let g = gcd(n, k);
     let (si, dj) = ((k / g) as f64, (n / g) as f64);
@@ -190,23 +193,17 @@ pub fn ot_distance(m: &CostMatrix) -> f64 {
         cost: &m.data,
     };
     let out = with_workspace(|ws| transport_simplex(ws, pb, max_pivots(n, k)));
-    out.value / (n * k / g) as f64 / mx
+    Evaluation {
+        value: out.value / (n * k / g) as f64 / mx,
+        converged: out.converged,
+        iterations: out.pivots,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn lcg(seed: &mut u64) -> f64 {
-        *seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (*seed >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn random(n: usize, m: usize, seed: &mut u64) -> CostMatrix {
-        CostMatrix::new(n, m, (0..n * m).map(|_| lcg(seed)).collect())
-    }
+    use crate::test_support::{lcg, random};
 
     fn check_plan(r: &SolverResult, c: &CostMatrix, p: &[f64], q: &[f64]) {
         assert!(r.converged);
@@ -249,7 +246,7 @@ mod tests {
             for _ in 0..10 {
                 let c = random(n, n, &mut seed);
                 let p = vec![1.0 / n as f64; n];
-                let r = emd(&c, &p, &p);
+                let r = emd(&c, &p, &p).unwrap();
                 check_plan(&r, &c, &p, &p);
                 assert!((r.value - brute_force_uniform(&c)).abs() < 1e-12);
             }
@@ -266,11 +263,11 @@ mod tests {
             let mut q: Vec<f64> = (0..m).map(|_| 0.1 + lcg(&mut seed)).collect();
             let sq: f64 = q.iter().sum();
             q.iter_mut().for_each(|x| *x *= sp / sq);
-            let r = emd(&c, &p, &q);
+            let r = emd(&c, &p, &q).unwrap();
             check_plan(&r, &c, &p, &q);
             // Uniform version through the metric agrees with emd().
-            let u = emd(&c, &vec![1.0 / n as f64; n], &vec![1.0 / m as f64; m]);
-            assert!((ot_distance(&c) - u.value / c.max()).abs() < 1e-12);
+            let u = emd(&c, &vec![1.0 / n as f64; n], &vec![1.0 / m as f64; m]).unwrap();
+            assert!((ot_distance(&c).value - u.value / c.max()).abs() < 1e-12);
         }
     }
 
@@ -290,27 +287,26 @@ mod tests {
             }
         }
         let c = CostMatrix::new(4, 4, data);
-        let r = emd(&c, &[0.25; 4], &[0.25; 4]);
+        let r = emd(&c, &[0.25; 4], &[0.25; 4]).unwrap();
         assert_eq!(r.value, 0.0);
         for (i, &j) in perm.iter().enumerate() {
             assert_eq!(r.plan[i * 4 + j], 0.25);
         }
-        assert_eq!(ot_distance(&c), 0.0);
-        assert_eq!(ot_distance(&CostMatrix::new(2, 2, vec![0.0; 4])), 0.0);
+        assert_eq!(ot_distance(&c).value, 0.0);
+        assert_eq!(ot_distance(&CostMatrix::new(2, 2, vec![0.0; 4])).value, 0.0);
     }
 
     #[test]
     fn zero_masses_and_bad_masses() {
         let c = CostMatrix::new(3, 2, vec![0.0, 1.0, 5.0, 5.0, 1.0, 0.0]);
-        let r = emd(&c, &[0.5, 0.0, 0.5], &[0.5, 0.5]);
+        let r = emd(&c, &[0.5, 0.0, 0.5], &[0.5, 0.5]).unwrap();
         check_plan(&r, &c, &[0.5, 0.0, 0.5], &[0.5, 0.5]);
         assert_eq!(r.value, 0.0);
         for bad in [[-0.5, 1.0, 0.5], [f64::NAN, 0.5, 0.5], [0.0, 0.0, 0.0]] {
-            let r = emd(&c, &bad, &[0.5, 0.5]);
-            assert!(r.value.is_nan() && !r.converged);
+            assert!(emd(&c, &bad, &[0.5, 0.5]).is_err());
         }
-        let r = emd(&c, &[0.5, 0.5, 0.5], &[0.5, 0.5]);
-        assert!(!r.converged);
+        let err = emd(&c, &[0.5, 0.5, 0.5], &[0.5, 0.5]).unwrap_err();
+        assert!(err.to_string().contains("totals differ"), "{err}");
     }
 
     #[test]
@@ -319,7 +315,7 @@ mod tests {
         let mut seed = 9u64;
         let c = random(200, 200, &mut seed);
         let p = vec![1.0 / 200.0; 200];
-        let r = emd(&c, &p, &p);
+        let r = emd(&c, &p, &p).unwrap();
         check_plan(&r, &c, &p, &p);
         let lsa = super::super::hungarian::linear_sum_assignment(&c);
         let best: f64 = lsa.iter().map(|&(i, j)| c.get(i, j)).sum::<f64>() / 200.0;

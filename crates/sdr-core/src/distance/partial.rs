@@ -27,15 +27,14 @@
 //! 2. Paper appendix A, Eq. (pot).
 
 use super::ot::{max_pivots, transport_simplex, with_workspace, Problem};
-use super::SolverResult;
+use super::{Evaluation, SolverResult};
 use crate::cost::{CostMatrix, ZERO_COST_TOL};
+use crate::error::{Result, SdrError};
 
-fn failed(n: usize, m: usize) -> SolverResult {
-    SolverResult {
-        value: f64::NAN,
-        plan: vec![0.0; n * m],
-        iterations: 0,
-        converged: false,
+fn bad(message: String) -> SdrError {
+    SdrError::BadMetricParameter {
+        metric: "pot".into(),
+        message,
     }
 }
 
@@ -129,8 +128,8 @@ where
 /// and value as POT's `ot.partial.partial_wasserstein(p, q, C, m=rho)`.
 ///
 /// # Errors
-/// Negative or non-finite masses or costs, or `rho` outside its range, give
-/// `value = NaN`, `converged = false`.
+/// [`SdrError::BadMetricParameter`] (metric `pot`) for negative or
+/// non-finite masses or costs, or `rho` outside its range.
 ///
 /// # Panics
 /// When `p.len() != n` or `q.len() != m` (a programming error).
@@ -140,31 +139,39 @@ where
 /// use sdr_core::CostMatrix;
 /// // Moving half the mass only uses the cheap pair.
 /// let c = CostMatrix::new(2, 2, vec![0.1, 0.9, 0.9, 0.7]);
-/// let r = partial_wasserstein(&c, &[0.5, 0.5], &[0.5, 0.5], 0.5);
+/// let r = partial_wasserstein(&c, &[0.5, 0.5], &[0.5, 0.5], 0.5).unwrap();
 /// assert!((r.value - 0.05).abs() < 1e-15);
 /// assert!((r.plan[0] - 0.5).abs() < 1e-15 && r.converged);
 /// ```
-pub fn partial_wasserstein(cost: &CostMatrix, p: &[f64], q: &[f64], rho: f64) -> SolverResult {
+pub fn partial_wasserstein(
+    cost: &CostMatrix,
+    p: &[f64],
+    q: &[f64],
+    rho: f64,
+) -> Result<SolverResult> {
     let (n, m) = (cost.n, cost.m);
     assert_eq!(p.len(), n, "partial_wasserstein: p has the wrong length");
     assert_eq!(q.len(), m, "partial_wasserstein: q has the wrong length");
     let bad_mass = |w: &[f64]| w.iter().any(|x| !x.is_finite() || *x < 0.0);
-    if bad_mass(p) || bad_mass(q) || cost.data.iter().any(|c| !c.is_finite()) {
-        return failed(n, m);
+    if bad_mass(p) || bad_mass(q) {
+        return Err(bad("masses must be finite and >= 0".into()));
+    }
+    if cost.data.iter().any(|c| !c.is_finite()) {
+        return Err(bad("cost has a non-finite entry".into()));
     }
     let (sp, sq): (f64, f64) = (p.iter().sum(), q.iter().sum());
     let cap = sp.min(sq);
     if !(rho.is_finite() && rho >= 0.0 && rho <= cap * (1.0 + 1e-12)) {
-        return failed(n, m);
+        return Err(bad(format!("`rho` must be in [0, {cap}], got {rho}")));
     }
     let rho = rho.min(cap);
     if rho == 0.0 {
-        return SolverResult {
+        return Ok(SolverResult {
             value: 0.0,
             plan: vec![0.0; n * m],
             iterations: 0,
             converged: true,
-        };
+        });
     }
     let rows: Vec<usize> = (0..n).filter(|&i| p[i] > 0.0).collect();
     let cols: Vec<usize> = (0..m).filter(|&j| q[j] > 0.0).collect();
@@ -187,12 +194,12 @@ pub fn partial_wasserstein(cost: &CostMatrix, p: &[f64], q: &[f64], rho: f64) ->
             plan[i * m + j] = small[a * cols.len() + b];
         }
     }
-    SolverResult {
+    Ok(SolverResult {
         value,
         plan,
         iterations,
         converged,
-    }
+    })
 }
 
 fn gcd(mut a: usize, mut b: usize) -> usize {
@@ -213,22 +220,29 @@ fn gcd(mut a: usize, mut b: usize) -> usize {
 /// Masses are scaled by `T = nm / gcd(n, m)` to the integers `m/g`, `n/g`;
 /// `rho T` is snapped to the nearest integer when within `1e-12 T` of it (the
 /// adaptive `rho = min(n,m)/max(n,m)` always is), so those problems run on
-/// exact integer flows. `rho` outside `(0, 1]` gives NaN.
+/// exact integer flows.
+///
+/// # Errors
+/// [`SdrError::BadMetricParameter`] when `rho` is outside `(0, 1]` (the
+/// metric parser never lets such a value through).
 ///
 /// ```
 /// use sdr_core::distance::partial::pot_distance;
 /// use sdr_core::CostMatrix;
 /// // One element against two (rho = 1/2): it matches its nearest neighbour.
 /// let m = CostMatrix::new(1, 2, vec![0.2, 0.8]);
-/// assert!((pot_distance(&m, 0.5) - 0.5 * 0.2 / 0.8).abs() < 1e-15);
+/// assert!((pot_distance(&m, 0.5).unwrap().value - 0.5 * 0.2 / 0.8).abs() < 1e-15);
 /// ```
-pub fn pot_distance(m: &CostMatrix, rho: f64) -> f64 {
+pub fn pot_distance(m: &CostMatrix, rho: f64) -> Result<Evaluation> {
     if !(rho.is_finite() && rho > 0.0 && rho <= 1.0 + 1e-12) {
-        return f64::NAN;
+        return Err(SdrError::BadMetricParameter {
+            metric: "pot".into(),
+            message: format!("`rho` must be in (0, 1], got {rho}"),
+        });
     }
     let mx = m.max();
     if mx <= ZERO_COST_TOL {
-        return 0.0;
+        return Ok(Evaluation::exact(0.0));
     }
     let (n, k) = (m.n, m.m);
     let g = gcd(n, k);
@@ -238,29 +252,19 @@ pub fn pot_distance(m: &CostMatrix, rho: f64) -> f64 {
     if (mass - mass.round()).abs() <= 1e-12 * total {
         mass = mass.round();
     }
-    let (value, _, _, _) = solve_partial(n, k, |_| si, |_| dj, &m.data, mass, false);
-    value / total / mx
+    let (value, pivots, converged, _) = solve_partial(n, k, |_| si, |_| dj, &m.data, mass, false);
+    Ok(Evaluation {
+        value: value / total / mx,
+        converged,
+        iterations: pivots,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::ot::emd;
     use super::*;
-
-    fn lcg(seed: &mut u64) -> f64 {
-        *seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (*seed >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn random(n: usize, m: usize, seed: &mut u64) -> CostMatrix {
-        CostMatrix::new(n, m, (0..n * m).map(|_| lcg(seed)).collect())
-    }
-
-    fn unif(n: usize) -> Vec<f64> {
-        vec![1.0 / n as f64; n]
-    }
+    use crate::test_support::{random, unif};
 
     #[test]
     fn plan_respects_the_constraints_and_moves_rho() {
@@ -269,7 +273,7 @@ mod tests {
             let c = random(n, m, &mut seed);
             let (p, q) = (unif(n), unif(m));
             for rho in [0.1, 0.5, 0.8, n.min(m) as f64 / n.max(m) as f64] {
-                let r = partial_wasserstein(&c, &p, &q, rho);
+                let r = partial_wasserstein(&c, &p, &q, rho).unwrap();
                 assert!(r.converged);
                 let moved: f64 = r.plan.iter().sum();
                 assert!((moved - rho).abs() < 1e-12, "{n}x{m} rho {rho}: {moved}");
@@ -283,7 +287,7 @@ mod tests {
                 }
                 let v: f64 = r.plan.iter().zip(&c.data).map(|(g, x)| g * x).sum();
                 assert!((v - r.value).abs() < 1e-12);
-                assert!((pot_distance(&c, rho) - r.value / c.max()).abs() < 1e-12);
+                assert!((pot_distance(&c, rho).unwrap().value - r.value / c.max()).abs() < 1e-12);
             }
         }
     }
@@ -294,8 +298,8 @@ mod tests {
         for (n, m) in [(4, 4), (3, 8), (10, 7)] {
             let c = random(n, m, &mut seed);
             let (p, q) = (unif(n), unif(m));
-            let full = emd(&c, &p, &q);
-            let part = partial_wasserstein(&c, &p, &q, 1.0);
+            let full = emd(&c, &p, &q).unwrap();
+            let part = partial_wasserstein(&c, &p, &q, 1.0).unwrap();
             assert!((full.value - part.value).abs() < 1e-12);
         }
     }
@@ -305,7 +309,7 @@ mod tests {
         // One source of mass 1 against m targets of mass 1/m: move rho to the
         // cheapest targets, filling each up to 1/m.
         let c = CostMatrix::new(1, 4, vec![0.4, 0.1, 0.3, 0.2]);
-        let r = partial_wasserstein(&c, &[1.0], &unif(4), 0.6);
+        let r = partial_wasserstein(&c, &[1.0], &unif(4), 0.6).unwrap();
         let expected = 0.25 * 0.1 + 0.25 * 0.2 + 0.1 * 0.3;
         assert!((r.value - expected).abs() < 1e-15);
     }
@@ -318,11 +322,11 @@ mod tests {
             data[i * 5 + i] = 0.0;
         }
         let c = CostMatrix::new(5, 5, data);
-        assert_eq!(pot_distance(&c, 1.0), 0.0);
+        assert_eq!(pot_distance(&c, 1.0).unwrap().value, 0.0);
         let c = random(6, 9, &mut seed);
         let vals: Vec<f64> = [0.1, 0.3, 0.5, 0.8, 1.0]
             .iter()
-            .map(|&r| pot_distance(&c, r))
+            .map(|&r| pot_distance(&c, r).unwrap().value)
             .collect();
         assert!(vals.windows(2).all(|w| w[0] <= w[1] + 1e-15), "{vals:?}");
     }
@@ -332,14 +336,11 @@ mod tests {
         let c = CostMatrix::new(2, 2, vec![0.0, 1.0, 1.0, 0.0]);
         let p = [0.5, 0.5];
         for rho in [-0.1, 1.5, f64::NAN] {
-            let r = partial_wasserstein(&c, &p, &p, rho);
-            assert!(r.value.is_nan() && !r.converged);
-            assert!(pot_distance(&c, rho).is_nan());
+            assert!(partial_wasserstein(&c, &p, &p, rho).is_err());
+            assert!(pot_distance(&c, rho).is_err());
         }
-        assert!(partial_wasserstein(&c, &[-0.5, 1.5], &p, 0.5)
-            .value
-            .is_nan());
-        let r = partial_wasserstein(&c, &p, &p, 0.0);
+        assert!(partial_wasserstein(&c, &[-0.5, 1.5], &p, 0.5).is_err());
+        let r = partial_wasserstein(&c, &p, &p, 0.0).unwrap();
         assert_eq!((r.value, r.converged), (0.0, true));
     }
 }

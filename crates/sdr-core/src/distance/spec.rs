@@ -7,8 +7,9 @@
 use std::fmt;
 use std::str::FromStr;
 
+use super::Evaluation;
 use super::{chamfer, gw, hausdorff, hungarian, ot, partial, sinkhorn, uot};
-use crate::cost::{check_pair, cosine_cost, CostMatrix, SetView};
+use crate::cost::{CostMatrix, PairCost, SetView};
 use crate::error::{Result, SdrError};
 
 /// Mass moved by partial OT.
@@ -97,52 +98,77 @@ impl Metric {
         !matches!(self, Metric::HungPen { .. })
     }
 
-    /// Whether [`Metric::from_cost`] needs the intra-set cost matrices.
+    /// Whether [`Metric::evaluate`] needs the intra-set cost matrices.
     pub fn needs_intra(&self) -> bool {
         matches!(self, Metric::Gw { .. })
     }
 
     /// Distance between two sets of vectors (validated: see
-    /// [`crate::EmbeddingSet`]).
+    /// [`crate::EmbeddingSet`]): the value of [`Metric::evaluate`], converged
+    /// or not. Callers that report convergence use [`evaluate_all`].
     pub fn distance(&self, a: &SetView<'_>, b: &SetView<'_>) -> Result<f64> {
-        check_pair(a, b)?;
-        let m = cosine_cost(a, b);
-        if self.needs_intra() {
-            let ca = cosine_cost(a, a);
-            let cb = cosine_cost(b, b);
-            Ok(self.from_cost(&m, Some((&ca, &cb))))
-        } else {
-            Ok(self.from_cost(&m, None))
-        }
+        Ok(evaluate_all(std::slice::from_ref(self), a, b)?[0].value)
     }
 
-    /// Distance from a precomputed cost matrix `M` (`n x m`, `n, m >= 1`).
-    /// `intra` holds `(d(A, A), d(B, B))` and is required by GW only.
+    /// The metric on the cost matrices of one pair (`n, m >= 1`): value,
+    /// convergence and iterations, for every family.
     ///
-    /// # Panics
-    /// When GW is asked without `intra`: a programming error, not an input one.
-    pub fn from_cost(&self, m: &CostMatrix, intra: Option<(&CostMatrix, &CostMatrix)>) -> f64 {
-        match *self {
-            Metric::Chamfer => chamfer::chamfer(m),
-            Metric::Hausdorff => hausdorff::hausdorff(m),
+    /// # Errors
+    /// [`SdrError::BadMetricParameter`] for a `Metric` built directly with a
+    /// parameter the parser rejects (`eps <= 0`, `rho > 1`, ...), or GW
+    /// without the intra-set costs.
+    pub fn evaluate(&self, cost: &PairCost<'_>) -> Result<Evaluation> {
+        let m: &CostMatrix = &cost.cross;
+        Ok(match *self {
+            Metric::Chamfer => Evaluation::exact(chamfer::chamfer(m)),
+            Metric::Hausdorff => Evaluation::exact(hausdorff::hausdorff(m)),
             Metric::Ot => ot::ot_distance(m),
-            Metric::Sinkhorn { eps } => sinkhorn::sinkhorn_distance(m, eps),
-            Metric::Uot { eps, tau } => uot::uot_distance(m, eps, tau),
+            Metric::Sinkhorn { eps } => sinkhorn::sinkhorn_distance(m, eps)?,
+            Metric::Uot { eps, tau } => uot::uot_distance(m, eps, tau)?,
             Metric::Gw { eps } => {
-                let (ca, cb) = intra.expect("gw needs intra-set cost matrices");
-                gw::gw_distance(ca, cb, eps)
+                let Some((ca, cb)) = &cost.intra else {
+                    return Err(bad(
+                        &self.to_string(),
+                        "needs the intra-set cost matrices (PairCost built without them)",
+                    ));
+                };
+                gw::gw_distance(ca, cb, eps)?
             }
-            Metric::HungNn => hungarian::hung_nn(m),
-            Metric::HungPen { alpha } => hungarian::hung_pen(m, alpha),
+            Metric::HungNn => Evaluation::exact(hungarian::hung_nn(m)),
+            Metric::HungPen { alpha } => Evaluation::exact(hungarian::hung_pen(m, alpha)),
             Metric::Pot { rho } => {
                 let rho = match rho {
                     Rho::Adaptive => m.n.min(m.m) as f64 / m.n.max(m.m) as f64,
                     Rho::Fixed(r) => r,
                 };
-                partial::pot_distance(m, rho)
+                partial::pot_distance(m, rho)?
             }
-        }
+        })
     }
+}
+
+/// Several metrics between two validated sets, sharing one cost matrix (and
+/// the intra-set matrices when GW is among them): the one path from two
+/// embedded sets to distances that the CLI, the reward and the bindings use.
+///
+/// # Errors
+/// An empty set, sets of different dimension, or a parameter the parser
+/// would reject (see [`Metric::evaluate`]).
+///
+/// ```
+/// use sdr_core::{distance::evaluate_all, Metric, SetView};
+/// let a = [1.0, 0.0, 0.0, 1.0];
+/// let b = [1.0, 1.0];
+/// let out = evaluate_all(&[Metric::Chamfer, Metric::Ot], &SetView::new(&a, 2), &SetView::new(&b, 2)).unwrap();
+/// assert!(out.iter().all(|e| e.converged && e.value > 0.0));
+/// ```
+pub fn evaluate_all(
+    metrics: &[Metric],
+    a: &SetView<'_>,
+    b: &SetView<'_>,
+) -> Result<Vec<Evaluation>> {
+    let cost = PairCost::between(a, b, metrics.iter().any(Metric::needs_intra))?;
+    metrics.iter().map(|m| m.evaluate(&cost)).collect()
 }
 
 impl fmt::Display for Metric {
@@ -336,5 +362,46 @@ mod tests {
         assert!(e("chamfer:eps=1").contains("expected: none"));
         assert!(e("uot:eps=0.1,eps=0.2").contains("twice"));
         assert!(e("gw:eps").contains("key=value"));
+    }
+
+    #[test]
+    fn evaluate_reports_bad_parameters_instead_of_nan() {
+        let a = [1.0, 0.0, 0.0, 1.0];
+        let b = [1.0, 1.0, 0.5, -1.0];
+        let (a, b) = (SetView::new(&a, 2), SetView::new(&b, 2));
+        for m in [
+            Metric::Sinkhorn { eps: -1.0 },
+            Metric::Uot {
+                eps: 0.1,
+                tau: f64::INFINITY,
+            },
+            Metric::Gw { eps: 0.0 },
+            Metric::Pot {
+                rho: Rho::Fixed(1.5),
+            },
+        ] {
+            assert!(evaluate_all(&[m], &a, &b).is_err(), "{m}");
+        }
+        // GW needs the intra costs; a PairCost without them is an error, not a panic.
+        let cost = PairCost::between(&a, &b, false).unwrap();
+        let err = Metric::Gw { eps: 0.1 }.evaluate(&cost).unwrap_err();
+        assert!(err.to_string().contains("intra-set"), "{err}");
+    }
+
+    #[test]
+    fn every_family_reports_convergence() {
+        let a = [1.0, 0.0, 0.0, 1.0, 0.6, 0.8];
+        let b = [1.0, 1.0, 0.5, -1.0];
+        let out = evaluate_all(&Metric::all(), &SetView::new(&a, 2), &SetView::new(&b, 2)).unwrap();
+        for (m, e) in Metric::all().iter().zip(&out) {
+            assert!(e.converged && e.value.is_finite(), "{m}: {e:?}");
+            let iterative = matches!(
+                m,
+                Metric::Sinkhorn { .. } | Metric::Uot { .. } | Metric::Gw { .. }
+            );
+            if iterative {
+                assert!(e.iterations > 0, "{m}");
+            }
+        }
     }
 }

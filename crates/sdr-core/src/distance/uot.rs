@@ -51,8 +51,8 @@
 // Index loops mirror the formulas (i over rows, j over columns).
 #![allow(clippy::needless_range_loop)]
 
-use super::sinkhorn::{check_masses, log_sum_exp, mul_transposed, transpose_into};
-use super::{uniform, SolverResult};
+use super::logdomain::{check_masses, log_sum_exp, mul_transposed, transpose_into};
+use super::{uniform, Evaluation, SolverResult};
 use crate::cost::CostMatrix;
 use crate::error::{Result, SdrError};
 
@@ -67,21 +67,23 @@ const ABSORB: f64 = 50.0;
 /// UOT distance `<gamma*, M~>` with uniform masses (SPEC §3).
 ///
 /// `m` is the raw cosine cost (`n x m`); it is normalised here. Returns 0
-/// when `max(M) = 0`, NaN when `eps` or `tau` is not finite and positive.
+/// when `max(M) = 0`; otherwise the value, iterations and convergence of
+/// [`sinkhorn_unbalanced`] (the last iterate when it did not converge).
+/// Errors as there (`eps` or `tau` not finite and positive).
 ///
 /// ```
 /// use sdr_core::cost::CostMatrix;
 /// use sdr_core::distance::uot::uot_distance;
 ///
 /// let m = CostMatrix::new(2, 3, vec![0.0, 0.4, 0.4, 0.4, 0.0, 0.4]);
-/// let d = uot_distance(&m, 0.1, 1.0);
+/// let d = uot_distance(&m, 0.1, 1.0).unwrap().value;
 /// assert!(d > 0.0 && d < 1.0);
 /// ```
-pub fn uot_distance(m: &CostMatrix, eps: f64, tau: f64) -> f64 {
+pub fn uot_distance(m: &CostMatrix, eps: f64, tau: f64) -> Result<Evaluation> {
     let Some(mt) = m.normalized() else {
-        return 0.0;
+        return Ok(Evaluation::exact(0.0));
     };
-    match sinkhorn_unbalanced(
+    let r = sinkhorn_unbalanced(
         &mt,
         &uniform(m.n),
         &uniform(m.m),
@@ -89,10 +91,12 @@ pub fn uot_distance(m: &CostMatrix, eps: f64, tau: f64) -> f64 {
         tau,
         DEFAULT_TOL,
         DEFAULT_MAX_ITER,
-    ) {
-        Ok(r) => r.value,
-        Err(_) => f64::NAN,
-    }
+    )?;
+    Ok(Evaluation {
+        value: r.value,
+        converged: r.converged,
+        iterations: r.iterations,
+    })
 }
 
 /// Unbalanced entropic OT plan between positive masses `p` (length `n`) and
@@ -279,19 +283,7 @@ pub fn sinkhorn_unbalanced(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn lcg_matrix(n: usize, m: usize, seed: u64) -> CostMatrix {
-        let mut s = seed;
-        let data = (0..n * m)
-            .map(|_| {
-                s = s
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                (s >> 11) as f64 / (1u64 << 53) as f64
-            })
-            .collect();
-        CostMatrix::new(n, m, data)
-    }
+    use crate::test_support::lcg_matrix;
 
     /// First-order optimality: with `r = gamma 1`, `s = gamma^T 1`,
     /// `eps log gamma_ij = -c_ij - tau log(r_i/p_i) - tau log(s_j/q_j)`.
@@ -344,10 +336,12 @@ mod tests {
             .map(|k| if k / n == k % n { 0.0 } else { 1.0 })
             .collect();
         let c = CostMatrix::new(n, n, data);
-        let d = uot_distance(&c, 0.1, 1.0);
+        let d = uot_distance(&c, 0.1, 1.0).unwrap().value;
         assert!(d < 1e-3, "{d}");
         assert_eq!(
-            uot_distance(&CostMatrix::new(1, 2, vec![0.0; 2]), 0.1, 1.0),
+            uot_distance(&CostMatrix::new(1, 2, vec![0.0; 2]), 0.1, 1.0)
+                .unwrap()
+                .value,
             0.0
         );
     }
@@ -356,13 +350,19 @@ mod tests {
     fn symmetric_and_permutation_invariant() {
         let c = lcg_matrix(4, 9, 21);
         for tau in [0.5, 1.0] {
-            let d = uot_distance(&c, 0.1, tau);
-            assert!((d - uot_distance(&c.transpose(), 0.1, tau)).abs() < 1e-10);
+            let d = uot_distance(&c, 0.1, tau).unwrap().value;
+            assert!((d - uot_distance(&c.transpose(), 0.1, tau).unwrap().value).abs() < 1e-10);
             let mut data = Vec::new();
             for i in [2, 0, 3, 1] {
                 data.extend_from_slice(c.row(i));
             }
-            assert!((d - uot_distance(&CostMatrix::new(4, 9, data), 0.1, tau)).abs() < 1e-10);
+            assert!(
+                (d - uot_distance(&CostMatrix::new(4, 9, data), 0.1, tau)
+                    .unwrap()
+                    .value)
+                    .abs()
+                    < 1e-10
+            );
         }
     }
 
@@ -384,6 +384,6 @@ mod tests {
         assert!(sinkhorn_unbalanced(&c, &p, &p, 0.1, 0.0, 1e-9, 10).is_err());
         assert!(sinkhorn_unbalanced(&c, &p, &p, -0.1, 1.0, 1e-9, 10).is_err());
         assert!(sinkhorn_unbalanced(&c, &p, &[1.0], 0.1, 1.0, 1e-9, 10).is_err());
-        assert!(uot_distance(&c, 0.1, f64::INFINITY).is_nan());
+        assert!(uot_distance(&c, 0.1, f64::INFINITY).is_err());
     }
 }

@@ -247,6 +247,10 @@ struct ExtraLogs {
     /// Only with `--clinical-weight` > 0.
     #[serde(skip_serializing_if = "Option::is_none")]
     clinical: Option<Vec<f64>>,
+    /// Per sample, sections scored with an unconverged solver's last iterate.
+    unconverged: Vec<u8>,
+    /// Per sample, sections whose distance was not finite (term 0; SPEC §4).
+    failed: Vec<u8>,
 }
 
 /// The clinical components, when the clinical term is on.
@@ -310,6 +314,8 @@ async fn openrlhf(State(s): State<AppState>, body: Result<Bytes, BytesRejection>
                 findings: scores.iter().map(|r| r.findings).collect(),
                 impression: scores.iter().map(|r| r.impression).collect(),
                 clinical,
+                unconverged: scores.iter().map(|r| r.unconverged).collect(),
+                failed: scores.iter().map(|r| r.failed).collect(),
             },
         }))
     };
@@ -346,6 +352,10 @@ struct BatchReply {
     /// Only with `--clinical-weight` > 0.
     #[serde(skip_serializing_if = "Option::is_none")]
     clinical: Option<Vec<f64>>,
+    /// Per sample, sections scored with an unconverged solver's last iterate.
+    unconverged: Vec<u8>,
+    /// Per sample, sections whose distance was not finite (term 0; SPEC §4).
+    failed: Vec<u8>,
 }
 
 async fn batch(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
@@ -377,6 +387,8 @@ async fn batch(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -
             format: scores.iter().map(|r| r.format).collect(),
             findings: scores.iter().map(|r| r.findings).collect(),
             impression: scores.iter().map(|r| r.impression).collect(),
+            unconverged: scores.iter().map(|r| r.unconverged).collect(),
+            failed: scores.iter().map(|r| r.failed).collect(),
         }))
     };
     run.await.into_response()

@@ -5,7 +5,41 @@
 //!
 //! SPEC §3. Vectors need not be unit-norm; zero, NaN or infinite vectors are errors.
 
+use std::borrow::Cow;
+use std::ops::Range;
+
 use crate::error::{Result, SdrError, Side};
+
+pub mod gram;
+mod kernel;
+
+/// Why a vector cannot enter a cosine cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowFault {
+    NotFinite,
+    Zero,
+}
+
+impl std::fmt::Display for RowFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RowFault::NotFinite => "not finite",
+            RowFault::Zero => "the zero vector",
+        })
+    }
+}
+
+/// What is wrong with a row, if anything: the one vector check of the
+/// workspace (sets here, Gram rows in [`gram::inverse_norms`]).
+pub fn row_fault<T: Copy + Into<f64>>(row: &[T]) -> Option<RowFault> {
+    if row.iter().any(|&x| !x.into().is_finite()) {
+        Some(RowFault::NotFinite)
+    } else if row.iter().all(|&x| x.into() == 0.0) {
+        Some(RowFault::Zero)
+    } else {
+        None
+    }
+}
 
 /// A borrowed set of `n` vectors of dimension `dim`, stored row-major.
 #[derive(Debug, Clone, Copy)]
@@ -69,11 +103,10 @@ impl EmbeddingSet {
                     got: v.len(),
                 });
             }
-            if v.iter().any(|x| !x.is_finite()) {
-                return Err(SdrError::NonFiniteVector { set, row });
-            }
-            if v.iter().all(|&x| x == 0.0) {
-                return Err(SdrError::ZeroVector { set, row });
+            match row_fault(v) {
+                Some(RowFault::NotFinite) => return Err(SdrError::NonFiniteVector { set, row }),
+                Some(RowFault::Zero) => return Err(SdrError::ZeroVector { set, row }),
+                None => {}
             }
         }
         Ok(EmbeddingSet { data, dim })
@@ -155,65 +188,122 @@ impl CostMatrix {
     }
 }
 
-/// Rows scaled to unit norm. Scaling by the largest component first keeps
-/// the norm finite for huge (1e200) and non-zero for tiny (1e-300) vectors.
-/// Multiplies by reciprocals (one division per row, not two per component:
-/// divisions dominated the whole cost matrix at 768 dimensions).
-fn unit_rows(s: &SetView<'_>) -> Vec<f64> {
-    let mut out = Vec::with_capacity(s.n * s.dim);
+/// The rows of a set ready for cosines: the rows themselves (borrowed) and
+/// their inverse norms. A row whose squared norm is not a normal number well
+/// inside the range (huge like 1e200, tiny like 1e-300) is replaced, in an
+/// owned copy, by itself scaled by its largest component, so its norm
+/// neither overflows nor underflows; cosines do not change with scale.
+fn prepared<'a>(s: &SetView<'a>) -> (Cow<'a, [f64]>, Vec<f64>) {
+    let mut rows = Cow::Borrowed(&s.data[..s.n * s.dim]);
+    let mut inv = Vec::with_capacity(s.n);
     for i in 0..s.n {
         let row = s.row(i);
+        let sq = kernel::self_dot(row);
+        if (1e-200..=1e200).contains(&sq) {
+            inv.push(1.0 / sq.sqrt());
+            continue;
+        }
         let scale = row.iter().fold(0.0f64, |m, x| m.max(x.abs()));
         let inv_scale = 1.0 / scale;
-        let start = out.len();
+        let seg = &mut rows.to_mut()[i * s.dim..(i + 1) * s.dim];
         if inv_scale.is_finite() {
-            out.extend(row.iter().map(|x| x * inv_scale));
+            seg.iter_mut().for_each(|x| *x *= inv_scale);
         } else {
             // Subnormal largest component: its reciprocal overflows.
-            out.extend(row.iter().map(|x| x / scale));
+            seg.iter_mut().for_each(|x| *x /= scale);
         }
-        let seg = &mut out[start..];
-        let inv_norm = 1.0 / dot(seg, seg).sqrt();
-        seg.iter_mut().for_each(|y| *y *= inv_norm);
+        inv.push(1.0 / kernel::self_dot(seg).sqrt());
     }
-    out
-}
-
-#[inline]
-fn dot(a: &[f64], b: &[f64]) -> f64 {
-    // Four accumulators let the compiler vectorise without reassociation flags.
-    let mut acc = [0.0f64; 4];
-    let chunks = a.len() / 4;
-    for k in 0..chunks {
-        for l in 0..4 {
-            acc[l] += a[4 * k + l] * b[4 * k + l];
-        }
-    }
-    let mut s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-    for k in chunks * 4..a.len() {
-        s += a[k] * b[k];
-    }
-    s
+    (rows, inv)
 }
 
 /// Cosine cost matrix `M[i][j] = (1 - cos(a_i, b_j)) / 2`, clamped to `[0, 1]`
-/// against rounding.
+/// against rounding. Raw products run in f64 SIMD (see `kernel`) and are
+/// scaled by `1/|a_i| * 1/|b_j|` (that product first, so `M(A, B)` is exactly
+/// the transpose of `M(B, A)`): no unit-norm copy of the rows is made.
 ///
 /// Inputs must already be validated (see [`EmbeddingSet`]); the dimensions of
 /// `a` and `b` must agree.
 pub fn cosine_cost(a: &SetView<'_>, b: &SetView<'_>) -> CostMatrix {
     assert_eq!(a.dim, b.dim, "sets of different dimension");
-    let ua = unit_rows(a);
-    let ub = unit_rows(b);
-    let d = a.dim;
-    let mut data = Vec::with_capacity(a.n * b.n);
-    for ai in ua.chunks_exact(d) {
-        for bj in ub.chunks_exact(d) {
-            let c = dot(ai, bj);
-            data.push(((1.0 - c) * 0.5).clamp(0.0, 1.0));
+    let (ra, ia) = prepared(a);
+    let (rb, ib) = prepared(b);
+    let mut data = vec![0.0; a.n * b.n];
+    kernel::dots(&ra, &rb, a.dim, &mut data);
+    for (row, &x) in data.chunks_exact_mut(b.n.max(1)).zip(&ia) {
+        for (c, &y) in row.iter_mut().zip(&ib) {
+            *c = ((1.0 - *c * (x * y)) * 0.5).clamp(0.0, 1.0);
         }
     }
     CostMatrix::new(a.n, b.n, data)
+}
+
+/// The cost matrices one pair of sets needs: the cross cost `M = d(A, B)`
+/// and, for GW, the intra-set costs `d(A, A)` and `d(B, B)`.
+///
+/// Built from two sets ([`PairCost::between`]), from blocks of a
+/// precomputed Gram matrix ([`PairCost::from_gram`], what the corpus uses),
+/// or around matrices the caller already holds ([`PairCost::borrowed`]).
+/// Every metric reads it through [`crate::Metric::evaluate`].
+#[derive(Debug, Clone)]
+pub struct PairCost<'a> {
+    pub cross: Cow<'a, CostMatrix>,
+    pub intra: Option<(Cow<'a, CostMatrix>, Cow<'a, CostMatrix>)>,
+}
+
+impl PairCost<'static> {
+    /// Cosine costs of two validated sets (see [`EmbeddingSet`]); the intra
+    /// matrices only when `with_intra` (GW needs them).
+    ///
+    /// # Errors
+    /// An empty set, or sets of different dimension.
+    pub fn between(a: &SetView<'_>, b: &SetView<'_>, with_intra: bool) -> Result<Self> {
+        check_pair(a, b)?;
+        Ok(PairCost {
+            cross: Cow::Owned(cosine_cost(a, b)),
+            intra: with_intra
+                .then(|| (Cow::Owned(cosine_cost(a, a)), Cow::Owned(cosine_cost(b, b)))),
+        })
+    }
+
+    /// Blocks of a Gram matrix of raw dot products: rows `a` and `b` of the
+    /// `stride`-column matrix `dots`, with the inverse row norms `inv`
+    /// (see [`gram`]). The intra blocks only when `with_intra`.
+    pub fn from_gram(
+        dots: &[f32],
+        stride: usize,
+        inv: &[f64],
+        a: Range<usize>,
+        b: Range<usize>,
+        with_intra: bool,
+    ) -> Self {
+        let block = |r: &Range<usize>, c: &Range<usize>| {
+            let mut data = Vec::with_capacity(r.len() * c.len());
+            for i in r.clone() {
+                for j in c.clone() {
+                    data.push(gram::cost(dots[i * stride + j], inv[i], inv[j]));
+                }
+            }
+            Cow::Owned(CostMatrix::new(r.len(), c.len(), data))
+        };
+        PairCost {
+            cross: block(&a, &b),
+            intra: with_intra.then(|| (block(&a, &a), block(&b, &b))),
+        }
+    }
+}
+
+impl<'a> PairCost<'a> {
+    /// Around matrices the caller holds (cached intra costs, say).
+    pub fn borrowed(
+        cross: &'a CostMatrix,
+        intra: Option<(&'a CostMatrix, &'a CostMatrix)>,
+    ) -> Self {
+        PairCost {
+            cross: Cow::Borrowed(cross),
+            intra: intra.map(|(a, b)| (Cow::Borrowed(a), Cow::Borrowed(b))),
+        }
+    }
 }
 
 /// Check that two sets can be compared; errors name the offending set.
@@ -261,7 +351,7 @@ mod tests {
 
     #[test]
     fn subnormal_rows_keep_their_direction() {
-        // 1 / 5e-324 overflows: the division fallback of `unit_rows`.
+        // 1 / 5e-324 overflows: the division fallback of `prepared`.
         let a =
             EmbeddingSet::from_rows(&[vec![5e-324, 0.0], vec![-5e-324, 5e-324]], Side::A).unwrap();
         let b = EmbeddingSet::from_rows(&[vec![1.0, 0.0]], Side::B).unwrap();
@@ -269,6 +359,35 @@ mod tests {
         assert_eq!(m.get(0, 0), 0.0);
         let expected = (1.0 + 0.5f64.sqrt()) / 2.0;
         assert!((m.get(1, 0) - expected).abs() < 1e-15);
+    }
+
+    #[test]
+    fn cost_is_exactly_transposed_and_matches_a_naive_cosine() {
+        let mut seed = 17;
+        let dim = 771;
+        let rows = |k: usize, seed: &mut u64| -> Vec<f64> {
+            (0..k * dim)
+                .map(|_| crate::test_support::lcg(seed) - 0.3)
+                .collect()
+        };
+        let (a, b) = (rows(5, &mut seed), rows(9, &mut seed));
+        let (va, vb) = (SetView::new(&a, dim), SetView::new(&b, dim));
+        let ab = cosine_cost(&va, &vb);
+        let ba = cosine_cost(&vb, &va);
+        assert_eq!(ab, ba.transpose());
+        for i in 0..5 {
+            for j in 0..9 {
+                let (x, y) = (va.row(i), vb.row(j));
+                let dot: f64 = x.iter().zip(y).map(|(p, q)| p * q).sum();
+                let nx = x.iter().map(|p| p * p).sum::<f64>().sqrt();
+                let ny = y.iter().map(|p| p * p).sum::<f64>().sqrt();
+                let want = (1.0 - dot / (nx * ny)) / 2.0;
+                assert!((ab.get(i, j) - want).abs() < 1e-14);
+            }
+        }
+        // The diagonal of a set against itself is zero up to rounding.
+        let aa = cosine_cost(&va, &va);
+        assert!((0..5).all(|i| aa.get(i, i) < ZERO_COST_TOL));
     }
 
     #[test]
