@@ -145,7 +145,14 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--budget", type=float, default=30.0, help="max Python seconds per metric")
     ap.add_argument("--out", default=None, help="also write the table (Markdown) here")
+    ap.add_argument("--metrics", default=None, help="subset of the specs, separated by semicolons (specs contain commas; default: all 15)")
     args = ap.parse_args()
+    global SPECS
+    if args.metrics:
+        unknown = [m for m in args.metrics.split(";") if m not in SPECS]
+        if unknown:
+            sys.exit(f"--metrics: unknown spec(s) {unknown}; known: {SPECS}")
+        SPECS = args.metrics.split(";")
 
     pairs = make_pairs(args.pairs, args.dim, args.seed)
     tmp = tempfile.mkdtemp(prefix="sdr-bench-")
@@ -170,8 +177,11 @@ def main():
     warnings.simplefilter("ignore")
     for spec in SPECS:
         f = python_metric(spec)
-        for a, b in pairs[:20]:  # warm-up
+        t_warm = time.perf_counter()
+        for a, b in pairs[:20]:  # warm-up, bounded by a tenth of the budget
             f(a, b)
+            if time.perf_counter() - t_warm > args.budget / 10:
+                break
         vals = []
         t0 = time.perf_counter()
         for a, b in pairs:
