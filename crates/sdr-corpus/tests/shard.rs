@@ -145,7 +145,7 @@ fn merge_refuses_missing_duplicate_and_foreign_shards() {
     // An ordinary corpus is not a shard.
     let single = d.join("single.safetensors");
     build(&src, 16).write(&single).unwrap();
-    let e = merge_err(&[single.clone()]);
+    let e = merge_err(std::slice::from_ref(&single));
     assert!(
         e.contains("single.safetensors") && e.contains("not a shard"),
         "{e}"

@@ -365,7 +365,7 @@ impl ReportScores {
                     .collect();
                 unit.insert("corpus_bleu".into(), Value::Object(bleu));
                 let (h, r): (Vec<Labels>, Vec<Labels>) =
-                    rows.iter().map(|&j| self.labels[j].clone()).unzip();
+                    rows.iter().map(|&j| self.labels[j]).unzip();
                 let rep = chexpert_f1(&h, &r, self.policy)?;
                 let f1: Map<String, Value> = [
                     ("macro_14", rep.macro_14.f1),
