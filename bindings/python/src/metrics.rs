@@ -50,7 +50,10 @@ fn eval_err(e: EvalError) -> PyErr {
 /// `/usr/share/wordnet`; `None` when there is none.
 fn wordnet(dir: Option<&Path>) -> PyResult<Option<WordNet>> {
     match dir.map(Path::to_path_buf).or_else(WordNet::default_dir) {
-        Some(d) => WordNet::load(&d).map(Some).map_err(eval_err),
+        // A wrong folder fails on its first file; say that it is WordNet's.
+        Some(d) => WordNet::load(&d).map(Some).map_err(|e| {
+            pyo3::exceptions::PyRuntimeError::new_err(format!("WordNet at {}: {e}", d.display()))
+        }),
         None => Ok(None),
     }
 }

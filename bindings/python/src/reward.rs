@@ -264,11 +264,17 @@ impl PyRewardScorer {
         // used) and sections whose distance was not finite (term 0); SPEC §4.
         out.set_item(
             "unconverged",
-            scores.iter().map(|s| s.unconverged).collect::<Vec<_>>(),
+            scores
+                .iter()
+                .map(|s| u32::from(s.unconverged))
+                .collect::<Vec<_>>(),
         )?;
         out.set_item(
             "failed",
-            scores.iter().map(|s| s.failed).collect::<Vec<_>>(),
+            scores
+                .iter()
+                .map(|s| u32::from(s.failed))
+                .collect::<Vec<_>>(),
         )?;
         Ok(out)
     }
