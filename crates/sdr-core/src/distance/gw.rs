@@ -97,11 +97,7 @@ pub fn gw_distance(ca: &CostMatrix, cb: &CostMatrix, eps: f64) -> Result<Evaluat
         DEFAULT_TOL,
         DEFAULT_MAX_ITER,
     )?;
-    Ok(Evaluation {
-        value: r.value,
-        converged: r.converged,
-        iterations: r.iterations,
-    })
+    Ok(r.into())
 }
 
 /// Entropic GW coupling between `(c1, p)` and `(c2, q)` for the square loss,

@@ -64,6 +64,16 @@ impl Evaluation {
     }
 }
 
+impl From<SolverResult> for Evaluation {
+    fn from(r: SolverResult) -> Self {
+        Evaluation {
+            value: r.value,
+            converged: r.converged,
+            iterations: r.iterations,
+        }
+    }
+}
+
 /// Uniform masses `1/n`.
 pub fn uniform(n: usize) -> Vec<f64> {
     vec![1.0 / n as f64; n]

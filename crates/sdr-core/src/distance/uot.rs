@@ -92,11 +92,7 @@ pub fn uot_distance(m: &CostMatrix, eps: f64, tau: f64) -> Result<Evaluation> {
         DEFAULT_TOL,
         DEFAULT_MAX_ITER,
     )?;
-    Ok(Evaluation {
-        value: r.value,
-        converged: r.converged,
-        iterations: r.iterations,
-    })
+    Ok(r.into())
 }
 
 /// Unbalanced entropic OT plan between positive masses `p` (length `n`) and

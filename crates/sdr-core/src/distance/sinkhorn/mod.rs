@@ -108,11 +108,7 @@ pub fn sinkhorn_distance(m: &CostMatrix, eps: f64) -> Result<Evaluation> {
         DEFAULT_TOL,
         DEFAULT_MAX_ITER,
     )?;
-    Ok(Evaluation {
-        value: r.value,
-        converged: r.converged,
-        iterations: r.iterations,
-    })
+    Ok(r.into())
 }
 
 /// Entropic OT plan between masses `p` (length `n`) and `q` (length `m`) for
