@@ -152,7 +152,7 @@ def main():
     variants = [(args.sdr, "sdr f32", ["--no-cache"]),
                 (args.sdr, "sdr f32 --parallelism batches", ["--no-cache", "--parallelism", "batches"])]
     if args.candle_bf16:
-        variants.append((args.sdr, "sdr bf16 (candle)", ["--no-cache", "--precision", "bf16"]))
+        variants.append((args.sdr, "sdr bf16 (candle)", ["--no-cache", "--precision", "bf16-candle"]))
     if args.sdr_mkl:
         variants += [(args.sdr_mkl, "sdr f32 (MKL)", ["--no-cache"]),
                      (args.sdr_mkl, "sdr mixed-bf16 (MKL)", ["--no-cache", "--precision", "mixed-bf16"])]

@@ -70,6 +70,12 @@ def main() -> None:
     ap.add_argument("--max-completion-length", type=int, default=128)
     ap.add_argument("--lr", type=float, default=2e-5, help="paper's GRPO learning rate")
     ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument(
+        "--beta",
+        type=float,
+        default=0.0,
+        help="KL coefficient against the SFT policy (TRL's beta; 0 = no reference model, TRL's default)",
+    )
     ap.add_argument("--save-steps", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--bf16", action="store_true", help="bf16 autocast (fp32 by default: see docs/results/grpo.md)")
@@ -111,6 +117,7 @@ def main() -> None:
         learning_rate=args.lr,
         lr_scheduler_type="constant",
         temperature=args.temperature,
+        beta=args.beta,
         reward_weights=weights,
         logging_steps=1,
         save_strategy="steps",
@@ -139,6 +146,7 @@ def main() -> None:
         "max_completion_length": args.max_completion_length,
         "lr": args.lr,
         "temperature": args.temperature,
+        "beta": args.beta,
         "bf16": args.bf16,
         "seed": args.seed,
         "init": str(init),

@@ -46,5 +46,5 @@ rm -rf "$WHEELS"
 "$VENV/bin/maturin" build --release -q -m bindings/python/Cargo.toml -i "$VENV/bin/python" -o "$WHEELS"
 "${PIP[@]}" --force-reinstall --no-deps "$WHEELS"/sdr-*.whl
 echo "== building the sdr CLI (release; recipes/evaluate.py scores with \`sdr score\`)"
-cargo build --release -q -p sdr-cli
+bash scripts/build-sdr.sh -q
 echo "recipes/setup.sh: done; run the recipes with $VENV/bin/python"

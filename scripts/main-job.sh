@@ -44,7 +44,7 @@ fi
 step() { echo "== [$(( SECONDS - t0 )) s] $*"; }
 t0=$SECONDS
 bash scripts/fetch-model.sh
-cargo build --release -q -p sdr-cli --bin sdr
+bash scripts/build-sdr.sh -q
 step "set-up done"
 TARGET="${CARGO_TARGET_DIR:-target}"
 SDR="$TARGET/release/sdr"

@@ -33,7 +33,7 @@ REPORT=docs/results/pruning.md
 
 bash scripts/fetch-model.sh >/dev/null
 bash scripts/fetch-smollm2.sh >/dev/null
-cargo build --release -q -p sdr-cli --bin sdr
+bash scripts/build-sdr.sh -q
 SDR="${CARGO_TARGET_DIR:-target}/release/sdr"
 
 if [ -n "${REGENERATE:-}" ] || [ ! -s "$GEN" ]; then

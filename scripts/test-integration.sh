@@ -16,7 +16,7 @@ cargo test --release -p sdr-gen -- --ignored --nocapture
 
 # The CLI against the same server: `sdr generate` and live `sdr prune` with the
 # openai back-end on a few test studies.
-cargo build --release -q -p sdr-cli --bin sdr
+bash scripts/build-sdr.sh -q
 SDR="${CARGO_TARGET_DIR:-target}/release/sdr"
 bash scripts/fetch-model.sh >/dev/null
 PORT=${SDR_LLAMA_PORT:-18089}

@@ -20,7 +20,7 @@ VENV=$(bash scripts/setup-ray.sh | tail -n 1)
 [[ "$VENV" = /* ]] || VENV=$PWD/$VENV
 RAY=$VENV/bin/ray
 PY=$VENV/bin/python
-cargo build --release -q -p sdr-cli --bin sdr
+bash scripts/build-sdr.sh -q
 SDR="${CARGO_TARGET_DIR:-target}/release/sdr"
 ENCODER=${SDR_RAY_ENCODER:-hash-64}
 [ "$ENCODER" != mpnet ] || bash scripts/fetch-model.sh >/dev/null

@@ -20,8 +20,13 @@ pub enum Precision {
     /// 32-bit floats everywhere (the reference; parity >= 0.9999).
     #[default]
     F32,
-    /// bfloat16 weights and activations (pooling in f32).
+    /// bfloat16 where this CPU computes it faster than f32: dense-layer GEMMs in bf16
+    /// through MKL on CPUs with AMX-BF16 (the `mkl` build that `scripts/setup.sh`
+    /// makes), chosen at load time; elsewhere f32, with a [`Encoder::notice`]. Without
+    /// AMX, MKL's bf16 GEMM runs at about 0.6x its f32 GEMM on AVX-512 (bench/README.md).
     Bf16,
+    /// bfloat16 weights and activations in candle (pooling in f32); slow on CPUs.
+    Bf16Candle,
     /// IEEE half weights and activations (pooling in f32).
     F16,
     /// f32 activations, dense-layer GEMMs in bfloat16 on Intel MKL (AMX / AVX-512 BF16
@@ -33,7 +38,8 @@ impl Precision {
     fn dtype(self) -> DType {
         match self {
             Precision::F32 => DType::F32,
-            Precision::Bf16 => DType::BF16,
+            Precision::Bf16 => DType::F32,
+            Precision::Bf16Candle => DType::BF16,
             Precision::F16 => DType::F16,
             Precision::MixedBf16 => DType::F32,
         }
@@ -46,22 +52,68 @@ impl std::str::FromStr for Precision {
         match s.to_ascii_lowercase().as_str() {
             "f32" | "fp32" => Ok(Precision::F32),
             "bf16" => Ok(Precision::Bf16),
+            "bf16-candle" | "bf16_candle" => Ok(Precision::Bf16Candle),
             "f16" | "fp16" => Ok(Precision::F16),
             "mixed-bf16" | "mixed_bf16" => Ok(Precision::MixedBf16),
             _ => Err(EmbedError::InvalidOption {
                 name: "precision",
                 value: s.to_string(),
-                reason: "expected f32, bf16, f16 or mixed-bf16",
+                reason: "expected f32, bf16, bf16-candle, f16 or mixed-bf16",
             }),
         }
     }
 }
 
+/// `Bf16` as run on this build and CPU: MKL's mixed bf16 GEMM where AMX-BF16 makes it
+/// faster than f32, otherwise f32 and the reason.
+fn resolve_precision(asked: Precision, amx_bf16: bool) -> (Precision, Option<String>) {
+    if asked != Precision::Bf16 {
+        return (asked, None);
+    }
+    if !cfg!(feature = "mkl") {
+        return (
+            Precision::F32,
+            Some(
+                "bf16: this build has no MKL (scripts/setup.sh builds with it); running f32".into(),
+            ),
+        );
+    }
+    if amx_bf16 {
+        (Precision::MixedBf16, None)
+    } else {
+        (
+            Precision::F32,
+            Some(
+                "bf16: this CPU has no AMX-BF16, where MKL's bf16 GEMM is slower than f32 \
+                 (bench/README.md); running f32"
+                    .into(),
+            ),
+        )
+    }
+}
+
+/// Whether the CPU has AMX-BF16 tiles that the kernel enabled (Linux lists `amx_bf16`
+/// in `/proc/cpuinfo` only then).
+pub fn cpu_has_amx_bf16() -> bool {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .map(|s| {
+            s.lines()
+                .filter(|l| l.starts_with("flags"))
+                .any(|l| l.split_whitespace().any(|f| f == "amx_bf16"))
+        })
+        .unwrap_or(false)
+}
+
 /// How the two (or more) cores are used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Parallelism {
-    /// Batches run one after the other; candle's matmul uses all threads.
+    /// `Batches` when there are at least as many batches as threads, else `Gemm`:
+    /// with few sentences one batch's matrix products are all there is to split, with
+    /// many, whole batches per core avoid the per-operation synchronisation (about 1.4x
+    /// on 600 IU sentences, 2 cores; bench/README.md).
     #[default]
+    Auto,
+    /// Batches run one after the other; candle's matmul uses all threads.
     Gemm,
     /// Batches run concurrently on the rayon pool (nested matmul threading too).
     Batches,
@@ -86,7 +138,7 @@ impl Default for EncoderOptions {
         Self {
             precision: Precision::F32,
             batch_size: 32,
-            parallelism: Parallelism::Gemm,
+            parallelism: Parallelism::Auto,
             cache: true,
             max_seq_length: None,
         }
@@ -130,7 +182,29 @@ pub struct Encoder {
     device: Device,
     opts: EncoderOptions,
     cache: Option<SentenceCache>,
+    notice: Option<String>,
     weights_hash: OnceLock<String>,
+}
+
+/// Runs `f` with MKL's GEMMs single-threaded on this thread: when whole batches run
+/// concurrently, one per core, MKL's own threads would only oversubscribe the cores
+/// (about 10% slower on 2 cores).
+#[cfg(feature = "mkl")]
+fn blas_single_threaded<T>(f: impl FnOnce() -> T) -> T {
+    extern "C" {
+        // int MKL_Set_Num_Threads_Local(int nth); returns the previous setting (0 = global).
+        fn MKL_Set_Num_Threads_Local(nth: i32) -> i32;
+    }
+    // SAFETY: a thread-local MKL setting, restored before returning.
+    let previous = unsafe { MKL_Set_Num_Threads_Local(1) };
+    let out = f();
+    unsafe { MKL_Set_Num_Threads_Local(previous) };
+    out
+}
+
+#[cfg(not(feature = "mkl"))]
+fn blas_single_threaded<T>(f: impl FnOnce() -> T) -> T {
+    f()
 }
 
 fn read_max_seq_length(dir: &Path) -> Result<Option<usize>> {
@@ -165,6 +239,8 @@ impl Encoder {
             });
         }
         let device = Device::Cpu;
+        let (precision, notice) = resolve_precision(opts.precision, cpu_has_amx_bf16());
+        let opts = EncoderOptions { precision, ..opts };
         if opts.precision == Precision::MixedBf16 && !cfg!(feature = "mkl") {
             return Err(EmbedError::InvalidOption {
                 name: "precision",
@@ -198,8 +274,19 @@ impl Encoder {
             device,
             cache: opts.cache.then(SentenceCache::new),
             opts,
+            notice,
             weights_hash: OnceLock::new(),
         })
+    }
+
+    /// The precision the encoder runs at (`Bf16` resolved for this CPU and build).
+    pub fn precision(&self) -> Precision {
+        self.opts.precision
+    }
+
+    /// Why the precision asked for was replaced, if it was (one line, for the user).
+    pub fn notice(&self) -> Option<&str> {
+        self.notice.as_deref()
     }
 
     /// The model's name (its folder name, e.g. `all-mpnet-base-v2`).
@@ -311,9 +398,18 @@ impl Encoder {
                     source,
                 })
         };
-        let outputs: Vec<Vec<f32>> = match self.opts.parallelism {
-            Parallelism::Gemm => batches.iter().map(run).collect::<Result<_>>()?,
-            Parallelism::Batches => batches.par_iter().map(run).collect::<Result<_>>()?,
+        let concurrent = match self.opts.parallelism {
+            Parallelism::Auto => batches.len() >= rayon::current_num_threads(),
+            Parallelism::Gemm => false,
+            Parallelism::Batches => true,
+        };
+        let outputs: Vec<Vec<f32>> = if concurrent {
+            batches
+                .par_iter()
+                .map(|b| blas_single_threaded(|| run(b)))
+                .collect::<Result<_>>()?
+        } else {
+            batches.iter().map(run).collect::<Result<_>>()?
         };
         let mut data = vec![0f32; texts.len() * dim];
         for (batch, out) in batches.iter().zip(outputs) {
@@ -399,5 +495,42 @@ impl Encoder {
         let (ids, mask, seq) = self.batch_tensors(rows)?;
         let hidden = self.backbone.forward(&ids, &mask)?.to_dtype(DType::F32)?;
         Ok((hidden.flatten_all()?.to_vec1::<f32>()?, seq))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bf16_resolves_for_build_and_cpu() {
+        assert_eq!(
+            resolve_precision(Precision::F32, true),
+            (Precision::F32, None)
+        );
+        assert_eq!(
+            resolve_precision(Precision::Bf16Candle, false).0,
+            Precision::Bf16Candle
+        );
+        let (without_amx, why) = resolve_precision(Precision::Bf16, false);
+        assert_eq!(without_amx, Precision::F32);
+        assert!(why.unwrap().starts_with("bf16: "));
+        let with_amx = resolve_precision(Precision::Bf16, true).0;
+        let expected = if cfg!(feature = "mkl") {
+            Precision::MixedBf16
+        } else {
+            Precision::F32
+        };
+        assert_eq!(with_amx, expected);
+    }
+
+    #[test]
+    fn bf16_and_candle_bf16_parse() {
+        assert_eq!("bf16".parse::<Precision>().unwrap(), Precision::Bf16);
+        assert_eq!(
+            "bf16-candle".parse::<Precision>().unwrap(),
+            Precision::Bf16Candle
+        );
+        assert!("int4".parse::<Precision>().is_err());
     }
 }

@@ -13,6 +13,7 @@
 //!
 //! Paper: "SDR: Set-Distance Rewards for Radiology Report Generation".
 
+pub mod activation;
 pub mod backbone;
 pub mod cache;
 pub mod discover;

@@ -106,7 +106,7 @@ fn gelu(xs: &Tensor, act: &str) -> Result<Tensor> {
     match act {
         "gelu_new" | "gelu_pytorch_tanh" => xs.gelu(),
         "relu" => xs.relu(),
-        _ => xs.gelu_erf(),
+        _ => crate::activation::gelu_erf(xs),
     }
 }
 

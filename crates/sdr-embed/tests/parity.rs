@@ -39,7 +39,7 @@ fn mpnet_parity_holds_across_batching_and_threads() {
 fn mpnet_reduced_precision_stays_close() {
     let fx = common::load_fixture("mpnet.json");
     let opts = EncoderOptions {
-        precision: Precision::Bf16,
+        precision: Precision::Bf16Candle,
         ..Default::default()
     };
     let enc = common::encoder("all-mpnet-base-v2", opts);

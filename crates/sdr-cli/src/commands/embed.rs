@@ -21,8 +21,11 @@ pub enum Format {
 pub enum PrecisionArg {
     /// 32-bit floats (the reference; cosine >= 0.9999 to sentence-transformers).
     F32,
-    /// bfloat16 weights and activations.
+    /// bfloat16 GEMMs where this CPU runs them faster than f32 (AMX-BF16, through the
+    /// MKL build that scripts/setup.sh makes); f32 elsewhere, with a notice on stderr.
     Bf16,
+    /// bfloat16 weights and activations in candle (slow on CPUs).
+    Bf16Candle,
     /// IEEE half weights and activations.
     F16,
     /// f32 activations, dense-layer GEMMs in bfloat16 on Intel MKL (AMX where present);
@@ -32,6 +35,9 @@ pub enum PrecisionArg {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ParallelArg {
+    /// Several batches at once when there are at least as many batches as threads,
+    /// otherwise one batch at a time with threaded matrix products
+    Auto,
     /// One batch at a time, matrix products threaded over all cores.
     Gemm,
     /// Several batches at once on the thread pool.
@@ -65,7 +71,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = PrecisionArg::F32)]
     pub precision: PrecisionArg,
     /// How batches use the cores.
-    #[arg(long, value_enum, default_value_t = ParallelArg::Gemm)]
+    #[arg(long, value_enum, default_value_t = ParallelArg::Auto)]
     pub parallelism: ParallelArg,
     /// Keep a sentence-embedding cache in this folder across runs (keyed by model
     /// weights hash and precision).
@@ -94,6 +100,7 @@ pub fn run(args: Args) -> Result<()> {
     let precision = match args.precision {
         PrecisionArg::F32 => Precision::F32,
         PrecisionArg::Bf16 => Precision::Bf16,
+        PrecisionArg::Bf16Candle => Precision::Bf16Candle,
         PrecisionArg::F16 => Precision::F16,
         PrecisionArg::MixedBf16 => Precision::MixedBf16,
     };
@@ -101,6 +108,7 @@ pub fn run(args: Args) -> Result<()> {
         precision,
         batch_size: args.batch_size,
         parallelism: match args.parallelism {
+            ParallelArg::Auto => Parallelism::Auto,
             ParallelArg::Gemm => Parallelism::Gemm,
             ParallelArg::Batches => Parallelism::Batches,
         },
@@ -108,6 +116,10 @@ pub fn run(args: Args) -> Result<()> {
         ..Default::default()
     };
     let encoder = Encoder::load(&dir, opts)?;
+    if let Some(notice) = encoder.notice() {
+        eprintln!("sdr embed: {notice}");
+    }
+    let precision = encoder.precision();
     let cache_file = match &args.cache_dir {
         Some(cd) => {
             let hash = encoder.weights_sha256()?;
