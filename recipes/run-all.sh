@@ -33,6 +33,17 @@ grpo_pair exact fmt
 # Beyond the paper: Chamfer over distinct sentences (SDRReward(distinct_sentences=True)),
 # the fix for the repetition the R_cham policy learns (docs/results/grpo.md).
 grpo_pair cham-set
+# Beyond the paper: R_cham with a KL penalty against the SFT policy (TRL's beta), against
+# the length drift of the R_cham policy (docs/results/grpo.md); both at once.
+kl_pids=()
+for b in 04 2; do
+  if [ -f "$OUT/grpo-cham-kl$b/final/config.json" ]; then continue; fi
+  echo "== GRPO cham, beta 0.$b ($STEPS steps)"
+  SDR_TORCH_THREADS=1 "$PY" recipes/grpo.py --reward cham --steps "$STEPS" --beta "0.$b" \
+    --out "$OUT/grpo-cham-kl$b" >> "$OUT/grpo-cham-kl$b.log" 2>&1 &
+  kl_pids+=($!)
+done
+for p in "${kl_pids[@]}"; do wait "$p"; done
 
 echo "== evaluation"
 "$PY" recipes/evaluate.py --studies 100 \
@@ -42,13 +53,17 @@ echo "== evaluation"
   --policy "GRPO(R_cham)=$OUT/grpo-cham/final" \
   --policy "GRPO(R_haus)=$OUT/grpo-haus/final" \
   --policy "GRPO(R_cham, distinct)=$OUT/grpo-cham-set/final" \
+  --policy "GRPO(R_cham, KL 0.04)=$OUT/grpo-cham-kl04/final" \
+  --policy "GRPO(R_cham, KL 0.2)=$OUT/grpo-cham-kl2/final" \
   --logs "R_exact=$OUT/grpo-exact/log_history.jsonl" \
   --logs "R_fmt=$OUT/grpo-fmt/log_history.jsonl" \
   --logs "R_cham=$OUT/grpo-cham/log_history.jsonl" \
   --logs "R_haus=$OUT/grpo-haus/log_history.jsonl" \
-  --logs "R_cham_distinct=$OUT/grpo-cham-set/log_history.jsonl"
+  --logs "R_cham_distinct=$OUT/grpo-cham-set/log_history.jsonl" \
+  --logs "R_cham_kl0.04=$OUT/grpo-cham-kl04/log_history.jsonl" \
+  --logs "R_cham_kl0.2=$OUT/grpo-cham-kl2/log_history.jsonl"
 mkdir -p docs/results/grpo
-for r in sft grpo-exact grpo-fmt grpo-cham grpo-haus grpo-cham-set; do
+for r in sft grpo-exact grpo-fmt grpo-cham grpo-haus grpo-cham-set grpo-cham-kl04 grpo-cham-kl2; do
   cp "$OUT/$r/log_history.jsonl" "docs/results/grpo/$r.log_history.jsonl"
   cp "$OUT/$r/run.json" "docs/results/grpo/$r.run.json"
 done

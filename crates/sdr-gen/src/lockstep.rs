@@ -6,8 +6,13 @@
 //! sentence). While a candidate is live its last unit may still grow, so it
 //! counts as complete only once text after it has arrived; this costs at most
 //! one token of the next sentence, which is counted as generated.
+//!
+//! A candidate whose report has ended (SPEC §1: `</answer>`, a second Findings or
+//! Impression header, a line opening another example) is stopped there and its
+//! stream closed: what a small model writes after its report (the prompt's examples,
+//! again) cannot change the parsed report, only cost tokens.
 
-use sdr_core::report::{plain_units, Section};
+use sdr_core::report::{plain_units, report_ended, Section};
 use serde::Serialize;
 
 use crate::{Candidates, End, GenError};
@@ -75,6 +80,16 @@ impl CandidateState {
         if piece.end.is_some() {
             self.end = piece.end;
         }
+        self.recount();
+    }
+
+    /// Ends a live candidate (its text is kept) and counts its last sentence as complete.
+    fn finish(&mut self, end: End) {
+        self.end = Some(end);
+        self.recount();
+    }
+
+    fn recount(&mut self) {
         let units = plain_units(&self.text).len();
         let complete = if self.is_live() {
             units.saturating_sub(1)
@@ -92,13 +107,24 @@ impl CandidateState {
 pub struct LockStep<'a> {
     batch: Box<dyn Candidates + 'a>,
     states: Vec<CandidateState>,
+    stop_at_report_end: bool,
 }
 
 impl<'a> LockStep<'a> {
     /// Wraps started candidates.
     pub fn new(batch: Box<dyn Candidates + 'a>) -> Self {
         let states = vec![CandidateState::default(); batch.k()];
-        Self { batch, states }
+        Self {
+            batch,
+            states,
+            stop_at_report_end: true,
+        }
+    }
+
+    /// Whether a candidate is stopped once its report has ended (on by default).
+    pub fn stop_at_report_end(mut self, on: bool) -> Self {
+        self.stop_at_report_end = on;
+        self
     }
 
     /// Every candidate's state.
@@ -150,7 +176,12 @@ impl<'a> LockStep<'a> {
                 )));
             }
             for (&id, piece) in todo.iter().zip(pieces) {
-                self.states[id].push(piece);
+                let state = &mut self.states[id];
+                state.push(piece);
+                if self.stop_at_report_end && state.is_live() && report_ended(&state.text) {
+                    self.batch.cancel(id);
+                    state.finish(End::Stop);
+                }
                 on_piece(id, &self.states[id]);
             }
             todo = pending(&self.states);

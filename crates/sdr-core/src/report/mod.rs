@@ -23,7 +23,7 @@ mod template;
 
 use serde::{Deserialize, Serialize};
 
-pub use plain::{parse_plain, plain_units, Section, Unit};
+pub use plain::{parse_plain, plain_report_ended, plain_units, Section, Unit};
 pub use reward_exact::{exact_match_reward, normalize_for_exact_match, ExactMatchReward};
 pub use segment::{split_sentences, SEGMENTER_VERSION, SHORT_LINE};
 pub use template::{
@@ -84,6 +84,26 @@ pub fn parse_report(text: &str) -> ParsedReport {
         parse_template(text)
     } else {
         parse_plain(text)
+    }
+}
+
+/// Whether a (possibly still streaming) output has reached the end of its report:
+/// `</answer>` in the template, or the end rule of plain-header text (SPEC §1, see
+/// [`plain_report_ended`]). Nothing after that point can change [`parse_report`].
+///
+/// # Examples
+/// ```
+/// use sdr_core::report::report_ended;
+///
+/// assert!(report_ended("<think>A.</think><answer>B.</answer>"));
+/// assert!(!report_ended("<think>A.</think><answer>B."));
+/// assert!(report_ended("Findings: A.\nImpression: B.\n\nExample 2:"));
+/// ```
+pub fn report_ended(text: &str) -> bool {
+    if has_template_tag(text) {
+        text.contains(ANSWER_CLOSE)
+    } else {
+        plain_report_ended(text)
     }
 }
 

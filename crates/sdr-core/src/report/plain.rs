@@ -105,40 +105,7 @@ pub struct Unit {
 pub fn plain_units(text: &str) -> Vec<Unit> {
     let c = normalize(text);
     let n = c.len();
-    // (header start, kind, content start)
-    let mut headers: Vec<(usize, SectionKind, usize)> = Vec::new();
-    // Starts of lines that open another example or report.
-    let mut markers: Vec<usize> = Vec::new();
-    let mut i = 0;
-    let mut last_non_blank: Option<char> = None;
-    while i < n {
-        let line_start = i == 0 || c[i - 1] == '\n';
-        let inline = !line_start
-            && matches!(c[i - 1], ' ' | '\t')
-            && !c[i].is_whitespace()
-            && matches!(last_non_blank, Some('.' | '!' | '?'));
-        if line_start && example_marker_at(&c, i) {
-            markers.push(i);
-        }
-        let found = if line_start {
-            header_at(&c, i, Position::LineStart)
-        } else if inline {
-            header_at(&c, i, Position::Inline)
-        } else {
-            None
-        };
-        if let Some(h) = found {
-            // `content_start > i` always holds (a name was consumed), so this advances.
-            headers.push((i, h.kind, h.content_start));
-            i = h.content_start.max(i + 1);
-            last_non_blank = Some(':');
-            continue;
-        }
-        if !c[i].is_whitespace() {
-            last_non_blank = Some(c[i]);
-        }
-        i += 1;
-    }
+    let (headers, markers) = scan(&c);
     let (headers, end) = report_headers(&headers, &markers);
     let n = end.unwrap_or(n);
     let mut units = Vec::new();
@@ -165,6 +132,67 @@ pub fn plain_units(text: &str) -> Vec<Unit> {
         }
     }
     units
+}
+
+/// Whether the report in `text` has ended: a second Findings or Impression
+/// header, or a line opening another example or report, after the report
+/// started (the module rules). Streaming generation stops a candidate there,
+/// since nothing after it can change the parsed report.
+///
+/// # Examples
+/// ```
+/// use sdr_core::report::plain_report_ended;
+///
+/// assert!(!plain_report_ended("Findings: Clear.\nImpression: Normal."));
+/// assert!(plain_report_ended("Findings: Clear.\nImpression: Normal.\nExample 2"));
+/// assert!(plain_report_ended("Findings: A.\nImpression: B.\nFindings: C."));
+/// ```
+pub fn plain_report_ended(text: &str) -> bool {
+    let c = normalize(text);
+    let (headers, markers) = scan(&c);
+    report_headers(&headers, &markers).1.is_some()
+}
+
+/// Headers `(start, kind, content start)` and example-marker line starts of
+/// normalised text.
+#[allow(clippy::type_complexity)]
+fn scan(c: &[char]) -> (Vec<(usize, SectionKind, usize)>, Vec<usize>) {
+    let n = c.len();
+    // (header start, kind, content start)
+    let mut headers: Vec<(usize, SectionKind, usize)> = Vec::new();
+    // Starts of lines that open another example or report.
+    let mut markers: Vec<usize> = Vec::new();
+    let mut i = 0;
+    let mut last_non_blank: Option<char> = None;
+    while i < n {
+        let line_start = i == 0 || c[i - 1] == '\n';
+        let inline = !line_start
+            && matches!(c[i - 1], ' ' | '\t')
+            && !c[i].is_whitespace()
+            && matches!(last_non_blank, Some('.' | '!' | '?'));
+        if line_start && example_marker_at(c, i) {
+            markers.push(i);
+        }
+        let found = if line_start {
+            header_at(c, i, Position::LineStart)
+        } else if inline {
+            header_at(c, i, Position::Inline)
+        } else {
+            None
+        };
+        if let Some(h) = found {
+            // `content_start > i` always holds (a name was consumed), so this advances.
+            headers.push((i, h.kind, h.content_start));
+            i = h.content_start.max(i + 1);
+            last_non_blank = Some(':');
+            continue;
+        }
+        if !c[i].is_whitespace() {
+            last_non_blank = Some(c[i]);
+        }
+        i += 1;
+    }
+    (headers, markers)
 }
 
 /// The headers that belong to the report, each with its kind demoted to
