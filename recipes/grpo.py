@@ -51,6 +51,29 @@ def make_reward(kind: str):
     raise SystemExit(f"--reward must be one of {REWARDS}, got {kind!r}")
 
 
+class CompletionLog:
+    """Wraps a reward function and appends each call's completions to a JSON Lines
+    file (``{"step", "completion", "reference"}``), the input of
+    ``bench/cache_replay.py --completions``. Same name and return value as the
+    wrapped reward, so TRL logs and optimises exactly what it would without it."""
+
+    def __init__(self, reward, path: Path):
+        self.reward = reward
+        self.path = path
+        self.__name__ = reward.__name__
+
+    def __call__(self, prompts=None, completions=None, **kwargs):
+        out = self.reward(prompts=prompts, completions=completions, **kwargs)
+        state = kwargs.get("trainer_state")
+        step = getattr(state, "global_step", None)
+        refs = kwargs.get(getattr(self.reward, "reference_column", "solution")) or [None] * len(completions)
+        with open(self.path, "a") as f:
+            for c, r in zip(completions, refs):
+                text = c if isinstance(c, str) else c[-1]["content"]
+                f.write(json.dumps({"step": step, "completion": text, "reference": r}) + "\n")
+        return out
+
+
 def prompts(n: int, seed: int):
     rows = common.studies("train")
     random.Random(seed).shuffle(rows)
@@ -81,6 +104,11 @@ def main() -> None:
     ap.add_argument("--bf16", action="store_true", help="bf16 autocast (fp32 by default: see docs/results/grpo.md)")
     ap.add_argument("--no-monitor", action="store_true", help="do not log the weight-0 Chamfer monitor")
     ap.add_argument("--out", default=None, help="default recipes/out/grpo-<reward>")
+    ap.add_argument(
+        "--log-completions",
+        action="store_true",
+        help="append every step's completions to <out>/completions.jsonl (bench/cache_replay.py replays them)",
+    )
     args = ap.parse_args()
 
     import torch
@@ -103,6 +131,8 @@ def main() -> None:
     n_prompts = args.steps * args.prompts_per_step
     ds = Dataset.from_list(prompts(n_prompts, args.seed + 1))
     reward_funcs = [make_reward(args.reward)]
+    if args.log_completions:
+        reward_funcs[0] = CompletionLog(reward_funcs[0], out / "completions.jsonl")
     weights = [1.0]
     if not args.no_monitor and args.reward != "cham":
         reward_funcs.append(sdr.SDRReward(metric="chamfer", name="monitor_cham"))

@@ -6,11 +6,13 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use sdr_reward::{BatchStats, Embedder, Reference, RewardOptions, Scorer};
+use sdr_embed::{EmbedError, SentenceCache, SentenceEncoder};
+use sdr_reward::{BatchStats, LoadOutcome, PersistentCache, Reference, RewardOptions, Scorer};
 
 use crate::encoder::load_encoder;
 use crate::error::ToPy;
@@ -34,17 +36,19 @@ pub fn check_reward_options(
 
 /// A Python callable ``list[str] -> (n, d)`` array (numpy, torch, or
 /// anything ``numpy.asarray`` takes) used as the sentence encoder: parsing,
-/// deduplication, the reference cache and the distances stay in Rust; only
+/// deduplication, the sentence cache and the distances stay in Rust; only
 /// the distinct sentences not cached reach the callable, in one call per batch.
 struct CallableEmbedder {
     func: Py<PyAny>,
     dim: usize,
     name: String,
+    /// What the user says the callable is (`encoder_id=`); keys the sentence cache.
+    id: Option<String>,
 }
 
 impl CallableEmbedder {
     /// Wraps `func`, calling it once on a probe sentence to learn the dimension.
-    fn new(py: Python<'_>, func: Py<PyAny>) -> PyResult<Self> {
+    fn new(py: Python<'_>, func: Py<PyAny>, id: Option<String>) -> PyResult<Self> {
         let name = func
             .bind(py)
             .getattr("__name__")
@@ -57,6 +61,7 @@ impl CallableEmbedder {
             func,
             dim: probe.1,
             name,
+            id,
         })
     }
 }
@@ -113,16 +118,25 @@ fn call_matrix(
     Ok((flat, shape[1]))
 }
 
-impl Embedder for CallableEmbedder {
+impl SentenceEncoder for CallableEmbedder {
     fn dim(&self) -> usize {
         self.dim
     }
     fn name(&self) -> String {
         self.name.clone()
     }
-    fn embed(&self, texts: &[&str]) -> sdr_reward::Result<Vec<f32>> {
-        let external = |message: String| sdr_reward::RewardError::External {
-            name: self.name.clone(),
+    fn weights_sha256(&self) -> sdr_embed::Result<String> {
+        Ok("callable".to_string())
+    }
+    fn identity(&self) -> sdr_embed::Result<String> {
+        Ok(match &self.id {
+            Some(id) => format!("callable:{id}"),
+            None => format!("callable:{}", self.name),
+        })
+    }
+    fn embed(&self, texts: &[&str]) -> sdr_embed::Result<Vec<f32>> {
+        let external = |message: String| EmbedError::External {
+            encoder: self.name.clone(),
             message,
         };
         let (flat, dim) =
@@ -142,12 +156,15 @@ impl Embedder for CallableEmbedder {
 pub struct PyRewardScorer {
     scorer: Scorer,
     last: Mutex<BatchStats>,
+    /// What was found at ``cache_path`` (one line), when one was given.
+    cache_load: Option<String>,
+    cache_refused: bool,
 }
 
 #[pymethods]
 impl PyRewardScorer {
     #[new]
-    #[pyo3(signature = (metric = "chamfer", format_weight = 1.0, semantic_weight = 1.0, exact = false, model_dir = None, encoder = None, distinct_sentences = false, clinical_weight = 0.0))]
+    #[pyo3(signature = (metric = "chamfer", format_weight = 1.0, semantic_weight = 1.0, exact = false, model_dir = None, encoder = None, distinct_sentences = false, clinical_weight = 0.0, cache_mib = sdr_reward::DEFAULT_CACHE_MIB, cache_path = None, cache_save_interval = 300.0, encoder_id = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -159,12 +176,28 @@ impl PyRewardScorer {
         encoder: Option<Py<PyAny>>,
         distinct_sentences: bool,
         clinical_weight: f64,
+        cache_mib: f64,
+        cache_path: Option<PathBuf>,
+        cache_save_interval: f64,
+        encoder_id: Option<String>,
     ) -> PyResult<Self> {
+        if !(cache_save_interval.is_finite() && cache_save_interval >= 0.0) {
+            return Err(PyValueError::new_err(format!(
+                "cache_save_interval must be a finite number of seconds >= 0, got {cache_save_interval}"
+            )));
+        }
+        if encoder.is_some() && cache_path.is_some() && encoder_id.is_none() {
+            return Err(PyValueError::new_err(
+                "cache_path with a callable encoder needs encoder_id= (a name that changes \
+                 whenever the callable's vectors would, e.g. 'st:all-mpnet-base-v2/bf16'): \
+                 a saved cache must never be read by another encoder",
+            ));
+        }
         let options = RewardOptions::new(metric, format_weight, semantic_weight, exact)
             .and_then(|o| o.with_clinical_weight(clinical_weight))
             .py()?
             .with_distinct_sentences(distinct_sentences);
-        let embedder: Option<Arc<dyn Embedder>> = if exact {
+        let embedder: Option<Arc<dyn SentenceEncoder>> = if exact {
             None
         } else if let Some(func) = encoder {
             if !func.bind(py).is_callable() {
@@ -172,15 +205,31 @@ impl PyRewardScorer {
                     "encoder must be a callable list[str] -> (n, d) array",
                 ));
             }
-            Some(Arc::new(CallableEmbedder::new(py, func)?))
+            Some(Arc::new(CallableEmbedder::new(py, func, encoder_id)?))
         } else {
-            // The scorer caches reference sentences itself; completions are
-            // not cached (they rarely recur and would grow without bound).
+            // The scorer's bounded cache holds every sentence; the encoder keeps none.
             Some(load_encoder(py, model_dir, false)?)
         };
+        let cache = match &embedder {
+            Some(e) => Some(Arc::new(
+                SentenceCache::with_mib(e.identity().py()?, e.dim(), cache_mib).py()?,
+            )),
+            None => None,
+        };
+        let mut scorer = Scorer::with_cache(options, embedder, cache.clone()).py()?;
+        let (mut cache_load, mut cache_refused) = (None, false);
+        if let (Some(path), Some(cache)) = (cache_path, cache) {
+            let interval = Duration::from_secs_f64(cache_save_interval);
+            let (persist, outcome) = py.detach(|| PersistentCache::open(cache, &path, interval));
+            cache_refused = matches!(outcome, LoadOutcome::Refused(_));
+            cache_load = Some(outcome.message(&path));
+            scorer = scorer.with_persistence(Arc::new(persist));
+        }
         Ok(PyRewardScorer {
-            scorer: Scorer::new(options, embedder).py()?,
+            scorer,
             last: Mutex::new(BatchStats::default()),
+            cache_load,
+            cache_refused,
         })
     }
 
@@ -280,8 +329,9 @@ impl PyRewardScorer {
     }
 
     /// Counters of the last ``score`` call: samples, sentences, distinct,
-    /// embedded (in one encoder call), cache_hits (reference cache),
-    /// unconverged and failed (sections, SPEC §4).
+    /// embedded (in one encoder call), cache_hits (distinct sentences found in
+    /// the sentence cache), hit_rate, encode_seconds, unconverged and failed
+    /// (sections, SPEC §4).
     fn last_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = *self.last.lock().unwrap_or_else(|e| e.into_inner());
         let out = PyDict::new(py);
@@ -290,15 +340,52 @@ impl PyRewardScorer {
         out.set_item("distinct", s.distinct)?;
         out.set_item("embedded", s.embedded)?;
         out.set_item("cache_hits", s.cache_hits)?;
+        out.set_item("hit_rate", s.hit_rate())?;
+        out.set_item("encode_seconds", s.encode_seconds)?;
         out.set_item("unconverged", s.unconverged)?;
         out.set_item("failed", s.failed)?;
         Ok(out)
     }
 
-    /// Reference sentences in the cache.
+    /// Sentences in the cache.
     #[getter]
     fn cached_sentences(&self) -> usize {
         self.scorer.cached_sentences()
+    }
+
+    /// The sentence cache: ``{"entries", "bytes", "max_bytes", "hits", "misses",
+    /// "evictions", "identity"}``, plus ``"path"``, ``"writable"`` and ``"load"``
+    /// (what was found at start) when it is persisted.
+    fn cache_info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.scorer.cache_stats();
+        let out = PyDict::new(py);
+        out.set_item("entries", s.entries)?;
+        out.set_item("bytes", s.bytes)?;
+        out.set_item("max_bytes", s.max_bytes)?;
+        out.set_item("hits", s.hits)?;
+        out.set_item("misses", s.misses)?;
+        out.set_item("evictions", s.evictions)?;
+        if let Some(c) = self.scorer.cache() {
+            out.set_item("identity", c.identity())?;
+        }
+        if let Some(p) = self.scorer.persistence() {
+            out.set_item("path", p.path().to_path_buf())?;
+            out.set_item("writable", p.is_writable())?;
+        }
+        if let Some(msg) = &self.cache_load {
+            out.set_item("load", msg)?;
+            out.set_item("refused", self.cache_refused)?;
+        }
+        Ok(out)
+    }
+
+    /// Write the cache to ``cache_path`` now (atomically) when it changed;
+    /// returns the sentences written (0 without a path or without changes).
+    fn save_cache(&self, py: Python<'_>) -> PyResult<usize> {
+        match self.scorer.persistence() {
+            Some(p) => py.detach(|| p.save()).py(),
+            None => Ok(0),
+        }
     }
 
     /// Canonical metric spec.

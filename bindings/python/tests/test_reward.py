@@ -95,7 +95,7 @@ def test_logging_callbacks(reward):
     assert f[1] == i[1] == 0.0
 
 
-def test_batch_is_deduplicated_and_references_cached():
+def test_batch_is_deduplicated_and_every_sentence_cached():
     r = sdr.SDRReward()
     comps = [GOOD] * 8 + [OTHER] * 8
     r.score(comps, references=[REF] * 16)
@@ -103,9 +103,11 @@ def test_batch_is_deduplicated_and_references_cached():
     # REF: 4 sentences, GOOD: 3, OTHER: 3 -> 10 distinct, embedded in one call.
     assert s["samples"] == 16 and s["distinct"] == 10 and s["embedded"] == 10 and s["cache_hits"] == 0
     assert s["sentences"] == 16 * 4 + 8 * 3 + 8 * 3
-    r.score(comps, references=[REF] * 16)
+    first = r.score(comps, references=[REF] * 16)
     s = r.last_stats()
-    assert s["cache_hits"] == 4 and s["embedded"] == 6  # only the completions' sentences again
+    assert s["cache_hits"] == 10 and s["embedded"] == 0 and s["hit_rate"] == 1.0
+    assert s["encode_seconds"] == 0.0
+    assert r.score(comps, references=[REF] * 16) == first
 
 
 def test_exact_match_baseline():

@@ -310,3 +310,91 @@ async fn clinical_weight_adds_and_reports_the_clinical_term() {
     let (_, h) = request(on.addr, "GET", "/health", b"").await;
     assert!(h.contains("\"clinical_weight\":0.5"), "{h}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_request_twice_is_served_from_the_cache_with_the_same_rewards() {
+    let srv = start(RewardOptions::default(), Limits::default()).await;
+    let body = json!({
+        "query": [GOOD, OTHER, REF, GOOD],
+        "labels": [REF, REF, OTHER, OTHER],
+    });
+    let (status, first) = post_json(srv.addr, "/get_reward", &body).await;
+    assert_eq!(status, 200, "{first}");
+    let (_, h) = request(srv.addr, "GET", "/health", b"").await;
+    let h1: serde_json::Value = serde_json::from_str(&h).unwrap();
+    let embedded = h1["cache"]["embedded"].as_u64().unwrap();
+    assert!(embedded > 0, "{h1}");
+    assert_eq!(h1["cache"]["hits"], 0, "{h1}");
+
+    let (status, second) = post_json(srv.addr, "/get_reward", &body).await;
+    assert_eq!(status, 200, "{second}");
+    // Bit for bit: every sentence comes from the cache.
+    assert_eq!(first["rewards"], second["rewards"]);
+    assert_eq!(first["extra_logs"], second["extra_logs"]);
+    let (_, h) = request(srv.addr, "GET", "/health", b"").await;
+    let h2: serde_json::Value = serde_json::from_str(&h).unwrap();
+    assert_eq!(h2["cache"]["embedded"].as_u64().unwrap(), embedded, "{h2}");
+    assert!(h2["cache"]["hit_rate"].as_f64().unwrap() > 0.49, "{h2}");
+    assert_eq!(h2["cache"]["entries"].as_u64().unwrap(), embedded, "{h2}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persisted_cache_survives_a_restart() {
+    use sdr_cli::commands::serve::{serve, AppState};
+    use sdr_reward::{LoadOutcome, PersistentCache, SentenceCache};
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("serve-cache.bin");
+    let enc = encoder();
+    let open = || {
+        let cache =
+            Arc::new(SentenceCache::with_mib(enc.identity().unwrap(), enc.dim(), 64.0).unwrap());
+        let (p, outcome) = PersistentCache::open(cache.clone(), &path, Duration::from_secs(3600));
+        (cache, Arc::new(p), outcome)
+    };
+    let body = json!({"query": [GOOD, OTHER], "labels": [REF, REF]});
+    let mut rewards = Vec::new();
+    for round in 0..2 {
+        let (cache, persist, outcome) = open();
+        if round == 0 {
+            assert_eq!(outcome, LoadOutcome::Missing);
+        } else {
+            assert!(
+                matches!(outcome, LoadOutcome::Loaded(n) if n > 0),
+                "{outcome:?}"
+            );
+        }
+        let state = AppState::with_cache(
+            RewardOptions::default(),
+            Some(enc.clone()),
+            Limits::default(),
+            Some(cache),
+            Some(persist),
+        )
+        .unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let st = state.clone();
+        let task = tokio::spawn(async move {
+            serve(listener, st, "/get_reward", async {
+                let _ = rx.await;
+            })
+            .await
+        });
+        let (status, out) = post_json(addr, "/get_reward", &body).await;
+        assert_eq!(status, 200, "{out}");
+        rewards.push(out["rewards"].clone());
+        let (_, h) = request(addr, "GET", "/health", b"").await;
+        let h: serde_json::Value = serde_json::from_str(&h).unwrap();
+        if round == 1 {
+            // Warm from the file: nothing embedded after the restart.
+            assert_eq!(h["cache"]["embedded"], 0, "{h}");
+        }
+        let _ = tx.send(());
+        task.await.unwrap().unwrap();
+        assert!(state.save_cache().unwrap().is_ok());
+    }
+    assert_eq!(rewards[0], rewards[1]);
+}

@@ -61,11 +61,12 @@ pub fn build_corpus(
     for chunk in sentences.chunks(EMBED_CHUNK) {
         let e = encoder.embed(chunk)?;
         if e.len() != chunk.len() * dim {
-            return Err(CorpusError::Encoder(format!(
-                "returned {} values for {} sentences of dimension {dim}",
-                e.len(),
-                chunk.len()
-            )));
+            return Err(CorpusError::EncoderShape {
+                encoder: encoder.name(),
+                texts: chunk.len(),
+                dim,
+                got: e.len(),
+            });
         }
         for (k, row) in e.chunks_exact(dim).enumerate() {
             if row.iter().any(|x| !x.is_finite()) || row.iter().all(|&x| x == 0.0) {

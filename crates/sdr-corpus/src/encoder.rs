@@ -1,46 +1,13 @@
-//! What the corpus needs from a sentence encoder, and a deterministic stand-in.
+//! A deterministic stand-in for the sentence encoder.
 //!
-//! The real encoder is `sdr_embed::Encoder` (all-mpnet-base-v2, SPEC §2), behind
-//! the default `embed` feature. [`HashEncoder`] is a bag-of-words stand-in for
+//! Every encoder implements [`sdr_embed::SentenceEncoder`] (re-exported here); the
+//! real one is `sdr_embed::Encoder` (all-mpnet-base-v2, SPEC §2). [`HashEncoder`] is a bag-of-words stand-in for
 //! tests and for machines without the model: it is *not* a sentence encoder in
 //! any semantic sense, and a corpus built with it records its name, so it can
 //! never be mixed with real embeddings.
 
-#[cfg(feature = "embed")]
-use crate::error::CorpusError;
-use crate::error::Result;
 use crate::rng::{fnv1a, SplitMix64};
-
-/// A frozen sentence encoder: unit-norm embeddings, a name and a weights hash
-/// that identify it in corpus metadata.
-pub trait SentenceEncoder: Sync {
-    /// Model name, e.g. `all-mpnet-base-v2`.
-    fn name(&self) -> String;
-    /// sha256 of the weights (hex), or another fixed identifier for stand-ins.
-    fn weights_sha256(&self) -> Result<String>;
-    /// Embedding dimension.
-    fn dim(&self) -> usize;
-    /// Embeddings of `texts`, row-major `texts.len() x dim`.
-    fn embed(&self, texts: &[&str]) -> Result<Vec<f32>>;
-}
-
-#[cfg(feature = "embed")]
-impl SentenceEncoder for sdr_embed::Encoder {
-    fn name(&self) -> String {
-        sdr_embed::Encoder::name(self).to_string()
-    }
-    fn weights_sha256(&self) -> Result<String> {
-        sdr_embed::Encoder::weights_sha256(self).map_err(|e| CorpusError::Encoder(e.to_string()))
-    }
-    fn dim(&self) -> usize {
-        sdr_embed::Encoder::dim(self)
-    }
-    fn embed(&self, texts: &[&str]) -> Result<Vec<f32>> {
-        self.embed_matrix(texts)
-            .map(|m| m.data)
-            .map_err(|e| CorpusError::Encoder(e.to_string()))
-    }
-}
+pub use sdr_embed::SentenceEncoder;
 
 /// Deterministic bag-of-words stand-in: each lower-cased word maps to a fixed
 /// pseudo-random Gaussian-like vector (seeded by its FNV-1a hash); a sentence
@@ -72,13 +39,13 @@ impl SentenceEncoder for HashEncoder {
     fn name(&self) -> String {
         format!("{}-{}", Self::NAME, self.dim)
     }
-    fn weights_sha256(&self) -> Result<String> {
+    fn weights_sha256(&self) -> sdr_embed::Result<String> {
         Ok("none".to_string())
     }
     fn dim(&self) -> usize {
         self.dim
     }
-    fn embed(&self, texts: &[&str]) -> Result<Vec<f32>> {
+    fn embed(&self, texts: &[&str]) -> sdr_embed::Result<Vec<f32>> {
         let d = self.dim;
         let mut out = vec![0f32; texts.len() * d];
         for (t, row) in texts.iter().zip(out.chunks_exact_mut(d)) {

@@ -64,8 +64,15 @@ pub enum CorpusError {
     },
     #[error("shards {missing} missing; given: {given}")]
     MissingShards { missing: String, given: String },
-    #[error("encoder failed: {0}")]
-    Encoder(String),
+    #[error(transparent)]
+    Encoder(#[from] sdr_embed::EmbedError),
+    #[error("encoder {encoder} returned {got} values for {texts} sentences of dimension {dim}")]
+    EncoderShape {
+        encoder: String,
+        texts: usize,
+        dim: usize,
+        got: usize,
+    },
 }
 
 pub type Result<T> = std::result::Result<T, CorpusError>;

@@ -9,7 +9,7 @@ use candle_core::{DType, Device, Tensor};
 use rayon::prelude::*;
 
 use crate::backbone::Backbone;
-use crate::cache::{text_key, SentenceCache};
+use crate::cache::{normalise, text_key, SentenceCache};
 use crate::discover::weights_sha256;
 use crate::error::{EmbedError, Result};
 use crate::tokenize::{SentenceTokenizer, Tokens};
@@ -43,6 +43,19 @@ impl Precision {
             Precision::F16 => DType::F16,
             Precision::MixedBf16 => DType::F32,
         }
+    }
+}
+
+impl std::fmt::Display for Precision {
+    /// The spelling `FromStr` accepts (`f32`, `bf16`, ...).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Precision::F32 => "f32",
+            Precision::Bf16 => "bf16",
+            Precision::Bf16Candle => "bf16-candle",
+            Precision::F16 => "f16",
+            Precision::MixedBf16 => "mixed-bf16",
+        })
     }
 }
 
@@ -265,6 +278,10 @@ impl Encoder {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| dir.display().to_string());
+        // In memory for this encoder only: its name and precision identify it.
+        let cache = opts
+            .cache
+            .then(|| SentenceCache::unbounded(format!("{name}/{precision}"), loaded.hidden_size));
         Ok(Self {
             dir: dir.to_path_buf(),
             name,
@@ -272,7 +289,7 @@ impl Encoder {
             tokenizer,
             dim: loaded.hidden_size,
             device,
-            cache: opts.cache.then(SentenceCache::new),
+            cache,
             opts,
             notice,
             weights_hash: OnceLock::new(),
@@ -361,7 +378,9 @@ impl Encoder {
             }
         }
         if !missing.is_empty() {
-            let sub: Vec<&str> = missing.iter().map(|&i| texts[i]).collect();
+            let sub: Vec<std::borrow::Cow<str>> =
+                missing.iter().map(|&i| normalise(texts[i])).collect();
+            let sub: Vec<&str> = sub.iter().map(|s| s.as_ref()).collect();
             let fresh = self.embed_uncached(&sub)?;
             for (j, &i) in missing.iter().enumerate() {
                 cache.insert(keys[i], fresh.row(j).to_vec().into());

@@ -48,6 +48,23 @@ pub enum EmbedError {
         source: candle_core::Error,
     },
 
+    /// A sentence-cache file that cannot be read: not a cache, truncated, damaged.
+    #[error("{path}: unusable sentence cache: {fault}")]
+    CacheFile { path: PathBuf, fault: String },
+
+    /// A well-formed sentence-cache file written by another encoder.
+    #[error("{path}: sentence cache of encoder {found}, but {expected} is in use")]
+    CacheEncoder {
+        path: PathBuf,
+        found: String,
+        expected: String,
+    },
+
+    /// An encoder outside this crate (a Python callable, a remote service) failed
+    /// or returned something unusable.
+    #[error("encoder {encoder}: {message}")]
+    External { encoder: String, message: String },
+
     /// An option value that cannot be used.
     #[error("invalid option {name} = {value}: {reason}")]
     InvalidOption {

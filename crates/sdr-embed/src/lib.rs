@@ -21,12 +21,14 @@ pub mod encoder;
 pub mod error;
 pub mod linear;
 pub mod mpnet;
+pub mod sentence_encoder;
 pub mod tokenize;
 
-pub use cache::{text_key, CacheStats, SentenceCache};
+pub use cache::{normalise, text_key, CacheStats, SentenceCache, TextKey};
 pub use discover::{
     default_model_dir, resolve_model_dir, sdr_home, weights_sha256, DEFAULT_MODEL,
     DEFAULT_MODEL_SHA256, MODEL_ENV,
 };
 pub use encoder::{Embeddings, Encoder, EncoderOptions, Parallelism, Precision, TokenEmbeddings};
 pub use error::{EmbedError, Result};
+pub use sentence_encoder::SentenceEncoder;

@@ -32,6 +32,9 @@ pub enum RewardError {
     /// A caller-supplied encoder (e.g. a Python callable) failed.
     #[error("encoder {name} failed: {message}")]
     External { name: String, message: String },
+    /// A sentence cache given to a scorer holds vectors of another encoder.
+    #[error("sentence cache of {cache} cannot serve encoder {encoder}")]
+    CacheMismatch { cache: String, encoder: String },
     /// The encoder returned a matrix of the wrong shape.
     #[error("encoder returned {got} values for {texts} texts of dimension {dim}")]
     EncoderShape {
@@ -51,6 +54,7 @@ impl RewardError {
                 | RewardError::NoEncoder { .. }
                 | RewardError::EncoderShape { .. }
                 | RewardError::External { .. }
+                | RewardError::CacheMismatch { .. }
         )
     }
 }

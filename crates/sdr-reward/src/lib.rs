@@ -6,9 +6,10 @@
 //!
 //! 1. completions are parsed with the template rules (`R_fmt`), references
 //!    with either layout ([`reference`]);
-//! 2. the batch's distinct sentences are embedded in one encoder call;
-//!    reference sentences are kept in a cache across calls, since the same
-//!    references recur every epoch ([`scorer`]);
+//! 2. the batch's distinct sentences are looked up in one bounded sentence
+//!    cache (completions and references alike) and the rest are embedded in one
+//!    encoder call ([`scorer`]); the cache can be saved and reloaded
+//!    ([`persist`]), so a resumed run starts warm;
 //! 3. each sample is scored with [`sdr_core::reward::reward`] (or the
 //!    exact-match baseline), in parallel unless parallelism was switched off
 //!    ([`parallel`], needed in forked children).
@@ -17,10 +18,13 @@
 
 pub mod error;
 pub mod parallel;
+pub mod persist;
 pub mod reference;
 pub mod scorer;
 
 pub use error::{Result, RewardError};
 pub use parallel::{install, parallelism, set_parallelism};
+pub use persist::{LoadOutcome, PersistentCache};
 pub use reference::{parse_reference, Reference, ReferenceSections};
-pub use scorer::{BatchStats, Embedder, RewardOptions, Scorer};
+pub use scorer::{BatchStats, RewardOptions, Scorer, DEFAULT_CACHE_MIB};
+pub use sdr_embed::{CacheStats, SentenceCache, SentenceEncoder};

@@ -9,48 +9,31 @@
 //! paper, an optional clinical term `lambda_clin F1_CheXpert(ŷ_b, y_b)` adds
 //! the example-level F1 between the rule-based CheXpert-14 labels of the
 //! completion's and the reference's sections (`sdr-clinical`); it is 0 for a
-//! malformed completion and off (`lambda_clin = 0`) by default. The sentences of
-//! the batch are deduplicated first: each distinct sentence is embedded once,
-//! and reference sentences already seen in earlier batches come from a cache.
-//! With `exact` set, the section terms are the exact-match baseline `R_exact`
-//! instead and no encoder is needed.
+//! malformed completion and off (`lambda_clin = 0`) by default.
+//!
+//! The sentences of the batch are deduplicated first (by normalised text) and
+//! looked up in one bounded sentence cache ([`SentenceCache`]) that holds every
+//! sentence the scorer has embedded, completions and references alike: a policy
+//! repeats "The lungs are clear." within a group and across steps, so the
+//! encoder sees each distinct sentence once per run, and a sentence keeps the
+//! same vector (the same bits) for as long as it is cached. With `exact` set, the
+//! section terms are the exact-match baseline `R_exact` instead and no encoder is
+//! needed.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use sdr_clinical::{example_f1, Labeler, UncertainPolicy};
 use sdr_core::report::{exact_match_reward, parse_template, ParsedReport};
 use sdr_core::reward::{reward, EmbeddedSections, RewardBreakdown, RewardConfig};
 use sdr_core::{Metric, SetView};
-use sdr_embed::{text_key, SentenceCache};
+use sdr_embed::{normalise, text_key, CacheStats, SentenceCache, SentenceEncoder, TextKey};
 
 use crate::error::{Result, RewardError};
 use crate::parallel;
+use crate::persist::PersistentCache;
 use crate::reference::{parse_reference, Reference, ReferenceSections};
-
-/// A sentence encoder as the scorer needs it.
-pub trait Embedder: Send + Sync {
-    /// Embedding dimension.
-    fn dim(&self) -> usize;
-    /// Embeddings of `texts`, row-major `texts.len() x dim`.
-    fn embed(&self, texts: &[&str]) -> Result<Vec<f32>>;
-    /// Model name, for logs and health checks.
-    fn name(&self) -> String {
-        "unnamed encoder".to_string()
-    }
-}
-
-impl Embedder for sdr_embed::Encoder {
-    fn dim(&self) -> usize {
-        sdr_embed::Encoder::dim(self)
-    }
-    fn name(&self) -> String {
-        sdr_embed::Encoder::name(self).to_string()
-    }
-    fn embed(&self, texts: &[&str]) -> Result<Vec<f32>> {
-        Ok(self.embed_matrix(texts)?.data)
-    }
-}
 
 /// What to compute: the metric, the weights, and semantic or exact-match terms.
 /// The default is the paper's: Chamfer, `lambda_fmt = lambda_sem = 1`.
@@ -138,7 +121,7 @@ impl RewardOptions {
 }
 
 /// Counters of one [`Scorer::score`] call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct BatchStats {
     /// Pairs scored.
     pub samples: usize,
@@ -148,8 +131,10 @@ pub struct BatchStats {
     pub distinct: usize,
     /// Distinct sentences sent to the encoder (in one call).
     pub embedded: usize,
-    /// Distinct sentences found in the reference cache.
+    /// Distinct sentences found in the sentence cache.
     pub cache_hits: usize,
+    /// Seconds spent in the encoder.
+    pub encode_seconds: f64,
     /// Sections scored with a distance whose solver did not converge (its
     /// last iterate was used; SPEC §4).
     pub unconverged: usize,
@@ -157,16 +142,30 @@ pub struct BatchStats {
     pub failed: usize,
 }
 
-/// Default bound on cached reference sentences (~3 KB each at dimension 768);
-/// past it the cache is emptied and refilled.
-pub const DEFAULT_MAX_CACHED: usize = 500_000;
+impl BatchStats {
+    /// Share of the batch's distinct sentences that came from the cache
+    /// (1 when the batch needed no vector).
+    pub fn hit_rate(&self) -> f64 {
+        if self.distinct == 0 {
+            1.0
+        } else {
+            self.cache_hits as f64 / self.distinct as f64
+        }
+    }
+}
+
+/// Default memory bound of a scorer's sentence cache: 1 GiB, about 335,000
+/// sentences of dimension 768 (the 3,331 complete IU reports hold about 9,000
+/// distinct sentences).
+pub const DEFAULT_CACHE_MIB: f64 = 1024.0;
 
 /// Scores batches of completions against references; thread-safe.
 pub struct Scorer {
     options: RewardOptions,
-    embedder: Option<Arc<dyn Embedder>>,
-    references: SentenceCache,
-    max_cached: usize,
+    embedder: Option<Arc<dyn SentenceEncoder>>,
+    /// Present when an encoder is (semantic rewards).
+    cache: Option<Arc<SentenceCache>>,
+    persist: Option<Arc<PersistentCache>>,
     /// Present only when the clinical term is on.
     labeler: Option<Labeler>,
 }
@@ -181,50 +180,36 @@ enum Slot {
 struct SlotTable<'a> {
     cache: &'a SentenceCache,
     dim: usize,
-    index: HashMap<&'a str, usize>,
+    index: HashMap<TextKey, usize>,
     slots: Vec<Slot>,
-    /// Sentences to embed, in slot order of first appearance.
-    fresh: Vec<&'a str>,
-    fresh_from_reference: Vec<bool>,
+    /// Normalised sentences to embed, in slot order of first appearance, with their keys.
+    fresh: Vec<(TextKey, std::borrow::Cow<'a, str>)>,
 }
 
 impl<'a> SlotTable<'a> {
-    fn slot_of(&mut self, s: &'a str, from_reference: bool, stats: &mut BatchStats) -> usize {
+    fn slot_of(&mut self, s: &'a str, stats: &mut BatchStats) -> usize {
         stats.sentences += 1;
-        if let Some(&k) = self.index.get(s) {
-            if from_reference {
-                if let Slot::Fresh(j) = self.slots[k] {
-                    self.fresh_from_reference[j] = true;
-                }
-            }
+        let key = text_key(s);
+        if let Some(&k) = self.index.get(&key) {
             return k;
         }
-        let slot = match self.cache.get(&text_key(s)) {
+        let slot = match self.cache.get(&key) {
             Some(v) if v.len() == self.dim => {
                 stats.cache_hits += 1;
                 Slot::Cached(v)
             }
             _ => {
-                self.fresh.push(s);
-                self.fresh_from_reference.push(from_reference);
+                self.fresh.push((key, normalise(s)));
                 Slot::Fresh(self.fresh.len() - 1)
             }
         };
         self.slots.push(slot);
-        self.index.insert(s, self.slots.len() - 1);
+        self.index.insert(key, self.slots.len() - 1);
         self.slots.len() - 1
     }
 
-    fn slots_of(
-        &mut self,
-        sentences: &'a [String],
-        from_reference: bool,
-        stats: &mut BatchStats,
-    ) -> Vec<usize> {
-        sentences
-            .iter()
-            .map(|s| self.slot_of(s, from_reference, stats))
-            .collect()
+    fn slots_of(&mut self, sentences: &'a [String], stats: &mut BatchStats) -> Vec<usize> {
+        sentences.iter().map(|s| self.slot_of(s, stats)).collect()
     }
 }
 
@@ -235,25 +220,66 @@ fn first_occurrences(ids: &mut Vec<usize>) {
 }
 
 impl Scorer {
-    /// A scorer; `embedder` may be `None` only for exact-match rewards.
-    pub fn new(options: RewardOptions, embedder: Option<Arc<dyn Embedder>>) -> Result<Self> {
+    /// A scorer with its own sentence cache of [`DEFAULT_CACHE_MIB`]; `embedder`
+    /// may be `None` only for exact-match rewards.
+    pub fn new(options: RewardOptions, embedder: Option<Arc<dyn SentenceEncoder>>) -> Result<Self> {
+        let cache = match &embedder {
+            Some(e) => Some(Arc::new(SentenceCache::with_mib(
+                e.identity()?,
+                e.dim(),
+                DEFAULT_CACHE_MIB,
+            )?)),
+            None => None,
+        };
+        Self::with_cache(options, embedder, cache)
+    }
+
+    /// A scorer that uses `cache` (shared with other scorers of the same encoder,
+    /// e.g. every metric of one `sdr serve`).
+    ///
+    /// # Errors
+    /// [`RewardError::NoEncoder`] without an encoder for a semantic reward;
+    /// [`RewardError::CacheMismatch`] for a cache of another encoder or dimension.
+    pub fn with_cache(
+        options: RewardOptions,
+        embedder: Option<Arc<dyn SentenceEncoder>>,
+        cache: Option<Arc<SentenceCache>>,
+    ) -> Result<Self> {
         if !options.exact && embedder.is_none() {
             return Err(RewardError::NoEncoder {
                 metric: options.config.metric.to_string(),
             });
         }
+        let cache = match (&embedder, cache) {
+            (Some(e), Some(c)) => {
+                let identity = e.identity()?;
+                if c.identity() != identity || c.dim() != e.dim() {
+                    return Err(RewardError::CacheMismatch {
+                        cache: format!("{} (dim {})", c.identity(), c.dim()),
+                        encoder: format!("{identity} (dim {})", e.dim()),
+                    });
+                }
+                Some(c)
+            }
+            (Some(e), None) => Some(Arc::new(SentenceCache::with_mib(
+                e.identity()?,
+                e.dim(),
+                DEFAULT_CACHE_MIB,
+            )?)),
+            (None, _) => None,
+        };
         Ok(Scorer {
             options,
             embedder,
-            references: SentenceCache::new(),
-            max_cached: DEFAULT_MAX_CACHED,
+            cache,
+            persist: None,
             labeler: (options.clinical_weight > 0.0).then(Labeler::default),
         })
     }
 
-    /// Bound the reference cache (sentences); 0 disables caching.
-    pub fn with_max_cached(mut self, max_cached: usize) -> Self {
-        self.max_cached = max_cached;
+    /// Save the cache through `persist` at its interval, after a batch.
+    pub fn with_persistence(mut self, persist: Arc<PersistentCache>) -> Self {
+        self.persist = Some(persist);
         self
     }
 
@@ -261,9 +287,24 @@ impl Scorer {
         &self.options
     }
 
-    /// Reference sentences currently cached.
+    /// The sentence cache (absent for exact-match rewards).
+    pub fn cache(&self) -> Option<&Arc<SentenceCache>> {
+        self.cache.as_ref()
+    }
+
+    /// Counters of the sentence cache (all zero for exact-match rewards).
+    pub fn cache_stats(&self) -> CacheStats {
+        self.cache.as_ref().map(|c| c.stats()).unwrap_or_default()
+    }
+
+    /// Sentences currently cached.
     pub fn cached_sentences(&self) -> usize {
-        self.references.stats().entries
+        self.cache_stats().entries
+    }
+
+    /// The persistence attached with [`Scorer::with_persistence`].
+    pub fn persistence(&self) -> Option<&Arc<PersistentCache>> {
+        self.persist.as_ref()
     }
 
     /// Score `completions[b]` against `references[b]`.
@@ -297,6 +338,9 @@ impl Scorer {
         };
         if let Some(labeler) = &self.labeler {
             self.add_clinical(labeler, &gens, &refs, &mut out);
+        }
+        if let Some(p) = &self.persist {
+            p.save_if_due();
         }
         Ok((out, stats))
     }
@@ -371,12 +415,11 @@ impl Scorer {
         gens: &[ParsedReport],
         refs: &[ReferenceSections],
     ) -> Result<(Vec<RewardBreakdown>, BatchStats)> {
-        let embedder = self
-            .embedder
-            .as_ref()
-            .ok_or_else(|| RewardError::NoEncoder {
+        let (Some(embedder), Some(cache)) = (self.embedder.as_ref(), self.cache.as_deref()) else {
+            return Err(RewardError::NoEncoder {
                 metric: self.options.config.metric.to_string(),
-            })?;
+            });
+        };
         let dim = embedder.dim();
         let mut stats = BatchStats {
             samples: gens.len(),
@@ -385,21 +428,20 @@ impl Scorer {
 
         // Distinct sentences -> slots; per sample, the slot ids of its four sections.
         let mut table = SlotTable {
-            cache: &self.references,
+            cache,
             dim,
             index: HashMap::new(),
             slots: Vec::new(),
             fresh: Vec::new(),
-            fresh_from_reference: Vec::new(),
         };
         let mut plan: Vec<[Vec<usize>; 4]> = Vec::with_capacity(gens.len());
         for (g, r) in gens.iter().zip(refs) {
-            let rf = table.slots_of(&r.findings, true, &mut stats);
-            let ri = table.slots_of(&r.impression, true, &mut stats);
+            let rf = table.slots_of(&r.findings, &mut stats);
+            let ri = table.slots_of(&r.impression, &mut stats);
             let (gf, gi) = if g.format_valid {
                 (
-                    table.slots_of(&g.findings, false, &mut stats),
-                    table.slots_of(&g.impression, false, &mut stats),
+                    table.slots_of(&g.findings, &mut stats),
+                    table.slots_of(&g.impression, &mut stats),
                 )
             } else {
                 (Vec::new(), Vec::new())
@@ -412,19 +454,17 @@ impl Scorer {
             }
             plan.push(sections);
         }
-        let SlotTable {
-            slots,
-            fresh,
-            fresh_from_reference,
-            ..
-        } = table;
+        let SlotTable { slots, fresh, .. } = table;
         stats.distinct = slots.len();
         stats.embedded = fresh.len();
 
         let fresh_data = if fresh.is_empty() {
             Vec::new()
         } else {
-            let data = embedder.embed(&fresh)?;
+            let texts: Vec<&str> = fresh.iter().map(|(_, t)| t.as_ref()).collect();
+            let t0 = Instant::now();
+            let data = embedder.embed(&texts)?;
+            stats.encode_seconds = t0.elapsed().as_secs_f64();
             if data.len() != fresh.len() * dim {
                 return Err(RewardError::EncoderShape {
                     texts: fresh.len(),
@@ -434,7 +474,11 @@ impl Scorer {
             }
             data
         };
-        self.remember(&fresh, &fresh_from_reference, &fresh_data, dim);
+        // Every sentence embedded goes into the cache, so that the next batch
+        // (and any later occurrence) reuses these exact bits.
+        for (j, (key, _)) in fresh.iter().enumerate() {
+            cache.insert(*key, fresh_data[j * dim..(j + 1) * dim].into());
+        }
 
         let gather = |ids: &[usize]| -> Vec<f64> {
             let mut out = Vec::with_capacity(ids.len() * dim);
@@ -473,23 +517,6 @@ impl Scorer {
         }
         Ok((out, stats))
     }
-
-    /// Cache the reference sentences just embedded.
-    fn remember(&self, texts: &[&str], from_reference: &[bool], data: &[f32], dim: usize) {
-        if self.max_cached == 0 {
-            return;
-        }
-        let new = from_reference.iter().filter(|&&r| r).count();
-        if self.references.stats().entries + new > self.max_cached {
-            self.references.clear();
-        }
-        for (j, text) in texts.iter().enumerate() {
-            if from_reference[j] {
-                self.references
-                    .insert(text_key(text), data[j * dim..(j + 1) * dim].into());
-            }
-        }
-    }
 }
 
 #[cfg(test)]
@@ -504,11 +531,17 @@ mod tests {
         texts: AtomicUsize,
     }
 
-    impl Embedder for Words {
+    impl SentenceEncoder for Words {
+        fn name(&self) -> String {
+            "words".into()
+        }
+        fn weights_sha256(&self) -> sdr_embed::Result<String> {
+            Ok("none".into())
+        }
         fn dim(&self) -> usize {
             self.vocab.len() + 1
         }
-        fn embed(&self, texts: &[&str]) -> Result<Vec<f32>> {
+        fn embed(&self, texts: &[&str]) -> sdr_embed::Result<Vec<f32>> {
             self.calls.fetch_add(1, Ordering::SeqCst);
             self.texts.fetch_add(texts.len(), Ordering::SeqCst);
             let mut out = Vec::new();
@@ -559,15 +592,92 @@ mod tests {
     }
 
     #[test]
-    fn completion_sentences_are_not_cached() {
+    fn completion_sentences_are_cached_too() {
         let w = words();
         let s = Scorer::new(RewardOptions::default(), Some(w.clone())).unwrap();
         let c = "<think>No effusion.</think><answer>Lungs clear.</answer>";
-        s.score(&[c], &[Reference::Report(REF)]).unwrap();
-        assert_eq!(s.cached_sentences(), 3);
-        let (_, stats) = s.score(&[c], &[Reference::Report(REF)]).unwrap();
-        // "No effusion." is embedded again, "Lungs clear." is a reference sentence.
-        assert_eq!((stats.embedded, stats.cache_hits), (1, 3));
+        let (first, stats) = s.score(&[c], &[Reference::Report(REF)]).unwrap();
+        assert_eq!(
+            (stats.distinct, stats.embedded, stats.cache_hits),
+            (4, 4, 0)
+        );
+        assert_eq!(s.cached_sentences(), 4);
+        assert!(stats.hit_rate() == 0.0);
+        // Same request again: nothing to embed, the same reward.
+        let (again, stats) = s.score(&[c], &[Reference::Report(REF)]).unwrap();
+        assert_eq!((stats.embedded, stats.cache_hits), (0, 4));
+        assert_eq!(stats.hit_rate(), 1.0);
+        assert_eq!(again, first);
+        assert_eq!(w.calls.load(Ordering::SeqCst), 1);
+        // Spacing does not make a new sentence.
+        let spaced = "<think>No   effusion.</think><answer>Lungs\tclear.</answer>";
+        let (r, stats) = s.score(&[spaced], &[Reference::Report(REF)]).unwrap();
+        assert_eq!(stats.embedded, 0);
+        assert_eq!(r, first);
+    }
+
+    #[test]
+    fn a_reward_does_not_depend_on_the_rest_of_its_batch() {
+        // A stand-in whose vectors depend on the batch (like padding does in a
+        // real encoder): the cache makes the reward of a sample the same bits
+        // whatever else is scored with it, once its sentences are known.
+        struct BatchNoise(Arc<Words>);
+        impl SentenceEncoder for BatchNoise {
+            fn name(&self) -> String {
+                "noisy".into()
+            }
+            fn weights_sha256(&self) -> sdr_embed::Result<String> {
+                Ok("none".into())
+            }
+            fn dim(&self) -> usize {
+                self.0.dim()
+            }
+            fn embed(&self, texts: &[&str]) -> sdr_embed::Result<Vec<f32>> {
+                let mut v = self.0.embed(texts)?;
+                let eps = 1e-6 * texts.len() as f32;
+                v.iter_mut().for_each(|x| *x += eps);
+                Ok(v)
+            }
+        }
+        let s = Scorer::new(
+            RewardOptions::default(),
+            Some(Arc::new(BatchNoise(words()))),
+        )
+        .unwrap();
+        let c = "<think>Heart normal. No effusion.</think><answer>No acute disease.</answer>";
+        let other = "<think>Lungs clear. Effusion.</think><answer>Heart normal.</answer>";
+        let (alone, _) = s.score(&[c], &[Reference::Report(REF)]).unwrap();
+        let (mixed, _) = s
+            .score(&[other, c, other], &[Reference::Report(REF); 3])
+            .unwrap();
+        assert_eq!(mixed[1], alone[0]);
+    }
+
+    #[test]
+    fn a_shared_cache_must_belong_to_the_encoder() {
+        let w = words();
+        let right = Arc::new(SentenceCache::new("words@none", w.dim(), 1 << 20));
+        let s = Scorer::with_cache(
+            RewardOptions::default(),
+            Some(w.clone()),
+            Some(right.clone()),
+        )
+        .unwrap();
+        s.score(&[REF], &[Reference::Report(REF)]).unwrap();
+        // Another scorer on the same cache starts warm.
+        let t = Scorer::with_cache(
+            RewardOptions::new("hausdorff", 1.0, 1.0, false).unwrap(),
+            Some(w.clone()),
+            Some(right),
+        )
+        .unwrap();
+        let (_, stats) = t.score(&[REF], &[Reference::Report(REF)]).unwrap();
+        assert_eq!(stats.embedded, 0);
+        let wrong = Arc::new(SentenceCache::new("other@none", w.dim(), 1 << 20));
+        let e = Scorer::with_cache(RewardOptions::default(), Some(w), Some(wrong))
+            .err()
+            .unwrap();
+        assert!(matches!(e, RewardError::CacheMismatch { .. }), "{e}");
     }
 
     #[test]

@@ -91,6 +91,10 @@ class SDRReward:
     encoder: Optional[Callable[[List[str]], Any]]
     distinct_sentences: bool
     clinical_weight: float
+    cache_mib: float
+    cache_path: Optional[str]
+    cache_save_interval: float
+    encoder_id: Optional[str]
     def __init__(
         self,
         metric: str = "chamfer",
@@ -104,6 +108,10 @@ class SDRReward:
         encoder: Optional[Callable[[List[str]], Any]] = None,
         distinct_sentences: bool = False,
         clinical_weight: float = 0.0,
+        cache_mib: float = 1024.0,
+        cache_path: Optional[Union[str, os.PathLike[str]]] = None,
+        cache_save_interval: float = 300.0,
+        encoder_id: Optional[str] = None,
     ) -> None: ...
     def __call__(
         self,
@@ -119,7 +127,9 @@ class SDRReward:
         findings: Optional[Sequence[str]] = None,
         impression: Optional[Sequence[str]] = None,
     ) -> Dict[str, List[float]]: ...
-    def last_stats(self) -> Dict[str, int]: ...
+    def last_stats(self) -> Dict[str, float]: ...
+    def cache_info(self) -> Dict[str, Any]: ...
+    def save_cache(self) -> int: ...
     def config(self) -> Dict[str, Any]: ...
 
 __all__ = [

@@ -12,7 +12,11 @@ its prompt). ``labels`` are the reference reports. Environment variables
 ``SDR_METRIC`` (default ``chamfer``), ``SDR_FORMAT_WEIGHT``,
 ``SDR_SEMANTIC_WEIGHT`` (default 1), ``SDR_MODEL`` and ``SDR_ENCODER``
 (``"module:attribute"`` naming a callable ``list[str] -> (n, d)`` array, to use
-your own sentence encoder) configure the reward; ``set_encoder(fn)`` sets the
+your own sentence encoder) configure the reward, as do ``SDR_CACHE_MIB``
+(the sentence cache's memory bound, default 1024), ``SDR_CACHE_PATH`` (persist
+the cache there: loaded at start, saved every ``SDR_CACHE_SAVE_INTERVAL``
+seconds, default 300, and at exit) and ``SDR_ENCODER_ID`` (names a custom
+encoder's vectors; needed with ``SDR_CACHE_PATH``); ``set_encoder(fn)`` sets the
 encoder from Python before the first call.
 """
 
@@ -43,6 +47,10 @@ def _get() -> SDRReward:
             semantic_weight=float(os.environ.get("SDR_SEMANTIC_WEIGHT", "1")),
             name="sdr",
             encoder=_encoder if _encoder is not None else os.environ.get("SDR_ENCODER") or None,
+            cache_mib=float(os.environ.get("SDR_CACHE_MIB", "1024")),
+            cache_path=os.environ.get("SDR_CACHE_PATH") or None,
+            cache_save_interval=float(os.environ.get("SDR_CACHE_SAVE_INTERVAL", "300")),
+            encoder_id=os.environ.get("SDR_ENCODER_ID") or None,
         )
     return _reward
 

@@ -10,8 +10,10 @@ with R_sem^S = 1 - min(D(E^S(completion), E^S(reference)), 1) and R_sem = 0
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
+import weakref
 import time
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -140,6 +142,23 @@ class SDRReward:
         Impression: 1 when they agree on every observation, lower when they
         contradict. 0 for a malformed completion. Default 0: the paper's
         reward, bit for bit. Logged as ``<name>/clinical`` when > 0.
+    cache_mib : float
+        Memory bound of the sentence cache in MiB (default 1024, about 335,000
+        sentences at d = 768). Every sentence the reward embeds, completions
+        and references alike, is kept (least recently used evicted first), so a
+        sentence is embedded once per run and keeps the same vector: rewards do
+        not depend on what else is in a batch. 0 turns caching off.
+    cache_path : str or PathLike, optional
+        Persist the cache: loaded at start (a file of another encoder, or a
+        damaged one, is refused with a ``RuntimeWarning`` and the run starts
+        empty), written atomically every ``cache_save_interval`` seconds after a
+        batch and at interpreter exit, so a resumed run starts warm. A file of
+        another encoder is never overwritten.
+    cache_save_interval : float
+        Seconds between saves (default 300).
+    encoder_id : str, optional
+        With a callable ``encoder``: a name for what it computes (model,
+        precision), which keys the cache. Required together with ``cache_path``.
 
     Calling it as ``reward(prompts=..., completions=..., **columns)`` returns one
     float per completion. Completions are strings or chat message lists. A
@@ -147,10 +166,12 @@ class SDRReward:
     with an empty section raises ValueError naming its index. When TRL passes
     ``log_extra`` / ``log_metric`` callbacks, the per-sample components
     (``<name>/format``, ``/findings``, ``/impression``, and ``/clinical`` when
-    ``clinical_weight`` > 0) and their means are logged through them.
+    ``clinical_weight`` > 0) and their means are logged through them, with the
+    cache's ``<name>/cache_hit_rate``, ``<name>/embedded`` (sentences sent to
+    the encoder) and ``<name>/encode_seconds``.
 
-    Each batch's distinct sentences are embedded once; reference sentences
-    are cached across calls. The Rust work runs without the GIL. The object
+    Each batch's distinct sentences are looked up in the sentence cache and the
+    rest embedded in one call. The Rust work runs without the GIL. The object
     pickles as its configuration; the encoder is loaded lazily, again in each
     process (after ``fork`` or unpickling).
     """
@@ -168,6 +189,10 @@ class SDRReward:
         encoder: Optional[Callable[[List[str]], Any]] = None,
         distinct_sentences: bool = False,
         clinical_weight: float = 0.0,
+        cache_mib: float = 1024.0,
+        cache_path: Optional[Union[str, "os.PathLike[str]"]] = None,
+        cache_save_interval: float = 300.0,
+        encoder_id: Optional[str] = None,
     ) -> None:
         if not isinstance(metric, str):
             raise TypeError(f"metric must be a string, got {type(metric).__name__}")
@@ -202,6 +227,15 @@ class SDRReward:
         self.exact = bool(exact)
         self.distinct_sentences = bool(distinct_sentences)
         self.clinical_weight = float(clinical_weight)
+        for label, w in (("cache_mib", cache_mib), ("cache_save_interval", cache_save_interval)):
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or not (0 <= w < float("inf")):
+                raise ValueError(f"{label} must be a finite number >= 0, got {w!r}")
+        self.cache_mib = float(cache_mib)
+        self.cache_path = None if cache_path is None else os.fspath(cache_path)
+        self.cache_save_interval = float(cache_save_interval)
+        if encoder_id is not None and not isinstance(encoder_id, str):
+            raise TypeError(f"encoder_id must be a string, got {type(encoder_id).__name__}")
+        self.encoder_id = encoder_id
         self.model_dir = None if model_dir is None else os.fspath(model_dir)
         if encoder is not None and not callable(encoder) and not isinstance(encoder, str):
             raise TypeError(f"encoder must be a callable list[str] -> (n, d) array, got {type(encoder).__name__}")
@@ -233,9 +267,42 @@ class SDRReward:
                         self.encoder,
                         self.distinct_sentences,
                         self.clinical_weight,
+                        self.cache_mib,
+                        self.cache_path,
+                        self.cache_save_interval,
+                        self.encoder_id,
                     )
+                    self._on_cache_opened(self._scorer)
                 scorer = self._scorer
         return scorer
+
+    def _on_cache_opened(self, scorer: "_sdr.RewardScorer") -> None:
+        info = scorer.cache_info()
+        if info.get("refused"):
+            warnings.warn(f"{self.__name__}: {info['load']}", RuntimeWarning, stacklevel=3)
+        if self.cache_path is not None:
+            # Save at exit without keeping the scorer alive.
+            ref = weakref.ref(scorer)
+
+            def _save() -> None:
+                s = ref()
+                if s is not None:
+                    try:
+                        s.save_cache()
+                    except OSError as e:  # the run is over; say why the file is stale
+                        warnings.warn(f"could not save the sentence cache: {e}", RuntimeWarning)
+
+            atexit.register(_save)
+
+    def cache_info(self) -> Dict[str, Any]:
+        """The sentence cache: entries, bytes, max_bytes, hits, misses, evictions,
+        identity; with ``cache_path`` also path, writable, and load (what was found)."""
+        return self._get_scorer().cache_info()
+
+    def save_cache(self) -> int:
+        """Write the cache to ``cache_path`` now (atomically); returns the sentences
+        written (0 without a path or when nothing changed)."""
+        return self._get_scorer().save_cache()
 
     def config(self) -> Dict[str, Any]:
         return {
@@ -250,6 +317,10 @@ class SDRReward:
             "encoder": self.encoder,
             "distinct_sentences": self.distinct_sentences,
             "clinical_weight": self.clinical_weight,
+            "cache_mib": self.cache_mib,
+            "cache_path": self.cache_path,
+            "cache_save_interval": self.cache_save_interval,
+            "encoder_id": self.encoder_id,
         }
 
     def __getstate__(self) -> Dict[str, Any]:
@@ -266,6 +337,9 @@ class SDRReward:
             if not (k == "encoder" and v is None)
             and not (k == "distinct_sentences" and not v)
             and not (k == "clinical_weight" and v == 0.0)
+            and not (k == "cache_mib" and v == 1024.0)
+            and not (k in ("cache_path", "encoder_id") and v is None)
+            and not (k == "cache_save_interval" and v == 300.0)
         )
         return f"SDRReward({args})"
 
@@ -294,9 +368,9 @@ class SDRReward:
             kwargs["impression"] = _strings(impression, "impression")
         return self._get_scorer().score(texts, **kwargs)
 
-    def last_stats(self) -> Dict[str, int]:
+    def last_stats(self) -> Dict[str, float]:
         """Counters of the last batch (samples, sentences, distinct, embedded, cache_hits,
-        unconverged, failed)."""
+        hit_rate, encode_seconds, unconverged, failed)."""
         return self._get_scorer().last_stats()
 
     def __call__(
@@ -343,6 +417,11 @@ class SDRReward:
         if callable(log_metric):
             # Wall time of this call (parse, embed, distances): the reward's share of a step.
             log_metric(f"{self.__name__}/seconds", time.perf_counter() - started)
+            if not self.exact:
+                stats = self._get_scorer().last_stats()
+                log_metric(f"{self.__name__}/cache_hit_rate", float(stats["hit_rate"]))
+                log_metric(f"{self.__name__}/embedded", float(stats["embedded"]))
+                log_metric(f"{self.__name__}/encode_seconds", float(stats["encode_seconds"]))
         return out["reward"]
 
     @staticmethod

@@ -33,7 +33,18 @@ from typing import Any, Dict, Optional, Tuple
 # module outside the package, where a relative import fails.
 from sdr.reward import SDRReward
 
-_CONFIG_KEYS = ("metric", "format_weight", "semantic_weight", "exact", "model_dir", "encoder")
+_CONFIG_KEYS = (
+    "metric",
+    "format_weight",
+    "semantic_weight",
+    "exact",
+    "model_dir",
+    "encoder",
+    "cache_mib",
+    "cache_path",
+    "cache_save_interval",
+    "encoder_id",
+)
 _lock = threading.Lock()
 _rewards: Dict[Tuple[Any, ...], SDRReward] = {}
 

@@ -131,7 +131,10 @@ pub fn run(args: Args) -> Result<()> {
             ));
             if file.is_file() {
                 if let Some(cache) = encoder.cache() {
-                    cache.load(&file, encoder.dim())?;
+                    // A damaged file costs only time: embed again and replace it.
+                    if let Err(e) = cache.load(&file) {
+                        eprintln!("sdr embed: {e}; starting with an empty cache");
+                    }
                 }
             }
             Some(file)
@@ -186,7 +189,7 @@ pub fn run(args: Args) -> Result<()> {
     output.finish()?;
     progress.finish_and_clear();
     if let (Some(file), Some(cache)) = (&cache_file, encoder.cache()) {
-        cache.save(file, encoder.dim())?;
+        cache.save(file)?;
     }
     Ok(())
 }

@@ -16,7 +16,17 @@
 //!   `{"findings": "...", "impression": "..."}` objects; reply `{"metric":
 //!   spec, "rewards": [...], "format": [...], "findings": [...],
 //!   "impression": [...]}`.
-//! - `GET /health`: `{"status": "ok", "metric": spec, "model": name|null}`.
+//! - `GET /health`: `{"status": "ok", "metric": spec, "model": name|null,
+//!   "batches", "requests", "samples", "cache": {...}}`; `cache` holds the
+//!   sentence cache's entries, bytes, bound and evictions, and over all batches
+//!   the distinct sentences needed, the cache hits among them, `hit_rate`, the
+//!   sentences embedded and the encoder's seconds.
+//!
+//! # Sentence cache
+//! One bounded cache (`--cache-mib`) serves every client and metric: each
+//! sentence is embedded once and keeps its vector, so the same request sent
+//! twice gets the same rewards, bit for bit, and the second needs no encoder
+//! time. `--cache PATH` persists it across restarts.
 //!
 //! # Batching
 //! OpenRLHF sends one sample per request, many requests at once. Requests
@@ -45,7 +55,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use sdr_reward::{Embedder, RewardOptions};
+use sdr_reward::{PersistentCache, RewardOptions, SentenceCache, SentenceEncoder};
 
 pub use api::{router, AppState};
 pub use batcher::Limits;
@@ -84,6 +94,20 @@ pub struct Args {
     /// Model folder (default: $SDR_MODEL, then ~/.cache/sdr/models/all-mpnet-base-v2).
     #[arg(long)]
     pub model: Option<PathBuf>,
+    /// Memory bound of the sentence cache, in MiB. Every sentence the server
+    /// embeds (completions and references, for every client and metric) is
+    /// kept, least recently used evicted first; 0 turns caching off.
+    #[arg(long, default_value_t = sdr_reward::DEFAULT_CACHE_MIB)]
+    pub cache_mib: f64,
+    /// Persist the sentence cache in this file: loaded at start (a file of
+    /// another encoder or a damaged one is refused with a one-line message and
+    /// the server starts empty), written atomically every --cache-save-secs
+    /// after a batch and at shutdown.
+    #[arg(long, value_name = "PATH")]
+    pub cache: Option<PathBuf>,
+    /// Seconds between saves of --cache.
+    #[arg(long, default_value_t = 300.0)]
+    pub cache_save_secs: f64,
     /// Largest micro-batch, in samples.
     #[arg(long, default_value_t = 256)]
     pub max_batch: usize,
@@ -151,7 +175,11 @@ pub fn run(args: Args) -> Result<()> {
     )
     .and_then(|o| o.with_clinical_weight(args.clinical_weight))
     .with_context(|| format!("--metric {} / weights", args.metric))?;
-    let embedder: Option<Arc<dyn Embedder>> = if args.exact {
+    anyhow::ensure!(
+        args.cache_save_secs.is_finite() && args.cache_save_secs >= 0.0,
+        "--cache-save-secs must be a finite number >= 0"
+    );
+    let embedder: Option<Arc<dyn SentenceEncoder>> = if args.exact {
         None
     } else {
         let dir = sdr_embed::resolve_model_dir(args.model.as_deref())?;
@@ -162,6 +190,27 @@ pub fn run(args: Args) -> Result<()> {
         let enc = sdr_embed::Encoder::load(&dir, opts)
             .with_context(|| format!("loading the encoder from {}", dir.display()))?;
         Some(Arc::new(enc))
+    };
+    let cache = match &embedder {
+        Some(e) => Some(Arc::new(SentenceCache::with_mib(
+            e.identity()?,
+            e.dim(),
+            args.cache_mib,
+        )?)),
+        None => None,
+    };
+    let persist = match (&args.cache, &cache) {
+        (Some(path), Some(cache)) => {
+            let interval = Duration::from_secs_f64(args.cache_save_secs);
+            let (p, outcome) = PersistentCache::open(cache.clone(), path, interval);
+            eprintln!("sdr serve: {}", outcome.message(path));
+            Some(Arc::new(p))
+        }
+        (Some(_), None) => {
+            eprintln!("sdr serve: --cache ignored: exact-match rewards embed nothing");
+            None
+        }
+        _ => None,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -174,14 +223,20 @@ pub fn run(args: Args) -> Result<()> {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
-        let state = AppState::new(options, embedder, limits)?;
+        let state = AppState::with_cache(options, embedder, limits, cache, persist)?;
         eprintln!(
             "sdr serve: listening on http://{} (POST {}, POST /v1/rewards, GET /health; metric {})",
             listener.local_addr()?,
             args.path,
             options.config.metric
         );
-        serve(listener, state, &args.path, shutdown_signal()).await
+        let result = serve(listener, state.clone(), &args.path, shutdown_signal()).await;
+        match state.save_cache() {
+            Some(Ok(n)) if n > 0 => eprintln!("sdr serve: saved {n} cached sentences"),
+            Some(Err(e)) => eprintln!("sdr serve: could not save the sentence cache: {e}"),
+            _ => {}
+        }
+        result
     })
 }
 

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 
 use sdr_cli::commands::serve::{serve, AppState, Limits};
-use sdr_reward::{Embedder, RewardOptions};
+use sdr_reward::{RewardOptions, SentenceEncoder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::oneshot;
 
@@ -17,7 +17,7 @@ pub const GOOD: &str =
 pub const OTHER: &str = "<think>There is a large right pleural effusion. Cardiomegaly.</think><answer>Right effusion and cardiomegaly.</answer>";
 
 /// The real encoder (all-mpnet-base-v2), loaded once per test binary.
-pub fn encoder() -> Arc<dyn Embedder> {
+pub fn encoder() -> Arc<dyn SentenceEncoder> {
     static ENC: OnceLock<Arc<sdr_embed::Encoder>> = OnceLock::new();
     ENC.get_or_init(|| {
         let dir = sdr_embed::resolve_model_dir(None)

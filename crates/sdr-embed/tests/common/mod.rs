@@ -1,5 +1,7 @@
 //! Helpers of the sdr-embed integration tests.
 
+#![allow(dead_code)]
+
 use std::path::{Path, PathBuf};
 
 use sdr_embed::{Encoder, EncoderOptions};

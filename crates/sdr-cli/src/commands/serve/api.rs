@@ -12,7 +12,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use sdr_core::reward::RewardBreakdown;
-use sdr_reward::{parse_reference, Embedder, RewardOptions, Scorer};
+use sdr_reward::{
+    parse_reference, PersistentCache, RewardOptions, Scorer, SentenceCache, SentenceEncoder,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
@@ -32,7 +34,10 @@ pub struct AppState {
 struct Inner {
     options: RewardOptions,
     default: Arc<Scorer>,
-    embedder: Option<Arc<dyn Embedder>>,
+    embedder: Option<Arc<dyn SentenceEncoder>>,
+    /// One sentence cache for every scorer (metric) and every client.
+    cache: Option<Arc<SentenceCache>>,
+    persist: Option<Arc<PersistentCache>>,
     model: Option<String>,
     scorers: Mutex<HashMap<String, Arc<Scorer>>>,
     tx: mpsc::Sender<Job>,
@@ -55,13 +60,38 @@ impl Drop for QueueSlot<'_> {
 }
 
 impl AppState {
-    /// Build the state and start the batcher; call inside a Tokio runtime.
+    /// Build the state with a sentence cache of the default size, not persisted,
+    /// and start the batcher; call inside a Tokio runtime.
     pub fn new(
         options: RewardOptions,
-        embedder: Option<Arc<dyn Embedder>>,
+        embedder: Option<Arc<dyn SentenceEncoder>>,
         limits: Limits,
     ) -> anyhow::Result<AppState> {
-        let default = Arc::new(Scorer::new(options, embedder.clone())?);
+        let cache = match &embedder {
+            Some(e) => Some(Arc::new(SentenceCache::with_mib(
+                e.identity()?,
+                e.dim(),
+                sdr_reward::DEFAULT_CACHE_MIB,
+            )?)),
+            None => None,
+        };
+        Self::with_cache(options, embedder, limits, cache, None)
+    }
+
+    /// Build the state around `cache` (shared by every scorer), saved through
+    /// `persist` after batches at its interval, and start the batcher.
+    pub fn with_cache(
+        options: RewardOptions,
+        embedder: Option<Arc<dyn SentenceEncoder>>,
+        limits: Limits,
+        cache: Option<Arc<SentenceCache>>,
+        persist: Option<Arc<PersistentCache>>,
+    ) -> anyhow::Result<AppState> {
+        let mut default = Scorer::with_cache(options, embedder.clone(), cache.clone())?;
+        if let Some(p) = &persist {
+            default = default.with_persistence(p.clone());
+        }
+        let default = Arc::new(default);
         let counters = Arc::new(Counters::default());
         Ok(AppState {
             inner: Arc::new(Inner {
@@ -69,6 +99,8 @@ impl AppState {
                 default,
                 model: embedder.as_ref().map(|e| e.name()),
                 embedder,
+                cache,
+                persist,
                 scorers: Mutex::new(HashMap::new()),
                 tx: batcher::spawn(limits, counters.clone()),
                 limits,
@@ -104,10 +136,16 @@ impl AppState {
                 "metric {key}: this server already serves {MAX_METRICS} other metrics"
             )));
         }
-        let s = Arc::new(
-            Scorer::new(options, self.inner.embedder.clone())
-                .map_err(|e| ApiError::internal(e.to_string()))?,
-        );
+        let mut s = Scorer::with_cache(
+            options,
+            self.inner.embedder.clone(),
+            self.inner.cache.clone(),
+        )
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+        if let Some(p) = &self.inner.persist {
+            s = s.with_persistence(p.clone());
+        }
+        let s = Arc::new(s);
         map.insert(key, s.clone());
         Ok(s)
     }
@@ -408,8 +446,42 @@ async fn health(State(s): State<AppState>) -> Response {
         "batches": c.batches.load(Ordering::Relaxed),
         "requests": c.requests.load(Ordering::Relaxed),
         "samples": c.samples.load(Ordering::Relaxed),
+        "cache": cache_health(&s),
     }))
     .into_response()
+}
+
+/// The sentence cache in `/health`: its counters, and what the batches needed
+/// of it (distinct sentences, hits, sentences embedded, encoder seconds).
+fn cache_health(s: &AppState) -> serde_json::Value {
+    let Some(cache) = &s.inner.cache else {
+        return serde_json::Value::Null;
+    };
+    let c = &s.inner.counters;
+    let st = cache.stats();
+    let distinct = c.distinct.load(Ordering::Relaxed);
+    let hits = c.cache_hits.load(Ordering::Relaxed);
+    json!({
+        "identity": cache.identity(),
+        "entries": st.entries,
+        "bytes": st.bytes,
+        "max_bytes": st.max_bytes,
+        "evictions": st.evictions,
+        "distinct": distinct,
+        "hits": hits,
+        "hit_rate": if distinct == 0 { serde_json::Value::Null } else { json!(hits as f64 / distinct as f64) },
+        "embedded": c.embedded.load(Ordering::Relaxed),
+        "encode_seconds": c.encode_micros.load(Ordering::Relaxed) as f64 / 1e6,
+        "path": s.inner.persist.as_ref().map(|p| p.path().display().to_string()),
+        "writable": s.inner.persist.as_ref().map(|p| p.is_writable()),
+    })
+}
+
+impl AppState {
+    /// Save the sentence cache now (when persisted and changed); for shutdown.
+    pub fn save_cache(&self) -> Option<Result<usize, sdr_embed::EmbedError>> {
+        self.inner.persist.as_ref().map(|p| p.save())
+    }
 }
 
 async fn not_found() -> Response {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sdr_core::reward::RewardBreakdown;
-use sdr_reward::{Reference, RewardError, Scorer};
+use sdr_reward::{BatchStats, Reference, RewardError, Scorer};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -105,6 +105,27 @@ pub struct Counters {
     pub requests: AtomicU64,
     /// Samples they held.
     pub samples: AtomicU64,
+    /// Distinct sentences the batches needed (after deduplication within each).
+    pub distinct: AtomicU64,
+    /// Of those, found in the sentence cache.
+    pub cache_hits: AtomicU64,
+    /// Sentences sent to the encoder.
+    pub embedded: AtomicU64,
+    /// Encoder time, microseconds.
+    pub encode_micros: AtomicU64,
+}
+
+impl Counters {
+    fn add(&self, stats: &BatchStats) {
+        self.distinct
+            .fetch_add(stats.distinct as u64, Ordering::Relaxed);
+        self.cache_hits
+            .fetch_add(stats.cache_hits as u64, Ordering::Relaxed);
+        self.embedded
+            .fetch_add(stats.embedded as u64, Ordering::Relaxed);
+        self.encode_micros
+            .fetch_add((stats.encode_seconds * 1e6) as u64, Ordering::Relaxed);
+    }
 }
 
 /// Start the batcher task; requests go through the returned sender.
@@ -142,12 +163,13 @@ async fn run(
             .fetch_add(samples as u64, Ordering::Relaxed);
         // Scoring is CPU-bound: off the async workers. The next batch
         // collects in the channel meanwhile.
-        let _ = tokio::task::spawn_blocking(move || score_jobs(jobs)).await;
+        let c = counters.clone();
+        let _ = tokio::task::spawn_blocking(move || score_jobs(jobs, &c)).await;
     }
 }
 
 /// Score jobs, one scorer call per distinct scorer, and answer each.
-pub fn score_jobs(jobs: Vec<Job>) {
+pub fn score_jobs(jobs: Vec<Job>, counters: &Counters) {
     // Clients that timed out have dropped their receiver: skip their work.
     let mut pending: Vec<Job> = jobs.into_iter().filter(|j| !j.reply.is_closed()).collect();
     while let Some(first) = pending.first() {
@@ -156,11 +178,11 @@ pub fn score_jobs(jobs: Vec<Job>) {
             .into_iter()
             .partition(|j| Arc::ptr_eq(&j.scorer, &scorer));
         pending = rest;
-        score_group(&scorer, group);
+        score_group(&scorer, group, counters);
     }
 }
 
-fn score_group(scorer: &Scorer, group: Vec<Job>) {
+fn score_group(scorer: &Scorer, group: Vec<Job>, counters: &Counters) {
     let completions: Vec<&str> = group
         .iter()
         .flat_map(|j| j.completions.iter().map(String::as_str))
@@ -170,7 +192,8 @@ fn score_group(scorer: &Scorer, group: Vec<Job>) {
         .flat_map(|j| j.references.iter().map(OwnedReference::as_reference))
         .collect();
     match scorer.score(&completions, &references) {
-        Ok((scores, _)) => {
+        Ok((scores, stats)) => {
+            counters.add(&stats);
             let mut it = scores.into_iter();
             for job in group {
                 let mine: Vec<RewardBreakdown> = it.by_ref().take(job.completions.len()).collect();

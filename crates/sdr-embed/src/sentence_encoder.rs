@@ -1,0 +1,51 @@
+//! The one interface every consumer of sentence embeddings uses: corpus builds,
+//! selection, pruning, the reward (Python bindings and `sdr serve`) and the
+//! bring-your-own-encoder hook of the bindings.
+//!
+//! Implementations: [`Encoder`] (all-mpnet-base-v2 and BERT-family models on
+//! candle), `sdr_corpus::HashEncoder` (a deterministic stand-in for tests and
+//! machines without the model), and the bindings' Python-callable adapter.
+
+use crate::encoder::Encoder;
+use crate::error::Result;
+
+/// A frozen sentence encoder: unit-norm (or at least non-zero) embeddings of
+/// sentences, plus what identifies the vectors it produces.
+pub trait SentenceEncoder: Send + Sync {
+    /// Model name, e.g. `all-mpnet-base-v2`.
+    fn name(&self) -> String;
+    /// sha256 of the weights (hex), or another fixed identifier for stand-ins.
+    fn weights_sha256(&self) -> Result<String>;
+    /// Embedding dimension.
+    fn dim(&self) -> usize;
+    /// Embeddings of `texts`, row-major `texts.len() x dim`.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<f32>>;
+    /// Everything the vectors depend on (name, weights, precision): sentence
+    /// caches are keyed by it, so two encoders never share entries.
+    fn identity(&self) -> Result<String> {
+        Ok(format!("{}@{}", self.name(), self.weights_sha256()?))
+    }
+}
+
+impl SentenceEncoder for Encoder {
+    fn name(&self) -> String {
+        Encoder::name(self).to_string()
+    }
+    fn weights_sha256(&self) -> Result<String> {
+        Encoder::weights_sha256(self)
+    }
+    fn dim(&self) -> usize {
+        Encoder::dim(self)
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<f32>> {
+        Ok(self.embed_matrix(texts)?.data)
+    }
+    fn identity(&self) -> Result<String> {
+        Ok(format!(
+            "{}@{}/{}",
+            Encoder::name(self),
+            Encoder::weights_sha256(self)?,
+            self.precision()
+        ))
+    }
+}
