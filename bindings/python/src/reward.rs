@@ -152,7 +152,7 @@ impl SentenceEncoder for CallableEmbedder {
 }
 
 /// Scores completions against references (see ``sdr.SDRReward``).
-#[pyclass(name = "RewardScorer", module = "sdr._sdr", frozen)]
+#[pyclass(name = "RewardScorer", module = "sdr._sdr", frozen, weakref)]
 pub struct PyRewardScorer {
     scorer: Scorer,
     last: Mutex<BatchStats>,

@@ -32,7 +32,8 @@ class Counting:
 def test_completion_sentences_are_embedded_once_per_run():
     enc = Counting()
     r = sdr.SDRReward(encoder=enc)
-    probe = len(enc.seen)  # the probe call that learns the dimension
+    r.cache_info()  # builds the scorer: one probe call learns the dimension
+    probe = len(enc.seen)
     first = r.score([GOOD, OTHER] * 4, references=[REF] * 8)
     s = r.last_stats()
     assert s["embedded"] == s["distinct"] == 10 and s["hit_rate"] == 0.0

@@ -88,7 +88,9 @@ def test_logging_callbacks(reward):
     assert set(extra) == {"sdr_chamfer/format", "sdr_chamfer/findings", "sdr_chamfer/impression"}
     assert extra["sdr_chamfer/format"] == [1.0, 0.0]
     assert metrics["sdr_chamfer/format"] == 0.5
-    assert set(metrics) == set(extra) | {"sdr_chamfer/seconds"}
+    cache_keys = {"sdr_chamfer/cache_hit_rate", "sdr_chamfer/embedded", "sdr_chamfer/encode_seconds"}
+    assert set(metrics) == set(extra) | {"sdr_chamfer/seconds"} | cache_keys
+    assert 0.0 <= metrics["sdr_chamfer/cache_hit_rate"] <= 1.0
     assert 0.0 < metrics["sdr_chamfer/seconds"] < 60.0
     f, i = extra["sdr_chamfer/findings"], extra["sdr_chamfer/impression"]
     assert out[0] == pytest.approx(1 + f[0] + i[0], abs=1e-12)
