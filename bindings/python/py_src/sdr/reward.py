@@ -17,6 +17,7 @@ import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _sdr
+from .explain import check_worst, log_worst
 
 Completion = Union[str, Sequence[Dict[str, Any]]]
 
@@ -140,6 +141,15 @@ class SDRReward:
         Impression: 1 when they agree on every observation, lower when they
         contradict. 0 for a malformed completion. Default 0: the paper's
         reward, bit for bit. Logged as ``<name>/clinical`` when > 0.
+    explain : bool or int
+        After each batch, explain the worst well-formed completions (True: 4,
+        an int: that many) with ``sdr.explain`` and log their missing and
+        unsupported sentences as the columns ``<name>/missing`` and
+        ``<name>/unsupported`` of TRL's completions table (``log_extra``), or
+        to the ``sdr`` logger without it; the rows are kept in
+        ``last_explanation``. Costs one more encoder call per explained
+        completion (SDR's own encoder is then loaded once more, unless
+        `encoder` is given). Default off.
 
     Calling it as ``reward(prompts=..., completions=..., **columns)`` returns one
     float per completion. Completions are strings or chat message lists. A
@@ -168,6 +178,7 @@ class SDRReward:
         encoder: Optional[Callable[[List[str]], Any]] = None,
         distinct_sentences: bool = False,
         clinical_weight: float = 0.0,
+        explain: Union[bool, int] = False,
     ) -> None:
         if not isinstance(metric, str):
             raise TypeError(f"metric must be a string, got {type(metric).__name__}")
@@ -207,6 +218,8 @@ class SDRReward:
             raise TypeError(f"encoder must be a callable list[str] -> (n, d) array, got {type(encoder).__name__}")
         self.encoder = resolve_encoder(encoder)
         self.__name__ = name or ("sdr_exact" if self.exact else "sdr_" + canonical.split(":")[0])
+        self.explain = check_worst(explain)
+        self.last_explanation: List[Dict[str, Any]] = []
         self._reset()
 
     # -- state ---------------------------------------------------------------
@@ -250,6 +263,7 @@ class SDRReward:
             "encoder": self.encoder,
             "distinct_sentences": self.distinct_sentences,
             "clinical_weight": self.clinical_weight,
+            "explain": self.explain,
         }
 
     def __getstate__(self) -> Dict[str, Any]:
@@ -266,6 +280,7 @@ class SDRReward:
             if not (k == "encoder" and v is None)
             and not (k == "distinct_sentences" and not v)
             and not (k == "clinical_weight" and v == 0.0)
+            and not (k == "explain" and not v)
         )
         return f"SDRReward({args})"
 
@@ -343,6 +358,10 @@ class SDRReward:
         if callable(log_metric):
             # Wall time of this call (parse, embed, distances): the reward's share of a step.
             log_metric(f"{self.__name__}/seconds", time.perf_counter() - started)
+        if self.explain and not self.exact:
+            # The worst completions' missing / unsupported sentences (sdr/explain.py),
+            # after the timing: explaining is not part of the reward's cost.
+            self.last_explanation = log_worst(self, completions, kwargs, out, log_extra)
         return out["reward"]
 
     @staticmethod

@@ -190,9 +190,9 @@ fn study_html(h: &mut String, k: usize, study: &Study, tau: f64) {
         h.push_str("</ol></section>\n");
         return;
     };
-    let _ = write!(
+    let _ = writeln!(
         h,
-        "<small>{} missing, {} unsupported</small></h2>\n",
+        "<small>{} missing, {} unsupported</small></h2>",
         sections.findings.missing.len() + sections.impression.missing.len(),
         sections.findings.unsupported.len() + sections.impression.unsupported.len(),
     );
