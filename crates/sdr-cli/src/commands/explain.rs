@@ -151,8 +151,9 @@ pub fn run(args: Args) -> Result<()> {
         out.finish()?;
     }
     eprintln!(
-        "sdr explain: {count} studies ({malformed} malformed candidates), {missing} missing and \
-         {unsupported} unsupported sentences at threshold {}{}",
+        "sdr explain: {count} {} ({malformed} malformed), {missing} missing and {unsupported} \
+         unsupported sentences at threshold {}{}",
+        if count == 1 { "study" } else { "studies" },
         options.threshold,
         if args.threshold.is_none() {
             " (default)"

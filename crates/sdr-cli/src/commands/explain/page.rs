@@ -53,11 +53,16 @@ footer{color:var(--muted);font-size:12px;margin-top:24px}
 /// Grey for sentences without a partner.
 const UNPAIRED: &str = "#98a2b3";
 
-/// Colour of reference sentence `j`: hues a golden angle apart, dark enough
-/// for white labels.
+/// Colours of reference sentences, cycled: dark enough for white labels, and
+/// no reds or oranges, which mark missing and unsupported sentences.
+const PALETTE: [&str; 10] = [
+    "#1f6fb2", "#2a9d4b", "#7b3fb5", "#0f8a8a", "#8c6d1f", "#b5408a", "#3d52c4", "#5d7a1f",
+    "#6b4b3a", "#0b7fc0",
+];
+
+/// Colour of reference sentence `j`.
 fn colour(j: usize) -> String {
-    let hue = (j as f64 * 137.508 + 210.0) % 360.0;
-    format!("hsl({hue:.0} 62% 42%)")
+    PALETTE[j % PALETTE.len()].to_string()
 }
 
 /// HTML-escape text (element content and attribute values).
