@@ -3,7 +3,8 @@
 # and the SmolLM2-135M-Instruct GGUF (scripts/install-llama-server.sh), then
 # runs the ignored tests, which start that server on 127.0.0.1; finally the
 # TRL check (recipes/setup.sh's venv, recipes/trl_integration.py), and the sharded
-# corpus build on a local Ray cluster (scripts/test-ray-corpus.sh).
+# corpus build on a local Ray cluster (scripts/test-ray-corpus.sh), and the page of
+# `sdr explain --html` in headless Chromium (scripts/test-explain-page.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -56,4 +57,7 @@ bash recipes/setup.sh
 # A sharded corpus build on a local three-node Ray cluster, merged, against one build.
 echo "== Ray: sharded corpus build"
 bash scripts/test-ray-corpus.sh
+# The explanation page in a real browser: DOM checks and a screenshot.
+echo "== sdr explain --html in headless Chromium"
+bash scripts/test-explain-page.sh
 echo "integration: ok"

@@ -11,6 +11,7 @@ mod corpus;
 mod distance;
 mod encoder;
 mod error;
+mod explain;
 mod metrics;
 mod report;
 mod reward;
@@ -49,6 +50,7 @@ fn _sdr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(corpus::build_corpus, m)?)?;
     m.add_function(wrap_pyfunction!(corpus::merge_corpus, m)?)?;
     m.add_function(wrap_pyfunction!(metrics::score_reports, m)?)?;
+    m.add_function(wrap_pyfunction!(explain::explain_json, m)?)?;
     m.add_class::<encoder::PyEncoder>()?;
     m.add_class::<reward::PyRewardScorer>()?;
     m.add_function(wrap_pyfunction!(reward::check_reward_options, m)?)?;

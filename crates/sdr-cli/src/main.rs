@@ -45,6 +45,8 @@ enum Command {
     Prune(commands::prune::Args),
     /// Compare selection runs (random, standard, pruning) on BLEU-4 / ROUGE-L / BERTScore-F1.
     Eval(commands::eval::Args),
+    /// Why a candidate got its reward: sentence pairs, costs, missing and unsupported findings (JSON Lines, HTML).
+    Explain(commands::explain::Args),
     /// Every text metric (BLEU, ROUGE, METEOR, chrF++, BERTScore) of hypothesis/reference pairs, per section.
     Score(commands::score::Args),
     /// Serve SDR rewards over HTTP (OpenRLHF remote reward protocol, JSON batch endpoint).
@@ -65,6 +67,7 @@ fn main() {
         Command::Prune(args) => commands::prune::run(args),
         Command::Eval(args) => commands::eval::run(args),
         Command::Score(args) => commands::score::run(args),
+        Command::Explain(args) => commands::explain::run(args),
         Command::Serve(args) => commands::serve::run(args),
     };
     if let Err(err) = result {

@@ -39,6 +39,14 @@ pub enum SdrError {
     BadMetricParameter { metric: String, message: String },
     #[error("reference {index}: section `{section}` is empty")]
     EmptySection { index: usize, section: &'static str },
+    #[error("threshold {value} is outside [0, 1] (the range of the cosine cost)")]
+    BadThreshold { value: f64 },
+    #[error("set `{set}` has {sentences} sentences but {vectors} vectors")]
+    SentenceCount {
+        set: Side,
+        sentences: usize,
+        vectors: usize,
+    },
 }
 
 pub type Result<T> = std::result::Result<T, SdrError>;

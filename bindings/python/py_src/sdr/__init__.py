@@ -16,6 +16,8 @@ embeddings, fifteen set distances) with reward functions for GRPO trainers:
 - ``sdr.metrics``: every metric of ``sdr score`` (BLEU, ROUGE, METEOR,
   chrF++, BERTScore, CheXpert-rule F1) for your own outputs, per pair and
   over the corpus.
+- ``sdr.explain``: why a report got its reward: sentence pairs and costs,
+  missing and unsupported findings (as ``sdr explain``).
 
 Paper: "SDR: Set-Distance Rewards for Radiology Report Generation".
 """
@@ -48,6 +50,7 @@ from ._sdr import (
 from ._sdr import _after_fork_child
 from . import metrics
 from .reward import SDRReward, completion_text
+from .explain import explain  # the function; the module stays sys.modules["sdr.explain"]
 
 # Forked workers (TRL data loaders, verl reward workers) inherit no Rayon pool
 # threads: the child turns parallelism off, as huggingface/tokenizers does.
@@ -64,6 +67,7 @@ __all__ = [
     "completion_text",
     "distance",
     "distances",
+    "explain",
     "get_parallelism",
     "label",
     "merge_corpus",

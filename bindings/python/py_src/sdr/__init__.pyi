@@ -28,6 +28,44 @@ def distances(
 ) -> Dict[str, float]: ...
 def parse_report(text: str) -> ParsedReport: ...
 
+class SentenceExplanation(TypedDict, total=False):
+    sentence: str
+    match: Optional[int]
+    cost: Optional[float]
+    mass: float  # plan-based metrics only
+    nearest: int
+    nearest_cost: float
+
+class SectionExplanation(TypedDict):
+    distance: float
+    converged: bool
+    reward: float
+    candidate: List[SentenceExplanation]
+    reference: List[SentenceExplanation]
+    missing: List[int]
+    unsupported: List[int]
+
+class ExplainedSections(TypedDict):
+    findings: SectionExplanation
+    impression: SectionExplanation
+
+class Explanation(TypedDict):
+    metric: str
+    threshold: float
+    format_valid: bool
+    reward: float
+    sections: Optional[ExplainedSections]
+
+def explain(
+    candidate: str,
+    reference: str,
+    metric: str = "chamfer",
+    threshold: Optional[float] = None,
+    *,
+    encoder: Optional[Union["Encoder", str, Callable[[List[str]], Any]]] = None,
+    model_dir: Optional[Union[str, os.PathLike[str]]] = None,
+) -> Explanation: ...
+
 _Path = Union[str, os.PathLike[str]]
 
 def build_corpus(
@@ -95,6 +133,8 @@ class SDRReward:
     cache_path: Optional[str]
     cache_save_interval: float
     encoder_id: Optional[str]
+    explain: int
+    last_explanation: List[Dict[str, Any]]
     def __init__(
         self,
         metric: str = "chamfer",
@@ -112,6 +152,7 @@ class SDRReward:
         cache_path: Optional[Union[str, os.PathLike[str]]] = None,
         cache_save_interval: float = 300.0,
         encoder_id: Optional[str] = None,
+        explain: Union[bool, int] = False,
     ) -> None: ...
     def __call__(
         self,
@@ -141,6 +182,7 @@ __all__ = [
     "completion_text",
     "distance",
     "distances",
+    "explain",
     "get_parallelism",
     "label",
     "parse_report",

@@ -19,6 +19,7 @@ import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _sdr
+from .explain import check_worst, log_worst
 
 Completion = Union[str, Sequence[Dict[str, Any]]]
 
@@ -159,6 +160,15 @@ class SDRReward:
     encoder_id : str, optional
         With a callable ``encoder``: a name for what it computes (model,
         precision), which keys the cache. Required together with ``cache_path``.
+    explain : bool or int
+        After each batch, explain the worst well-formed completions (True: 4,
+        an int: that many) with ``sdr.explain`` and log their missing and
+        unsupported sentences as the columns ``<name>/missing`` and
+        ``<name>/unsupported`` of TRL's completions table (``log_extra``), or
+        to the ``sdr`` logger without it; the rows are kept in
+        ``last_explanation``. Costs one more encoder call per explained
+        completion (SDR's own encoder is then loaded once more, unless
+        `encoder` is given). Default off.
 
     Calling it as ``reward(prompts=..., completions=..., **columns)`` returns one
     float per completion. Completions are strings or chat message lists. A
@@ -193,6 +203,7 @@ class SDRReward:
         cache_path: Optional[Union[str, "os.PathLike[str]"]] = None,
         cache_save_interval: float = 300.0,
         encoder_id: Optional[str] = None,
+        explain: Union[bool, int] = False,
     ) -> None:
         if not isinstance(metric, str):
             raise TypeError(f"metric must be a string, got {type(metric).__name__}")
@@ -241,6 +252,8 @@ class SDRReward:
             raise TypeError(f"encoder must be a callable list[str] -> (n, d) array, got {type(encoder).__name__}")
         self.encoder = resolve_encoder(encoder)
         self.__name__ = name or ("sdr_exact" if self.exact else "sdr_" + canonical.split(":")[0])
+        self.explain = check_worst(explain)
+        self.last_explanation: List[Dict[str, Any]] = []
         self._reset()
 
     # -- state ---------------------------------------------------------------
@@ -321,6 +334,7 @@ class SDRReward:
             "cache_path": self.cache_path,
             "cache_save_interval": self.cache_save_interval,
             "encoder_id": self.encoder_id,
+            "explain": self.explain,
         }
 
     def __getstate__(self) -> Dict[str, Any]:
@@ -340,6 +354,7 @@ class SDRReward:
             and not (k == "cache_mib" and v == 1024.0)
             and not (k in ("cache_path", "encoder_id") and v is None)
             and not (k == "cache_save_interval" and v == 300.0)
+            and not (k == "explain" and not v)
         )
         return f"SDRReward({args})"
 
@@ -422,6 +437,10 @@ class SDRReward:
                 log_metric(f"{self.__name__}/cache_hit_rate", float(stats["hit_rate"]))
                 log_metric(f"{self.__name__}/embedded", float(stats["embedded"]))
                 log_metric(f"{self.__name__}/encode_seconds", float(stats["encode_seconds"]))
+        if self.explain and not self.exact:
+            # The worst completions' missing / unsupported sentences (sdr/explain.py),
+            # after the timing: explaining is not part of the reward's cost.
+            self.last_explanation = log_worst(self, completions, kwargs, out, log_extra)
         return out["reward"]
 
     @staticmethod

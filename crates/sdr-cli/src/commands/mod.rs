@@ -2,6 +2,7 @@ pub mod corpus;
 pub mod distances;
 pub mod embed;
 pub mod eval;
+pub mod explain;
 pub mod generate;
 pub mod label;
 pub mod parse;

@@ -1,0 +1,199 @@
+"""``sdr.explain``: why a report got its reward (SPEC §9).
+
+Per section: the distance and its reward term; for every candidate sentence
+its partner under the metric (nearest neighbour for Chamfer/Hausdorff, the
+assignment for Hung-*, the sentence receiving most of its mass for OT,
+Sinkhorn, UOT, partial OT and GW) with the pair's cosine cost, and the same for
+every reference sentence; the reference sentences the candidate misses and the
+candidate sentences nothing in the reference supports (nearest-neighbour cost
+above the threshold). The same structure as ``sdr explain``'s output lines;
+the computation is ``sdr_core::explain`` in Rust.
+
+``SDRReward(..., explain=True)`` calls :func:`log_worst` after each batch: the
+worst well-formed completions' missing and unsupported sentences go to TRL's
+completions table through ``log_extra`` (or to the ``sdr`` logger when the
+trainer gives no ``log_extra``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _sdr
+
+_log = logging.getLogger("sdr")
+
+#: How many completions ``SDRReward(explain=True)`` explains per batch.
+DEFAULT_WORST = 4
+
+# SDR's own encoder per model folder, loaded on first use in each process.
+_ENCODERS: Dict[Any, Any] = {}
+_LOCK = threading.Lock()
+
+
+def _own_encoder(model_dir: Optional[str]) -> Any:
+    key = (os.getpid(), model_dir)
+    with _LOCK:
+        enc = _ENCODERS.get(key)
+        if enc is None:
+            enc = _ENCODERS[key] = _sdr.Encoder(model_dir)
+        return enc
+
+
+def _embedder(encoder: Any, model_dir: Any) -> Callable[[List[str]], np.ndarray]:
+    """A function ``list[str] -> float32 (n, d)`` from what the caller gave."""
+    if encoder is None:
+        own = _own_encoder(None if model_dir is None else os.fspath(model_dir))
+        return own.embed
+    if isinstance(encoder, _sdr.Encoder):
+        return encoder.embed
+    if isinstance(encoder, str):
+        from .reward import resolve_encoder
+
+        encoder = resolve_encoder(encoder)
+    if not callable(encoder):
+        raise TypeError(f"encoder must be a callable list[str] -> (n, d) array, got {type(encoder).__name__}")
+
+    def embed(texts: List[str]) -> np.ndarray:
+        out = encoder(list(texts))
+        # A torch tensor (any device or dtype): to a float32 host array.
+        if not isinstance(out, np.ndarray) and hasattr(out, "detach"):
+            out = out.detach().float().cpu().numpy()
+        return np.ascontiguousarray(np.asarray(out, dtype=np.float32))
+
+    return embed
+
+
+def explain(
+    candidate: str,
+    reference: str,
+    metric: str = "chamfer",
+    threshold: Optional[float] = None,
+    *,
+    encoder: Any = None,
+    model_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
+) -> Dict[str, Any]:
+    """Explain the reward of `candidate` against `reference`.
+
+    Both are report texts: the ``<think>F</think><answer>I</answer>`` template
+    or ``Findings:`` / ``Impression:`` text, parsed as the reward parses them.
+    `metric` is a spec of ``sdr.METRICS``; `threshold` is tau, the
+    nearest-neighbour cosine cost above which a sentence counts as missing or
+    unsupported (``None``: the default derived on IU X-ray, SPEC §9).
+    `encoder`: SDR's all-mpnet-base-v2 when ``None`` (from `model_dir`, else
+    ``$SDR_MODEL``, else the default cache), an ``sdr.Encoder``, or any callable
+    ``list[str] -> (n, d)`` array as for ``SDRReward``.
+
+    Returns ``{"metric", "threshold", "format_valid", "reward", "sections"}``
+    with ``sections = {"findings": S, "impression": S}`` (``None`` for a
+    malformed candidate, whose reward is 0) and
+    ``S = {"distance", "converged", "reward", "candidate", "reference",
+    "missing", "unsupported"}``: ``candidate`` and ``reference`` list
+    ``{"sentence", "match", "cost", "nearest", "nearest_cost"}`` per sentence
+    (plus ``"mass"`` for plan-based metrics), ``match`` being an index into the
+    other list or ``None``; ``missing`` holds reference indices and
+    ``unsupported`` candidate indices.
+
+    A bad metric, a threshold outside [0, 1] or a reference without both
+    sections raises ``ValueError``; a non-string text ``TypeError``.
+    """
+    for label, text in (("candidate", candidate), ("reference", reference)):
+        if not isinstance(text, str):
+            raise TypeError(f"{label} must be a string, got {type(text).__name__}")
+    if not isinstance(metric, str):
+        raise TypeError(f"metric must be a string, got {type(metric).__name__}")
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))):
+        raise TypeError(f"threshold must be a number or None, got {type(threshold).__name__}")
+    embed = _embedder(encoder, model_dir)
+    tau = None if threshold is None else float(threshold)
+    return json.loads(_sdr._explain_json(candidate, reference, embed, metric, tau))
+
+
+def check_worst(explain: Union[bool, int]) -> int:
+    """``SDRReward``'s `explain` option as a count: False/0 off, True the
+    default (:data:`DEFAULT_WORST`), an int that many completions per batch."""
+    if isinstance(explain, bool):
+        return DEFAULT_WORST if explain else 0
+    if isinstance(explain, int) and explain >= 0:
+        return explain
+    raise TypeError(f"explain must be a bool or an int >= 0, got {explain!r}")
+
+
+def _flagged(e: Dict[str, Any], key: str, side: str) -> Dict[str, List[str]]:
+    sections = e.get("sections") or {}
+    return {name: [s[side][i]["sentence"] for i in s[key]] for name, s in sections.items() if s[key]}
+
+
+def compact(by_section: Dict[str, List[str]], width: int = 300) -> str:
+    """``{"findings": [a, b], "impression": [c]}`` as ``"F: a; b | I: c"``, cut at `width`."""
+    text = " | ".join(f"{name[0].upper()}: " + "; ".join(sents) for name, sents in by_section.items())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def log_worst(
+    reward: Any,
+    completions: Sequence[Any],
+    columns: Dict[str, Any],
+    out: Dict[str, List[float]],
+    log_extra: Optional[Callable[[str, List[Any]], None]] = None,
+) -> List[Dict[str, Any]]:
+    """Explain the ``reward.explain`` lowest-reward well-formed completions of a
+    batch that `reward` (an ``SDRReward``) just scored into `out`, with its
+    metric and encoder. Logs two columns of TRL's completions table,
+    ``<name>/missing`` and ``<name>/unsupported``: one string per completion,
+    ``"F: ... | I: ..."`` for the explained ones and ``""`` for the others.
+    Without ``log_extra`` the table goes to the ``sdr`` logger (INFO).
+    Returns the rows: ``{"index", "reward", "missing", "unsupported"}``."""
+    from .reward import completion_text
+
+    n = len(completions)
+    if reward.reference_columns is not None:
+        fcol, icol = reward.reference_columns
+        references = [f"Findings: {f}\nImpression: {i}" for f, i in zip(columns[fcol], columns[icol])]
+    else:
+        references = list(columns[reward.reference_column])
+    rewards, valid = out["reward"], out["format"]
+    order = sorted((i for i in range(n) if valid[i] > 0), key=lambda i: (rewards[i], i))
+    rows = []
+    for i in order[: reward.explain]:
+        e = explain(
+            completion_text(completions[i]),
+            references[i],
+            reward.metric,
+            encoder=reward.encoder,
+            model_dir=reward.model_dir,
+        )
+        rows.append(
+            {
+                "index": i,
+                "reward": rewards[i],
+                "missing": _flagged(e, "missing", "reference"),
+                "unsupported": _flagged(e, "unsupported", "candidate"),
+            }
+        )
+    if callable(log_extra):
+        missing, unsupported = [""] * n, [""] * n
+        for r in rows:
+            missing[r["index"]] = compact(r["missing"])
+            unsupported[r["index"]] = compact(r["unsupported"])
+        log_extra(f"{reward.__name__}/missing", missing)
+        log_extra(f"{reward.__name__}/unsupported", unsupported)
+    elif rows:
+        _log.info("%s: worst completions of the batch\n%s", reward.__name__, format_table(rows))
+    return rows
+
+
+def format_table(rows: Sequence[Dict[str, Any]]) -> str:
+    """The rows of :func:`log_worst` as a plain-text table."""
+    lines = [f"{'#':>4}  {'reward':>6}  missing  //  unsupported"]
+    for r in rows:
+        lines.append(
+            f"{r['index']:>4}  {r['reward']:>6.3f}  {compact(r['missing']) or '-'}  //  {compact(r['unsupported']) or '-'}"
+        )
+    return "\n".join(lines)

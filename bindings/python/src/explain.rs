@@ -1,0 +1,119 @@
+//! `sdr.explain` (Rust side): parse a candidate and its reference, embed their
+//! distinct sentences with the caller's embedding function, and explain the
+//! reward with `sdr_core::explain` (no maths here). The result is the JSON of
+//! `sdr explain`'s output line, which `py_src/sdr/explain.py` decodes.
+
+use std::collections::HashMap;
+
+use numpy::{PyReadonlyArray2, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use sdr_core::explain::{explain_report, ExplainOptions, ReportSentences, Sentences};
+use sdr_core::{parse_report, EmbeddingSet, Metric, Side};
+use sdr_reward::{parse_reference, Reference};
+
+use crate::error::ToPy;
+
+/// ``_explain_json(candidate, reference, embed, metric, threshold)``: the
+/// explanation as JSON. ``embed(texts: list[str])`` must return a float32
+/// array of shape ``(len(texts), d)``.
+#[pyfunction]
+#[pyo3(name = "_explain_json", signature = (candidate, reference, embed, metric = "chamfer", threshold = None))]
+pub fn explain_json(
+    py: Python<'_>,
+    candidate: String,
+    reference: String,
+    embed: Bound<'_, PyAny>,
+    metric: &str,
+    threshold: Option<f64>,
+) -> PyResult<String> {
+    let metric: Metric = metric.parse::<Metric>().py()?;
+    let options = ExplainOptions::new(metric, threshold).py()?;
+    let reference = parse_reference(&Reference::Report(&reference), 0).py()?;
+    let candidate = parse_report(&candidate);
+
+    // Distinct sentences, embedded in one call (with the GIL: `embed` is Python).
+    let mut row_of: HashMap<&str, usize> = HashMap::new();
+    let mut texts: Vec<&str> = Vec::new();
+    let sections: Vec<&[String]> = if candidate.format_valid {
+        vec![
+            &reference.findings,
+            &reference.impression,
+            &candidate.findings,
+            &candidate.impression,
+        ]
+    } else {
+        vec![&reference.findings, &reference.impression]
+    };
+    for s in sections.iter().flat_map(|s| s.iter()) {
+        row_of.entry(s.as_str()).or_insert_with(|| {
+            texts.push(s.as_str());
+            texts.len() - 1
+        });
+    }
+    let out = embed.call1((texts.clone(),))?;
+    let array: PyReadonlyArray2<'_, f32> = out.extract().map_err(|_| {
+        PyTypeError::new_err("the embedding function must return a 2-D float32 numpy array")
+    })?;
+    let shape = array.shape();
+    if shape[0] != texts.len() || shape[1] == 0 {
+        return Err(PyValueError::new_err(format!(
+            "the embedding function returned shape {shape:?} for {} sentences",
+            texts.len()
+        )));
+    }
+    let dim = shape[1];
+    let vectors: Vec<f32> = array.as_array().iter().copied().collect();
+
+    py.detach(|| {
+        let set = |sentences: &[String], side: Side| {
+            let mut data = Vec::with_capacity(sentences.len() * dim);
+            for s in sentences {
+                let r = row_of[s.as_str()];
+                data.extend(
+                    vectors[r * dim..(r + 1) * dim]
+                        .iter()
+                        .map(|&x| f64::from(x)),
+                );
+            }
+            EmbeddingSet::from_flat(data, dim, side)
+        };
+        let (rf, ri) = (
+            set(&reference.findings, Side::B)?,
+            set(&reference.impression, Side::B)?,
+        );
+        let refs = ReportSentences {
+            findings: Sentences {
+                text: &reference.findings,
+                vectors: rf.view(),
+            },
+            impression: Sentences {
+                text: &reference.impression,
+                vectors: ri.view(),
+            },
+        };
+        let explanation = if candidate.format_valid {
+            let (cf, ci) = (
+                set(&candidate.findings, Side::A)?,
+                set(&candidate.impression, Side::A)?,
+            );
+            let cand = ReportSentences {
+                findings: Sentences {
+                    text: &candidate.findings,
+                    vectors: cf.view(),
+                },
+                impression: Sentences {
+                    text: &candidate.impression,
+                    vectors: ci.view(),
+                },
+            };
+            explain_report(&options, Some(&cand), &refs, 0)?
+        } else {
+            explain_report(&options, None, &refs, 0)?
+        };
+        Ok::<_, sdr_core::SdrError>(
+            serde_json::to_string(&explanation).expect("an explanation serialises"),
+        )
+    })
+    .py()
+}

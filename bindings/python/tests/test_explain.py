@@ -1,0 +1,151 @@
+"""sdr.explain and SDRReward(explain=...) (mirrors sdr_core::explain and `sdr explain`)."""
+
+import json
+import logging
+import pickle
+import subprocess
+
+import numpy as np
+import pytest
+
+import sdr
+from conftest import GOOD, REF
+
+FINDINGS = [
+    "Borderline cardiomegaly.",
+    "Midline sternotomy XXXX.",
+    "Enlarged pulmonary arteries.",
+    "Clear lungs.",
+    "Inferior XXXX XXXX XXXX.",
+]
+IMPRESSION = "No acute pulmonary findings."
+REFERENCE = "Findings: " + " ".join(FINDINGS) + "\nImpression: " + IMPRESSION
+
+
+def template(findings, impression=IMPRESSION):
+    return f"<think>{' '.join(findings)}</think><answer>{impression}</answer>"
+
+
+def test_a_copy_is_all_matched_at_zero_cost():
+    e = sdr.explain(template(FINDINGS), REFERENCE)
+    assert set(e) == {"metric", "threshold", "format_valid", "reward", "sections"}
+    assert e["metric"] == "chamfer" and e["format_valid"] is True
+    assert e["reward"] == pytest.approx(3.0, abs=1e-6)
+    for name in ("findings", "impression"):
+        s = e["sections"][name]
+        assert s["missing"] == [] and s["unsupported"] == []
+        for side in ("candidate", "reference"):
+            for i, x in enumerate(s[side]):
+                assert x["match"] == i and x["cost"] < 1e-6 and x["nearest"] == i
+    assert [x["sentence"] for x in e["sections"]["findings"]["reference"]] == FINDINGS
+
+
+def test_dropped_and_added_findings():
+    e = sdr.explain(template(FINDINGS[:1] + FINDINGS[2:]), REFERENCE)
+    assert e["sections"]["findings"]["missing"] == [1]
+    assert e["sections"]["findings"]["unsupported"] == []
+    added = FINDINGS[:3] + ["There is a large left pleural effusion."] + FINDINGS[3:]
+    e = sdr.explain(template(added), REFERENCE, metric="ot")
+    f = e["sections"]["findings"]
+    assert f["unsupported"] == [3] and f["missing"] == []
+    assert all("mass" in x for x in f["candidate"])
+
+
+def test_reward_and_distance_agree_with_the_reward_function():
+    reward = sdr.SDRReward(metric="ot")
+    e = sdr.explain(GOOD, REF, metric="ot")
+    assert e["reward"] == pytest.approx(reward(completions=[GOOD], solution=[REF])[0], abs=1e-5)
+    assert e["metric"] == "ot"
+
+
+def test_malformed_candidate():
+    e = sdr.explain("Heart size is normal.", REFERENCE)
+    assert e["format_valid"] is False and e["reward"] == 0.0 and e["sections"] is None
+
+
+def test_threshold_and_encoder_options(encoder):
+    e = sdr.explain(template(FINDINGS[:1] + FINDINGS[2:]), REFERENCE, threshold=1.0)
+    assert e["threshold"] == 1.0 and e["sections"]["findings"]["missing"] == []
+    same = sdr.explain(GOOD, REF, encoder=encoder)
+    assert same == sdr.explain(GOOD, REF)
+    calls = []
+
+    def bow(texts):
+        # A bag-of-letters stand-in: the callable path, any (n, d) array.
+        calls.append(len(texts))
+        return [[t.lower().count(c) + 0.01 for c in "abcdefghijklmnopqrstuvwxyz"] for t in texts]
+
+    e = sdr.explain(GOOD, REF, encoder=bow)
+    assert calls and e["format_valid"] and len(e["sections"]["findings"]["candidate"]) == 2
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="unknown metric"):
+        sdr.explain(GOOD, REF, metric="chamfre")
+    with pytest.raises(ValueError, match="threshold"):
+        sdr.explain(GOOD, REF, threshold=1.5)
+    with pytest.raises(ValueError, match="section `impression` is empty"):
+        sdr.explain(GOOD, "Findings: Clear lungs.")
+    with pytest.raises(TypeError):
+        sdr.explain(GOOD, REF, threshold="0.2")
+    with pytest.raises(TypeError):
+        sdr.explain(None, REF)
+    with pytest.raises(ValueError, match="shape"):
+        sdr.explain(GOOD, REF, encoder=lambda texts: np.ones((1, 4), dtype=np.float32))
+
+
+def test_same_as_the_cli(sdr_bin):
+    pairs = [(GOOD, REF), (template(FINDINGS[:2]), REFERENCE), ("junk", REF)]
+    lines = "".join(json.dumps({"candidate": c, "reference": r}) + "\n" for c, r in pairs)
+    for metric in ("chamfer", "pot:rho=0.5"):
+        out = subprocess.run(
+            [sdr_bin, "explain", "--metric", metric], input=lines, capture_output=True, text=True, check=True
+        )
+        cli = [json.loads(l) for l in out.stdout.splitlines()]
+        py = [sdr.explain(c, r, metric=metric) for c, r in pairs]
+        assert close(cli, py)
+
+
+def close(a, b, tol=1e-6):
+    """Equal structure and text; numbers within `tol` (the encoder is not
+    batch-invariant in the last bits, and the CLI embeds a whole chunk at once)."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and list(a) == list(b) and all(close(a[k], b[k], tol) for k in a)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(close(x, y, tol) for x, y in zip(a, b))
+    if isinstance(a, float) and not isinstance(a, bool):
+        return isinstance(b, (int, float)) and abs(a - b) <= tol
+    return a == b
+
+
+def test_reward_logs_the_worst_completions():
+    r = sdr.SDRReward(explain=2)
+    assert r.explain == 2 and "explain=2" in repr(r)
+    assert pickle.loads(pickle.dumps(r)).explain == 2
+    comps = [template(FINDINGS), template(FINDINGS[:1] + FINDINGS[2:]), "junk", GOOD]
+    refs = [REFERENCE, REFERENCE, REFERENCE, REF]
+    extra = {}
+    rewards = r(completions=comps, solution=refs, log_extra=lambda k, v: extra.__setitem__(k, v))
+    assert set(extra) >= {"sdr_chamfer/missing", "sdr_chamfer/unsupported"}
+    missing = extra["sdr_chamfer/missing"]
+    assert len(missing) == len(comps)
+    # The two lowest-reward well-formed completions are explained; the malformed one is not.
+    worst = sorted((i for i in (0, 1, 3)), key=lambda i: rewards[i])[:2]
+    assert [row["index"] for row in r.last_explanation] == worst
+    assert missing[2] == "" and missing[0] == ""
+    assert missing[1] == "F: Midline sternotomy XXXX."
+
+
+def test_reward_explain_falls_back_to_logging(caplog):
+    r = sdr.SDRReward(explain=True, reference_columns=("findings", "impression"))
+    with caplog.at_level(logging.INFO, logger="sdr"):
+        r(
+            completions=[template(FINDINGS[:1] + FINDINGS[2:])],
+            findings=[" ".join(FINDINGS)],
+            impression=[IMPRESSION],
+        )
+    assert "Midline sternotomy XXXX." in caplog.text
+    assert r.last_explanation[0]["missing"] == {"findings": ["Midline sternotomy XXXX."]}
+    assert sdr.SDRReward().explain == 0
+    with pytest.raises(TypeError):
+        sdr.SDRReward(explain="yes")
