@@ -7,6 +7,7 @@
 pub mod cost;
 pub mod distance;
 pub mod error;
+pub mod io;
 pub mod report;
 pub mod reward;
 #[cfg(test)]
