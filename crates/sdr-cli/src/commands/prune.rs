@@ -93,7 +93,7 @@ fn score_partials(
         .collect();
     let scored = scorer
         .score(&sections)
-        .map_err(|e| GenError::Score(e.to_string()))?;
+        .map_err(|e| GenError::Score(Box::new(e)))?;
     stats.evaluated += scored.evaluated;
     stats.convergence += scored.convergence;
     Ok(scored.scores)

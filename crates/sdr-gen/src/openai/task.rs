@@ -41,10 +41,7 @@ pub(super) async fn run(
     let response = match open(&shared, &body).await {
         Ok(r) => r,
         Err(cause) => {
-            let _ = tx.send(Msg::Failed(format!(
-                "POST {}: candidate {id}: {cause}",
-                shared.url
-            )));
+            let _ = tx.send(Msg::Failed(cause));
             return;
         }
     };
