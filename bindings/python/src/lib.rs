@@ -12,6 +12,7 @@ mod distance;
 mod encoder;
 mod error;
 mod metrics;
+mod prune;
 mod report;
 mod reward;
 
@@ -50,6 +51,7 @@ fn _sdr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(corpus::merge_corpus, m)?)?;
     m.add_function(wrap_pyfunction!(metrics::score_reports, m)?)?;
     m.add_class::<encoder::PyEncoder>()?;
+    m.add_class::<prune::PyPruneScorer>()?;
     m.add_class::<reward::PyRewardScorer>()?;
     m.add_function(wrap_pyfunction!(reward::check_reward_options, m)?)?;
     m.add_function(wrap_pyfunction!(_after_fork_child, m)?)?;
