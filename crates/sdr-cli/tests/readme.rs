@@ -147,7 +147,10 @@ fn readme_console_examples_print_what_they_show() {
 
 #[test]
 fn wildcards() {
-    assert!(line_matches("{\"a\": 0.11..., \"b\": ...}", "{\"a\": 0.1144, \"b\": 7}"));
+    assert!(line_matches(
+        "{\"a\": 0.11..., \"b\": ...}",
+        "{\"a\": 0.1144, \"b\": 7}"
+    ));
     assert!(!line_matches("{\"a\": 0.24...}", "{\"a\": 0.1144}"));
     assert!(line_matches("abc", "abc") && !line_matches("abc", "abcd"));
     let e = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();

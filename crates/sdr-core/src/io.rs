@@ -32,9 +32,9 @@ impl AtomicFile {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
         };
-        let name = dest.file_name().ok_or_else(|| {
-            io::Error::new(io::ErrorKind::InvalidInput, "not a file path")
-        })?;
+        let name = dest
+            .file_name()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file path"))?;
         // `.name.XXXXXX.tmp.ext`: hidden, and with the destination's
         // extension for writers that pick a format by it (PNG).
         let suffix = match dest.extension() {
@@ -68,7 +68,10 @@ impl AtomicFile {
     /// # Errors
     /// The I/O error of the step that failed; the destination is unchanged.
     pub fn commit(self) -> io::Result<()> {
-        let tmp = self.tmp.into_inner().map_err(io::IntoInnerError::into_error)?;
+        let tmp = self
+            .tmp
+            .into_inner()
+            .map_err(io::IntoInnerError::into_error)?;
         let file: &File = tmp.as_file();
         file.sync_all()?;
         set_readable(file)?;

@@ -74,5 +74,5 @@ pub use score::{CandidateEmbedding, ScoreOptions, Scores};
 pub use select::{argmin, consensus_scores, embed_candidates, Consensus, Selection};
 pub use shard::{merge_corpora, merge_files, shard_source, ShardInfo, ShardSpec};
 pub use source::{read_source, Columns, Source, SourceFormat, SourceOptions, SourceReport, Split};
-pub use table::CsvTable;
 pub use store::{Corpus, CorpusData, CorpusMeta, CorpusView, Section};
+pub use table::CsvTable;

@@ -17,8 +17,8 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{CorpusError, Result};
 use crate::rng::sample_indices;
-use crate::table::CsvTable;
 use crate::store::hex;
+use crate::table::CsvTable;
 
 /// Input layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -69,12 +69,11 @@ impl CsvTable {
     /// As [`CsvTable::find`], or [`CorpusError::MissingColumn`] listing the
     /// columns there are.
     pub fn column(&self, wanted: &str) -> Result<usize> {
-        self.find(wanted)
-            .ok_or_else(|| CorpusError::MissingColumn {
-                source_name: self.name.clone(),
-                column: wanted.to_string(),
-                available: self.headers.join(", "),
-            })
+        self.find(wanted).ok_or_else(|| CorpusError::MissingColumn {
+            source_name: self.name.clone(),
+            column: wanted.to_string(),
+            available: self.headers.join(", "),
+        })
     }
 
     /// Number of records (the header excluded).
@@ -106,7 +105,11 @@ mod tests {
     fn reads_trims_and_finds_columns() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("r.csv");
-        std::fs::write(&p, "\u{feff}uid, Findings ,impression\n7, Clear. ,Normal.\n").unwrap();
+        std::fs::write(
+            &p,
+            "\u{feff}uid, Findings ,impression\n7, Clear. ,Normal.\n",
+        )
+        .unwrap();
         let t = CsvTable::read(&p).unwrap();
         assert_eq!(t.headers, ["uid", "Findings", "impression"]);
         assert_eq!(t.find("findings"), Some(1));

@@ -193,7 +193,9 @@ impl Run<'_> {
             tokens_used: s.outcome.tokens_used,
             tokens_produced: s.outcome.tokens_produced,
             tokens_full: s.full,
-            saving: s.full.map(|f| 1.0 - s.outcome.tokens_used as f64 / f as f64),
+            saving: s
+                .full
+                .map(|f| 1.0 - s.outcome.tokens_used as f64 / f as f64),
             estimated_tokens: s.estimated,
             standard_chosen: s.standard.map(|x| x.0),
             standard_text: s.standard.map(|x| x.1),

@@ -348,7 +348,10 @@ mod tests {
     fn nearest_neighbour_fallback_and_penalty() {
         // Rows are the larger side: row 2 is unmatched and adds min(0.7, 0.6).
         let c = CostMatrix::new(3, 2, vec![0.1, 0.9, 0.8, 0.2, 0.7, 0.6]);
-        assert_eq!(linear_sum_assignment(&c).unwrap().pairs, vec![(0, 0), (1, 1)]);
+        assert_eq!(
+            linear_sum_assignment(&c).unwrap().pairs,
+            vec![(0, 0), (1, 1)]
+        );
         assert!((hung_nn(&c).unwrap() - (0.1 + 0.2 + 0.6) / 3.0).abs() < 1e-15);
         assert!((hung_pen(&c, 0.1).unwrap() - (0.15 + 0.1)).abs() < 1e-15);
     }

@@ -188,7 +188,6 @@ impl Backend for OpenAiBackend {
                 let produced = Arc::new(AtomicUsize::new(0));
                 let task = runtime.spawn(task::run(
                     Arc::clone(&self.shared),
-                    i,
                     wire::for_candidate(&body, request.seed, i),
                     tx,
                     Arc::clone(&produced),

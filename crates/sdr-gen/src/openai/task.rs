@@ -30,10 +30,9 @@ pub(super) struct Shared {
     pub config: OpenAiConfig,
 }
 
-/// Runs candidate `id`: its pieces go to `tx`, its streamed tokens to `produced`.
+/// Runs one candidate: its pieces go to `tx`, its streamed tokens to `produced`.
 pub(super) async fn run(
     shared: Arc<Shared>,
-    id: usize,
     body: Value,
     tx: Sender<Msg>,
     produced: Arc<AtomicUsize>,
