@@ -315,7 +315,7 @@ impl Llama {
         if meta.usize("llama.expert_count").unwrap_or(0) > 1 {
             return Err(GenError::BadModel {
                 what: what.to_string(),
-                message: format!("mixture-of-experts llama models are not supported"),
+                message: "mixture-of-experts llama models are not supported".to_string(),
             });
         }
         let cfg = Config {

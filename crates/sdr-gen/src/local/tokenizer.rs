@@ -193,7 +193,7 @@ impl GgufTokenizer {
         if stop.is_empty() {
             return Err(GenError::BadModel {
                 what: what.to_string(),
-                message: format!("no end-of-sequence token (tokenizer.ggml.eos_token_id)"),
+                message: "no end-of-sequence token (tokenizer.ggml.eos_token_id)".to_string(),
             });
         }
         let name = |i: Option<usize>| i.map(|i| tokens[i].to_string());
