@@ -13,7 +13,7 @@ use sdr_corpus::{
 };
 use sdr_embed::{resolve_model_dir, Encoder, EncoderOptions};
 
-fn corpus_err(e: CorpusError) -> PyErr {
+pub(crate) fn corpus_err(e: CorpusError) -> PyErr {
     let msg = e.to_string();
     match e {
         CorpusError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
@@ -27,7 +27,7 @@ fn corpus_err(e: CorpusError) -> PyErr {
 
 /// `mpnet` (the model folder: `model_dir`, else $SDR_MODEL, else the default
 /// cache folder) or `hash-DIM` (the deterministic stand-in of the CLI).
-fn load_encoder(
+pub(crate) fn load_encoder(
     name: &str,
     model_dir: Option<PathBuf>,
 ) -> Result<Box<dyn SentenceEncoder + Send>, PyErr> {

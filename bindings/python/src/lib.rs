@@ -13,6 +13,7 @@ mod encoder;
 mod error;
 mod explain;
 mod metrics;
+mod prune;
 mod report;
 mod reward;
 
@@ -52,6 +53,7 @@ fn _sdr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(metrics::score_reports, m)?)?;
     m.add_function(wrap_pyfunction!(explain::explain_json, m)?)?;
     m.add_class::<encoder::PyEncoder>()?;
+    m.add_class::<prune::PyPruneScorer>()?;
     m.add_class::<reward::PyRewardScorer>()?;
     m.add_function(wrap_pyfunction!(reward::check_reward_options, m)?)?;
     m.add_function(wrap_pyfunction!(_after_fork_child, m)?)?;

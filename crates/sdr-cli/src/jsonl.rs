@@ -4,9 +4,10 @@
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result};
+use sdr_core::io::AtomicFile;
 
 /// Where JSON Lines come from: a file or standard input.
 pub struct Input {
@@ -108,54 +109,44 @@ pub fn read_jsonl_file<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Ve
         .collect()
 }
 
-/// Buffered output to a file (written atomically: temp file + rename on
-/// [`Output::finish`]) or to standard output.
+/// Buffered output to a file (written atomically by
+/// [`sdr_core::io::AtomicFile`] on [`Output::finish`]) or to standard output.
 pub struct Output {
-    writer: Box<dyn Write>,
-    rename: Option<(PathBuf, PathBuf)>,
+    sink: Sink,
+}
+
+enum Sink {
+    Stdout(BufWriter<io::StdoutLock<'static>>),
+    File(AtomicFile),
 }
 
 impl Output {
     pub fn create(path: Option<&Path>) -> Result<Output> {
-        match path {
-            None => Ok(Output {
-                writer: Box::new(BufWriter::with_capacity(1 << 20, io::stdout().lock())),
-                rename: None,
-            }),
-            Some(p) if p == Path::new("-") => Self::create(None),
-            Some(p) => {
-                let tmp = temp_path(p);
-                let file = File::create(&tmp)
-                    .with_context(|| format!("cannot create {}", tmp.display()))?;
-                Ok(Output {
-                    writer: Box::new(BufWriter::with_capacity(1 << 20, file)),
-                    rename: Some((tmp, p.to_path_buf())),
-                })
-            }
-        }
+        let sink = match path {
+            Some(p) if p != Path::new("-") => Sink::File(
+                AtomicFile::create(p).with_context(|| format!("cannot create {}", p.display()))?,
+            ),
+            _ => Sink::Stdout(BufWriter::with_capacity(1 << 20, io::stdout().lock())),
+        };
+        Ok(Output { sink })
     }
 
     pub fn writer(&mut self) -> &mut dyn Write {
-        &mut self.writer
+        match &mut self.sink {
+            Sink::Stdout(w) => w,
+            Sink::File(f) => f,
+        }
     }
 
     /// Flush, and move a file output into place.
-    pub fn finish(mut self) -> Result<()> {
-        self.writer.flush().context("cannot write output")?;
-        drop(self.writer);
-        if let Some((tmp, dest)) = self.rename.take() {
-            std::fs::rename(&tmp, &dest)
-                .with_context(|| format!("cannot move {} to {}", tmp.display(), dest.display()))?;
+    pub fn finish(self) -> Result<()> {
+        match self.sink {
+            Sink::Stdout(mut w) => w.flush().context("cannot write output"),
+            Sink::File(f) => {
+                let dest = f.dest().to_path_buf();
+                f.commit()
+                    .with_context(|| format!("cannot write {}", dest.display()))
+            }
         }
-        Ok(())
     }
-}
-
-/// `dir/.name.tmp-<pid>` beside the destination, so the rename is atomic.
-pub fn temp_path(dest: &Path) -> PathBuf {
-    let name = dest
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "out".into());
-    dest.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
 }

@@ -2,5 +2,6 @@
 //! dispatches, and fuzz targets and tests reach the same parsing code.
 
 pub mod commands;
+pub mod common;
 pub mod jsonl;
 pub mod textscore;

@@ -29,7 +29,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
-use sdr_core::report::{has_template_tag, parse_template, plain_units, Section};
+use sdr_core::report::{has_template_tag, parse_template, plain_units};
 
 use crate::error::{ClinicalError, Result};
 use crate::observation::{Label, Labels, Observation};
@@ -317,10 +317,10 @@ impl Labeler {
             r.findings.into_iter().chain(r.impression).collect()
         } else {
             let units = plain_units(text);
-            if units.iter().any(|u| u.section != Section::Other) {
+            if units.iter().any(|u| u.section.is_some()) {
                 units
                     .into_iter()
-                    .filter(|u| u.section != Section::Other)
+                    .filter(|u| u.section.is_some())
                     .map(|u| u.text)
                     .collect()
             } else {

@@ -8,6 +8,7 @@ pub mod cost;
 pub mod distance;
 pub mod error;
 pub mod explain;
+pub mod io;
 pub mod report;
 pub mod reward;
 #[cfg(test)]

@@ -38,6 +38,14 @@ impl Default for RewardConfig {
     }
 }
 
+impl RewardConfig {
+    /// `R = lambda_fmt R_fmt + lambda_sem (R_sem^F + R_sem^I)` (SPEC §4): the
+    /// one place the paper's reward is composed from its terms.
+    pub fn combine(&self, format: f64, findings: f64, impression: f64) -> f64 {
+        self.format_weight * format + self.semantic_weight * (findings + impression)
+    }
+}
+
 /// The reward and its components, for logging.
 #[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
 pub struct RewardBreakdown {
@@ -133,7 +141,7 @@ pub fn reward(
         findings,
         impression,
         clinical: 0.0,
-        reward: config.format_weight + config.semantic_weight * (findings + impression),
+        reward: config.combine(1.0, findings, impression),
         unconverged: count(|e| !e.converged && e.value.is_finite()),
         failed: count(|e| !e.value.is_finite()),
     })

@@ -11,6 +11,8 @@
 //!   of candidate sentences against the corpus's distinct sentences, `min`,
 //!   `avg`, `knn` aggregation, and exact lower-bound pruning.
 //! - [`select`]: best-of-K selection and consensus (minimum Bayes risk).
+//! - [`partial`]: the partial score of distance-guided pruning (SPEC §6).
+//! - [`convergence`]: counts of distances that did not converge or failed.
 //! - [`shard`]: one build split over machines (`--shard I/N`, contiguous
 //!   report ranges) and the merge that checks and concatenates the shards.
 //!
@@ -46,10 +48,12 @@
 pub mod agg;
 pub mod bounds;
 pub mod build;
+pub mod convergence;
 pub mod encoder;
 pub mod error;
 pub mod gram;
 pub mod index;
+pub mod partial;
 pub mod rng;
 pub mod score;
 pub mod select;
@@ -57,14 +61,18 @@ pub mod shard;
 pub mod source;
 pub mod store;
 pub mod synth;
+pub mod table;
 
 pub use agg::{all_policies, Aggregation, Policy};
 pub use build::{build_corpus, BuildInfo};
+pub use convergence::Convergence;
 pub use encoder::{HashEncoder, SentenceEncoder};
 pub use error::{CorpusError, Result};
 pub use index::CorpusIndex;
+pub use partial::{partial_score, CorpusScorer, PartialScores, PartialSections};
 pub use score::{CandidateEmbedding, ScoreOptions, Scores};
-pub use select::{argmin, consensus_scores, embed_candidates, Selection};
+pub use select::{argmin, consensus_scores, embed_candidates, Consensus, Selection};
 pub use shard::{merge_corpora, merge_files, shard_source, ShardInfo, ShardSpec};
 pub use source::{read_source, Columns, Source, SourceFormat, SourceOptions, SourceReport, Split};
 pub use store::{Corpus, CorpusData, CorpusMeta, CorpusView, Section};
+pub use table::CsvTable;

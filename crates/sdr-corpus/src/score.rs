@@ -24,17 +24,11 @@ use sdr_core::{CostMatrix, Metric};
 
 use crate::agg::{mean_of_smallest, Aggregation, Policy};
 use crate::bounds::{self, BoundKind};
+use crate::convergence::{Convergence, Tally};
 use crate::error::{CorpusError, Result};
 use crate::gram::{cost, gram, inverse_norms};
 use crate::index::{CorpusIndex, SectionSets};
 use crate::store::Section;
-
-/// A metric's value on one pair, converged or not (selection ranks sets by
-/// it). Metrics here are parsed, so their parameters are valid, and GW always
-/// gets its intra costs: `evaluate` cannot fail, and NaN would mark a bug.
-pub(crate) fn value(metric: &Metric, cost: &PairCost<'_>) -> f64 {
-    metric.evaluate(cost).map_or(f64::NAN, |e| e.value)
-}
 
 /// Embeddings of one well-formed candidate: both sections, `n_S x dim` each
 /// (`n_S >= 1`), row-major.
@@ -77,6 +71,8 @@ pub struct Scores {
     /// Corpus reports whose exact distance was computed, per section, summed
     /// over candidates and metrics (distinct sets count once): what pruning saved.
     pub evaluated: usize,
+    /// How many of those `evaluated` distances did not converge or failed.
+    pub convergence: Convergence,
 }
 
 /// All candidate sentences stacked, with where each candidate's sections lie.
@@ -264,6 +260,7 @@ impl<'a> CorpusIndex<'a> {
         let nc = cands.len();
         let mut sections = vec![vec![[f64::INFINITY; 2]; nc]; np];
         let mut evaluated = 0usize;
+        let tally = Tally::default();
         if q > 0 {
             let cross = Cross {
                 dots: gram(self.view.embeddings, &stack.rows, dim),
@@ -296,7 +293,7 @@ impl<'a> CorpusIndex<'a> {
             for (si, sec) in Section::BOTH.into_iter().enumerate() {
                 let sets = self.section(sec);
                 // Full distance vectors: [metric][live cand][set].
-                let full_values = self.full_pass(sec, &stack, &cross, &live, &full, si);
+                let full_values = self.full_pass(sec, &stack, &cross, &live, &full, si, &tally);
                 evaluated += full.len() * live.len() * sets.len();
                 for (pi, p) in policies.iter().enumerate() {
                     if let Some(mi) = full.iter().position(|m| *m == p.metric) {
@@ -314,7 +311,7 @@ impl<'a> CorpusIndex<'a> {
                                 .as_ref()
                                 .map(|r| r[si].clone())
                                 .unwrap_or(0..0);
-                            self.pruned_search(sec, &cross, &rows, &metric, k)
+                            self.pruned_search(sec, &cross, &rows, &metric, k, &tally)
                         })
                         .collect();
                     for (li, &c) in live.iter().enumerate() {
@@ -338,11 +335,13 @@ impl<'a> CorpusIndex<'a> {
             total,
             sections,
             evaluated,
+            convergence: tally.counts(),
         })
     }
 
     /// Every distance of the `live` candidates to every set of `sec`, for
     /// `metrics`: `[metric][live index][set]`.
+    #[allow(clippy::too_many_arguments)]
     fn full_pass(
         &self,
         sec: Section,
@@ -351,6 +350,7 @@ impl<'a> CorpusIndex<'a> {
         live: &[usize],
         metrics: &[Metric],
         si: usize,
+        tally: &Tally,
     ) -> Vec<Vec<Vec<f64>>> {
         let sets = self.section(sec);
         if metrics.is_empty() {
@@ -381,7 +381,7 @@ impl<'a> CorpusIndex<'a> {
                         _ => None,
                     };
                     for m in metrics {
-                        out.push(value(m, &PairCost::borrowed(&block, intra)));
+                        out.push(tally.value(m, &PairCost::borrowed(&block, intra)));
                     }
                 }
                 out
@@ -406,6 +406,7 @@ impl<'a> CorpusIndex<'a> {
         rows: &Range<usize>,
         metric: &Metric,
         k: usize,
+        tally: &Tally,
     ) -> (Vec<(f64, u32)>, usize) {
         let sets = self.section(sec);
         let ns = sets.len();
@@ -445,7 +446,7 @@ impl<'a> CorpusIndex<'a> {
             BoundKind::None => vec![f64::NEG_INFINITY; ns],
         };
         let exact = |s: usize| -> f64 {
-            value(
+            tally.value(
                 metric,
                 &PairCost::borrowed(&cross.block(rows, sets.set(s)), None),
             )

@@ -11,6 +11,7 @@ use sdr_core::cost::PairCost;
 use sdr_core::report::parse_report;
 use sdr_core::Metric;
 
+use crate::convergence::{Convergence, Tally};
 use crate::encoder::SentenceEncoder;
 use crate::error::Result;
 use crate::gram::{gram, inverse_norms};
@@ -89,6 +90,15 @@ pub fn embed_candidates(
     Ok(out)
 }
 
+/// Consensus scores of the candidates, with how their distances ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Consensus {
+    pub scores: Vec<f64>,
+    /// Pair distances computed (per section), and how many did not converge or failed.
+    pub evaluated: usize,
+    pub convergence: Convergence,
+}
+
 /// Consensus (minimum Bayes risk) scores: for each well-formed candidate, the
 /// mean over the *other* well-formed candidates of `D_F + D_I` between the
 /// two; `+inf` for malformed ones; `0` for a lone well-formed candidate.
@@ -97,12 +107,15 @@ pub fn embed_candidates(
 /// $$s(\hat y^{(k)}) = \frac{1}{|W|-1}\sum_{l\in W,\ l\ne k}
 ///   \bigl[\mathcal D(\mathcal E^F_k, \mathcal E^F_l) + \mathcal D(\mathcal E^I_k, \mathcal E^I_l)\bigr]$$
 ///
-/// where `W` is the set of well-formed candidates.
+/// where `W` is the set of well-formed candidates. The returned
+/// [`Consensus::convergence`] counts the pair distances that did not converge
+/// or failed.
 pub fn consensus_scores(
     cands: &[Option<CandidateEmbedding>],
     metric: &Metric,
     dim: usize,
-) -> Result<Vec<f64>> {
+) -> Result<Consensus> {
+    let tally = Tally::default();
     let live: Vec<usize> = (0..cands.len()).filter(|&c| cands[c].is_some()).collect();
     let mut pair_sum = vec![vec![0.0f64; cands.len()]; cands.len()];
     for sec in Section::BOTH {
@@ -128,13 +141,13 @@ pub fn consensus_scores(
                     ranges[y].clone(),
                     metric.needs_intra(),
                 );
-                let d = crate::score::value(metric, &pair);
+                let d = tally.value(metric, &pair);
                 pair_sum[live[x]][live[y]] += d;
                 pair_sum[live[y]][live[x]] += d;
             }
         }
     }
-    Ok((0..cands.len())
+    let scores = (0..cands.len())
         .map(|c| {
             if cands[c].is_none() {
                 f64::INFINITY
@@ -148,7 +161,13 @@ pub fn consensus_scores(
                     / (live.len() - 1) as f64
             }
         })
-        .collect())
+        .collect();
+    let pairs = live.len() * live.len().saturating_sub(1) / 2;
+    Ok(Consensus {
+        scores,
+        evaluated: 2 * pairs,
+        convergence: tally.counts(),
+    })
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ use sha2::{Digest, Sha256};
 use crate::error::{CorpusError, Result};
 use crate::rng::sample_indices;
 use crate::store::hex;
+use crate::table::CsvTable;
 
 /// Input layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -169,13 +170,6 @@ pub struct Source {
     pub dropped_empty: usize,
 }
 
-fn find_column(headers: &[String], wanted: &str) -> Option<usize> {
-    headers
-        .iter()
-        .position(|h| h == wanted)
-        .or_else(|| headers.iter().position(|h| h.eq_ignore_ascii_case(wanted)))
-}
-
 struct Raw {
     id: String,
     findings: Vec<String>,
@@ -260,54 +254,24 @@ fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 fn read_csv(path: &Path, cols: &Columns) -> Result<(String, Vec<Raw>)> {
-    let name = path.display().to_string();
-    let bytes = read_all(path)?;
-    let sha = sha256_hex(&bytes);
-    let mut rdr = csv::ReaderBuilder::new()
-        .flexible(false)
-        .from_reader(bytes.as_slice());
-    let headers: Vec<String> = rdr
-        .headers()
-        .map_err(|e| CorpusError::BadRecord {
-            source_name: name.clone(),
-            record: 0,
-            message: format!("cannot read the header row: {e}"),
-        })?
-        .iter()
-        .map(|h| h.trim_start_matches('\u{feff}').trim().to_string())
-        .collect();
-    let missing = |column: &str| CorpusError::MissingColumn {
-        source_name: name.clone(),
-        column: column.to_string(),
-        available: headers.join(", "),
-    };
-    let fi = find_column(&headers, &cols.findings).ok_or_else(|| missing(&cols.findings))?;
-    let ii = find_column(&headers, &cols.impression).ok_or_else(|| missing(&cols.impression))?;
+    let t = CsvTable::read(path)?;
+    let fi = t.column(&cols.findings)?;
+    let ii = t.column(&cols.impression)?;
     let idi = match &cols.id {
-        Some(c) => Some(find_column(&headers, c).ok_or_else(|| missing(c))?),
-        None => ["uid", "id", "study_id"]
-            .iter()
-            .find_map(|c| find_column(&headers, c)),
+        Some(c) => Some(t.column(c)?),
+        None => ["uid", "id", "study_id"].iter().find_map(|c| t.find(c)),
     };
-    let mut out = Vec::new();
-    for (rec, row) in rdr.records().enumerate() {
-        let row = row.map_err(|e| CorpusError::BadRecord {
-            source_name: name.clone(),
-            record: rec + 1,
-            message: e.to_string(),
-        })?;
-        let field = |i: usize| row.get(i).unwrap_or("");
-        let id = match idi {
-            Some(i) => field(i).trim().to_string(),
-            None => (rec + 1).to_string(),
-        };
-        out.push(Raw {
-            id,
-            findings: split_sentences(field(fi)),
-            impression: split_sentences(field(ii)),
-        });
-    }
-    Ok((sha, out))
+    let out = (0..t.len())
+        .map(|rec| Raw {
+            id: match idi {
+                Some(i) => t.field(rec, i).to_string(),
+                None => (rec + 1).to_string(),
+            },
+            findings: split_sentences(t.raw(rec, fi)),
+            impression: split_sentences(t.raw(rec, ii)),
+        })
+        .collect();
+    Ok((t.sha256, out))
 }
 
 /// A section in JSON: a string (segmented), a list of sentences, or null/absent.

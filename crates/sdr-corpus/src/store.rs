@@ -39,28 +39,7 @@ compile_error!(
     "the corpus file is little-endian and is read in place: big-endian hosts are not supported"
 );
 
-/// Which section of a report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Section {
-    Findings,
-    Impression,
-}
-
-impl Section {
-    pub const BOTH: [Section; 2] = [Section::Findings, Section::Impression];
-    pub fn key(self) -> &'static str {
-        match self {
-            Section::Findings => "findings",
-            Section::Impression => "impression",
-        }
-    }
-}
-
-impl std::fmt::Display for Section {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.key())
-    }
-}
+pub use sdr_core::report::Section;
 
 /// Descriptive metadata of a corpus (what it was built from and with).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -312,26 +291,13 @@ impl CorpusData {
                     .map_err(|e| CorpusError::bad(path, format!("tensor `{name}`: {e}")))
             })
             .collect::<Result<Vec<_>>>()?;
-        let tmp = temp_path(path);
-        let written = safetensors::serialize_to_file(views, Some(meta), &tmp);
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(CorpusError::io(&tmp, std::io::Error::other(e.to_string())));
-        }
-        std::fs::rename(&tmp, path).map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            CorpusError::io(path, e)
-        })
+        // In memory, then one atomic write: safetensors' own file writer
+        // renames a 0600 temporary file of its own over the path.
+        let bytes = safetensors::serialize(views, Some(meta))
+            .map_err(|e| CorpusError::bad(path, format!("cannot serialise: {e}")))?;
+        let written = sdr_core::io::write_atomic(path, |f| std::io::Write::write_all(f, &bytes));
+        written.map_err(|e| CorpusError::io(path, e))
     }
-}
-
-/// `dir/.name.tmp-<pid>` beside the destination, so the rename is atomic.
-pub fn temp_path(dest: &Path) -> PathBuf {
-    let name = dest
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "corpus".into());
-    dest.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
 }
 
 /// A corpus file mapped into memory, validated on open.

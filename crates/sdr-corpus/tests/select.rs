@@ -200,7 +200,9 @@ fn consensus_prefers_the_central_candidate() {
             &["No acute disease."],
         ),
     ];
-    let s = consensus_scores(&cands, &Metric::Chamfer, DIM).unwrap();
+    let s = consensus_scores(&cands, &Metric::Chamfer, DIM)
+        .unwrap()
+        .scores;
     assert_eq!(s[2], f64::INFINITY);
     // 0 and 1 are identical: equal scores, the tie goes to 0.
     assert_eq!(s[0], s[1]);
@@ -210,7 +212,9 @@ fn consensus_prefers_the_central_candidate() {
     // A lone well-formed candidate scores 0 and wins.
     let lone = vec![None, c(&["A b."], &["C d."])];
     assert_eq!(
-        consensus_scores(&lone, &Metric::Chamfer, DIM).unwrap(),
+        consensus_scores(&lone, &Metric::Chamfer, DIM)
+            .unwrap()
+            .scores,
         [f64::INFINITY, 0.0]
     );
 }

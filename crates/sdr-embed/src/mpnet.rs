@@ -102,11 +102,15 @@ pub fn relative_position_bucket(relative_position: i64, num_buckets: usize) -> u
     ret as u32
 }
 
+/// The `hidden_act` values [`gelu`] implements; any other is refused at load.
+const ACTIVATIONS: [&str; 4] = ["gelu", "gelu_new", "gelu_pytorch_tanh", "relu"];
+
 fn gelu(xs: &Tensor, act: &str) -> Result<Tensor> {
     match act {
         "gelu_new" | "gelu_pytorch_tanh" => xs.gelu(),
         "relu" => xs.relu(),
-        _ => crate::activation::gelu_erf(xs),
+        "gelu" => crate::activation::gelu_erf(xs),
+        other => candle_core::bail!("unsupported hidden_act `{other}`"),
     }
 }
 
@@ -254,7 +258,13 @@ impl Layer {
                 cfg.layer_norm_eps,
                 out.pp("LayerNorm"),
             )?,
-            act: cfg.hidden_act.clone(),
+            act: match cfg.hidden_act.as_str() {
+                a if ACTIVATIONS.contains(&a) => a.to_string(),
+                other => candle_core::bail!(
+                    "config.json: unsupported hidden_act `{other}` (supported: {})",
+                    ACTIVATIONS.join(", ")
+                ),
+            },
         })
     }
 

@@ -70,6 +70,13 @@ pub enum EvalError {
     /// CheXpert-rule F1 failed.
     #[error(transparent)]
     Clinical(#[from] sdr_clinical::ClinicalError),
+    /// A table could not be written as CSV.
+    #[error("table `{what}` as CSV: {source}")]
+    Csv {
+        what: String,
+        #[source]
+        source: csv::Error,
+    },
     /// Drawing the heatmap failed.
     #[error("heatmap {path}: {message}")]
     Plot { path: PathBuf, message: String },

@@ -133,29 +133,24 @@ impl Heatmap {
                 message: "embedded DejaVu Sans font could not be registered".into(),
             });
         }
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => std::path::PathBuf::from("."),
-        };
-        let stem = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let tmp = dir.join(format!(".{stem}.tmp-{}.png", std::process::id()));
-        let drawn = self.draw(&tmp).map_err(|message| EvalError::Plot {
+        let mut drawn = Ok(());
+        let written = sdr_core::io::write_atomic(path, |f| {
+            // plotters writes by path and picks PNG by the extension, which
+            // the temporary file keeps.
+            drawn = self.draw(f.temp_path());
+            drawn
+                .as_ref()
+                .map_err(|_| std::io::Error::other("drawing failed"))
+                .copied()
+        });
+        drawn.map_err(|message| EvalError::Plot {
             path: path.to_path_buf(),
             message,
-        });
-        let result = drawn.and_then(|()| {
-            std::fs::rename(&tmp, path).map_err(|source| EvalError::Io {
-                path: path.to_path_buf(),
-                source,
-            })
-        });
-        if result.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        result
+        })?;
+        written.map_err(|source| EvalError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 
     fn draw(&self, file: &Path) -> std::result::Result<(), String> {

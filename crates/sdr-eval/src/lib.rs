@@ -53,7 +53,6 @@
 //! and stratified tables ([`selection`]), Markdown/CSV tables ([`table`])
 //! and the policy × metric heatmap ([`heatmap`]).
 
-pub mod atomic;
 pub mod baseline;
 pub mod bertscore;
 pub mod bleu;

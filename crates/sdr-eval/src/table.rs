@@ -8,7 +8,6 @@
 
 use std::path::Path;
 
-use crate::atomic::write_atomic;
 use crate::error::{EvalError, Result};
 
 /// One row: a label and one optional value per column (`None` prints as
@@ -220,49 +219,56 @@ impl Table {
     /// As [`Table::validate`].
     pub fn to_csv(&self) -> Result<String> {
         self.validate()?;
-        let field = |s: &str| {
-            if s.contains([',', '"', '\n', '\r']) {
-                format!("\"{}\"", s.replace('"', "\"\""))
-            } else {
-                s.to_string()
-            }
+        // Quoted only where needed, CRLF records (RFC 4180).
+        let mut w = csv::WriterBuilder::new()
+            .terminator(csv::Terminator::CRLF)
+            .from_writer(Vec::new());
+        let csv_err = |e: csv::Error| EvalError::Csv {
+            what: self.title.clone(),
+            source: e,
         };
-        let mut out = field(&self.row_header);
-        for c in &self.columns {
-            out.push(',');
-            out.push_str(&field(&self.header(c)));
-        }
-        out.push_str("\r\n");
+        let header = std::iter::once(self.row_header.clone())
+            .chain(self.columns.iter().map(|c| self.header(c)));
+        w.write_record(header).map_err(csv_err)?;
         for r in &self.rows {
-            out.push_str(&field(&r.label));
-            for (j, c) in r.cells.iter().enumerate() {
-                out.push(',');
-                match c {
-                    Some(v) if self.is_integer(j) => out.push_str(&format!("{v:.0}")),
-                    Some(v) => out.push_str(&format!("{v}")),
-                    None => {}
-                }
-            }
-            out.push_str("\r\n");
+            let cells = r.cells.iter().enumerate().map(|(j, c)| match c {
+                Some(v) if self.is_integer(j) => format!("{v:.0}"),
+                Some(v) => format!("{v}"),
+                None => String::new(),
+            });
+            w.write_record(std::iter::once(r.label.clone()).chain(cells))
+                .map_err(csv_err)?;
         }
-        Ok(out)
+        let bytes = w
+            .into_inner()
+            .map_err(|e| csv_err(csv::Error::from(e.into_error())))?;
+        Ok(String::from_utf8(bytes).expect("CSV of UTF-8 strings is UTF-8"))
     }
 
     /// Writes [`Table::to_markdown`] to `path` atomically.
     ///
     /// # Errors
-    /// As [`Table::validate`] and [`write_atomic`].
+    /// As [`Table::validate`], and [`EvalError::Io`] naming the path.
     pub fn write_markdown(&self, path: &Path) -> Result<()> {
-        write_atomic(path, self.to_markdown()?.as_bytes())
+        write_file(path, self.to_markdown()?.as_bytes())
     }
 
     /// Writes [`Table::to_csv`] to `path` atomically.
     ///
     /// # Errors
-    /// As [`Table::validate`] and [`write_atomic`].
+    /// As [`Table::validate`], and [`EvalError::Io`] naming the path.
     pub fn write_csv(&self, path: &Path) -> Result<()> {
-        write_atomic(path, self.to_csv()?.as_bytes())
+        write_file(path, self.to_csv()?.as_bytes())
     }
+}
+
+/// `bytes` to `path`, atomically ([`sdr_core::io::write_atomic`]).
+fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    sdr_core::io::write_atomic(path, |f| f.write_all(bytes)).map_err(|source| EvalError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 #[cfg(test)]

@@ -1,21 +1,84 @@
+use std::path::PathBuf;
+
 use thiserror::Error;
 
-/// Why generation failed. Messages are one line and name the input or peer.
+/// Why generation failed. Messages are one line and name the input or peer;
+/// errors from a library keep it as their source.
 #[derive(Debug, Error)]
 pub enum GenError {
     /// A request the back-end cannot serve (bad K, empty prompt, ...).
     #[error("invalid request: {0}")]
     Request(String),
-    /// The server or model could not be reached or loaded.
-    #[error("{0}")]
-    Backend(String),
-    /// A stored input (prompt file, candidates file) is malformed.
+    /// A stored input (candidates file, prompt, image) is malformed.
     #[error("{0}")]
     Input(String),
-    /// The partial-output scorer failed.
-    #[error("scoring partial outputs: {0}")]
-    Score(String),
     /// The caller broke the streaming protocol (asked a finished candidate for more).
     #[error("protocol: {0}")]
     Protocol(String),
+    /// A file (prompt, image) could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The GGUF model file could not be opened.
+    #[error("{path}: {source} (for SmolLM2 run `bash scripts/fetch-smollm2.sh`)")]
+    ModelFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A GGUF model whose contents SDR cannot use (metadata, shapes, architecture).
+    #[error("{what}: {message}")]
+    BadModel { what: String, message: String },
+    /// The local model failed to load or run (`what` names the file and step).
+    /// candle's messages can carry a backtrace: the message keeps their first line.
+    #[error("{what}: {}", first_line(source))]
+    Model {
+        what: String,
+        #[source]
+        source: candle_core::Error,
+    },
+    /// Building or running the GGUF tokenizer failed.
+    #[error("{what}: {source}")]
+    Tokenizer {
+        what: String,
+        #[source]
+        source: tokenizers::Error,
+    },
+    /// The GGUF chat template could not be rendered.
+    #[error("rendering the GGUF chat template: {source}")]
+    Template {
+        #[source]
+        source: minijinja::Error,
+    },
+    /// The HTTP client for a server could not be built.
+    #[error("HTTP client for {url}: {source}")]
+    Http {
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The async runtime of the OpenAI back-end could not be started.
+    #[error("tokio runtime for {url}: {source}")]
+    Runtime {
+        url: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The server refused or failed a candidate's request (after retries).
+    #[error("POST {url}: candidate {candidate}: {cause}")]
+    Server {
+        url: String,
+        candidate: usize,
+        cause: String,
+    },
+    /// The partial-output scorer failed.
+    #[error("scoring partial outputs: {0}")]
+    Score(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+fn first_line(e: &impl std::fmt::Display) -> String {
+    e.to_string().lines().next().unwrap_or_default().to_string()
 }

@@ -63,9 +63,9 @@ impl CandidateState {
         let mut p = Partial::default();
         for u in units {
             match u.section {
-                Section::Findings => p.findings.push(u.text),
-                Section::Impression => p.impression.push(u.text),
-                Section::Other => {}
+                Some(Section::Findings) => p.findings.push(u.text),
+                Some(Section::Impression) => p.impression.push(u.text),
+                None => {}
             }
         }
         p

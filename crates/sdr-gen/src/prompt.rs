@@ -39,8 +39,10 @@ impl Image {
                 )))
             }
         };
-        let bytes =
-            std::fs::read(path).map_err(|e| GenError::Input(format!("{}: {e}", path.display())))?;
+        let bytes = std::fs::read(path).map_err(|source| GenError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Ok(Self {
             mime: mime.into(),
             bytes,
@@ -103,8 +105,10 @@ impl PromptTemplate {
         let t = match self {
             Self::P1 => P1.to_string(),
             Self::P2 => P2.to_string(),
-            Self::File(p) => std::fs::read_to_string(p)
-                .map_err(|e| GenError::Input(format!("prompt file {}: {e}", p.display())))?,
+            Self::File(p) => std::fs::read_to_string(p).map_err(|source| GenError::Io {
+                path: p.clone(),
+                source,
+            })?,
         };
         let t = t.trim().to_string();
         if t.is_empty() {

@@ -141,11 +141,14 @@ pub fn prune(
         let partials: Vec<Partial> = active.iter().map(|&i| run.states()[i].partial()).collect();
         let scores = scorer.score(&partials)?;
         if scores.len() != active.len() {
-            return Err(GenError::Score(format!(
-                "scorer returned {} scores for {} candidates",
-                scores.len(),
-                active.len()
-            )));
+            return Err(GenError::Score(
+                format!(
+                    "scorer returned {} scores for {} candidates",
+                    scores.len(),
+                    active.len()
+                )
+                .into(),
+            ));
         }
         // An ended candidate is complete: like full best-of-K (SPEC §5), it
         // needs both sections, else it scores +inf.

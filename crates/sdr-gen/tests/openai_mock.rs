@@ -398,7 +398,7 @@ fn persistent_500_is_an_error_naming_the_url() {
     let mut c = backend.start(&request(1)).unwrap();
     let err = c.next(&[0]).unwrap_err();
     let msg = err.to_string();
-    assert!(matches!(err, GenError::Backend(_)), "{err:?}");
+    assert!(matches!(err, GenError::Server { .. }), "{err:?}");
     assert!(msg.contains(&mock.url()), "{msg}");
     assert!(msg.contains("candidate 0"), "{msg}");
     assert!(msg.contains("500"), "{msg}");

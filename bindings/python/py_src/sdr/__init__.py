@@ -13,6 +13,8 @@ embeddings, fifteen set distances) with reward functions for GRPO trainers:
 - ``sdr.build_corpus`` / ``sdr.merge_corpus``: the reference corpus of
   ``sdr corpus build``, whole or one shard of it, and the merge of the shards
   (``recipes/ray_corpus.py`` builds the shards on a Ray cluster).
+- ``sdr.PruneScorer``: the partial score of distance-guided pruning (paper
+  Alg. 1) against a corpus, for generation loops written in Python.
 - ``sdr.metrics``: every metric of ``sdr score`` (BLEU, ROUGE, METEOR,
   chrF++, BERTScore, CheXpert-rule F1) for your own outputs, per pair and
   over the corpus.
@@ -35,6 +37,7 @@ _os.environ.setdefault("CANDLE_NUM_THREADS", "1")
 from ._sdr import (
     METRICS,
     Encoder,
+    PruneScorer,
     __version__,
     build_corpus,
     chexpert_f1,
@@ -60,6 +63,7 @@ if hasattr(_os, "register_at_fork"):
 __all__ = [
     "METRICS",
     "Encoder",
+    "PruneScorer",
     "SDRReward",
     "__version__",
     "build_corpus",

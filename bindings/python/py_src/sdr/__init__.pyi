@@ -117,6 +117,22 @@ class Encoder:
     def cache_info(self) -> Dict[str, int]: ...
     def clear_cache(self) -> None: ...
 
+class PruneScorer:
+    def __init__(
+        self,
+        corpus: _Path,
+        metric: str = "chamfer",
+        agg: str = "min",
+        *,
+        encoder: str = "mpnet",
+        model_dir: Optional[_Path] = None,
+    ) -> None: ...
+    @property
+    def policy(self) -> str: ...
+    def score(
+        self, partials: Sequence[Tuple[Sequence[str], Sequence[str]]]
+    ) -> Dict[str, Any]: ...
+
 class SDRReward:
     __name__: str
     metric: str

@@ -9,6 +9,7 @@ use sdr_core::distance::{evaluate_all, Evaluation};
 use sdr_core::{EmbeddingSet, Metric, Side};
 use serde::Deserialize;
 
+use crate::common::convergence_warning;
 use crate::jsonl::{parse_json, Input, Output};
 
 #[derive(clap::Args)]
@@ -84,16 +85,6 @@ pub fn run(args: Args) -> Result<()> {
         eprintln!("{line}");
     }
     Ok(())
-}
-
-/// The stderr line that reports unconverged distances (SPEC §3), if any.
-fn convergence_warning(unconverged: usize, evaluated: usize) -> Option<String> {
-    (unconverged > 0).then(|| {
-        format!(
-            "warning: {unconverged} of {evaluated} distances did not converge \
-             (their solver's last iterate is written; SPEC §3)"
-        )
-    })
 }
 
 /// Parse one input line and compute `metrics`; the error names the fault

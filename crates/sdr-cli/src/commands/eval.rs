@@ -6,9 +6,10 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, Result};
 use sdr_clinical::{chexpert_f1, Labeler, Labels, UncertainPolicy};
 use sdr_core::report::parse_report;
+use sdr_corpus::CsvTable;
 use sdr_eval::baseline::Pool;
 use sdr_eval::chexpert::{self, f1_columns, random_f1, LabelledStudy, CHEXPERT_COLUMNS};
 use sdr_eval::scores::TextScorer;
@@ -168,31 +169,19 @@ fn score_all(
 
 pub fn run(args: Args) -> Result<()> {
     // References.
-    let rname = args.references.display().to_string();
-    let mut rd =
-        csv::Reader::from_path(&args.references).with_context(|| format!("cannot open {rname}"))?;
-    let headers = rd
-        .headers()
-        .with_context(|| format!("{rname}: no header row"))?
-        .clone();
-    let col = |c: &str| {
-        headers
-            .iter()
-            .position(|h| h == c)
-            .ok_or_else(|| anyhow!("{rname}: no `{c}` column"))
-    };
-    let (ic, fc, mc) = (col(&args.id_col)?, col("findings")?, col("impression")?);
-    let mut refs: HashMap<String, (String, String)> = HashMap::new();
-    for (row, rec) in rd.records().enumerate() {
-        let rec = rec.with_context(|| format!("{rname}: row {}", row + 2))?;
-        refs.insert(
-            rec.get(ic).unwrap_or("").trim().to_string(),
-            (
-                rec.get(fc).unwrap_or("").trim().to_string(),
-                rec.get(mc).unwrap_or("").trim().to_string(),
-            ),
-        );
-    }
+    let table = CsvTable::read(&args.references)?;
+    let rname = &table.name;
+    let (ic, fc, mc) = (
+        table.column(&args.id_col)?,
+        table.column("findings")?,
+        table.column("impression")?,
+    );
+    let refs: HashMap<String, (String, String)> = (0..table.len())
+        .map(|r| {
+            let f = |c: usize| table.field(r, c).to_string();
+            (f(ic), (f(fc), f(mc)))
+        })
+        .collect();
     // Candidates.
     let mut cands: Vec<(String, Vec<String>, Option<usize>)> = Vec::new();
     for (at, v) in read_jsonl_file::<serde_json::Value>(&args.candidates)? {

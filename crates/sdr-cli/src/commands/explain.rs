@@ -23,7 +23,7 @@ use sdr_reward::{parse_reference, Reference, ReferenceSections};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::corpus::EncoderArgs;
+use crate::common::EncoderArgs;
 use crate::jsonl::{id_text, parse_json, Input, Output};
 
 #[derive(clap::Args)]

@@ -2,24 +2,24 @@
 //! a generation back-end or replayed over already generated candidates.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{anyhow, Context, Result};
 use sdr_core::report::SEGMENTER_VERSION;
 use sdr_core::Metric;
 use sdr_corpus::{
-    argmin, embed_candidates, Aggregation, CandidateEmbedding, Corpus, CorpusIndex, Policy,
-    ScoreOptions, SentenceEncoder,
+    argmin, embed_candidates, Aggregation, Convergence, Corpus, CorpusIndex, CorpusScorer,
+    PartialSections, Policy, ScoreOptions, SentenceEncoder,
 };
 use sdr_gen::replay::{Replay, Stored};
-use sdr_gen::{
-    prune, GenError, LockStep, Partial, PartialScorer, PruneConfig, PruneOutcome, Round,
-};
+use sdr_gen::{prune, GenError, LockStep, Partial, PruneConfig, PruneOutcome, Round};
 use serde::{Deserialize, Serialize};
 
-use super::corpus::EncoderArgs;
-use super::generate::{progress_bar, BackendArgs, GenRecord, StudyArgs};
+use crate::common::{
+    convergence_warning, failure_warning, progress_bar, BackendArgs, EncoderArgs, GenRecord,
+    StudyArgs,
+};
 use crate::jsonl::{id_text, parse_json, Output};
 
 #[derive(clap::Args)]
@@ -77,74 +77,34 @@ pub struct Args {
     pub quiet: bool,
 }
 
-/// Scores partial outputs against the corpus under one policy.
-struct CorpusScorer<'a> {
-    index: &'a CorpusIndex<'a>,
-    encoder: &'a dyn SentenceEncoder,
-    policy: Policy,
+/// SPEC §6's partial scores of `parts` (the rule is `sdr_corpus::partial`),
+/// in the form `sdr_gen::prune` calls; counts what did not converge.
+fn score_partials(
+    scorer: &CorpusScorer<'_>,
+    parts: &[Partial],
+    stats: &mut Stats,
+) -> Result<Vec<f64>, GenError> {
+    let sections: Vec<PartialSections<'_, String>> = parts
+        .iter()
+        .map(|p| PartialSections {
+            findings: &p.findings,
+            impression: &p.impression,
+        })
+        .collect();
+    let scored = scorer
+        .score(&sections)
+        .map_err(|e| GenError::Score(Box::new(e)))?;
+    stats.evaluated += scored.evaluated;
+    stats.convergence += scored.convergence;
+    Ok(scored.scores)
 }
 
-impl PartialScorer for CorpusScorer<'_> {
-    fn score(&mut self, parts: &[Partial]) -> Result<Vec<f64>, GenError> {
-        let dim = self.encoder.dim();
-        let mut sentences: Vec<&str> = Vec::new();
-        for p in parts {
-            sentences.extend(p.findings.iter().map(String::as_str));
-            sentences.extend(p.impression.iter().map(String::as_str));
-        }
-        let emb = if sentences.is_empty() {
-            Vec::new()
-        } else {
-            self.encoder
-                .embed(&sentences)
-                .map_err(|e| GenError::Score(e.to_string()))?
-        };
-        // The corpus scorer wants both sections; a missing one borrows the
-        // other's rows and its distance is ignored below.
-        let mut pos = 0;
-        let mut cands = Vec::with_capacity(parts.len());
-        for p in parts {
-            let (nf, ni) = (p.findings.len(), p.impression.len());
-            let f = emb[pos * dim..(pos + nf) * dim].to_vec();
-            let i = emb[(pos + nf) * dim..(pos + nf + ni) * dim].to_vec();
-            pos += nf + ni;
-            cands.push(match (nf > 0, ni > 0) {
-                (false, false) => None,
-                (true, true) => Some(CandidateEmbedding {
-                    findings: f,
-                    impression: i,
-                }),
-                (true, false) => Some(CandidateEmbedding {
-                    impression: f.clone(),
-                    findings: f,
-                }),
-                (false, true) => Some(CandidateEmbedding {
-                    findings: i.clone(),
-                    impression: i,
-                }),
-            });
-        }
-        let scores = self
-            .index
-            .score(
-                &cands,
-                std::slice::from_ref(&self.policy),
-                ScoreOptions::default(),
-            )
-            .map_err(|e| GenError::Score(e.to_string()))?;
-        Ok(parts
-            .iter()
-            .zip(&scores.sections[0])
-            .map(
-                |(p, [df, di])| match (p.findings.is_empty(), p.impression.is_empty()) {
-                    (true, true) => f64::INFINITY,
-                    (false, true) => *df,
-                    (true, false) => *di,
-                    (false, false) => (df + di) / 2.0,
-                },
-            )
-            .collect())
-    }
+/// Corpus distances computed (partial scores and standard selection), and
+/// how many did not converge or failed.
+#[derive(Default)]
+struct Stats {
+    evaluated: usize,
+    convergence: Convergence,
 }
 
 #[derive(Deserialize)]
@@ -178,12 +138,97 @@ struct PruneRecord<'a> {
     seconds: f64,
 }
 
-struct Totals {
+/// One study's result, before it becomes a [`PruneRecord`].
+struct Study<'a> {
+    id: String,
+    mode: &'static str,
+    outcome: PruneOutcome,
+    full: Option<usize>,
+    estimated: bool,
+    standard: Option<(usize, &'a str)>,
+    seconds: f64,
+}
+
+/// What every study shares: the scorer, the settings, the output and the totals.
+struct Run<'a> {
+    scorer: CorpusScorer<'a>,
+    index: &'a CorpusIndex<'a>,
+    encoder: &'a dyn SentenceEncoder,
+    config: PruneConfig,
+    out: Output,
     studies: usize,
     used: usize,
     full: usize,
     agree: usize,
     compared: usize,
+    stats: Stats,
+}
+
+impl Run<'_> {
+    fn prune(&mut self, run: LockStep<'_>) -> Result<PruneOutcome, GenError> {
+        let (scorer, stats) = (&self.scorer, &mut self.stats);
+        let mut score = |parts: &[Partial]| score_partials(scorer, parts, stats);
+        prune(run, &mut score, self.config, |_| {})
+    }
+
+    fn emit(&mut self, s: Study<'_>) -> Result<()> {
+        let chosen = s.outcome.chosen;
+        self.studies += 1;
+        self.used += s.outcome.tokens_used;
+        if let Some(f) = s.full {
+            self.full += f;
+        }
+        if let Some((c, _)) = s.standard {
+            self.compared += 1;
+            self.agree += usize::from(c == chosen);
+        }
+        let rec = PruneRecord {
+            id: s.id,
+            mode: s.mode,
+            policy: self.scorer.policy().to_string(),
+            warmup: self.config.warmup,
+            fraction: self.config.fraction,
+            chosen,
+            text: &s.outcome.candidates[chosen].text,
+            tokens_used: s.outcome.tokens_used,
+            tokens_produced: s.outcome.tokens_produced,
+            tokens_full: s.full,
+            saving: s
+                .full
+                .map(|f| 1.0 - s.outcome.tokens_used as f64 / f as f64),
+            estimated_tokens: s.estimated,
+            standard_chosen: s.standard.map(|x| x.0),
+            standard_text: s.standard.map(|x| x.1),
+            rounds: &s.outcome.rounds,
+            candidate_tokens: s.outcome.candidates.iter().map(|c| c.tokens).collect(),
+            seconds: s.seconds,
+        };
+        serde_json::to_writer(self.out.writer(), &rec)?;
+        self.out.writer().write_all(b"\n")?;
+        Ok(())
+    }
+
+    /// The summary line on stderr.
+    fn summary(&self, secs: f64) -> String {
+        let mut line = format!(
+            "prune: {} studies, {} tokens generated",
+            self.studies, self.used
+        );
+        if self.full > 0 {
+            line += &format!(
+                " of {} for the full candidates: {:.1} % saved",
+                self.full,
+                100.0 * (1.0 - self.used as f64 / self.full as f64)
+            );
+        }
+        if self.compared > 0 {
+            line += &format!(
+                "; same pick as standard selection in {}/{}",
+                self.agree, self.compared
+            );
+        }
+        format!("{line} ({secs:.1} s, {})", self.scorer.policy())
+    }
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -208,188 +253,157 @@ pub fn run(args: Args) -> Result<()> {
         SEGMENTER_VERSION,
     )?;
     let index = CorpusIndex::new(corpus.view())?;
-    let mut scorer = CorpusScorer {
+    let mut run = Run {
+        scorer: CorpusScorer::new(&index, encoder.as_ref(), policy),
         index: &index,
         encoder: encoder.as_ref(),
-        policy,
-    };
-    let mut out = Output::create(args.output.as_deref())?;
-    let mut totals = Totals {
+        config,
+        out: Output::create(args.output.as_deref())?,
         studies: 0,
         used: 0,
         full: 0,
         agree: 0,
         compared: 0,
+        stats: Stats::default(),
     };
     let t0 = Instant::now();
-    let mut emit = |out: &mut Output,
-                    id: String,
-                    mode: &'static str,
-                    outcome: PruneOutcome,
-                    full: Option<usize>,
-                    estimated: bool,
-                    standard: Option<(usize, &str)>,
-                    seconds: f64|
-     -> Result<()> {
-        let chosen = outcome.chosen;
-        totals.studies += 1;
-        totals.used += outcome.tokens_used;
-        if let Some(f) = full {
-            totals.full += f;
-        }
-        if let Some((s, _)) = standard {
-            totals.compared += 1;
-            totals.agree += usize::from(s == chosen);
-        }
-        let rec = PruneRecord {
-            id,
-            mode,
-            policy: policy.to_string(),
-            warmup: config.warmup,
-            fraction: config.fraction,
-            chosen,
-            text: &outcome.candidates[chosen].text,
-            tokens_used: outcome.tokens_used,
-            tokens_produced: outcome.tokens_produced,
-            tokens_full: full,
-            saving: full.map(|f| 1.0 - outcome.tokens_used as f64 / f as f64),
-            estimated_tokens: estimated,
-            standard_chosen: standard.map(|s| s.0),
-            standard_text: standard.map(|s| s.1),
-            rounds: &outcome.rounds,
-            candidate_tokens: outcome.candidates.iter().map(|c| c.tokens).collect(),
-            seconds,
-        };
-        serde_json::to_writer(out.writer(), &rec)?;
-        out.writer().write_all(b"\n")?;
-        Ok(())
-    };
-
-    if let Some(path) = &args.replay {
-        let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {name}"))?;
-        let lines: Vec<(usize, &str)> = text
-            .lines()
-            .enumerate()
-            .filter(|(_, l)| !l.trim().is_empty())
-            .collect();
-        let pb = progress_bar(lines.len(), args.quiet, "pruning (replay)");
-        for (no, line) in lines {
-            let where_ = format!("{name}:{}", no + 1);
-            let l: ReplayLine = parse_json(line).map_err(|e| anyhow!("{where_}: {e}"))?;
-            let t = Instant::now();
-            let k = l.candidates.len();
-            if let Some(te) = &l.token_ends {
-                if te.len() != k {
-                    return Err(anyhow!(
-                        "{where_}: {} token_ends lists for {k} candidates",
-                        te.len()
-                    ));
-                }
-            }
-            let stored: Vec<Stored> = l
-                .candidates
-                .iter()
-                .enumerate()
-                .map(|(i, c)| Stored {
-                    text: c.clone(),
-                    token_ends: l.token_ends.as_ref().map(|te| te[i].clone()),
-                })
-                .collect();
-            let replay = Replay::new(stored, &where_)?;
-            let estimated = replay.estimated();
-            let full: usize = (0..k).map(|i| replay.full_tokens(i)).sum();
-            // Standard best-of-K on the full candidates, same policy.
-            let texts: Vec<&str> = l.candidates.iter().map(String::as_str).collect();
-            let emb = embed_candidates(&texts, encoder.as_ref())?;
-            let s = index.score(&emb, std::slice::from_ref(&policy), ScoreOptions::default())?;
-            let std_choice = argmin(&s.total[0]).index;
-            let outcome = prune(LockStep::new(Box::new(replay)), &mut scorer, config, |_| {})
-                .map_err(|e| anyhow!("{where_}: {e}"))?;
-            emit(
-                &mut out,
-                id_text(&l.id),
-                "replay",
-                outcome,
-                Some(full),
-                estimated,
-                Some((std_choice, &l.candidates[std_choice])),
-                t.elapsed().as_secs_f64(),
-            )?;
-            pb.inc(1);
-        }
-        pb.finish_and_clear();
-    } else {
-        let fulls: HashMap<String, usize> = match &args.full {
-            None => HashMap::new(),
-            Some(p) => {
-                let name = p.display().to_string();
-                let text =
-                    std::fs::read_to_string(p).with_context(|| format!("cannot read {name}"))?;
-                let mut m = HashMap::new();
-                for (no, line) in text
-                    .lines()
-                    .enumerate()
-                    .filter(|(_, l)| !l.trim().is_empty())
-                {
-                    let r: GenRecord =
-                        parse_json(line).map_err(|e| anyhow!("{name}:{}: {e}", no + 1))?;
-                    m.insert(r.id.clone(), r.tokens.iter().sum());
-                }
-                m
-            }
-        };
-        let studies = args.studies.load()?;
-        let template = args.studies.template();
-        let mut backend = args.backend.load()?;
-        let pb = progress_bar(studies.len(), args.quiet, "pruning (live)");
-        for (si, study) in studies.iter().enumerate() {
-            let req = args.backend.request(study, si, &template)?;
-            let t = Instant::now();
-            let batch = backend
-                .start(&req)
-                .map_err(|e| anyhow!("study {}: {e}", study.id))?;
-            let outcome = prune(LockStep::new(batch), &mut scorer, config, |_| {})
-                .map_err(|e| anyhow!("study {}: {e}", study.id))?;
-            let full = fulls.get(&study.id).copied();
-            if let (Some(f), None) = (&args.full, full) {
-                return Err(anyhow!("study {}: not in --full {}", study.id, f.display()));
-            }
-            emit(
-                &mut out,
-                study.id.clone(),
-                "live",
-                outcome,
-                full,
-                false,
-                None,
-                t.elapsed().as_secs_f64(),
-            )?;
-            pb.inc(1);
-        }
-        pb.finish_and_clear();
+    match &args.replay {
+        Some(path) => replay(&args, path, &mut run)?,
+        None => live(&args, &mut run)?,
     }
-    out.finish()?;
+    let summary = run.summary(t0.elapsed().as_secs_f64());
+    let Stats {
+        evaluated,
+        convergence,
+    } = run.stats;
+    run.out.finish()?;
     if !args.quiet {
-        let secs = t0.elapsed().as_secs_f64();
-        let mut line = format!(
-            "prune: {} studies, {} tokens generated",
-            totals.studies, totals.used
-        );
-        if totals.full > 0 {
-            line += &format!(
-                " of {} for the full candidates: {:.1} % saved",
-                totals.full,
-                100.0 * (1.0 - totals.used as f64 / totals.full as f64)
-            );
-        }
-        if totals.compared > 0 {
-            line += &format!(
-                "; same pick as standard selection in {}/{}",
-                totals.agree, totals.compared
-            );
-        }
-        eprintln!("{line} ({:.1} s, {policy})", secs);
+        eprintln!("{summary}");
     }
+    let warnings = [
+        convergence_warning(convergence.unconverged, evaluated),
+        failure_warning(convergence.failed, evaluated),
+    ];
+    for line in warnings.into_iter().flatten() {
+        eprintln!("{line}");
+    }
+    Ok(())
+}
+
+/// `--replay FILE`: prune over stored candidates, with standard best-of-K
+/// under the same policy alongside.
+fn replay(args: &Args, path: &Path, run: &mut Run<'_>) -> Result<()> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {name}"))?;
+    let lines: Vec<(usize, &str)> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .collect();
+    let pb = progress_bar(lines.len(), args.quiet, "pruning (replay)");
+    for (no, line) in lines {
+        let where_ = format!("{name}:{}", no + 1);
+        let l: ReplayLine = parse_json(line).map_err(|e| anyhow!("{where_}: {e}"))?;
+        let t = Instant::now();
+        let k = l.candidates.len();
+        if let Some(te) = &l.token_ends {
+            if te.len() != k {
+                return Err(anyhow!(
+                    "{where_}: {} token_ends lists for {k} candidates",
+                    te.len()
+                ));
+            }
+        }
+        let stored: Vec<Stored> = l
+            .candidates
+            .iter()
+            .enumerate()
+            .map(|(i, c)| Stored {
+                text: c.clone(),
+                token_ends: l.token_ends.as_ref().map(|te| te[i].clone()),
+            })
+            .collect();
+        let replay = Replay::new(stored, &where_)?;
+        let estimated = replay.estimated();
+        let full: usize = (0..k).map(|i| replay.full_tokens(i)).sum();
+        // Standard best-of-K on the full candidates, same policy.
+        let texts: Vec<&str> = l.candidates.iter().map(String::as_str).collect();
+        let emb = embed_candidates(&texts, run.encoder)?;
+        let policy = run.scorer.policy();
+        let s = run
+            .index
+            .score(&emb, std::slice::from_ref(&policy), ScoreOptions::default())?;
+        run.stats.evaluated += s.evaluated;
+        run.stats.convergence += s.convergence;
+        let std_choice = argmin(&s.total[0]).index;
+        let outcome = run
+            .prune(LockStep::new(Box::new(replay)))
+            .map_err(|e| anyhow!("{where_}: {e}"))?;
+        run.emit(Study {
+            id: id_text(&l.id),
+            mode: "replay",
+            outcome,
+            full: Some(full),
+            estimated,
+            standard: Some((std_choice, &l.candidates[std_choice])),
+            seconds: t.elapsed().as_secs_f64(),
+        })?;
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    Ok(())
+}
+
+/// Full token counts per study id from a `sdr generate` output (`--full`).
+fn full_tokens(path: Option<&Path>) -> Result<HashMap<String, usize>> {
+    let Some(p) = path else {
+        return Ok(HashMap::new());
+    };
+    let name = p.display().to_string();
+    let text = std::fs::read_to_string(p).with_context(|| format!("cannot read {name}"))?;
+    let mut m = HashMap::new();
+    for (no, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let r: GenRecord = parse_json(line).map_err(|e| anyhow!("{name}:{}: {e}", no + 1))?;
+        m.insert(r.id.clone(), r.tokens.iter().sum());
+    }
+    Ok(m)
+}
+
+/// Live: generate each study's candidates in lock-step and prune them.
+fn live(args: &Args, run: &mut Run<'_>) -> Result<()> {
+    let fulls = full_tokens(args.full.as_deref())?;
+    let studies = args.studies.load()?;
+    let template = args.studies.template();
+    let mut backend = args.backend.load()?;
+    let pb = progress_bar(studies.len(), args.quiet, "pruning (live)");
+    for (si, study) in studies.iter().enumerate() {
+        let req = args.backend.request(study, si, &template)?;
+        let t = Instant::now();
+        let batch = backend
+            .start(&req)
+            .map_err(|e| anyhow!("study {}: {e}", study.id))?;
+        let outcome = run
+            .prune(LockStep::new(batch))
+            .map_err(|e| anyhow!("study {}: {e}", study.id))?;
+        let full = fulls.get(&study.id).copied();
+        if let (Some(f), None) = (&args.full, full) {
+            return Err(anyhow!("study {}: not in --full {}", study.id, f.display()));
+        }
+        run.emit(Study {
+            id: study.id.clone(),
+            mode: "live",
+            outcome,
+            full,
+            estimated: false,
+            standard: None,
+            seconds: t.elapsed().as_secs_f64(),
+        })?;
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
     Ok(())
 }

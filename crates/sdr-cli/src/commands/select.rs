@@ -9,12 +9,12 @@ use indicatif::{ProgressBar, ProgressStyle};
 use sdr_core::report::SEGMENTER_VERSION;
 use sdr_core::Metric;
 use sdr_corpus::{
-    all_policies, argmin, consensus_scores, embed_candidates, Aggregation, Corpus, CorpusIndex,
-    Policy, ScoreOptions,
+    all_policies, argmin, consensus_scores, embed_candidates, Aggregation, CandidateEmbedding,
+    Convergence, Corpus, CorpusIndex, Policy, ScoreOptions,
 };
 use serde::Deserialize;
 
-use super::corpus::EncoderArgs;
+use crate::common::{convergence_warning, failure_warning, EncoderArgs};
 use crate::jsonl::{parse_json, Input, Output};
 
 #[derive(clap::Args)]
@@ -86,30 +86,145 @@ fn num(v: f64) -> serde_json::Value {
         .unwrap_or(serde_json::Value::Null)
 }
 
+/// What is scored: the corpus policies and the consensus metrics, with
+/// their output keys.
+struct Plan {
+    policies: Vec<Policy>,
+    consensus: Vec<Metric>,
+    keys: Vec<String>,
+    opts: ScoreOptions,
+}
+
+impl Plan {
+    fn new(args: &Args) -> Result<Plan> {
+        let metric: Metric = args
+            .metric
+            .parse()
+            .map_err(|e| anyhow!("--metric {}: {e}", args.metric))?;
+        let agg: Aggregation = args.agg.parse().map_err(|e| anyhow!("--agg: {e}"))?;
+        let policies: Vec<Policy> = if !uses_corpus(args) {
+            Vec::new()
+        } else if args.all_policies {
+            all_policies()
+        } else {
+            vec![Policy { metric, agg }]
+        };
+        let consensus: Vec<Metric> = match (args.consensus, args.all_policies) {
+            (false, _) => Vec::new(),
+            (true, true) => Metric::all(),
+            (true, false) => vec![metric],
+        };
+        let keys = policies
+            .iter()
+            .map(|p| p.to_string())
+            .chain(consensus.iter().map(|m| format!("{m}@consensus")))
+            .collect();
+        Ok(Plan {
+            policies,
+            consensus,
+            keys,
+            opts: ScoreOptions {
+                prune: !args.no_prune,
+            },
+        })
+    }
+
+    /// Every policy's scores of one study's candidates; counts into `stats`.
+    fn scores(
+        &self,
+        index: Option<&CorpusIndex<'_>>,
+        cands: &[Option<CandidateEmbedding>],
+        dim: usize,
+        stats: &mut Stats,
+    ) -> Result<Vec<Vec<f64>>> {
+        let mut per_policy: Vec<Vec<f64>> = Vec::new();
+        if let Some(ix) = index {
+            let s = ix.score(cands, &self.policies, self.opts)?;
+            stats.evaluated += s.evaluated;
+            stats.convergence += s.convergence;
+            per_policy.extend(s.total);
+        }
+        for m in &self.consensus {
+            let c = consensus_scores(cands, m, dim)?;
+            stats.evaluated += c.evaluated;
+            stats.convergence += c.convergence;
+            per_policy.push(c.scores);
+        }
+        Ok(per_policy)
+    }
+}
+
+/// The corpus is needed unless consensus alone is asked for.
+fn uses_corpus(args: &Args) -> bool {
+    !args.consensus || args.all_policies
+}
+
+/// Distances computed, and how many did not converge or failed.
+#[derive(Default)]
+struct Stats {
+    evaluated: usize,
+    convergence: Convergence,
+}
+
+/// The output object of one study.
+fn record(
+    l: &Line,
+    single: bool,
+    keys: &[String],
+    per_policy: &[Vec<f64>],
+    well: &[bool],
+) -> serde_json::Value {
+    let sel: Vec<_> = per_policy.iter().map(|s| argmin(s)).collect();
+    let all_malformed = well.iter().all(|w| !w);
+    if single {
+        let s = &sel[0];
+        return serde_json::json!({
+            "id": l.id,
+            "policy": keys[0],
+            "chosen": s.index,
+            "text": l.candidates[s.index],
+            "scores": per_policy[0].iter().map(|&v| num(v)).collect::<Vec<_>>(),
+            "well_formed": well,
+            "all_malformed": all_malformed,
+        });
+    }
+    let mut map = serde_json::Map::new();
+    for (k, (s, scores)) in keys.iter().zip(sel.iter().zip(per_policy)) {
+        map.insert(
+            k.clone(),
+            serde_json::json!({
+                "chosen": s.index,
+                "scores": scores.iter().map(|&v| num(v)).collect::<Vec<_>>(),
+            }),
+        );
+    }
+    serde_json::json!({
+        "id": l.id,
+        "well_formed": well,
+        "all_malformed": all_malformed,
+        "policies": map,
+    })
+}
+
+fn progress(quiet: bool) -> Result<ProgressBar> {
+    if quiet {
+        return Ok(ProgressBar::hidden());
+    }
+    let pb = ProgressBar::new_spinner();
+    pb.set_style(
+        ProgressStyle::with_template("selecting {pos} studies [{elapsed_precise}] {per_sec}")
+            .map_err(|e| anyhow!("{e}"))?,
+    );
+    Ok(pb)
+}
+
 pub fn run(args: Args) -> Result<()> {
-    let metric: Metric = args
-        .metric
-        .parse()
-        .map_err(|e| anyhow!("--metric {}: {e}", args.metric))?;
-    let agg: Aggregation = args.agg.parse().map_err(|e| anyhow!("--agg: {e}"))?;
     if args.batch == 0 {
         return Err(anyhow!("--batch must be at least 1"));
     }
-    let use_corpus = !args.consensus || args.all_policies;
-    let policies: Vec<Policy> = if !use_corpus {
-        Vec::new()
-    } else if args.all_policies {
-        all_policies()
-    } else {
-        vec![Policy { metric, agg }]
-    };
-    let consensus_metrics: Vec<Metric> = match (args.consensus, args.all_policies) {
-        (false, _) => Vec::new(),
-        (true, true) => Metric::all(),
-        (true, false) => vec![metric],
-    };
+    let plan = Plan::new(&args)?;
     let encoder = args.encoder.load()?;
-    let corpus = match (&args.corpus, use_corpus) {
+    let corpus = match (&args.corpus, uses_corpus(&args)) {
         (Some(p), true) => {
             let c = Corpus::open(p)?;
             c.check_compatible(
@@ -130,29 +245,13 @@ pub fn run(args: Args) -> Result<()> {
         .as_ref()
         .map(|c| CorpusIndex::new(c.view()))
         .transpose()?;
-    let keys: Vec<String> = policies
-        .iter()
-        .map(|p| p.to_string())
-        .chain(consensus_metrics.iter().map(|m| format!("{m}@consensus")))
-        .collect();
     let single = !args.all_policies;
-    let opts = ScoreOptions {
-        prune: !args.no_prune,
-    };
     let mut input = Input::open(args.input.as_deref())?;
     let mut output = Output::create(args.output.as_deref())?;
-    let pb = if args.quiet {
-        ProgressBar::hidden()
-    } else {
-        let pb = ProgressBar::new_spinner();
-        pb.set_style(
-            ProgressStyle::with_template("selecting {pos} studies [{elapsed_precise}] {per_sec}")
-                .map_err(|e| anyhow!("{e}"))?,
-        );
-        pb
-    };
+    let pb = progress(args.quiet)?;
     let t0 = Instant::now();
     let (mut studies, mut all_bad) = (0usize, 0usize);
+    let mut stats = Stats::default();
     let mut line_no = 0;
     loop {
         let chunk = input.next_chunk(args.batch, &mut line_no)?;
@@ -178,51 +277,11 @@ pub fn run(args: Args) -> Result<()> {
         for (no, l) in &lines {
             let cands: Vec<_> = embedded.by_ref().take(l.candidates.len()).collect();
             let well: Vec<bool> = cands.iter().map(Option::is_some).collect();
-            let mut per_policy: Vec<Vec<f64>> = Vec::new();
-            if let Some(ix) = &index {
-                let s = ix
-                    .score(&cands, &policies, opts)
-                    .map_err(|e| anyhow!("{}:{no}: {e}", input.name))?;
-                per_policy.extend(s.total);
-            }
-            for m in &consensus_metrics {
-                per_policy.push(
-                    consensus_scores(&cands, m, encoder.dim())
-                        .map_err(|e| anyhow!("{}:{no}: {e}", input.name))?,
-                );
-            }
-            let sel: Vec<_> = per_policy.iter().map(|s| argmin(s)).collect();
-            let all_malformed = well.iter().all(|w| !w);
-            all_bad += all_malformed as usize;
-            let obj = if single {
-                let s = &sel[0];
-                serde_json::json!({
-                    "id": l.id,
-                    "policy": keys[0],
-                    "chosen": s.index,
-                    "text": l.candidates[s.index],
-                    "scores": per_policy[0].iter().map(|&v| num(v)).collect::<Vec<_>>(),
-                    "well_formed": well,
-                    "all_malformed": all_malformed,
-                })
-            } else {
-                let mut map = serde_json::Map::new();
-                for (k, (s, scores)) in keys.iter().zip(sel.iter().zip(&per_policy)) {
-                    map.insert(
-                        k.clone(),
-                        serde_json::json!({
-                            "chosen": s.index,
-                            "scores": scores.iter().map(|&v| num(v)).collect::<Vec<_>>(),
-                        }),
-                    );
-                }
-                serde_json::json!({
-                    "id": l.id,
-                    "well_formed": well,
-                    "all_malformed": all_malformed,
-                    "policies": map,
-                })
-            };
+            let per_policy = plan
+                .scores(index.as_ref(), &cands, encoder.dim(), &mut stats)
+                .map_err(|e| anyhow!("{}:{no}: {e}", input.name))?;
+            all_bad += well.iter().all(|w| !w) as usize;
+            let obj = record(l, single, &plan.keys, &per_policy, &well);
             let w = output.writer();
             serde_json::to_writer(&mut *w, &obj)?;
             w.write_all(b"\n")?;
@@ -235,9 +294,16 @@ pub fn run(args: Args) -> Result<()> {
     if !args.quiet {
         eprintln!(
             "sdr select: {studies} studies, {} policies, {all_bad} with every candidate malformed (first kept), {:.2}s",
-            keys.len(),
+            plan.keys.len(),
             t0.elapsed().as_secs_f64()
         );
+    }
+    let warnings = [
+        convergence_warning(stats.convergence.unconverged, stats.evaluated),
+        failure_warning(stats.convergence.failed, stats.evaluated),
+    ];
+    for line in warnings.into_iter().flatten() {
+        eprintln!("{line}");
     }
     Ok(())
 }

@@ -9,6 +9,7 @@ use anyhow::{anyhow, Context, Result};
 use rayon::prelude::*;
 use sdr_clinical::{Labeler, Labels, UncertainPolicy};
 use sdr_core::report::parse_report;
+use sdr_corpus::CsvTable;
 use sdr_eval::baseline::Pool;
 use sdr_eval::chexpert;
 use sdr_eval::heatmap::Heatmap;
@@ -151,32 +152,24 @@ pub fn run(a: Args) -> Result<()> {
     std::fs::create_dir_all(&a.out_dir)
         .with_context(|| format!("cannot create {}", a.out_dir.display()))?;
     // References.
-    let mut rdr = csv::Reader::from_path(&a.references)
-        .with_context(|| format!("cannot read {}", a.references.display()))?;
-    let headers: Vec<String> = rdr
-        .headers()?
-        .iter()
-        .map(|h| h.trim().to_string())
-        .collect();
-    let find = |name: &str| headers.iter().position(|h| h.eq_ignore_ascii_case(name));
-    let col = |name: &str| {
-        find(name).ok_or_else(|| anyhow!("{}: no column `{name}`", a.references.display()))
-    };
-    let (ci, cf, cim) = (col(&a.id_col)?, col("findings")?, col("impression")?);
-    let cp = find("problems");
-    let mut refs: HashMap<String, Reference> = HashMap::new();
-    for (no, row) in rdr.records().enumerate() {
-        let row = row.map_err(|e| anyhow!("{}:{}: {e}", a.references.display(), no + 2))?;
-        let g = |i: usize| row.get(i).unwrap_or("").trim().to_string();
-        refs.insert(
-            g(ci),
-            Reference {
+    let table = CsvTable::read(&a.references)?;
+    let (ci, cf, cim) = (
+        table.column(&a.id_col)?,
+        table.column("findings")?,
+        table.column("impression")?,
+    );
+    let cp = table.find("problems");
+    let refs: HashMap<String, Reference> = (0..table.len())
+        .map(|r| {
+            let g = |c: usize| table.field(r, c).to_string();
+            let reference = Reference {
                 sections: [g(cf), g(cim)],
                 problems: cp.map(g),
-                line: no + 2,
-            },
-        );
-    }
+                line: r + 2,
+            };
+            (g(ci), reference)
+        })
+        .collect();
     let cands: HashMap<String, Vec<String>> = read_jsonl::<CandLine>(&a.candidates)?
         .into_iter()
         .map(|c| (id_text(&c.id), c.candidates))

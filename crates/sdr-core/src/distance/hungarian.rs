@@ -30,14 +30,15 @@
 //!    algorithms. *IEEE Trans. Aerospace and Electronic Systems* 52(4), 1679–1696.
 
 use crate::cost::CostMatrix;
+use crate::distance::logdomain::bad;
+use crate::error::Result;
 
 const NONE: usize = usize::MAX;
 
 /// Optimal assignment for an `nr x nc` cost given by `cost(i, j)`, `nr <= nc`.
-/// Returns `col4row`: the column assigned to each row.
-///
-/// Non-finite costs do not panic or loop: a column is still chosen for every
-/// row, but the assignment is then unspecified.
+/// Returns `col4row`: the column assigned to each row. Costs are finite
+/// (checked by [`linear_sum_assignment`]); the fallback below only keeps a
+/// non-finite reduced cost from looping.
 fn assign_rows<C: Fn(usize, usize) -> f64>(nr: usize, nc: usize, cost: C) -> Vec<usize> {
     debug_assert!(nr <= nc);
     let mut u = vec![0.0f64; nr];
@@ -126,26 +127,50 @@ fn assign_rows<C: Fn(usize, usize) -> f64>(nr: usize, nc: usize, cost: C) -> Vec
     col4row
 }
 
+/// An optimal assignment: the matched pairs `(row, col)` sorted by row, and
+/// the sum of their costs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Assignment {
+    pub pairs: Vec<(usize, usize)>,
+    pub cost: f64,
+}
+
 /// Optimal rectangular linear sum assignment of `M` (`n x m`).
 ///
 /// $$\min_{\pi} \sum_{(i,j)\in\pi} M_{ij}$$ over injective matchings of size
 /// `min(n, m)`: every row is matched when `n <= m`, every column otherwise.
 ///
 /// Returns the matched pairs `(row, col)` sorted by row, like SciPy's
-/// `linear_sum_assignment`. Costs should be finite (cosine costs always are);
-/// with non-finite entries the result is a valid matching of unspecified cost.
+/// `linear_sum_assignment`, with their total cost; an empty matrix has the
+/// empty assignment.
+///
+/// # Errors
+/// [`crate::SdrError::BadMetricParameter`] (metric `hungarian`) naming the
+/// first non-finite cost entry: the optimum of such costs is undefined.
 ///
 /// ```
 /// use sdr_core::distance::hungarian::linear_sum_assignment;
 /// use sdr_core::CostMatrix;
 /// let m = CostMatrix::new(2, 3, vec![0.9, 0.1, 0.5, 0.2, 0.3, 0.8]);
-/// assert_eq!(linear_sum_assignment(&m), vec![(0, 1), (1, 0)]);
+/// let a = linear_sum_assignment(&m).unwrap();
+/// assert_eq!(a.pairs, vec![(0, 1), (1, 0)]);
+/// assert!((a.cost - 0.3).abs() < 1e-15);
 /// ```
-pub fn linear_sum_assignment(m: &CostMatrix) -> Vec<(usize, usize)> {
-    if m.n == 0 || m.m == 0 {
-        return Vec::new();
+pub fn linear_sum_assignment(m: &CostMatrix) -> Result<Assignment> {
+    if let Some(k) = m.data.iter().position(|x| !x.is_finite()) {
+        return Err(bad(
+            "hungarian",
+            format!(
+                "cost entry ({}, {}) is {}; costs must be finite",
+                k / m.m,
+                k % m.m,
+                m.data[k]
+            ),
+        ));
     }
-    if m.n <= m.m {
+    let pairs = if m.n == 0 || m.m == 0 {
+        Vec::new()
+    } else if m.n <= m.m {
         let col4row = assign_rows(m.n, m.m, |i, j| m.data[i * m.m + j]);
         col4row.into_iter().enumerate().collect()
     } else {
@@ -157,19 +182,20 @@ pub fn linear_sum_assignment(m: &CostMatrix) -> Vec<(usize, usize)> {
             .collect();
         pairs.sort_unstable();
         pairs
-    }
+    };
+    let cost = pairs.iter().map(|&(i, j)| m.get(i, j)).sum();
+    Ok(Assignment { pairs, cost })
 }
 
 /// Sum of the optimal assignment's costs and, for the larger side, whether
 /// each element is matched.
-fn matched_cost(m: &CostMatrix) -> (f64, Vec<bool>) {
-    let pairs = linear_sum_assignment(m);
-    let total = pairs.iter().map(|&(i, j)| m.get(i, j)).sum();
+fn matched_cost(m: &CostMatrix) -> Result<(f64, Vec<bool>)> {
+    let a = linear_sum_assignment(m)?;
     let mut matched = vec![false; m.n.max(m.m)];
-    for &(i, j) in &pairs {
+    for &(i, j) in &a.pairs {
         matched[if m.n <= m.m { j } else { i }] = true;
     }
-    (total, matched)
+    Ok((a.cost, matched))
 }
 
 /// Hung-NN distance (paper Eq. hung-nn) on the raw cost matrix `M` (`n, m >= 1`).
@@ -186,10 +212,13 @@ fn matched_cost(m: &CostMatrix) -> (f64, Vec<bool>) {
 /// use sdr_core::CostMatrix;
 /// // One element against two: match the cheaper, the other adds its NN cost.
 /// let m = CostMatrix::new(1, 2, vec![0.2, 0.4]);
-/// assert!((hung_nn(&m) - 0.3).abs() < 1e-15);
+/// assert!((hung_nn(&m).unwrap() - 0.3).abs() < 1e-15);
 /// ```
-pub fn hung_nn(m: &CostMatrix) -> f64 {
-    let (total, matched) = matched_cost(m);
+///
+/// # Errors
+/// As [`linear_sum_assignment`] (a non-finite cost).
+pub fn hung_nn(m: &CostMatrix) -> Result<f64> {
+    let (total, matched) = matched_cost(m)?;
     let mut extra = 0.0;
     if m.n <= m.m {
         for (j, _) in matched.iter().enumerate().filter(|(_, &k)| !k) {
@@ -200,7 +229,7 @@ pub fn hung_nn(m: &CostMatrix) -> f64 {
             extra += m.row(i).iter().copied().fold(f64::INFINITY, f64::min);
         }
     }
-    (total + extra) / m.n.max(m.m) as f64
+    Ok((total + extra) / m.n.max(m.m) as f64)
 }
 
 /// Hung-Pen distance (paper Eq. hung-pen) on the raw cost matrix `M` (`n, m >= 1`).
@@ -213,11 +242,14 @@ pub fn hung_nn(m: &CostMatrix) -> f64 {
 /// use sdr_core::distance::hungarian::hung_pen;
 /// use sdr_core::CostMatrix;
 /// let m = CostMatrix::new(1, 3, vec![0.2, 0.4, 0.1]);
-/// assert!((hung_pen(&m, 0.5) - (0.1 + 0.5 * 2.0)).abs() < 1e-15);
+/// assert!((hung_pen(&m, 0.5).unwrap() - (0.1 + 0.5 * 2.0)).abs() < 1e-15);
 /// ```
-pub fn hung_pen(m: &CostMatrix, alpha: f64) -> f64 {
-    let (total, _) = matched_cost(m);
-    total / m.n.min(m.m) as f64 + alpha * m.n.abs_diff(m.m) as f64
+///
+/// # Errors
+/// As [`linear_sum_assignment`] (a non-finite cost).
+pub fn hung_pen(m: &CostMatrix, alpha: f64) -> Result<f64> {
+    let (total, _) = matched_cost(m)?;
+    Ok(total / m.n.min(m.m) as f64 + alpha * m.n.abs_diff(m.m) as f64)
 }
 
 #[cfg(test)]
@@ -264,7 +296,7 @@ mod tests {
                 for _ in 0..5 {
                     let data = (0..n * m).map(|_| lcg(&mut seed)).collect();
                     let c = CostMatrix::new(n, m, data);
-                    let pairs = linear_sum_assignment(&c);
+                    let pairs = linear_sum_assignment(&c).unwrap().pairs;
                     assert_eq!(pairs.len(), n.min(m));
                     let mut rows: Vec<_> = pairs.iter().map(|p| p.0).collect();
                     let mut cols: Vec<_> = pairs.iter().map(|p| p.1).collect();
@@ -295,10 +327,10 @@ mod tests {
             }
         }
         let c = CostMatrix::new(5, 5, data);
-        let pairs = linear_sum_assignment(&c);
+        let pairs = linear_sum_assignment(&c).unwrap().pairs;
         assert_eq!(pairs, perm.iter().copied().enumerate().collect::<Vec<_>>());
-        assert_eq!(hung_nn(&c), 0.0);
-        assert_eq!(hung_pen(&c, 0.5), 0.0);
+        assert_eq!(hung_nn(&c).unwrap(), 0.0);
+        assert_eq!(hung_pen(&c, 0.5).unwrap(), 0.0);
     }
 
     #[test]
@@ -307,8 +339,8 @@ mod tests {
         for (n, m) in [(2, 5), (4, 3), (1, 6), (6, 1), (3, 3)] {
             let c = CostMatrix::new(n, m, (0..n * m).map(|_| lcg(&mut seed)).collect());
             let t = c.transpose();
-            assert!((hung_nn(&c) - hung_nn(&t)).abs() < 1e-15);
-            assert!((hung_pen(&c, 0.1) - hung_pen(&t, 0.1)).abs() < 1e-15);
+            assert!((hung_nn(&c).unwrap() - hung_nn(&t).unwrap()).abs() < 1e-15);
+            assert!((hung_pen(&c, 0.1).unwrap() - hung_pen(&t, 0.1).unwrap()).abs() < 1e-15);
         }
     }
 
@@ -316,16 +348,21 @@ mod tests {
     fn nearest_neighbour_fallback_and_penalty() {
         // Rows are the larger side: row 2 is unmatched and adds min(0.7, 0.6).
         let c = CostMatrix::new(3, 2, vec![0.1, 0.9, 0.8, 0.2, 0.7, 0.6]);
-        assert_eq!(linear_sum_assignment(&c), vec![(0, 0), (1, 1)]);
-        assert!((hung_nn(&c) - (0.1 + 0.2 + 0.6) / 3.0).abs() < 1e-15);
-        assert!((hung_pen(&c, 0.1) - (0.15 + 0.1)).abs() < 1e-15);
+        assert_eq!(
+            linear_sum_assignment(&c).unwrap().pairs,
+            vec![(0, 0), (1, 1)]
+        );
+        assert!((hung_nn(&c).unwrap() - (0.1 + 0.2 + 0.6) / 3.0).abs() < 1e-15);
+        assert!((hung_pen(&c, 0.1).unwrap() - (0.15 + 0.1)).abs() < 1e-15);
     }
 
     #[test]
-    fn non_finite_costs_do_not_panic() {
-        let c = CostMatrix::new(2, 3, vec![f64::NAN, 1.0, f64::INFINITY, 0.0, f64::NAN, 2.0]);
-        let pairs = linear_sum_assignment(&c);
-        assert_eq!(pairs.len(), 2);
-        assert_ne!(pairs[0].1, pairs[1].1);
+    fn non_finite_costs_are_an_error_naming_the_entry() {
+        let c = CostMatrix::new(2, 3, vec![1.0, 1.0, f64::INFINITY, 0.0, f64::NAN, 2.0]);
+        let err = linear_sum_assignment(&c).unwrap_err().to_string();
+        assert!(err.contains("(0, 2)") && err.contains("inf"), "{err}");
+        assert!(hung_nn(&c).is_err() && hung_pen(&c, 0.1).is_err());
+        let empty = linear_sum_assignment(&CostMatrix::new(0, 3, Vec::new())).unwrap();
+        assert_eq!((empty.pairs.len(), empty.cost), (0, 0.0));
     }
 }

@@ -98,3 +98,88 @@ pub(crate) fn log_sum_exp(xs: impl Iterator<Item = f64> + Clone) -> f64 {
     }
     mx + xs.map(|x| (x - mx).exp()).sum::<f64>().ln()
 }
+
+/// The stabilised Gibbs kernel `k_ij = exp((alpha_i + beta_j - c_ij) / eps)`
+/// of the scaling solvers (balanced Sinkhorn and UOT): the potentials
+/// `alpha`, `beta` are absorbed into `k`, and bounded scalings `u`, `v` are
+/// iterated on top, so the plan `u_i k_ij v_j` neither under- nor overflows
+/// (Schmitzer 2019; POT's `sinkhorn_stabilized`).
+pub(crate) struct GibbsKernel<'a> {
+    /// The cost, row-major `n x m`.
+    pub c: &'a [f64],
+    pub n: usize,
+    pub m: usize,
+    pub eps: f64,
+    pub alpha: Vec<f64>,
+    pub beta: Vec<f64>,
+    pub k: Vec<f64>,
+    /// `k` transposed (`m x n`), so that both products are in axpy form.
+    pub kt: Vec<f64>,
+}
+
+impl<'a> GibbsKernel<'a> {
+    /// The kernel at the c-transform potentials: `alpha_i = min_j c_ij`,
+    /// `beta_j = min_i (c_ij - alpha_i)`, so that every row and every column
+    /// of `k` holds an entry equal to 1 whatever `eps`.
+    pub fn new(c: &'a [f64], n: usize, m: usize, eps: f64) -> Self {
+        let alpha: Vec<f64> = (0..n)
+            .map(|i| {
+                c[i * m..(i + 1) * m]
+                    .iter()
+                    .copied()
+                    .fold(f64::INFINITY, f64::min)
+            })
+            .collect();
+        let mut beta = vec![f64::INFINITY; m];
+        for i in 0..n {
+            for (b, &cij) in beta.iter_mut().zip(&c[i * m..(i + 1) * m]) {
+                *b = b.min(cij - alpha[i]);
+            }
+        }
+        let mut kernel = GibbsKernel {
+            c,
+            n,
+            m,
+            eps,
+            alpha,
+            beta,
+            k: vec![0.0; n * m],
+            kt: vec![0.0; n * m],
+        };
+        kernel.rebuild();
+        kernel
+    }
+
+    /// Recomputes `k` and `kt` from the current potentials.
+    pub fn rebuild(&mut self) {
+        let (n, m) = (self.n, self.m);
+        let inv = 1.0 / self.eps;
+        for i in 0..n {
+            let ai = self.alpha[i];
+            let row = &mut self.k[i * m..(i + 1) * m];
+            for ((kij, &cij), &bj) in row
+                .iter_mut()
+                .zip(&self.c[i * m..(i + 1) * m])
+                .zip(&self.beta)
+            {
+                *kij = ((ai + bj - cij) * inv).exp();
+            }
+        }
+        transpose_into(&self.k, n, m, &mut self.kt);
+    }
+
+    /// Plan `u_i k_ij v_j` (row-major) and its cost `<plan, c>`.
+    pub fn plan(&self, u: &[f64], v: &[f64]) -> (Vec<f64>, f64) {
+        let m = self.m;
+        let mut plan = vec![0.0; self.n * m];
+        let mut value = 0.0;
+        for i in 0..self.n {
+            for j in 0..m {
+                let g = u[i] * self.k[i * m + j] * v[j];
+                plan[i * m + j] = g;
+                value += g * self.c[i * m + j];
+            }
+        }
+        (plan, value)
+    }
+}

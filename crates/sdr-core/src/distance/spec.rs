@@ -134,8 +134,8 @@ impl Metric {
                 };
                 gw::gw_distance(ca, cb, eps)?
             }
-            Metric::HungNn => Evaluation::exact(hungarian::hung_nn(m)),
-            Metric::HungPen { alpha } => Evaluation::exact(hungarian::hung_pen(m, alpha)),
+            Metric::HungNn => Evaluation::exact(hungarian::hung_nn(m)?),
+            Metric::HungPen { alpha } => Evaluation::exact(hungarian::hung_pen(m, alpha)?),
             Metric::Pot { rho } => {
                 let rho = match rho {
                     Rho::Adaptive => m.n.min(m.m) as f64 / m.n.max(m.m) as f64,

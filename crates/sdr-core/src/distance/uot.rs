@@ -51,7 +51,7 @@
 // Index loops mirror the formulas (i over rows, j over columns).
 #![allow(clippy::needless_range_loop)]
 
-use super::logdomain::{check_masses, log_sum_exp, mul_transposed, transpose_into};
+use super::logdomain::{check_masses, log_sum_exp, mul_transposed, GibbsKernel};
 use super::{uniform, Evaluation, SolverResult};
 use crate::cost::CostMatrix;
 use crate::error::{Result, SdrError};
@@ -145,33 +145,8 @@ pub fn sinkhorn_unbalanced(
     let c = &cost.data;
     let phi = tau / (tau + eps);
     let inv = 1.0 / eps;
-    // Potentials f = alpha + eps*lu, g = beta + eps*lv; kernel holds alpha, beta.
-    let mut alpha: Vec<f64> = (0..n)
-        .map(|i| {
-            c[i * m..(i + 1) * m]
-                .iter()
-                .copied()
-                .fold(f64::INFINITY, f64::min)
-        })
-        .collect();
-    let mut beta = vec![f64::INFINITY; m];
-    for i in 0..n {
-        for (b, &cij) in beta.iter_mut().zip(&c[i * m..(i + 1) * m]) {
-            *b = b.min(cij - alpha[i]);
-        }
-    }
-    // Kernel and its transpose (both products in axpy form).
-    let mut k = vec![0.0; n * m];
-    let mut kt = vec![0.0; n * m];
-    let rebuild = |k: &mut [f64], kt: &mut [f64], alpha: &[f64], beta: &[f64]| {
-        for i in 0..n {
-            for j in 0..m {
-                k[i * m + j] = ((alpha[i] + beta[j] - c[i * m + j]) * inv).exp();
-            }
-        }
-        transpose_into(k, n, m, kt);
-    };
-    rebuild(&mut k, &mut kt, &alpha, &beta);
+    // Potentials f = alpha + eps*lu, g = beta + eps*lv; the kernel holds alpha, beta.
+    let mut kern = GibbsKernel::new(c, n, m, eps);
     let lp: Vec<f64> = p.iter().map(|x| x.ln()).collect();
     let lq: Vec<f64> = q.iter().map(|x| x.ln()).collect();
     let (mut lu, mut lv) = (vec![0.0; n], vec![0.0; m]);
@@ -199,14 +174,14 @@ pub fn sinkhorn_unbalanced(
         // log u_i = phi (log p_i - log (K v)_i) - (1 - phi) alpha_i / eps
         let mut delta: f64 = 0.0;
         let mut far = false;
-        mul_transposed(&kt, m, n, &v, &mut kv);
+        mul_transposed(&kern.kt, m, n, &v, &mut kv);
         for i in 0..n {
             let lk = if safe(kv[i]) {
                 kv[i].ln()
             } else {
-                log_kv(i, &alpha, &beta, &lv)
+                log_kv(i, &kern.alpha, &kern.beta, &lv)
             };
-            let l = phi * (lp[i] - lk) - (1.0 - phi) * alpha[i] * inv;
+            let l = phi * (lp[i] - lk) - (1.0 - phi) * kern.alpha[i] * inv;
             let l = lu[i] + omega * (l - lu[i]);
             delta = delta.max((l - lu[i]).abs());
             far |= l.abs() > ABSORB;
@@ -215,21 +190,21 @@ pub fn sinkhorn_unbalanced(
         }
         if far {
             for i in 0..n {
-                alpha[i] += eps * lu[i];
+                kern.alpha[i] += eps * lu[i];
                 lu[i] = 0.0;
                 u[i] = 1.0;
             }
-            rebuild(&mut k, &mut kt, &alpha, &beta);
+            kern.rebuild();
             far = false;
         }
-        mul_transposed(&k, n, m, &u, &mut ktu);
+        mul_transposed(&kern.k, n, m, &u, &mut ktu);
         for j in 0..m {
             let lk = if safe(ktu[j]) {
                 ktu[j].ln()
             } else {
-                log_ktu(j, &alpha, &beta, &lu)
+                log_ktu(j, &kern.alpha, &kern.beta, &lu)
             };
-            let l = phi * (lq[j] - lk) - (1.0 - phi) * beta[j] * inv;
+            let l = phi * (lq[j] - lk) - (1.0 - phi) * kern.beta[j] * inv;
             let l = lv[j] + omega * (l - lv[j]);
             delta = delta.max((l - lv[j]).abs());
             far |= l.abs() > ABSORB;
@@ -238,11 +213,11 @@ pub fn sinkhorn_unbalanced(
         }
         if far {
             for j in 0..m {
-                beta[j] += eps * lv[j];
+                kern.beta[j] += eps * lv[j];
                 lv[j] = 0.0;
                 v[j] = 1.0;
             }
-            rebuild(&mut k, &mut kt, &alpha, &beta);
+            kern.rebuild();
         }
         if !delta.is_finite() {
             break;
@@ -259,15 +234,7 @@ pub fn sinkhorn_unbalanced(
         }
         last_delta = delta;
     }
-    let mut plan = vec![0.0; n * m];
-    let mut value = 0.0;
-    for i in 0..n {
-        for j in 0..m {
-            let g = u[i] * k[i * m + j] * v[j];
-            plan[i * m + j] = g;
-            value += g * c[i * m + j];
-        }
-    }
+    let (plan, value) = kern.plan(&u, &v);
     Ok(SolverResult {
         value,
         plan,

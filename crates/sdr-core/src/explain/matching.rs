@@ -96,7 +96,7 @@ pub fn matching(metric: &Metric, cost: &PairCost<'_>) -> Result<Matching> {
             });
         }
         Metric::HungNn | Metric::HungPen { .. } => {
-            return Ok(assignment(m, matches!(metric, Metric::HungNn)));
+            return assignment(m, matches!(metric, Metric::HungNn));
         }
         // The problems the metrics solve, on `M~` (`M` itself when max(M) = 0:
         // every pair then costs nothing and any plan is optimal).
@@ -210,11 +210,11 @@ fn argmax(values: impl Iterator<Item = f64>) -> Option<usize> {
 
 /// The Hungarian family: assigned pairs, then the unassigned elements of the
 /// larger set (nearest neighbour when `nn_fallback`, else no partner).
-fn assignment(m: &CostMatrix, nn_fallback: bool) -> Matching {
+fn assignment(m: &CostMatrix, nn_fallback: bool) -> Result<Matching> {
     let (near_rows, near_cols) = nearest(m);
     let mut rows: Vec<Option<Partner>> = vec![None; m.n];
     let mut cols: Vec<Option<Partner>> = vec![None; m.m];
-    for (i, j) in linear_sum_assignment(m) {
+    for (i, j) in linear_sum_assignment(m)?.pairs {
         let p = |index| Partner {
             index,
             cost: m.get(i, j),
@@ -231,11 +231,11 @@ fn assignment(m: &CostMatrix, nn_fallback: bool) -> Matching {
             slot.get_or_insert(near);
         }
     }
-    Matching {
+    Ok(Matching {
         rows,
         cols,
         plan: None,
-    }
+    })
 }
 
 #[cfg(test)]

@@ -18,13 +18,15 @@ mod header;
 mod normalize;
 mod plain;
 mod reward_exact;
+mod section;
 mod segment;
 mod template;
 
 use serde::{Deserialize, Serialize};
 
-pub use plain::{parse_plain, plain_report_ended, plain_units, Section, Unit};
+pub use plain::{parse_plain, plain_report_ended, plain_units, Unit};
 pub use reward_exact::{exact_match_reward, normalize_for_exact_match, ExactMatchReward};
+pub use section::Section;
 pub use segment::{split_sentences, SEGMENTER_VERSION, SHORT_LINE};
 pub use template::{
     has_template_tag, parse_template, ANSWER_CLOSE, ANSWER_OPEN, TEMPLATE_TAGS, THINK_CLOSE,

@@ -26,6 +26,7 @@
 
 use super::header::{header_at, Position, SectionKind};
 use super::normalize::{normalize, starts_with_ignore_case};
+use super::section::Section;
 use super::segment::split_normalized;
 use super::ParsedReport;
 use serde::{Deserialize, Serialize};
@@ -48,38 +49,27 @@ pub fn parse_plain(text: &str) -> ParsedReport {
     let mut report = ParsedReport::default();
     for unit in plain_units(text) {
         match unit.section {
-            Section::Findings => report.findings.push(unit.text),
-            Section::Impression => report.impression.push(unit.text),
-            Section::Other => {}
+            Some(Section::Findings) => report.findings.push(unit.text),
+            Some(Section::Impression) => report.impression.push(unit.text),
+            None => {}
         }
     }
     report.format_valid = !report.findings.is_empty() && !report.impression.is_empty();
     report
 }
 
-/// Where a sentence of a plain-text report belongs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Section {
-    /// The Findings section.
-    Findings,
-    /// The Impression section.
-    Impression,
-    /// Preamble, other headed sections (indication, ...), or text with no header at all.
-    Other,
-}
-
 /// One sentence of a plain-text report, tagged with its section.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unit {
-    /// The section the sentence belongs to.
-    pub section: Section,
+    /// The section the sentence belongs to; `None` for the preamble, other
+    /// headed sections (indication, ...), or text with no header at all.
+    pub section: Option<Section>,
     /// The sentence, as [`split_sentences`](super::split_sentences) gives it.
     pub text: String,
 }
 
 /// Every sentence of a plain-text report in text order, including the
-/// preamble and ignored sections (tagged [`Section::Other`]), up to the
+/// preamble and ignored sections (tagged `None`), up to the
 /// report's end (see the module rules); nothing after the end is returned.
 ///
 /// Streaming generation uses this to count sentences as they complete, even
@@ -95,10 +85,10 @@ pub struct Unit {
 /// assert_eq!(
 ///     tags,
 ///     [
-///         (Section::Other, "Sure."),
-///         (Section::Findings, "A."),
-///         (Section::Findings, "B."),
-///         (Section::Impression, "C"),
+///         (None, "Sure."),
+///         (Some(Section::Findings), "A."),
+///         (Some(Section::Findings), "B."),
+///         (Some(Section::Impression), "C"),
 ///     ]
 /// );
 /// ```
@@ -109,7 +99,7 @@ pub fn plain_units(text: &str) -> Vec<Unit> {
     let (headers, end) = report_headers(&headers, &markers);
     let n = end.unwrap_or(n);
     let mut units = Vec::new();
-    let mut push = |section: Section, chars: &[char]| {
+    let mut push = |section: Option<Section>, chars: &[char]| {
         units.extend(
             split_normalized(chars)
                 .into_iter()
@@ -118,14 +108,14 @@ pub fn plain_units(text: &str) -> Vec<Unit> {
     };
     let preamble_end = headers.first().map_or(n, |h| h.0).min(n);
     if preamble_end > 0 {
-        push(Section::Other, &c[..preamble_end]);
+        push(None, &c[..preamble_end]);
     }
     for (k, &(_, kind, content_start)) in headers.iter().enumerate() {
         let end = headers.get(k + 1).map_or(n, |h| h.0).min(n);
         let section = match kind {
-            SectionKind::Findings => Section::Findings,
-            SectionKind::Impression => Section::Impression,
-            SectionKind::Other => Section::Other,
+            SectionKind::Findings => Some(Section::Findings),
+            SectionKind::Impression => Some(Section::Impression),
+            SectionKind::Other => None,
         };
         if content_start < end {
             push(section, &c[content_start..end]);

@@ -138,24 +138,22 @@ pub struct Llama {
 }
 
 fn candle_err(what: &str) -> impl Fn(candle_core::Error) -> GenError + '_ {
-    move |e| GenError::Backend(format!("{what}: {e}"))
+    move |source| GenError::Model {
+        what: what.to_string(),
+        source,
+    }
 }
 
 /// Reads the GGUF header and metadata of `path`.
 pub fn read_gguf(path: &Path) -> Result<(gguf_file::Content, BufReader<File>), GenError> {
-    let file = File::open(path).map_err(|e| {
-        GenError::Backend(format!(
-            "{}: {e} (for SmolLM2 run `bash scripts/fetch-smollm2.sh`)",
-            path.display()
-        ))
+    let file = File::open(path).map_err(|source| GenError::ModelFile {
+        path: path.to_path_buf(),
+        source,
     })?;
     let mut reader = BufReader::new(file);
-    let content = gguf_file::Content::read(&mut reader).map_err(|e| {
-        GenError::Backend(format!(
-            "{}: not a readable GGUF file: {}",
-            path.display(),
-            one_line(&e.to_string())
-        ))
+    let content = gguf_file::Content::read(&mut reader).map_err(|e| GenError::BadModel {
+        what: path.display().to_string(),
+        message: format!("not a readable GGUF file: {}", one_line(&e.to_string())),
     })?;
     Ok((content, reader))
 }
@@ -172,9 +170,10 @@ pub(crate) struct Meta<'a> {
 
 impl Meta<'_> {
     pub(crate) fn get(&self, key: &str) -> Result<&Value, GenError> {
-        self.md
-            .get(key)
-            .ok_or_else(|| GenError::Backend(format!("{}: metadata {key} is missing", self.what)))
+        self.md.get(key).ok_or_else(|| GenError::BadModel {
+            what: self.what.to_string(),
+            message: format!("metadata {key} is missing"),
+        })
     }
 
     pub(crate) fn usize(&self, key: &str) -> Result<usize, GenError> {
@@ -187,11 +186,9 @@ impl Meta<'_> {
             Value::I64(x) => u64::try_from(*x).ok(),
             _ => None,
         };
-        n.map(|n| n as usize).ok_or_else(|| {
-            GenError::Backend(format!(
-                "{}: metadata {key} is not a non-negative integer",
-                self.what
-            ))
+        n.map(|n| n as usize).ok_or_else(|| GenError::BadModel {
+            what: self.what.to_string(),
+            message: format!("metadata {key} is not a non-negative integer"),
         })
     }
 
@@ -199,20 +196,20 @@ impl Meta<'_> {
         match self.get(key)? {
             Value::F32(x) => Ok(*x),
             Value::F64(x) => Ok(*x as f32),
-            _ => Err(GenError::Backend(format!(
-                "{}: metadata {key} is not a float",
-                self.what
-            ))),
+            _ => Err(GenError::BadModel {
+                what: self.what.to_string(),
+                message: format!("metadata {key} is not a float"),
+            }),
         }
     }
 
     pub(crate) fn str(&self, key: &str) -> Result<&str, GenError> {
         match self.get(key)? {
             Value::String(s) => Ok(s),
-            _ => Err(GenError::Backend(format!(
-                "{}: metadata {key} is not a string",
-                self.what
-            ))),
+            _ => Err(GenError::BadModel {
+                what: self.what.to_string(),
+                message: format!("metadata {key} is not a string"),
+            }),
         }
     }
 }
@@ -230,25 +227,25 @@ impl Loader<'_> {
         self.content
             .tensor_infos
             .get(name)
-            .ok_or_else(|| GenError::Backend(format!("{}: tensor {name} is missing", self.what)))
+            .ok_or_else(|| GenError::BadModel {
+                what: self.what.to_string(),
+                message: format!("tensor {name} is missing"),
+            })
     }
 
     fn tensor(&mut self, name: &str, dims: &[usize]) -> Result<QTensor, GenError> {
         let found = self.info(name)?.shape.dims().to_vec();
         if found != dims {
-            return Err(GenError::Backend(format!(
-                "{}: tensor {name} has shape {found:?}, expected {dims:?}",
-                self.what
-            )));
+            return Err(GenError::BadModel {
+                what: self.what.to_string(),
+                message: format!("tensor {name} has shape {found:?}, expected {dims:?}"),
+            });
         }
         self.content
             .tensor(self.reader, name, &Device::Cpu)
-            .map_err(|e| {
-                GenError::Backend(format!(
-                    "{}: truncated or corrupt GGUF: tensor {name}: {}",
-                    self.what,
-                    one_line(&e.to_string())
-                ))
+            .map_err(|source| GenError::Model {
+                what: format!("{}: truncated or corrupt GGUF: tensor {name}", self.what),
+                source,
             })
     }
 
@@ -288,30 +285,38 @@ impl Llama {
         };
         let arch = meta.str("general.architecture")?;
         if arch != "llama" {
-            return Err(GenError::Backend(format!(
-                "{what}: architecture {arch:?} is not supported (only llama)"
-            )));
+            return Err(GenError::BadModel {
+                what: what.to_string(),
+                message: format!("architecture {arch:?} is not supported (only llama)"),
+            });
         }
         let n_head = meta.usize("llama.attention.head_count")?;
         let dim = meta.usize("llama.embedding_length")?;
         let n_kv_head = meta.usize("llama.attention.head_count_kv")?;
         if n_head == 0 || n_kv_head == 0 || dim % n_head != 0 || n_head % n_kv_head != 0 {
-            return Err(GenError::Backend(format!(
-                "{what}: inconsistent heads: {n_head} heads, {n_kv_head} kv heads, width {dim}"
-            )));
+            return Err(GenError::BadModel {
+                what: what.to_string(),
+                message: format!(
+                    "inconsistent heads: {n_head} heads, {n_kv_head} kv heads, width {dim}"
+                ),
+            });
         }
         let head_dim = dim / n_head;
         if let Ok(rope_dim) = meta.usize("llama.rope.dimension_count") {
             if rope_dim != head_dim {
-                return Err(GenError::Backend(format!(
-                    "{what}: partial RoPE ({rope_dim} of {head_dim} dims) is not supported"
-                )));
+                return Err(GenError::BadModel {
+                    what: what.to_string(),
+                    message: format!(
+                        "partial RoPE ({rope_dim} of {head_dim} dims) is not supported"
+                    ),
+                });
             }
         }
         if meta.usize("llama.expert_count").unwrap_or(0) > 1 {
-            return Err(GenError::Backend(format!(
-                "{what}: mixture-of-experts llama models are not supported"
-            )));
+            return Err(GenError::BadModel {
+                what: what.to_string(),
+                message: "mixture-of-experts llama models are not supported".to_string(),
+            });
         }
         let cfg = Config {
             n_layer: meta.usize("llama.block_count")?,
@@ -638,7 +643,10 @@ impl Linear {
         }
         match QWeight::from_qtensor(&t) {
             Some(Ok(w)) => Ok(Self::Own(w)),
-            Some(Err(e)) => Err(GenError::Backend(format!("{what}: tensor {name}: {e}"))),
+            Some(Err(message)) => Err(GenError::BadModel {
+                what: format!("{what}: tensor {name}"),
+                message,
+            }),
             None => QMatMul::from_arc(t)
                 .map(Self::Candle)
                 .map_err(candle_err(what)),

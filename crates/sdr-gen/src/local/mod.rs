@@ -34,11 +34,14 @@ impl LocalBackend {
         let what = path.display().to_string();
         let tokenizer = GgufTokenizer::from_metadata(&metadata, &what)?;
         if tokenizer.vocab_size() > model.config().vocab {
-            return Err(GenError::Backend(format!(
-                "{what}: {} tokens but the embedding has {} rows",
-                tokenizer.vocab_size(),
-                model.config().vocab
-            )));
+            return Err(GenError::BadModel {
+                what: what.to_string(),
+                message: format!(
+                    "{} tokens but the embedding has {} rows",
+                    tokenizer.vocab_size(),
+                    model.config().vocab
+                ),
+            });
         }
         Ok(Self {
             path: path.to_path_buf(),
@@ -183,7 +186,10 @@ impl Candidates for LocalCandidates<'_> {
             let row = &mut self.rows[id];
             let logits = row.logits.take().expect("fed above");
             let logits = Tensor::from_vec(logits, self.model.config().vocab, &Device::Cpu)
-                .map_err(|e| GenError::Backend(format!("local model: {e}")))?;
+                .map_err(|source| GenError::Model {
+                    what: "local model".into(),
+                    source,
+                })?;
             let token = match row.sampler.sample(&logits) {
                 Ok(t) => t,
                 Err(e) => {

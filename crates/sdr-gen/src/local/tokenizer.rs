@@ -60,19 +60,19 @@ fn unicode_to_byte() -> HashMap<char, u8> {
 
 fn strings<'a>(meta: &'a Meta, key: &str) -> Result<Vec<&'a str>, GenError> {
     let Value::Array(items) = meta.get(key)? else {
-        return Err(GenError::Backend(format!(
-            "{}: metadata {key} is not an array",
-            meta.what
-        )));
+        return Err(GenError::BadModel {
+            what: meta.what.to_string(),
+            message: format!("metadata {key} is not an array"),
+        });
     };
     items
         .iter()
         .map(|v| match v {
             Value::String(s) => Ok(s.as_str()),
-            _ => Err(GenError::Backend(format!(
-                "{}: metadata {key} holds a non-string",
-                meta.what
-            ))),
+            _ => Err(GenError::BadModel {
+                what: meta.what.to_string(),
+                message: format!("metadata {key} holds a non-string"),
+            }),
         })
         .collect()
 }
@@ -86,9 +86,12 @@ impl GgufTokenizer {
         };
         let model = meta.str("tokenizer.ggml.model")?;
         if model != "gpt2" {
-            return Err(GenError::Backend(format!(
-                "{what}: tokenizer model {model:?} is not supported (only gpt2 byte-level BPE)"
-            )));
+            return Err(GenError::BadModel {
+                what: what.to_string(),
+                message: format!(
+                    "tokenizer model {model:?} is not supported (only gpt2 byte-level BPE)"
+                ),
+            });
         }
         let pre = meta.str("tokenizer.ggml.pre").unwrap_or("default");
         let byte_level = ByteLevel::new(false, true, true);
@@ -99,9 +102,12 @@ impl GgufTokenizer {
                 byte_level.into(),
             ]),
             other => {
-                return Err(GenError::Backend(format!(
-                    "{what}: pre-tokenizer {other:?} is not supported (gpt2, default or smollm)"
-                )))
+                return Err(GenError::BadModel {
+                    what: what.to_string(),
+                    message: format!(
+                        "pre-tokenizer {other:?} is not supported (gpt2, default or smollm)"
+                    ),
+                })
             }
         };
         let tokens = strings(&meta, "tokenizer.ggml.tokens")?;
@@ -110,18 +116,20 @@ impl GgufTokenizer {
             _ => vec![NORMAL; tokens.len()],
         };
         if types.len() != tokens.len() {
-            return Err(GenError::Backend(format!(
-                "{what}: {} token types for {} tokens",
-                types.len(),
-                tokens.len()
-            )));
+            return Err(GenError::BadModel {
+                what: what.to_string(),
+                message: format!("{} token types for {} tokens", types.len(), tokens.len()),
+            });
         }
         let merges = strings(&meta, "tokenizer.ggml.merges")?
             .into_iter()
             .map(|m| {
                 m.split_once(' ')
                     .map(|(a, b)| (a.to_string(), b.to_string()))
-                    .ok_or_else(|| GenError::Backend(format!("{what}: merge {m:?} has no space")))
+                    .ok_or_else(|| GenError::BadModel {
+                        what: what.to_string(),
+                        message: format!("merge {m:?} has no space"),
+                    })
             })
             .collect::<Result<Vec<_>, _>>()?;
         let vocab: Vocab = tokens
@@ -132,7 +140,10 @@ impl GgufTokenizer {
         let bpe = BPE::builder()
             .vocab_and_merges(vocab, merges)
             .build()
-            .map_err(|e| GenError::Backend(format!("{what}: building the BPE tokenizer: {e}")))?;
+            .map_err(|source| GenError::Tokenizer {
+                what: format!("{what}: building the BPE tokenizer"),
+                source,
+            })?;
         let mut inner = Tokenizer::new(bpe);
         inner.with_pre_tokenizer(Some(pre_tokenizer));
         inner.with_decoder(Some(ByteLevel::default()));
@@ -180,9 +191,10 @@ impl GgufTokenizer {
             }
         }
         if stop.is_empty() {
-            return Err(GenError::Backend(format!(
-                "{what}: no end-of-sequence token (tokenizer.ggml.eos_token_id)"
-            )));
+            return Err(GenError::BadModel {
+                what: what.to_string(),
+                message: "no end-of-sequence token (tokenizer.ggml.eos_token_id)".to_string(),
+            });
         }
         let name = |i: Option<usize>| i.map(|i| tokens[i].to_string());
         Ok(Self {
@@ -200,7 +212,10 @@ impl GgufTokenizer {
         let enc = self
             .inner
             .encode(text, false)
-            .map_err(|e| GenError::Backend(format!("tokenizing: {e}")))?;
+            .map_err(|source| GenError::Tokenizer {
+                what: "tokenizing".into(),
+                source,
+            })?;
         Ok(enc.get_ids().to_vec())
     }
 
@@ -208,7 +223,10 @@ impl GgufTokenizer {
     pub fn decode(&self, ids: &[u32]) -> Result<String, GenError> {
         self.inner
             .decode(ids, true)
-            .map_err(|e| GenError::Backend(format!("detokenizing: {e}")))
+            .map_err(|source| GenError::Tokenizer {
+                what: "detokenizing".into(),
+                source,
+            })
     }
 
     /// The bytes token `id` stands for (empty for control tokens and unknown ids).
@@ -265,7 +283,7 @@ impl GgufTokenizer {
                 eos_token => self.eos.clone().unwrap_or_default(),
             },
         )
-        .map_err(|e| GenError::Backend(format!("rendering the GGUF chat template: {e}")))
+        .map_err(|source| GenError::Template { source })
     }
 }
 

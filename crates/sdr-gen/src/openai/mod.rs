@@ -128,13 +128,19 @@ impl OpenAiBackend {
         let client = reqwest::Client::builder()
             .connect_timeout(config.connect_timeout)
             .build()
-            .map_err(|e| GenError::Backend(format!("HTTP client for {url}: {e}")))?;
+            .map_err(|source| GenError::Http {
+                url: url.clone(),
+                source,
+            })?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("sdr-openai")
             .enable_all()
             .build()
-            .map_err(|e| GenError::Backend(format!("tokio runtime for {url}: {e}")))?;
+            .map_err(|source| GenError::Runtime {
+                url: url.clone(),
+                source,
+            })?;
         Ok(Self {
             shared: Arc::new(Shared {
                 client,
@@ -174,7 +180,7 @@ impl Backend for OpenAiBackend {
         let runtime = self
             .runtime
             .as_ref()
-            .ok_or_else(|| GenError::Backend("the runtime is shut down".into()))?;
+            .ok_or_else(|| GenError::Protocol("the back-end's runtime is shut down".into()))?;
         let body = wire::request_body(&self.shared.config.model, request);
         let streams = (0..request.k)
             .map(|i| {
@@ -182,7 +188,6 @@ impl Backend for OpenAiBackend {
                 let produced = Arc::new(AtomicUsize::new(0));
                 let task = runtime.spawn(task::run(
                     Arc::clone(&self.shared),
-                    i,
                     wire::for_candidate(&body, request.seed, i),
                     tx,
                     Arc::clone(&produced),
@@ -195,7 +200,10 @@ impl Backend for OpenAiBackend {
                 }
             })
             .collect();
-        Ok(Box::new(OpenAiCandidates { streams }))
+        Ok(Box::new(OpenAiCandidates {
+            url: self.shared.url.clone(),
+            streams,
+        }))
     }
 }
 
@@ -208,6 +216,8 @@ struct Stream {
 
 /// K running requests; dropping it cancels the live ones.
 struct OpenAiCandidates {
+    /// The endpoint, named in errors.
+    url: String,
     streams: Vec<Stream>,
 }
 
@@ -231,9 +241,13 @@ impl Candidates for OpenAiCandidates {
             let s = &mut self.streams[id];
             let piece = match s.rx.recv() {
                 Ok(Msg::Piece(p)) => p,
-                Ok(Msg::Failed(msg)) => {
+                Ok(Msg::Failed(cause)) => {
                     s.live = false;
-                    return Err(GenError::Backend(msg));
+                    return Err(GenError::Server {
+                        url: self.url.clone(),
+                        candidate: id,
+                        cause,
+                    });
                 }
                 // The task ended without a last piece (it panicked, or the runtime stopped).
                 Err(_) => Piece {

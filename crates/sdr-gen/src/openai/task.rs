@@ -30,10 +30,9 @@ pub(super) struct Shared {
     pub config: OpenAiConfig,
 }
 
-/// Runs candidate `id`: its pieces go to `tx`, its streamed tokens to `produced`.
+/// Runs one candidate: its pieces go to `tx`, its streamed tokens to `produced`.
 pub(super) async fn run(
     shared: Arc<Shared>,
-    id: usize,
     body: Value,
     tx: Sender<Msg>,
     produced: Arc<AtomicUsize>,
@@ -41,10 +40,7 @@ pub(super) async fn run(
     let response = match open(&shared, &body).await {
         Ok(r) => r,
         Err(cause) => {
-            let _ = tx.send(Msg::Failed(format!(
-                "POST {}: candidate {id}: {cause}",
-                shared.url
-            )));
+            let _ = tx.send(Msg::Failed(cause));
             return;
         }
     };

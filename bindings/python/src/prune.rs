@@ -1,0 +1,99 @@
+//! `sdr.PruneScorer`: the partial score of distance-guided pruning (SPEC §6,
+//! `sdr_corpus::partial`) against a corpus file, for Python-side generation
+//! loops (the CLI's `sdr prune` uses the same rule).
+
+use std::path::PathBuf;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use sdr_core::report::SEGMENTER_VERSION;
+use sdr_core::Metric;
+use sdr_corpus::{
+    Aggregation, Corpus, CorpusError, CorpusIndex, CorpusScorer, PartialScores, PartialSections,
+    Policy, SentenceEncoder,
+};
+
+use crate::corpus::{corpus_err, load_encoder};
+
+/// Scores partial reports against a corpus built by ``sdr corpus build``.
+///
+/// ``PruneScorer(corpus, metric="chamfer", agg="min", *, encoder="mpnet",
+/// model_dir=None)``; ``score(partials)`` takes one ``(findings,
+/// impression)`` pair of complete-sentence lists per candidate and returns
+/// ``{"scores", "evaluated", "unconverged", "failed"}``: per candidate the
+/// mean of the aggregated corpus distances over the sections that hold a
+/// sentence (``inf`` when neither does); lower is better, so a pruning round
+/// drops the highest scores.
+#[pyclass(name = "PruneScorer", module = "sdr._sdr")]
+pub(crate) struct PyPruneScorer {
+    corpus: Corpus,
+    encoder: Box<dyn SentenceEncoder + Send>,
+    policy: Policy,
+}
+
+#[pymethods]
+impl PyPruneScorer {
+    #[new]
+    #[pyo3(signature = (corpus, metric = "chamfer", agg = "min", *, encoder = "mpnet", model_dir = None))]
+    fn new(
+        corpus: PathBuf,
+        metric: &str,
+        agg: &str,
+        encoder: &str,
+        model_dir: Option<PathBuf>,
+    ) -> PyResult<Self> {
+        let metric: Metric = metric
+            .parse()
+            .map_err(|e| PyValueError::new_err(format!("metric `{metric}`: {e}")))?;
+        let agg: Aggregation = agg.parse().map_err(corpus_err)?;
+        let encoder = load_encoder(encoder, model_dir)?;
+        let corpus = Corpus::open(&corpus).map_err(corpus_err)?;
+        corpus
+            .check_compatible(
+                &encoder.name(),
+                &encoder.weights_sha256().map_err(corpus_err)?,
+                SEGMENTER_VERSION,
+            )
+            .map_err(corpus_err)?;
+        Ok(PyPruneScorer {
+            corpus,
+            encoder,
+            policy: Policy { metric, agg },
+        })
+    }
+
+    /// The policy key, e.g. ``chamfer@min``.
+    #[getter]
+    fn policy(&self) -> String {
+        self.policy.to_string()
+    }
+
+    fn score<'py>(
+        &self,
+        py: Python<'py>,
+        partials: Vec<(Vec<String>, Vec<String>)>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let scored = py
+            .detach(|| -> Result<PartialScores, CorpusError> {
+                // Indexing is linear in the corpus; the index borrows the map.
+                let index = CorpusIndex::new(self.corpus.view())?;
+                let scorer = CorpusScorer::new(&index, self.encoder.as_ref(), self.policy);
+                let parts: Vec<PartialSections<'_, String>> = partials
+                    .iter()
+                    .map(|(f, i)| PartialSections {
+                        findings: f,
+                        impression: i,
+                    })
+                    .collect();
+                sdr_reward::install(|| scorer.score(&parts))
+            })
+            .map_err(corpus_err)?;
+        let d = PyDict::new(py);
+        d.set_item("scores", scored.scores)?;
+        d.set_item("evaluated", scored.evaluated)?;
+        d.set_item("unconverged", scored.convergence.unconverged)?;
+        d.set_item("failed", scored.convergence.failed)?;
+        Ok(d)
+    }
+}

@@ -1,0 +1,65 @@
+"""sdr.PruneScorer: the partial score of distance-guided pruning (SPEC §6)."""
+
+import math
+
+import pytest
+
+import sdr
+
+ROWS = [
+    ("2", "Heart size normal. Lungs are clear.", "No acute disease."),
+    ("3", "Large left pleural effusion.", "Left effusion."),
+    ("4", "Mild cardiomegaly. No pneumothorax.", "Cardiomegaly."),
+]
+
+
+@pytest.fixture()
+def corpus(tmp_path):
+    src = tmp_path / "r.csv"
+    lines = ["uid,findings,impression"] + [f'{u},"{f}","{i}"' for u, f, i in ROWS]
+    src.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "c.safetensors"
+    sdr.build_corpus(src, out, "csv", encoder="hash-16")
+    return out
+
+
+def test_mean_over_the_sections_present(corpus):
+    s = sdr.PruneScorer(corpus, "chamfer", "min", encoder="hash-16")
+    assert s.policy == "chamfer@min"
+    got = s.score(
+        [
+            (["Heart size normal.", "Lungs are clear."], ["No acute disease."]),
+            (["Heart size normal.", "Lungs are clear."], []),
+            ([], ["Left effusion."]),
+            ([], []),
+            (["Spine degenerative changes."], ["Unrelated words here."]),
+        ]
+    )
+    scores = got["scores"]
+    # Sentences of a corpus report: distance 0 (to the f32 Gram's ~1e-7) whichever
+    # sections are present.
+    assert scores[0] == pytest.approx(0.0, abs=1e-6)
+    assert scores[1] == pytest.approx(0.0, abs=1e-6)
+    assert scores[2] == pytest.approx(0.0, abs=1e-6)
+    assert math.isinf(scores[3])
+    assert scores[4] > 0.0
+    assert got["evaluated"] > 0 and got["unconverged"] == 0 and got["failed"] == 0
+
+
+def test_mean_of_the_two_sections(corpus):
+    s = sdr.PruneScorer(corpus, encoder="hash-16")
+    f, i = ["Spine degenerative changes."], ["Unrelated words here."]
+    both, only_f, only_i = s.score([(f, i), (f, []), ([], i)])["scores"]
+    assert both == pytest.approx((only_f + only_i) / 2)
+
+
+def test_bad_arguments_raise_value_error(corpus, tmp_path):
+    with pytest.raises(ValueError, match="metric"):
+        sdr.PruneScorer(corpus, "nope", encoder="hash-16")
+    with pytest.raises(ValueError):
+        sdr.PruneScorer(corpus, "chamfer", "worst", encoder="hash-16")
+    # A corpus built with another encoder is refused.
+    with pytest.raises(ValueError, match="encoder"):
+        sdr.PruneScorer(corpus, encoder="hash-8")
+    with pytest.raises(FileNotFoundError):
+        sdr.PruneScorer(tmp_path / "missing.safetensors", encoder="hash-16")

@@ -1,0 +1,291 @@
+//! The argument groups and record that `generate` and `prune` share: where
+//! the studies come from, the back-end and its sampling settings, and the
+//! JSON Lines record of one study's candidates.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Context, Result};
+use sdr_corpus::{CsvTable, Split};
+use sdr_gen::{Backend, CandidateState, End, Image, PromptTemplate, Request};
+use serde::{Deserialize, Serialize};
+
+use crate::jsonl::{id_text, parse_json};
+
+/// Where the studies come from and how each prompt is made.
+#[derive(clap::Args, Debug, Clone)]
+pub struct StudyArgs {
+    /// Studies: an IU X-ray style CSV (uid, indication, findings, impression
+    /// columns) or JSON Lines with {"id", "context"?, "images"?: [paths]} per line.
+    #[arg(
+        long,
+        default_value = "data/iu-xray/indiana_reports.csv",
+        value_name = "FILE"
+    )]
+    pub studies: PathBuf,
+    /// CSV only: keep this split (test: uid % 10 == 0, validation: 1, train: the rest, all).
+    #[arg(long, default_value = "test", value_name = "SPLIT")]
+    pub split: String,
+    /// Keep the first N studies (after the split, in file order); CSV rows
+    /// without both reference sections are skipped.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Prompt: p1 (the paper's zero-shot prompt), p2 (five-shot), or a prompt file.
+    #[arg(long, default_value = "p2", value_name = "P")]
+    pub prompt: String,
+    /// Study context added before the prompt's final `Output:` line. A
+    /// text-only model sees no image, so `indication` gives it the study's
+    /// clinical indication (CSV column); `none` sends the prompt verbatim.
+    #[arg(long, default_value = "none", value_name = "WHAT")]
+    pub context: String,
+}
+
+/// The back-end and its sampling settings.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BackendArgs {
+    /// `local` (a GGUF llama-family model in-process, K candidates as one
+    /// batch) or `openai` (an OpenAI-compatible chat-completions server: vLLM,
+    /// llama.cpp, OpenAI, Gemini, Mistral).
+    #[arg(long, default_value = "local", value_name = "NAME")]
+    pub backend: String,
+    /// local: the GGUF file (default: $SDR_GGUF, then the SmolLM2-135M-Instruct
+    /// file that scripts/fetch-smollm2.sh puts in ~/.cache/sdr/models).
+    #[arg(long, value_name = "FILE")]
+    pub gguf: Option<PathBuf>,
+    /// openai: the API base URL (default: $OPENAI_BASE_URL, then http://127.0.0.1:8080/v1).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// openai: the model name sent to the server.
+    #[arg(long, default_value = "default", value_name = "NAME")]
+    pub api_model: String,
+    /// openai: the environment variable holding the API key (sent as a bearer token; never printed).
+    #[arg(long, default_value = "OPENAI_API_KEY", value_name = "VAR")]
+    pub api_key_env: String,
+    /// openai: seconds without a streamed chunk before a candidate fails.
+    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
+    pub timeout: f64,
+    /// openai: retries on connection errors, 429 and 5xx, with exponential backoff.
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub retries: u32,
+    /// Candidates per study.
+    #[arg(long, short = 'k', default_value_t = 8, value_name = "K")]
+    pub k: usize,
+    /// Sampling temperature (0 = greedy).
+    #[arg(long, default_value_t = 0.7, value_name = "T")]
+    pub temperature: f64,
+    /// Nucleus sampling mass (1 = off).
+    #[arg(long, default_value_t = 0.95, value_name = "P")]
+    pub top_p: f64,
+    /// Tokens per candidate at most.
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    pub max_tokens: usize,
+    /// Base seed: candidate i of study s samples with seed + 1000 * s + i, so
+    /// a candidate does not depend on K, on pruning or on the other studies.
+    #[arg(long, default_value_t = 0, value_name = "SEED")]
+    pub seed: u64,
+}
+
+/// One study to generate for.
+#[derive(Debug, Clone)]
+pub struct Study {
+    pub id: String,
+    pub context: Option<String>,
+    pub images: Vec<PathBuf>,
+}
+
+#[derive(Deserialize)]
+struct StudyLine {
+    id: serde_json::Value,
+    #[serde(default)]
+    context: Option<String>,
+    #[serde(default)]
+    images: Vec<PathBuf>,
+}
+
+impl StudyArgs {
+    pub fn template(&self) -> PromptTemplate {
+        PromptTemplate::parse(&self.prompt)
+    }
+
+    /// The studies, in file order.
+    pub fn load(&self) -> Result<Vec<Study>> {
+        let with_context = match self.context.as_str() {
+            "none" => false,
+            "indication" => true,
+            other => return Err(anyhow!("--context {other}: expected indication or none")),
+        };
+        let name = self.studies.display().to_string();
+        let is_csv = self
+            .studies
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
+        let mut out = Vec::new();
+        if is_csv {
+            let split: Split = self
+                .split
+                .parse()
+                .map_err(|e| anyhow!("--split {}: {e}", self.split))?;
+            let t = CsvTable::read(&self.studies)?;
+            let (uid, ind, fi, im) = (
+                t.column("uid")?,
+                t.column("indication")?,
+                t.column("findings")?,
+                t.column("impression")?,
+            );
+            for row in 0..t.len() {
+                let id = t.field(row, uid).to_string();
+                let n: u64 = id
+                    .parse()
+                    .map_err(|_| anyhow!("{name}: row {}: uid {id:?} is not a number", row + 2))?;
+                let has_both = !t.field(row, fi).is_empty() && !t.field(row, im).is_empty();
+                if !split.contains(n) || !has_both {
+                    continue;
+                }
+                let context = with_context
+                    .then(|| t.field(row, ind))
+                    .filter(|s| !s.is_empty())
+                    .map(|s| format!("Indication: {s}"));
+                out.push(Study {
+                    id,
+                    context,
+                    images: Vec::new(),
+                });
+            }
+        } else {
+            let text = std::fs::read_to_string(&self.studies)
+                .with_context(|| format!("cannot read {name}"))?;
+            for (no, line) in text.lines().enumerate() {
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let l: StudyLine =
+                    parse_json(line).map_err(|e| anyhow!("{name}:{}: {e}", no + 1))?;
+                out.push(Study {
+                    id: id_text(&l.id),
+                    context: if with_context { l.context } else { None },
+                    images: l.images,
+                });
+            }
+        }
+        if let Some(n) = self.limit {
+            out.truncate(n);
+        }
+        if out.is_empty() {
+            return Err(anyhow!("{name}: no studies selected"));
+        }
+        Ok(out)
+    }
+}
+
+/// The default local model file.
+pub fn default_gguf() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("SDR_GGUF") {
+        return Some(PathBuf::from(p));
+    }
+    let base = std::env::var_os("SDR_MODELS")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/sdr/models")))?;
+    Some(base.join("smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"))
+}
+
+impl BackendArgs {
+    /// Loads the model or configures the client.
+    pub fn load(&self) -> Result<Box<dyn Backend>> {
+        match self.backend.as_str() {
+            "local" => {
+                let path = self.gguf.clone().or_else(default_gguf).ok_or_else(|| {
+                    anyhow!("--gguf FILE is required (no HOME to find the default)")
+                })?;
+                if !path.exists() {
+                    return Err(anyhow!(
+                        "{}: no such GGUF file (run scripts/fetch-smollm2.sh, or pass --gguf FILE)",
+                        path.display()
+                    ));
+                }
+                let b = sdr_gen::local::LocalBackend::load(&path)?;
+                Ok(Box::new(b))
+            }
+            "openai" => {
+                if !(self.timeout.is_finite() && self.timeout > 0.0) {
+                    return Err(anyhow!("--timeout must be a positive number of seconds"));
+                }
+                let base_url = self
+                    .base_url
+                    .clone()
+                    .or_else(|| std::env::var("OPENAI_BASE_URL").ok())
+                    .unwrap_or_else(|| "http://127.0.0.1:8080/v1".into());
+                let mut cfg = sdr_gen::openai::OpenAiConfig::new(&base_url, &self.api_model);
+                cfg.api_key_env = self.api_key_env.clone();
+                cfg.idle_timeout = std::time::Duration::from_secs_f64(self.timeout);
+                cfg.max_retries = self.retries;
+                Ok(Box::new(sdr_gen::openai::OpenAiBackend::new(cfg)?))
+            }
+            other => Err(anyhow!("--backend {other}: expected local or openai")),
+        }
+    }
+
+    /// The request for study number `index`.
+    pub fn request(
+        &self,
+        study: &Study,
+        index: usize,
+        template: &PromptTemplate,
+    ) -> Result<Request> {
+        let images = study
+            .images
+            .iter()
+            .map(|p| Image::from_file(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        let prompt = template.render(study.context.as_deref(), images)?;
+        let req = Request {
+            prompt,
+            k: self.k,
+            temperature: self.temperature,
+            top_p: self.top_p,
+            max_tokens: self.max_tokens,
+            seed: self.seed.wrapping_add(1000 * index as u64),
+        };
+        req.validate().map_err(|e| anyhow!("{e}"))?;
+        Ok(req)
+    }
+}
+
+/// One study's generation record.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct GenRecord {
+    pub id: String,
+    pub backend: String,
+    pub prompt: String,
+    pub context: Option<String>,
+    pub seed: u64,
+    pub candidates: Vec<String>,
+    pub tokens: Vec<usize>,
+    pub finish: Vec<Option<End>>,
+    pub token_ends: Vec<Vec<usize>>,
+    pub sentence_tokens: Vec<Vec<usize>>,
+    pub seconds: f64,
+}
+
+impl GenRecord {
+    pub fn new(
+        study: &Study,
+        backend: String,
+        prompt: String,
+        seed: u64,
+        states: &[CandidateState],
+        seconds: f64,
+    ) -> Self {
+        GenRecord {
+            id: study.id.clone(),
+            backend,
+            prompt,
+            context: study.context.clone(),
+            seed,
+            candidates: states.iter().map(|s| s.text.clone()).collect(),
+            tokens: states.iter().map(|s| s.tokens).collect(),
+            finish: states.iter().map(|s| s.end.clone()).collect(),
+            token_ends: states.iter().map(|s| s.token_ends.clone()).collect(),
+            sentence_tokens: states.iter().map(|s| s.sentence_tokens.clone()).collect(),
+            seconds,
+        }
+    }
+}

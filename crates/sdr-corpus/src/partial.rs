@@ -1,0 +1,146 @@
+//! The partial score of distance-guided pruning (paper Alg. 1, SPEC §6).
+//!
+//! $$\mathcal D(\hat y) = \frac{1}{|\mathcal S(\hat y)|}\sum_{S \in \mathcal S(\hat y)}
+//!   \mathcal D^{agg}_S(\hat y), \qquad
+//!   \mathcal S(\hat y) = \{S \in \{F, I\} : \mathcal E^S(\hat y) \neq \emptyset\}$$
+//!
+//! where `D^agg_S` is the corpus distance of section `S` aggregated over the
+//! corpus under one [`Policy`] (SPEC §5), and `D = +inf` when neither section
+//! holds a complete sentence yet. `sdr-gen`'s prune loop asks for these scores
+//! through its `PartialScorer` trait; the CLI and the Python bindings wire
+//! [`CorpusScorer`] in, so the rule lives here once.
+
+use crate::agg::Policy;
+use crate::convergence::Convergence;
+use crate::encoder::SentenceEncoder;
+use crate::error::Result;
+use crate::index::CorpusIndex;
+use crate::score::{CandidateEmbedding, ScoreOptions};
+
+/// The sentences of one partial output, per section.
+#[derive(Debug, Clone, Copy)]
+pub struct PartialSections<'a, S: AsRef<str>> {
+    pub findings: &'a [S],
+    pub impression: &'a [S],
+}
+
+/// Partial scores and how their distances ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartialScores {
+    /// One score per partial output; lower is better.
+    pub scores: Vec<f64>,
+    /// Corpus distances computed, and how many did not converge or failed.
+    pub evaluated: usize,
+    pub convergence: Convergence,
+}
+
+/// SPEC §6's rule from a candidate's aggregated section distances `[D_F, D_I]`
+/// and which sections hold a sentence: the mean over the present sections,
+/// `+inf` when none is.
+pub fn partial_score(distances: [f64; 2], present: [bool; 2]) -> f64 {
+    match present {
+        [false, false] => f64::INFINITY,
+        [true, false] => distances[0],
+        [false, true] => distances[1],
+        [true, true] => (distances[0] + distances[1]) / 2.0,
+    }
+}
+
+/// Scores partial outputs against a corpus under one policy.
+pub struct CorpusScorer<'a> {
+    index: &'a CorpusIndex<'a>,
+    encoder: &'a dyn SentenceEncoder,
+    policy: Policy,
+}
+
+impl<'a> CorpusScorer<'a> {
+    pub fn new(
+        index: &'a CorpusIndex<'a>,
+        encoder: &'a dyn SentenceEncoder,
+        policy: Policy,
+    ) -> Self {
+        CorpusScorer {
+            index,
+            encoder,
+            policy,
+        }
+    }
+
+    /// The policy the scores aggregate with.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// [`partial_score`] of every partial output: all complete sentences are
+    /// embedded in one encoder call and scored in one corpus pass.
+    ///
+    /// # Errors
+    /// The encoder's error, or the corpus scorer's (an embedding of another
+    /// dimension or a zero/non-finite vector).
+    pub fn score<S: AsRef<str>>(&self, parts: &[PartialSections<'_, S>]) -> Result<PartialScores> {
+        let dim = self.encoder.dim();
+        let sentences: Vec<&str> = parts
+            .iter()
+            .flat_map(|p| p.findings.iter().chain(p.impression))
+            .map(AsRef::as_ref)
+            .collect();
+        let emb = if sentences.is_empty() {
+            Vec::new()
+        } else {
+            self.encoder.embed(&sentences)?
+        };
+        // The corpus scorer wants both sections; a missing one borrows the
+        // other's rows and its distance is ignored by `partial_score`.
+        let mut pos = 0;
+        let mut cands = Vec::with_capacity(parts.len());
+        for p in parts {
+            let (nf, ni) = (p.findings.len(), p.impression.len());
+            let f = emb[pos * dim..(pos + nf) * dim].to_vec();
+            let i = emb[(pos + nf) * dim..(pos + nf + ni) * dim].to_vec();
+            pos += nf + ni;
+            cands.push(match (nf > 0, ni > 0) {
+                (false, false) => None,
+                (true, true) => Some(CandidateEmbedding {
+                    findings: f,
+                    impression: i,
+                }),
+                (true, false) => Some(CandidateEmbedding {
+                    impression: f.clone(),
+                    findings: f,
+                }),
+                (false, true) => Some(CandidateEmbedding {
+                    findings: i.clone(),
+                    impression: i,
+                }),
+            });
+        }
+        let scored = self.index.score(
+            &cands,
+            std::slice::from_ref(&self.policy),
+            ScoreOptions::default(),
+        )?;
+        let scores = parts
+            .iter()
+            .zip(&scored.sections[0])
+            .map(|(p, &d)| partial_score(d, [!p.findings.is_empty(), !p.impression.is_empty()]))
+            .collect();
+        Ok(PartialScores {
+            scores,
+            evaluated: scored.evaluated,
+            convergence: scored.convergence,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mean_over_the_sections_present() {
+        assert_eq!(partial_score([0.2, 0.4], [true, true]), 0.30000000000000004);
+        assert_eq!(partial_score([0.2, 0.4], [true, false]), 0.2);
+        assert_eq!(partial_score([0.2, 0.4], [false, true]), 0.4);
+        assert_eq!(partial_score([0.2, 0.4], [false, false]), f64::INFINITY);
+    }
+}

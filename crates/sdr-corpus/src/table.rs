@@ -1,0 +1,123 @@
+//! A CSV file of reports read whole: the one CSV reader behind
+//! [`crate::read_source`] and the CLI's reference and study tables (IU X-ray
+//! `indiana_reports.csv` and ReXGradient-style files).
+
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{CorpusError, Result};
+use crate::store::hex;
+
+/// The header row (trimmed, byte-order mark removed), every record, and the
+/// sha256 of the file's bytes.
+#[derive(Debug, Clone)]
+pub struct CsvTable {
+    /// The path as given, for messages.
+    pub name: String,
+    pub sha256: String,
+    pub headers: Vec<String>,
+    records: Vec<csv::StringRecord>,
+}
+
+impl CsvTable {
+    /// Reads `path`; every record must have as many fields as the header.
+    ///
+    /// # Errors
+    /// [`CorpusError::Io`] when the file cannot be read,
+    /// [`CorpusError::BadRecord`] naming the record (1-based, the header is 0)
+    /// that is not valid CSV.
+    pub fn read(path: &Path) -> Result<CsvTable> {
+        let name = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|e| CorpusError::io(path, e))?;
+        let sha256 = hex(&Sha256::digest(&bytes));
+        let mut rdr = csv::ReaderBuilder::new()
+            .flexible(false)
+            .from_reader(bytes.as_slice());
+        let bad = |record: usize, message: String| CorpusError::BadRecord {
+            source_name: name.clone(),
+            record,
+            message,
+        };
+        let headers = rdr
+            .headers()
+            .map_err(|e| bad(0, format!("cannot read the header row: {e}")))?
+            .iter()
+            .map(|h| h.trim_start_matches('\u{feff}').trim().to_string())
+            .collect();
+        let records = rdr
+            .records()
+            .enumerate()
+            .map(|(rec, row)| row.map_err(|e| bad(rec + 1, e.to_string())))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(CsvTable {
+            name,
+            sha256,
+            headers,
+            records,
+        })
+    }
+
+    /// The column named `wanted`: an exact match, else a case-insensitive one.
+    pub fn find(&self, wanted: &str) -> Option<usize> {
+        let h = &self.headers;
+        h.iter()
+            .position(|x| x == wanted)
+            .or_else(|| h.iter().position(|x| x.eq_ignore_ascii_case(wanted)))
+    }
+
+    /// As [`CsvTable::find`], or [`CorpusError::MissingColumn`] listing the
+    /// columns there are.
+    pub fn column(&self, wanted: &str) -> Result<usize> {
+        self.find(wanted).ok_or_else(|| CorpusError::MissingColumn {
+            source_name: self.name.clone(),
+            column: wanted.to_string(),
+            available: self.headers.join(", "),
+        })
+    }
+
+    /// Number of records (the header excluded).
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Field `column` of record `record` (0-based), trimmed; `""` when absent.
+    pub fn field(&self, record: usize, column: usize) -> &str {
+        self.raw(record, column).trim()
+    }
+
+    /// As [`CsvTable::field`], untrimmed (report text goes to the segmenter
+    /// as written).
+    pub fn raw(&self, record: usize, column: usize) -> &str {
+        self.records[record].get(column).unwrap_or("")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_trims_and_finds_columns() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.csv");
+        std::fs::write(
+            &p,
+            "\u{feff}uid, Findings ,impression\n7, Clear. ,Normal.\n",
+        )
+        .unwrap();
+        let t = CsvTable::read(&p).unwrap();
+        assert_eq!(t.headers, ["uid", "Findings", "impression"]);
+        assert_eq!(t.find("findings"), Some(1));
+        assert_eq!((t.len(), t.field(0, 1), t.field(0, 9)), (1, "Clear.", ""));
+        let e = t.column("problems").unwrap_err().to_string();
+        assert!(e.contains("no column `problems`"), "{e}");
+        std::fs::write(&p, "a,b\n1\n").unwrap();
+        let e = CsvTable::read(&p).unwrap_err().to_string();
+        assert!(e.contains(":1:"), "{e}");
+    }
+}
