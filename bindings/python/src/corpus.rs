@@ -4,14 +4,14 @@
 
 use std::path::PathBuf;
 
-use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use sdr_corpus::{
     build_corpus as build, merge_files, read_source, shard_source, BuildInfo, Columns, CorpusError,
-    HashEncoder, SentenceEncoder, ShardSpec, SourceFormat, SourceOptions, Split,
+    SentenceEncoder, ShardSpec, SourceFormat, SourceOptions, Split,
 };
-use sdr_embed::{resolve_model_dir, Encoder, EncoderOptions};
+use sdr_embed::EncoderOptions;
 
 pub(crate) fn corpus_err(e: CorpusError) -> PyErr {
     let msg = e.to_string();
@@ -20,7 +20,7 @@ pub(crate) fn corpus_err(e: CorpusError) -> PyErr {
             PyFileNotFoundError::new_err(msg)
         }
         CorpusError::Io { .. } => PyOSError::new_err(msg),
-        CorpusError::Encoder(_) => PyRuntimeError::new_err(msg),
+        CorpusError::Encoder(e) => crate::error::embed_err(*e),
         _ => PyValueError::new_err(msg),
     }
 }
@@ -30,27 +30,13 @@ pub(crate) fn corpus_err(e: CorpusError) -> PyErr {
 pub(crate) fn load_encoder(
     name: &str,
     model_dir: Option<PathBuf>,
-) -> Result<Box<dyn SentenceEncoder + Send>, PyErr> {
-    if let Some(dim) = name.strip_prefix("hash-") {
-        let dim: usize = dim.parse().ok().filter(|&d| d > 0).ok_or_else(|| {
-            PyValueError::new_err(format!("encoder `{name}`: expected hash-DIM with DIM >= 1"))
-        })?;
-        return Ok(Box::new(HashEncoder::new(dim)));
-    }
-    if name != "mpnet" {
-        return Err(PyValueError::new_err(format!(
-            "encoder `{name}`: expected mpnet or hash-DIM"
-        )));
-    }
-    let dir = resolve_model_dir(model_dir.as_deref())
-        .map_err(|e| PyFileNotFoundError::new_err(format!("{e} (run scripts/fetch-model.sh)")))?;
+) -> Result<Box<dyn SentenceEncoder>, PyErr> {
     // No sentence cache: each distinct sentence of a build is embedded once anyway.
     let opts = EncoderOptions {
         cache: false,
         ..EncoderOptions::default()
     };
-    let enc = Encoder::load(&dir, opts).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
-    Ok(Box::new(enc))
+    sdr_corpus::load_encoder(name, model_dir.as_deref(), opts).map_err(corpus_err)
 }
 
 struct Built {

@@ -15,7 +15,7 @@ pub(crate) trait ToPy<T> {
     fn py(self) -> pyo3::PyResult<T>;
 }
 
-fn embed_err(e: EmbedError) -> PyErr {
+pub(crate) fn embed_err(e: EmbedError) -> PyErr {
     let msg = e.to_string();
     match e {
         EmbedError::ModelDirMissing { .. } | EmbedError::MissingFile { .. } => {

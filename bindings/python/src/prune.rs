@@ -52,7 +52,7 @@ impl PyPruneScorer {
         corpus
             .check_compatible(
                 &encoder.name(),
-                &encoder.weights_sha256().map_err(corpus_err)?,
+                &encoder.weights_sha256().map_err(crate::error::embed_err)?,
                 SEGMENTER_VERSION,
             )
             .map_err(corpus_err)?;

@@ -6,8 +6,44 @@
 //! any semantic sense, and a corpus built with it records its name, so it can
 //! never be mixed with real embeddings.
 
+use std::path::Path;
+
+use crate::error::{CorpusError, Result};
 use crate::rng::{fnv1a, SplitMix64};
 pub use sdr_embed::SentenceEncoder;
+
+/// The one encoder loader of the CLI, the server and the bindings: `mpnet` (the
+/// sentence-transformers folder `model_dir`, else `$SDR_MODEL`, else the default
+/// cache folder; SPEC §2) or `hash-DIM` (the [`HashEncoder`] stand-in).
+///
+/// # Errors
+/// [`CorpusError::InvalidOption`] for another name; the model's own errors
+/// (missing folder, bad weights) as [`CorpusError::Encoder`].
+pub fn load_encoder(
+    name: &str,
+    model_dir: Option<&Path>,
+    options: sdr_embed::EncoderOptions,
+) -> Result<Box<dyn SentenceEncoder>> {
+    if let Some(dim) = name.strip_prefix("hash-") {
+        return match dim.parse::<usize>() {
+            Ok(d) if d > 0 => Ok(Box::new(HashEncoder::new(d))),
+            _ => Err(CorpusError::InvalidOption {
+                name: "encoder",
+                value: name.to_string(),
+                reason: "expected hash-DIM with DIM >= 1".into(),
+            }),
+        };
+    }
+    if name != "mpnet" {
+        return Err(CorpusError::InvalidOption {
+            name: "encoder",
+            value: name.to_string(),
+            reason: "expected mpnet or hash-DIM".into(),
+        });
+    }
+    let dir = sdr_embed::resolve_model_dir(model_dir)?;
+    Ok(Box::new(sdr_embed::Encoder::load(&dir, options)?))
+}
 
 /// Deterministic bag-of-words stand-in: each lower-cased word maps to a fixed
 /// pseudo-random Gaussian-like vector (seeded by its FNV-1a hash); a sentence

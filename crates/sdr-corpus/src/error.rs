@@ -64,8 +64,9 @@ pub enum CorpusError {
     },
     #[error("shards {missing} missing; given: {given}")]
     MissingShards { missing: String, given: String },
+    /// The encoder failed (boxed: `EmbedError` is large and rare).
     #[error(transparent)]
-    Encoder(#[from] sdr_embed::EmbedError),
+    Encoder(Box<sdr_embed::EmbedError>),
     #[error("encoder {encoder} returned {got} values for {texts} sentences of dimension {dim}")]
     EncoderShape {
         encoder: String,
@@ -76,6 +77,12 @@ pub enum CorpusError {
 }
 
 pub type Result<T> = std::result::Result<T, CorpusError>;
+
+impl From<sdr_embed::EmbedError> for CorpusError {
+    fn from(e: sdr_embed::EmbedError) -> Self {
+        CorpusError::Encoder(Box::new(e))
+    }
+}
 
 impl CorpusError {
     pub(crate) fn bad(path: &std::path::Path, fault: impl Into<String>) -> Self {

@@ -384,7 +384,7 @@ impl Scorer {
             findings,
             impression,
             clinical: 0.0,
-            reward: c.format_weight * format + c.semantic_weight * (findings + impression),
+            reward: c.combine(format, findings, impression),
             ..RewardBreakdown::default()
         }
     }

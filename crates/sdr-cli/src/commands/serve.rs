@@ -182,14 +182,14 @@ pub fn run(args: Args) -> Result<()> {
     let embedder: Option<Arc<dyn SentenceEncoder>> = if args.exact {
         None
     } else {
-        let dir = sdr_embed::resolve_model_dir(args.model.as_deref())?;
+        // The server's bounded sentence cache holds every sentence; the encoder keeps none.
         let opts = sdr_embed::EncoderOptions {
             cache: false,
             ..Default::default()
         };
-        let enc = sdr_embed::Encoder::load(&dir, opts)
-            .with_context(|| format!("loading the encoder from {}", dir.display()))?;
-        Some(Arc::new(enc))
+        let enc = sdr_corpus::load_encoder("mpnet", args.model.as_deref(), opts)
+            .context("loading the encoder")?;
+        Some(Arc::from(enc))
     };
     let cache = match &embedder {
         Some(e) => Some(Arc::new(SentenceCache::with_mib(

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::{anyhow, Result};
-use sdr_corpus::{HashEncoder, SentenceEncoder};
+use sdr_corpus::SentenceEncoder;
 
 /// Which sentence encoder embeds text.
 #[derive(clap::Args, Clone)]
@@ -21,25 +21,11 @@ pub struct EncoderArgs {
 
 impl EncoderArgs {
     pub fn load(&self) -> Result<Box<dyn SentenceEncoder>> {
-        if let Some(dim) = self.encoder.strip_prefix("hash-") {
-            let dim: usize = dim.parse().ok().filter(|&d| d > 0).ok_or_else(|| {
-                anyhow!(
-                    "--encoder {}: expected hash-DIM with DIM >= 1",
-                    self.encoder
-                )
-            })?;
-            return Ok(Box::new(HashEncoder::new(dim)));
-        }
-        if self.encoder != "mpnet" {
-            return Err(anyhow!(
-                "--encoder {}: expected mpnet or hash-DIM",
-                self.encoder
-            ));
-        }
-        let dir = sdr_embed::resolve_model_dir(self.model.as_deref())
-            .map_err(|e| anyhow!("{e} (run scripts/fetch-model.sh, or pass --model DIR)"))?;
-        let enc = sdr_embed::Encoder::load(&dir, sdr_embed::EncoderOptions::default())
-            .map_err(|e| anyhow!("{e}"))?;
-        Ok(Box::new(enc))
+        sdr_corpus::load_encoder(
+            &self.encoder,
+            self.model.as_deref(),
+            sdr_embed::EncoderOptions::default(),
+        )
+        .map_err(|e| anyhow!("{e} (run scripts/fetch-model.sh, or pass --model DIR)"))
     }
 }
