@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use numpy::{PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use sdr_core::explain::{explain_report, ExplainOptions, ReportSentences, Sentences};
-use sdr_core::{parse_report, EmbeddingSet, Metric, Side};
+use sdr_core::explain::{explain_texts, ExplainOptions};
+use sdr_core::{parse_report, Metric};
 use sdr_reward::{parse_reference, Reference};
 
 use crate::error::ToPy;
@@ -66,51 +66,21 @@ pub fn explain_json(
     let vectors: Vec<f32> = array.as_array().iter().copied().collect();
 
     py.detach(|| {
-        let set = |sentences: &[String], side: Side| {
-            let mut data = Vec::with_capacity(sentences.len() * dim);
-            for s in sentences {
-                let r = row_of[s.as_str()];
-                data.extend(
-                    vectors[r * dim..(r + 1) * dim]
-                        .iter()
-                        .map(|&x| f64::from(x)),
-                );
-            }
-            EmbeddingSet::from_flat(data, dim, side)
+        let row = |t: &str| {
+            let r = row_of[t];
+            &vectors[r * dim..(r + 1) * dim]
         };
-        let (rf, ri) = (
-            set(&reference.findings, Side::B)?,
-            set(&reference.impression, Side::B)?,
-        );
-        let refs = ReportSentences {
-            findings: Sentences {
-                text: &reference.findings,
-                vectors: rf.view(),
-            },
-            impression: Sentences {
-                text: &reference.impression,
-                vectors: ri.view(),
-            },
-        };
-        let explanation = if candidate.format_valid {
-            let (cf, ci) = (
-                set(&candidate.findings, Side::A)?,
-                set(&candidate.impression, Side::A)?,
-            );
-            let cand = ReportSentences {
-                findings: Sentences {
-                    text: &candidate.findings,
-                    vectors: cf.view(),
-                },
-                impression: Sentences {
-                    text: &candidate.impression,
-                    vectors: ci.view(),
-                },
-            };
-            explain_report(&options, Some(&cand), &refs, 0)?
-        } else {
-            explain_report(&options, None, &refs, 0)?
-        };
+        let cand = candidate
+            .format_valid
+            .then_some((&candidate.findings[..], &candidate.impression[..]));
+        let explanation = explain_texts(
+            &options,
+            cand,
+            (&reference.findings, &reference.impression),
+            dim,
+            row,
+            0,
+        )?;
         Ok::<_, sdr_core::SdrError>(
             serde_json::to_string(&explanation).expect("an explanation serialises"),
         )

@@ -14,10 +14,8 @@ use std::path::PathBuf;
 
 use anyhow::{anyhow, Result};
 use rayon::prelude::*;
-use sdr_core::explain::{
-    explain_report, ExplainOptions, ReportExplanation, ReportSentences, Sentences,
-};
-use sdr_core::{parse_report, EmbeddingSet, Metric, Side};
+use sdr_core::explain::{explain_texts, ExplainOptions, ReportExplanation};
+use sdr_core::{parse_report, Metric};
 use sdr_corpus::SentenceEncoder;
 use sdr_reward::{parse_reference, Reference, ReferenceSections};
 use serde::{Deserialize, Serialize};
@@ -212,59 +210,19 @@ fn explain_chunk(
             )
         })?
     };
-    // One validated set per section (the encoder's rows are unit vectors; a
-    // NaN would still be caught here rather than turn into a NaN cost).
-    let set = |sentences: &[String], side: Side| -> Result<EmbeddingSet> {
-        let mut data = Vec::with_capacity(sentences.len() * dim);
-        for s in sentences {
-            let r = row_of[s.as_str()];
-            data.extend(
-                vectors[r * dim..(r + 1) * dim]
-                    .iter()
-                    .map(|&x| f64::from(x)),
-            );
-        }
-        Ok(EmbeddingSet::from_flat(data, dim, side)?)
+    let row = |t: &str| {
+        let r = row_of[t];
+        &vectors[r * dim..(r + 1) * dim]
     };
     parsed
         .par_iter()
         .zip(&candidates)
         .map(|((at, _, r), c)| {
-            let at_err = |e: anyhow::Error| anyhow!("{at}: {e}");
-            let (rf, ri) = (
-                set(&r.findings, Side::B).map_err(at_err)?,
-                set(&r.impression, Side::B).map_err(at_err)?,
-            );
-            let reference = ReportSentences {
-                findings: Sentences {
-                    text: &r.findings,
-                    vectors: rf.view(),
-                },
-                impression: Sentences {
-                    text: &r.impression,
-                    vectors: ri.view(),
-                },
-            };
-            let explanation = if c.format_valid {
-                let (cf, ci) = (
-                    set(&c.findings, Side::A).map_err(at_err)?,
-                    set(&c.impression, Side::A).map_err(at_err)?,
-                );
-                let candidate = ReportSentences {
-                    findings: Sentences {
-                        text: &c.findings,
-                        vectors: cf.view(),
-                    },
-                    impression: Sentences {
-                        text: &c.impression,
-                        vectors: ci.view(),
-                    },
-                };
-                explain_report(options, Some(&candidate), &reference, 0)
-            } else {
-                explain_report(options, None, &reference, 0)
-            };
-            explanation.map_err(|e| anyhow!("{at}: {e}"))
+            let cand = c
+                .format_valid
+                .then_some((&c.findings[..], &c.impression[..]));
+            explain_texts(options, cand, (&r.findings, &r.impression), dim, row, 0)
+                .map_err(|e| anyhow!("{at}: {e}"))
         })
         .collect()
 }

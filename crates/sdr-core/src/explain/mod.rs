@@ -279,10 +279,9 @@ pub fn explain_report(
     };
     let reward = match &sections {
         None => 0.0,
-        Some(s) => {
-            options.reward.format_weight
-                + options.reward.semantic_weight * (s.findings.reward + s.impression.reward)
-        }
+        Some(s) => options
+            .reward
+            .combine(1.0, s.findings.reward, s.impression.reward),
     };
     Ok(ReportExplanation {
         metric: metric.to_string(),
@@ -291,6 +290,60 @@ pub fn explain_report(
         reward,
         sections,
     })
+}
+
+/// The sentences of one report, by section: `(findings, impression)`.
+pub type SectionTexts<'a> = (&'a [String], &'a [String]);
+
+/// [`explain_report`] for reports given as sentences, each sentence's vector
+/// (`dim` floats, any norm) looked up by `vector_of`: builds and checks the four
+/// embedding sets, then explains. What the CLI and the bindings share.
+///
+/// # Errors
+/// A vector that is zero or not finite, and the errors of [`explain_report`].
+pub fn explain_texts<'v>(
+    options: &ExplainOptions,
+    candidate: Option<SectionTexts<'_>>,
+    reference: SectionTexts<'_>,
+    dim: usize,
+    vector_of: impl Fn(&str) -> &'v [f32],
+    index: usize,
+) -> Result<ReportExplanation> {
+    let set = |sentences: &[String], side: Side| {
+        let data = sentences
+            .iter()
+            .flat_map(|s| vector_of(s).iter().map(|&x| f64::from(x)))
+            .collect();
+        crate::cost::EmbeddingSet::from_flat(data, dim, side)
+    };
+    let (rf, ri) = (set(reference.0, Side::B)?, set(reference.1, Side::B)?);
+    let refs = ReportSentences {
+        findings: Sentences {
+            text: reference.0,
+            vectors: rf.view(),
+        },
+        impression: Sentences {
+            text: reference.1,
+            vectors: ri.view(),
+        },
+    };
+    match candidate {
+        None => explain_report(options, None, &refs, index),
+        Some((f, i)) => {
+            let (cf, ci) = (set(f, Side::A)?, set(i, Side::A)?);
+            let cand = ReportSentences {
+                findings: Sentences {
+                    text: f,
+                    vectors: cf.view(),
+                },
+                impression: Sentences {
+                    text: i,
+                    vectors: ci.view(),
+                },
+            };
+            explain_report(options, Some(&cand), &refs, index)
+        }
+    }
 }
 
 #[cfg(test)]
