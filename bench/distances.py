@@ -4,7 +4,8 @@
     python bench/distances.py [--pairs 10000] [--budget 30]
 
 Generates PAIRS seeded set pairs (sizes 3..12 per side, 768-d, clustered like
-sentence embeddings), times each metric spec with the Python peers (numpy for
+sentence embeddings, f32 values as encoders emit them; Python computes in f64 on
+the same values, Rust holds the rows as f32 and accumulates in f64), times each metric spec with the Python peers (numpy for
 Chamfer/Hausdorff, POT for OT/Sinkhorn/UOT/GW/partial OT, SciPy for Hungarian),
 then runs the Rust `bench-distances` binary (release) on the same pairs and
 prints a Markdown table: pairs/s for Python, Rust on 1 thread and Rust on all
@@ -45,7 +46,9 @@ def make_pairs(count, dim, seed):
         n, m = rng.integers(3, 13, size=2)
         def one(k):
             idx = rng.integers(0, 64, size=k)
-            return centres[idx] + 0.6 * rng.normal(size=(k, dim))
+            # f32 values (what encoders emit), held as f64 on the Python side.
+            x = centres[idx] + 0.6 * rng.normal(size=(k, dim))
+            return x.astype(np.float32).astype(np.float64)
         pairs.append((one(n), one(m)))
     return pairs
 

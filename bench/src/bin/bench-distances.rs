@@ -1,6 +1,7 @@
 //! Times every metric spec over the pairs written by `bench/distances.py`.
 //!
-//! Usage: `bench-distances PAIRS.json PAIRS.bin` ; prints one JSON object with,
+//! Usage: `bench-distances PAIRS.json PAIRS.bin [SPEC;SPEC...]` (default: every
+//! metric); prints one JSON object with,
 //! per spec, the seconds for all pairs on one thread and on all threads, and
 //! the values (for the parity column of the table).
 
@@ -21,9 +22,19 @@ struct Meta {
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
     anyhow::ensure!(
-        args.len() == 3,
-        "usage: bench-distances PAIRS.json PAIRS.bin"
+        args.len() == 3 || args.len() == 4,
+        "usage: bench-distances PAIRS.json PAIRS.bin [SPEC;SPEC...]"
     );
+    let metrics: Vec<Metric> = match args.get(3) {
+        None => Metric::all(),
+        Some(list) => list
+            .split(';')
+            .map(|s| {
+                s.parse::<Metric>()
+                    .with_context(|| format!("metric spec {s:?}"))
+            })
+            .collect::<Result<_>>()?,
+    };
     let meta: Meta = serde_json::from_str(
         &std::fs::read_to_string(&args[1]).with_context(|| format!("reading {}", args[1]))?,
     )?;
@@ -32,24 +43,33 @@ fn main() -> Result<()> {
         .chunks_exact(8)
         .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
         .collect();
+    // Encoders emit f32 and the pairs are f32 values stored as f64 (see
+    // bench/distances.py): the sets are timed as f32 rows, the way the reward
+    // holds them, after checking that nothing is lost.
+    let narrow: Vec<f32> = data.iter().map(|&x| x as f32).collect();
+    anyhow::ensure!(
+        narrow.iter().zip(&data).all(|(&n, &x)| f64::from(n) == x),
+        "PAIRS.bin holds values that are not f32 values"
+    );
     let mut pairs = Vec::with_capacity(meta.sizes.len());
     let mut off = 0;
     for &[n, m] in &meta.sizes {
-        let a = &data[off..off + n * meta.dim];
+        let a = &narrow[off..off + n * meta.dim];
         off += n * meta.dim;
-        let b = &data[off..off + m * meta.dim];
+        let b = &narrow[off..off + m * meta.dim];
         off += m * meta.dim;
         pairs.push((a, b));
     }
     anyhow::ensure!(off == data.len(), "PAIRS.bin does not match PAIRS.json");
+    drop(data);
     let dim = meta.dim;
-    let eval = |metric: &Metric, (a, b): &(&[f64], &[f64])| {
+    let eval = |metric: &Metric, (a, b): &(&[f32], &[f32])| {
         metric
             .distance(&SetView::new(a, dim), &SetView::new(b, dim))
             .expect("benchmark pairs are valid")
     };
     let mut out = serde_json::Map::new();
-    for metric in Metric::all() {
+    for metric in metrics {
         // Warm-up pass so page faults and lazy init don't count.
         pairs.iter().take(50).for_each(|p| {
             eval(&metric, p);

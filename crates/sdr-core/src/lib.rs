@@ -14,7 +14,7 @@ pub mod reward;
 #[cfg(test)]
 mod test_support;
 
-pub use cost::{cosine_cost, CostMatrix, EmbeddingSet, SetView};
+pub use cost::{cosine_cost, CostMatrix, Element, EmbeddingSet, SetView};
 pub use distance::Metric;
 pub use error::{Result, SdrError, Side};
 pub use report::{parse_plain, parse_report, parse_template, split_sentences, ParsedReport};

@@ -14,7 +14,7 @@
 //! section is counted in `unconverged`; a non-finite distance gives the
 //! section's semantic term 0 and is counted in `failed`. A reward is never NaN.
 
-use crate::cost::SetView;
+use crate::cost::{Element, SetView};
 use crate::distance::{evaluate_all, Evaluation, Metric};
 use crate::error::{Result, SdrError};
 
@@ -71,17 +71,17 @@ pub struct RewardBreakdown {
 
 /// Embedded Findings and Impression of one report.
 #[derive(Debug, Clone, Copy)]
-pub struct EmbeddedSections<'a> {
-    pub findings: SetView<'a>,
-    pub impression: SetView<'a>,
+pub struct EmbeddedSections<'a, T = f64> {
+    pub findings: SetView<'a, T>,
+    pub impression: SetView<'a, T>,
 }
 
 /// `1 - min(D(generated, reference), 1)` for one section, with the solver's
 /// outcome: 0 when `D` is not finite (see the module docs).
-pub fn section_reward(
+pub fn section_reward<T: Element>(
     metric: &Metric,
-    generated: &SetView<'_>,
-    reference: &SetView<'_>,
+    generated: &SetView<'_, T>,
+    reference: &SetView<'_, T>,
 ) -> Result<(f64, Evaluation)> {
     let e = evaluate_all(std::slice::from_ref(metric), generated, reference)?[0];
     Ok((section_term(&e), e))
@@ -112,10 +112,10 @@ pub fn section_term(e: &Evaluation) -> f64 {
 /// let r = reward(&RewardConfig::default(), None, &refs, 0).unwrap();
 /// assert_eq!(r.reward, 0.0);
 /// ```
-pub fn reward(
+pub fn reward<T: Element>(
     config: &RewardConfig,
-    generated: Option<&EmbeddedSections<'_>>,
-    reference: &EmbeddedSections<'_>,
+    generated: Option<&EmbeddedSections<'_, T>>,
+    reference: &EmbeddedSections<'_, T>,
     index: usize,
 ) -> Result<RewardBreakdown> {
     if reference.findings.n == 0 {

@@ -480,16 +480,14 @@ impl Scorer {
             cache.insert(*key, fresh_data[j * dim..(j + 1) * dim].into());
         }
 
-        let gather = |ids: &[usize]| -> Vec<f64> {
+        // Sets stay f32, as the encoder gave them: the cost kernel widens in
+        // registers (exact products), so no f64 copy is made.
+        let gather = |ids: &[usize]| -> Vec<f32> {
             let mut out = Vec::with_capacity(ids.len() * dim);
             for &k in ids {
                 match &slots[k] {
-                    Slot::Cached(v) => out.extend(v.iter().map(|&x| f64::from(x))),
-                    Slot::Fresh(j) => out.extend(
-                        fresh_data[j * dim..(j + 1) * dim]
-                            .iter()
-                            .map(|&x| f64::from(x)),
-                    ),
+                    Slot::Cached(v) => out.extend_from_slice(v),
+                    Slot::Fresh(j) => out.extend_from_slice(&fresh_data[j * dim..(j + 1) * dim]),
                 }
             }
             out

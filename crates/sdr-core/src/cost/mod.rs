@@ -41,22 +41,74 @@ pub fn row_fault<T: Copy + Into<f64>>(row: &[T]) -> Option<RowFault> {
     }
 }
 
-/// A borrowed set of `n` vectors of dimension `dim`, stored row-major.
+/// The element type of a set's rows: `f64`, or `f32` as encoders emit it.
+///
+/// Products of two `f32` values are exact in `f64`, so an `f32` set is
+/// compared in the same f64 arithmetic as its `f64` copy (same cosines to
+/// ~1e-16) while moving half the bytes: no widened copy is made. Sealed: the
+/// SIMD kernels exist for these two types only.
+pub trait Element: Copy + Into<f64> + Send + Sync + sealed::Sealed + 'static {
+    #[doc(hidden)]
+    fn dots(a: &[Self], b: &[Self], dim: usize, out: &mut [f64]);
+    #[doc(hidden)]
+    fn self_dot(x: &[Self]) -> f64;
+    /// Whether a squared norm of this type can leave the range where
+    /// `1 / sqrt` is accurate (f64 only: f32 squares stay within 1e-90..1e77).
+    #[doc(hidden)]
+    const MAY_NEED_RESCALE: bool;
+    #[doc(hidden)]
+    fn from_f64(x: f64) -> Self;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f64 {}
+    impl Sealed for f32 {}
+}
+
+impl Element for f64 {
+    fn dots(a: &[f64], b: &[f64], dim: usize, out: &mut [f64]) {
+        kernel::dots(a, b, dim, out)
+    }
+    fn self_dot(x: &[f64]) -> f64 {
+        kernel::self_dot(x)
+    }
+    const MAY_NEED_RESCALE: bool = true;
+    fn from_f64(x: f64) -> f64 {
+        x
+    }
+}
+
+impl Element for f32 {
+    fn dots(a: &[f32], b: &[f32], dim: usize, out: &mut [f64]) {
+        kernel::dots_f32(a, b, dim, out)
+    }
+    fn self_dot(x: &[f32]) -> f64 {
+        kernel::self_dot_f32(x)
+    }
+    const MAY_NEED_RESCALE: bool = false;
+    fn from_f64(x: f64) -> f32 {
+        x as f32
+    }
+}
+
+/// A borrowed set of `n` vectors of dimension `dim`, stored row-major, of
+/// `f64` (the default) or `f32` elements.
 #[derive(Debug, Clone, Copy)]
-pub struct SetView<'a> {
-    pub data: &'a [f64],
+pub struct SetView<'a, T = f64> {
+    pub data: &'a [T],
     pub n: usize,
     pub dim: usize,
 }
 
-impl<'a> SetView<'a> {
+impl<'a, T> SetView<'a, T> {
     /// Wrap a row-major buffer; `data.len()` must equal `n * dim`.
-    pub fn new(data: &'a [f64], dim: usize) -> Self {
+    pub fn new(data: &'a [T], dim: usize) -> Self {
         let n = data.len().checked_div(dim).unwrap_or(0);
         SetView { data, n, dim }
     }
 
-    pub fn row(&self, i: usize) -> &'a [f64] {
+    pub fn row(&self, i: usize) -> &'a [T] {
         &self.data[i * self.dim..(i + 1) * self.dim]
     }
 }
@@ -189,47 +241,61 @@ impl CostMatrix {
 }
 
 /// The rows of a set ready for cosines: the rows themselves (borrowed) and
-/// their inverse norms. A row whose squared norm is not a normal number well
-/// inside the range (huge like 1e200, tiny like 1e-300) is replaced, in an
-/// owned copy, by itself scaled by its largest component, so its norm
+/// their inverse norms. An f64 row whose squared norm is not a normal number
+/// well inside the range (huge like 1e200, tiny like 1e-300) is replaced, in
+/// an owned copy, by itself scaled by its largest component, so its norm
 /// neither overflows nor underflows; cosines do not change with scale.
-fn prepared<'a>(s: &SetView<'a>) -> (Cow<'a, [f64]>, Vec<f64>) {
-    let mut rows = Cow::Borrowed(&s.data[..s.n * s.dim]);
+fn prepared<'a, T: Element>(s: &SetView<'a, T>) -> (Cow<'a, [T]>, Vec<f64>) {
+    let rows: &'a [T] = &s.data[..s.n * s.dim];
     let mut inv = Vec::with_capacity(s.n);
+    if !T::MAY_NEED_RESCALE {
+        inv.extend(
+            rows.chunks_exact(s.dim.max(1))
+                .map(|r| 1.0 / T::self_dot(r).sqrt()),
+        );
+        return (Cow::Borrowed(rows), inv);
+    }
+    let mut rows = Cow::Borrowed(rows);
     for i in 0..s.n {
         let row = s.row(i);
-        let sq = kernel::self_dot(row);
+        let sq = T::self_dot(row);
         if (1e-200..=1e200).contains(&sq) {
             inv.push(1.0 / sq.sqrt());
             continue;
         }
-        let scale = row.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+        // Only f64 rows get here; go through f64 for the scaling.
+        let mut seg: Vec<f64> = row.iter().map(|&x| x.into()).collect();
+        let scale = seg.iter().fold(0.0f64, |m, x| m.max(x.abs()));
         let inv_scale = 1.0 / scale;
-        let seg = &mut rows.to_mut()[i * s.dim..(i + 1) * s.dim];
         if inv_scale.is_finite() {
             seg.iter_mut().for_each(|x| *x *= inv_scale);
         } else {
             // Subnormal largest component: its reciprocal overflows.
             seg.iter_mut().for_each(|x| *x /= scale);
         }
-        inv.push(1.0 / kernel::self_dot(seg).sqrt());
+        inv.push(1.0 / kernel::self_dot(&seg).sqrt());
+        let owned = rows.to_mut();
+        for (dst, src) in owned[i * s.dim..(i + 1) * s.dim].iter_mut().zip(&seg) {
+            *dst = T::from_f64(*src);
+        }
     }
     (rows, inv)
 }
 
 /// Cosine cost matrix `M[i][j] = (1 - cos(a_i, b_j)) / 2`, clamped to `[0, 1]`
-/// against rounding. Raw products run in f64 SIMD (see `kernel`) and are
-/// scaled by `1/|a_i| * 1/|b_j|` (that product first, so `M(A, B)` is exactly
-/// the transpose of `M(B, A)`): no unit-norm copy of the rows is made.
+/// against rounding. Raw products run in f64 SIMD (see `kernel`; f32 rows are
+/// widened in registers) and are scaled by `1/|a_i| * 1/|b_j|` (that product
+/// first, so `M(A, B)` is exactly the transpose of `M(B, A)`): no unit-norm
+/// copy of the rows is made.
 ///
 /// Inputs must already be validated (see [`EmbeddingSet`]); the dimensions of
 /// `a` and `b` must agree.
-pub fn cosine_cost(a: &SetView<'_>, b: &SetView<'_>) -> CostMatrix {
+pub fn cosine_cost<T: Element>(a: &SetView<'_, T>, b: &SetView<'_, T>) -> CostMatrix {
     assert_eq!(a.dim, b.dim, "sets of different dimension");
     let (ra, ia) = prepared(a);
     let (rb, ib) = prepared(b);
     let mut data = vec![0.0; a.n * b.n];
-    kernel::dots(&ra, &rb, a.dim, &mut data);
+    T::dots(&ra, &rb, a.dim, &mut data);
     for (row, &x) in data.chunks_exact_mut(b.n.max(1)).zip(&ia) {
         for (c, &y) in row.iter_mut().zip(&ib) {
             *c = ((1.0 - *c * (x * y)) * 0.5).clamp(0.0, 1.0);
@@ -257,7 +323,11 @@ impl PairCost<'static> {
     ///
     /// # Errors
     /// An empty set, or sets of different dimension.
-    pub fn between(a: &SetView<'_>, b: &SetView<'_>, with_intra: bool) -> Result<Self> {
+    pub fn between<T: Element>(
+        a: &SetView<'_, T>,
+        b: &SetView<'_, T>,
+        with_intra: bool,
+    ) -> Result<Self> {
         check_pair(a, b)?;
         Ok(PairCost {
             cross: Cow::Owned(cosine_cost(a, b)),
@@ -307,7 +377,7 @@ impl<'a> PairCost<'a> {
 }
 
 /// Check that two sets can be compared; errors name the offending set.
-pub fn check_pair(a: &SetView<'_>, b: &SetView<'_>) -> Result<()> {
+pub fn check_pair<T>(a: &SetView<'_, T>, b: &SetView<'_, T>) -> Result<()> {
     if a.n == 0 {
         return Err(SdrError::EmptySet { set: Side::A });
     }
@@ -388,6 +458,23 @@ mod tests {
         // The diagonal of a set against itself is zero up to rounding.
         let aa = cosine_cost(&va, &va);
         assert!((0..5).all(|i| aa.get(i, i) < ZERO_COST_TOL));
+    }
+
+    #[test]
+    fn f32_sets_cost_what_their_f64_widening_costs() {
+        let mut seed = 23;
+        let dim = 768;
+        let rows = |k: usize, seed: &mut u64| -> Vec<f32> {
+            (0..k * dim)
+                .map(|_| (crate::test_support::lcg(seed) - 0.4) as f32)
+                .collect()
+        };
+        let (a, b) = (rows(7, &mut seed), rows(10, &mut seed));
+        let wide = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<_>>();
+        let (wa, wb) = (wide(&a), wide(&b));
+        let narrow = cosine_cost(&SetView::new(&a, dim), &SetView::new(&b, dim));
+        let widened = cosine_cost(&SetView::new(&wa, dim), &SetView::new(&wb, dim));
+        assert_eq!(narrow, widened);
     }
 
     #[test]

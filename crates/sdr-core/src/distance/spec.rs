@@ -9,7 +9,7 @@ use std::str::FromStr;
 
 use super::Evaluation;
 use super::{chamfer, gw, hausdorff, hungarian, ot, partial, sinkhorn, uot};
-use crate::cost::{CostMatrix, PairCost, SetView};
+use crate::cost::{CostMatrix, Element, PairCost, SetView};
 use crate::error::{Result, SdrError};
 
 /// Mass moved by partial OT.
@@ -106,7 +106,7 @@ impl Metric {
     /// Distance between two sets of vectors (validated: see
     /// [`crate::EmbeddingSet`]): the value of [`Metric::evaluate`], converged
     /// or not. Callers that report convergence use [`evaluate_all`].
-    pub fn distance(&self, a: &SetView<'_>, b: &SetView<'_>) -> Result<f64> {
+    pub fn distance<T: Element>(&self, a: &SetView<'_, T>, b: &SetView<'_, T>) -> Result<f64> {
         Ok(evaluate_all(std::slice::from_ref(self), a, b)?[0].value)
     }
 
@@ -162,10 +162,10 @@ impl Metric {
 /// let out = evaluate_all(&[Metric::Chamfer, Metric::Ot], &SetView::new(&a, 2), &SetView::new(&b, 2)).unwrap();
 /// assert!(out.iter().all(|e| e.converged && e.value > 0.0));
 /// ```
-pub fn evaluate_all(
+pub fn evaluate_all<T: Element>(
     metrics: &[Metric],
-    a: &SetView<'_>,
-    b: &SetView<'_>,
+    a: &SetView<'_, T>,
+    b: &SetView<'_, T>,
 ) -> Result<Vec<Evaluation>> {
     let cost = PairCost::between(a, b, metrics.iter().any(Metric::needs_intra))?;
     metrics.iter().map(|m| m.evaluate(&cost)).collect()
