@@ -6,7 +6,9 @@
 //! where `M` is the `n x m` cosine cost matrix. Range `[0, 1]`.
 //! Reference: paper appendix A, Eq. (chamfer).
 
-use crate::cost::CostMatrix;
+use super::Evaluation;
+use crate::cost::{CostMatrix, PairCost};
+use crate::error::Result;
 
 /// Row minima and column minima of `M` in one pass.
 pub(crate) fn row_col_minima(m: &CostMatrix) -> (Vec<f64>, Vec<f64>) {
@@ -27,4 +29,9 @@ pub fn chamfer(m: &CostMatrix) -> f64 {
     let a = rmin.iter().sum::<f64>() / m.n as f64;
     let b = cmin.iter().sum::<f64>() / m.m as f64;
     0.5 * (a + b)
+}
+
+/// The family's entry in the metric registry (`distance/spec.rs`).
+pub(crate) fn evaluate(cost: &PairCost<'_>) -> Result<Evaluation> {
+    Ok(Evaluation::exact(chamfer(&cost.cross)))
 }

@@ -48,7 +48,7 @@
 
 use super::logdomain::{check_masses, mul_transposed, transpose_into};
 use super::{uniform, Evaluation, SolverResult};
-use crate::cost::CostMatrix;
+use crate::cost::{CostMatrix, PairCost};
 use crate::error::{Result, SdrError};
 
 /// POT's outer tolerance on `||T_{t+1} - T_t||_F`.
@@ -386,6 +386,17 @@ fn sinkhorn_knopp(
             plan[i * m + j] = ws.u[i] * ws.k[i * m + j] * ws.v[j];
         }
     }
+}
+
+/// The family's entry in the metric registry (`distance/spec.rs`).
+pub(crate) fn evaluate(cost: &PairCost<'_>, eps: f64) -> Result<Evaluation> {
+    let Some((ca, cb)) = &cost.intra else {
+        return Err(super::logdomain::bad(
+            &format!("gw:eps={eps}"),
+            "needs the intra-set cost matrices (PairCost built without them)".into(),
+        ));
+    };
+    gw_distance(ca, cb, eps)
 }
 
 #[cfg(test)]

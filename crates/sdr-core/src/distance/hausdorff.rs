@@ -7,10 +7,17 @@
 //! Reference: paper appendix A, Eq. (hausdorff).
 
 use super::chamfer::row_col_minima;
-use crate::cost::CostMatrix;
+use super::Evaluation;
+use crate::cost::{CostMatrix, PairCost};
+use crate::error::Result;
 
 /// Hausdorff distance from a cost matrix with `n, m >= 1`.
 pub fn hausdorff(m: &CostMatrix) -> f64 {
     let (rmin, cmin) = row_col_minima(m);
     rmin.iter().chain(cmin.iter()).copied().fold(0.0, f64::max)
+}
+
+/// The family's entry in the metric registry (`distance/spec.rs`).
+pub(crate) fn evaluate(cost: &PairCost<'_>) -> Result<Evaluation> {
+    Ok(Evaluation::exact(hausdorff(&cost.cross)))
 }

@@ -29,7 +29,8 @@
 //! 2. D. F. Crouse (2016). On implementing 2D rectangular assignment
 //!    algorithms. *IEEE Trans. Aerospace and Electronic Systems* 52(4), 1679–1696.
 
-use crate::cost::CostMatrix;
+use super::Evaluation;
+use crate::cost::{CostMatrix, PairCost};
 use crate::distance::logdomain::bad;
 use crate::error::Result;
 
@@ -250,6 +251,16 @@ pub fn hung_nn(m: &CostMatrix) -> Result<f64> {
 pub fn hung_pen(m: &CostMatrix, alpha: f64) -> Result<f64> {
     let (total, _) = matched_cost(m)?;
     Ok(total / m.n.min(m.m) as f64 + alpha * m.n.abs_diff(m.m) as f64)
+}
+
+/// The family's entry in the metric registry (`distance/spec.rs`).
+pub(crate) fn evaluate_nn(cost: &PairCost<'_>) -> Result<Evaluation> {
+    Ok(Evaluation::exact(hung_nn(&cost.cross)?))
+}
+
+/// The penalised family's entry in the metric registry.
+pub(crate) fn evaluate_pen(cost: &PairCost<'_>, alpha: f64) -> Result<Evaluation> {
+    Ok(Evaluation::exact(hung_pen(&cost.cross, alpha)?))
 }
 
 #[cfg(test)]

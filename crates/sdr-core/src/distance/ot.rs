@@ -23,7 +23,7 @@ mod network_simplex;
 pub(crate) use network_simplex::{solve as transport_simplex, with_workspace, Problem};
 
 use super::{Evaluation, SolverResult};
-use crate::cost::{CostMatrix, ZERO_COST_TOL};
+use crate::cost::{CostMatrix, PairCost, ZERO_COST_TOL};
 use crate::error::{Result, SdrError};
 
 /// Pivot budget: far above what the strongly feasible simplex needs
@@ -198,6 +198,11 @@ pub fn ot_distance(m: &CostMatrix) -> Evaluation {
         converged: out.converged,
         iterations: out.pivots,
     }
+}
+
+/// The family's entry in the metric registry (`distance/spec.rs`).
+pub(crate) fn evaluate(cost: &PairCost<'_>) -> Result<Evaluation> {
+    Ok(ot_distance(&cost.cross))
 }
 
 #[cfg(test)]

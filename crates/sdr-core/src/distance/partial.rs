@@ -27,8 +27,9 @@
 //! 2. Paper appendix A, Eq. (pot).
 
 use super::ot::{max_pivots, transport_simplex, with_workspace, Problem};
+use super::Rho;
 use super::{Evaluation, SolverResult};
-use crate::cost::{CostMatrix, ZERO_COST_TOL};
+use crate::cost::{CostMatrix, PairCost, ZERO_COST_TOL};
 use crate::error::{Result, SdrError};
 
 fn bad(message: String) -> SdrError {
@@ -258,6 +259,17 @@ pub fn pot_distance(m: &CostMatrix, rho: f64) -> Result<Evaluation> {
         converged,
         iterations: pivots,
     })
+}
+
+/// The family's entry in the metric registry (`distance/spec.rs`).
+/// An adaptive `rho` is `min(n, m) / max(n, m)` of the pair.
+pub(crate) fn evaluate(cost: &PairCost<'_>, rho: Rho) -> Result<Evaluation> {
+    let m = &cost.cross;
+    let rho = match rho {
+        Rho::Adaptive => m.n.min(m.m) as f64 / m.n.max(m.m) as f64,
+        Rho::Fixed(r) => r,
+    };
+    pot_distance(m, rho)
 }
 
 #[cfg(test)]

@@ -1,15 +1,21 @@
-//! Metric specs: parsing and canonical names (SPEC §3).
+//! Metric specs: the registry of distance families, parsing and canonical
+//! names (SPEC §3).
 //!
 //! Grammar: `name` or `name:key=value[,key=value]`. Omitted parameters take
 //! the defaults below; [`Metric`]'s `Display` always prints every parameter,
 //! which gives the canonical output keys (`uot:eps=0.1,tau=1`).
+//!
+//! Every family is one entry of `metric_families!` below: its variant, its
+//! name, its parameters (type, default, check) and the `evaluate` function of
+//! its file. The entry generates the variant, the parser, the canonical name
+//! and the dispatch; adding a family is its file plus one entry.
 
 use std::fmt;
 use std::str::FromStr;
 
 use super::Evaluation;
 use super::{chamfer, gw, hausdorff, hungarian, ot, partial, sinkhorn, uot};
-use crate::cost::{CostMatrix, Element, PairCost, SetView};
+use crate::cost::{Element, PairCost, SetView};
 use crate::error::{Result, SdrError};
 
 /// Mass moved by partial OT.
@@ -20,35 +26,132 @@ pub enum Rho {
     Fixed(f64),
 }
 
-/// A parsed metric configuration.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Metric {
-    Chamfer,
-    Hausdorff,
+impl fmt::Display for Rho {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rho::Adaptive => f.write_str("adaptive"),
+            Rho::Fixed(r) => write!(f, "{r}"),
+        }
+    }
+}
+
+/// Declares the families: for each, the [`Metric`] variant with its
+/// parameters, its spec name, each parameter's type, default and check
+/// (`fn(spec, key, value) -> Result<T>`), the `evaluate(&PairCost, params..)`
+/// that computes it, and two properties: whether it needs the intra-set
+/// costs and whether its value is bounded by 1.
+macro_rules! metric_families {
+    ($(
+        $(#[$doc:meta])*
+        $variant:ident = $name:literal
+            $({ $($key:ident : $ty:ty = $default:expr, $check:path);+ $(;)? })?
+            => $eval:path, intra: $intra:literal, bounded: $bounded:literal;
+    )+) => {
+        /// A parsed metric configuration.
+        #[derive(Debug, Clone, Copy, PartialEq)]
+        pub enum Metric {
+            $( $(#[$doc])* $variant $({ $($key: $ty),+ })?, )+
+        }
+
+        impl Metric {
+            /// Family name (the part before `:`).
+            pub fn family(&self) -> &'static str {
+                match self {
+                    $( Metric::$variant { .. } => $name, )+
+                }
+            }
+
+            /// Whether the value is guaranteed to lie in `[0, 1]` (all but hung-pen).
+            pub fn is_bounded(&self) -> bool {
+                match self {
+                    $( Metric::$variant { .. } => $bounded, )+
+                }
+            }
+
+            /// Whether [`Metric::evaluate`] needs the intra-set cost matrices.
+            pub fn needs_intra(&self) -> bool {
+                match self {
+                    $( Metric::$variant { .. } => $intra, )+
+                }
+            }
+
+            /// The metric on the cost matrices of one pair (`n, m >= 1`):
+            /// value, convergence and iterations, for every family.
+            ///
+            /// # Errors
+            /// [`SdrError::BadMetricParameter`] for a `Metric` built directly
+            /// with a parameter the parser rejects (`eps <= 0`, `rho > 1`,
+            /// ...), or GW without the intra-set costs.
+            pub fn evaluate(&self, cost: &PairCost<'_>) -> Result<Evaluation> {
+                match *self {
+                    $( Metric::$variant $({ $($key),+ })? => $eval(cost $($(, $key)+)?), )+
+                }
+            }
+
+            /// Parameter names a family accepts; `None` for an unknown name.
+            fn keys(name: &str) -> Option<&'static [&'static str]> {
+                match name {
+                    $( $name => Some(&[$($(stringify!($key)),+)?]), )+
+                    _ => None,
+                }
+            }
+
+            /// Build from a known family name and checked `key=value` pairs.
+            fn build(spec: &str, name: &str, kv: &[(&str, &str)]) -> Result<Metric> {
+                #[allow(unused_variables)]
+                let get = |k: &str| kv.iter().find(|(key, _)| *key == k).map(|(_, v)| *v);
+                Ok(match name {
+                    $( $name => Metric::$variant $({ $(
+                        $key: match get(stringify!($key)) {
+                            Some(v) => $check(spec, stringify!($key), v)?,
+                            None => $default,
+                        },
+                    )+ })?, )+
+                    _ => return Err(SdrError::UnknownMetric(spec.to_string())),
+                })
+            }
+        }
+
+        impl fmt::Display for Metric {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self {
+                    $( Metric::$variant $({ $($key),+ })? => {
+                        f.write_str($name)?;
+                        $(
+                            let mut sep = ':';
+                            $(
+                                write!(f, "{sep}{}={}", stringify!($key), $key)?;
+                                sep = ',';
+                            )+
+                            let _ = sep;
+                        )?
+                        Ok(())
+                    } )+
+                }
+            }
+        }
+    };
+}
+
+metric_families! {
+    Chamfer = "chamfer" => chamfer::evaluate, intra: false, bounded: true;
+    Hausdorff = "hausdorff" => hausdorff::evaluate, intra: false, bounded: true;
     /// Exact earth mover's distance on `M~`.
-    Ot,
+    Ot = "ot" => ot::evaluate, intra: false, bounded: true;
     /// `<gamma_eps, M~>` with the entropic plan (default eps 0.1).
-    Sinkhorn {
-        eps: f64,
-    },
+    Sinkhorn = "sinkhorn" { eps: f64 = 0.1, positive }
+        => sinkhorn::evaluate, intra: false, bounded: true;
     /// Unbalanced entropic OT (defaults eps 0.1, tau 1).
-    Uot {
-        eps: f64,
-        tau: f64,
-    },
+    Uot = "uot" { eps: f64 = 0.1, positive; tau: f64 = 1.0, positive }
+        => uot::evaluate, intra: false, bounded: true;
     /// Entropic Gromov-Wasserstein (default eps 0.1).
-    Gw {
-        eps: f64,
-    },
-    HungNn,
+    Gw = "gw" { eps: f64 = 0.1, positive } => gw::evaluate, intra: true, bounded: true;
+    HungNn = "hung-nn" => hungarian::evaluate_nn, intra: false, bounded: true;
     /// Mean matched cost + alpha * |n - m| (default alpha 0.5).
-    HungPen {
-        alpha: f64,
-    },
+    HungPen = "hung-pen" { alpha: f64 = 0.5, non_negative }
+        => hungarian::evaluate_pen, intra: false, bounded: false;
     /// Exact partial OT moving mass rho (default adaptive).
-    Pot {
-        rho: Rho,
-    },
+    Pot = "pot" { rho: Rho = Rho::Adaptive, rho_param } => partial::evaluate, intra: false, bounded: true;
 }
 
 impl Metric {
@@ -78,72 +181,11 @@ impl Metric {
         ]
     }
 
-    /// Family name (the part before `:`).
-    pub fn family(&self) -> &'static str {
-        match self {
-            Metric::Chamfer => "chamfer",
-            Metric::Hausdorff => "hausdorff",
-            Metric::Ot => "ot",
-            Metric::Sinkhorn { .. } => "sinkhorn",
-            Metric::Uot { .. } => "uot",
-            Metric::Gw { .. } => "gw",
-            Metric::HungNn => "hung-nn",
-            Metric::HungPen { .. } => "hung-pen",
-            Metric::Pot { .. } => "pot",
-        }
-    }
-
-    /// Whether the value is guaranteed to lie in `[0, 1]` (all but hung-pen).
-    pub fn is_bounded(&self) -> bool {
-        !matches!(self, Metric::HungPen { .. })
-    }
-
-    /// Whether [`Metric::evaluate`] needs the intra-set cost matrices.
-    pub fn needs_intra(&self) -> bool {
-        matches!(self, Metric::Gw { .. })
-    }
-
     /// Distance between two sets of vectors (validated: see
     /// [`crate::EmbeddingSet`]): the value of [`Metric::evaluate`], converged
     /// or not. Callers that report convergence use [`evaluate_all`].
     pub fn distance<T: Element>(&self, a: &SetView<'_, T>, b: &SetView<'_, T>) -> Result<f64> {
         Ok(evaluate_all(std::slice::from_ref(self), a, b)?[0].value)
-    }
-
-    /// The metric on the cost matrices of one pair (`n, m >= 1`): value,
-    /// convergence and iterations, for every family.
-    ///
-    /// # Errors
-    /// [`SdrError::BadMetricParameter`] for a `Metric` built directly with a
-    /// parameter the parser rejects (`eps <= 0`, `rho > 1`, ...), or GW
-    /// without the intra-set costs.
-    pub fn evaluate(&self, cost: &PairCost<'_>) -> Result<Evaluation> {
-        let m: &CostMatrix = &cost.cross;
-        Ok(match *self {
-            Metric::Chamfer => Evaluation::exact(chamfer::chamfer(m)),
-            Metric::Hausdorff => Evaluation::exact(hausdorff::hausdorff(m)),
-            Metric::Ot => ot::ot_distance(m),
-            Metric::Sinkhorn { eps } => sinkhorn::sinkhorn_distance(m, eps)?,
-            Metric::Uot { eps, tau } => uot::uot_distance(m, eps, tau)?,
-            Metric::Gw { eps } => {
-                let Some((ca, cb)) = &cost.intra else {
-                    return Err(bad(
-                        &self.to_string(),
-                        "needs the intra-set cost matrices (PairCost built without them)",
-                    ));
-                };
-                gw::gw_distance(ca, cb, eps)?
-            }
-            Metric::HungNn => Evaluation::exact(hungarian::hung_nn(m)?),
-            Metric::HungPen { alpha } => Evaluation::exact(hungarian::hung_pen(m, alpha)?),
-            Metric::Pot { rho } => {
-                let rho = match rho {
-                    Rho::Adaptive => m.n.min(m.m) as f64 / m.n.max(m.m) as f64,
-                    Rho::Fixed(r) => r,
-                };
-                partial::pot_distance(m, rho)?
-            }
-        })
     }
 }
 
@@ -171,20 +213,6 @@ pub fn evaluate_all<T: Element>(
     metrics.iter().map(|m| m.evaluate(&cost)).collect()
 }
 
-impl fmt::Display for Metric {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Metric::Sinkhorn { eps } => write!(f, "sinkhorn:eps={eps}"),
-            Metric::Uot { eps, tau } => write!(f, "uot:eps={eps},tau={tau}"),
-            Metric::Gw { eps } => write!(f, "gw:eps={eps}"),
-            Metric::HungPen { alpha } => write!(f, "hung-pen:alpha={alpha}"),
-            Metric::Pot { rho: Rho::Adaptive } => f.write_str("pot:rho=adaptive"),
-            Metric::Pot { rho: Rho::Fixed(r) } => write!(f, "pot:rho={r}"),
-            other => f.write_str(other.family()),
-        }
-    }
-}
-
 fn bad(metric: &str, message: impl Into<String>) -> SdrError {
     SdrError::BadMetricParameter {
         metric: metric.to_string(),
@@ -192,10 +220,14 @@ fn bad(metric: &str, message: impl Into<String>) -> SdrError {
     }
 }
 
+fn number(spec: &str, key: &str, v: &str) -> Result<f64> {
+    v.parse()
+        .map_err(|_| bad(spec, format!("`{key}={v}` is not a number")))
+}
+
+/// A finite number > 0 (eps, tau).
 fn positive(spec: &str, key: &str, v: &str) -> Result<f64> {
-    let x: f64 = v
-        .parse()
-        .map_err(|_| bad(spec, format!("`{key}={v}` is not a number")))?;
+    let x = number(spec, key, v)?;
     if !(x.is_finite() && x > 0.0) {
         return Err(bad(
             spec,
@@ -203,6 +235,27 @@ fn positive(spec: &str, key: &str, v: &str) -> Result<f64> {
         ));
     }
     Ok(x)
+}
+
+/// A finite number >= 0 (alpha).
+fn non_negative(spec: &str, key: &str, v: &str) -> Result<f64> {
+    let x = number(spec, key, v)?;
+    if !(x.is_finite() && x >= 0.0) {
+        return Err(bad(spec, format!("`{key}` must be >= 0, got {v}")));
+    }
+    Ok(x)
+}
+
+/// `adaptive` or a mass in `(0, 1]`.
+fn rho_param(spec: &str, key: &str, v: &str) -> Result<Rho> {
+    if v == "adaptive" {
+        return Ok(Rho::Adaptive);
+    }
+    let r = positive(spec, key, v)?;
+    if r > 1.0 {
+        return Err(bad(spec, format!("`{key}` must be in (0, 1], got {v}")));
+    }
+    Ok(Rho::Fixed(r))
 }
 
 impl FromStr for Metric {
@@ -225,14 +278,8 @@ impl FromStr for Metric {
             }
             kv.push((k, v.trim()));
         }
-        let allowed: &[&str] = match name {
-            "chamfer" | "hausdorff" | "ot" | "hung-nn" => &[],
-            "sinkhorn" | "gw" => &["eps"],
-            "uot" => &["eps", "tau"],
-            "hung-pen" => &["alpha"],
-            "pot" => &["rho"],
-            _ => return Err(SdrError::UnknownMetric(spec.to_string())),
-        };
+        let allowed =
+            Metric::keys(name).ok_or_else(|| SdrError::UnknownMetric(spec.to_string()))?;
         if let Some((k, _)) = kv.iter().find(|(k, _)| !allowed.contains(k)) {
             let expected = if allowed.is_empty() {
                 "none".to_string()
@@ -244,55 +291,7 @@ impl FromStr for Metric {
                 format!("unknown parameter `{k}` (expected: {expected})"),
             ));
         }
-        let get = |k: &str| kv.iter().find(|(key, _)| *key == k).map(|(_, v)| *v);
-        let num = |k: &str, default: f64| match get(k) {
-            Some(v) => positive(spec, k, v),
-            None => Ok(default),
-        };
-        Ok(match name {
-            "chamfer" => Metric::Chamfer,
-            "hausdorff" => Metric::Hausdorff,
-            "ot" => Metric::Ot,
-            "hung-nn" => Metric::HungNn,
-            "sinkhorn" => Metric::Sinkhorn {
-                eps: num("eps", 0.1)?,
-            },
-            "gw" => Metric::Gw {
-                eps: num("eps", 0.1)?,
-            },
-            "uot" => Metric::Uot {
-                eps: num("eps", 0.1)?,
-                tau: num("tau", 1.0)?,
-            },
-            "hung-pen" => {
-                let alpha = match get("alpha") {
-                    Some(v) => {
-                        let a: f64 = v
-                            .parse()
-                            .map_err(|_| bad(spec, format!("`alpha={v}` is not a number")))?;
-                        if !(a.is_finite() && a >= 0.0) {
-                            return Err(bad(spec, format!("`alpha` must be >= 0, got {v}")));
-                        }
-                        a
-                    }
-                    None => 0.5,
-                };
-                Metric::HungPen { alpha }
-            }
-            "pot" => Metric::Pot {
-                rho: match get("rho") {
-                    None | Some("adaptive") => Rho::Adaptive,
-                    Some(v) => {
-                        let r = positive(spec, "rho", v)?;
-                        if r > 1.0 {
-                            return Err(bad(spec, format!("`rho` must be in (0, 1], got {v}")));
-                        }
-                        Rho::Fixed(r)
-                    }
-                },
-            },
-            _ => unreachable!("names checked above"),
-        })
+        Metric::build(spec, name, &kv)
     }
 }
 

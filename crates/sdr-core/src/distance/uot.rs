@@ -53,7 +53,7 @@
 
 use super::logdomain::{check_masses, log_sum_exp, mul_transposed, GibbsKernel};
 use super::{uniform, Evaluation, SolverResult};
-use crate::cost::CostMatrix;
+use crate::cost::{CostMatrix, PairCost};
 use crate::error::{Result, SdrError};
 
 /// Default stopping threshold on the change of the log-scalings.
@@ -241,6 +241,11 @@ pub fn sinkhorn_unbalanced(
         iterations,
         converged,
     })
+}
+
+/// The family's entry in the metric registry (`distance/spec.rs`).
+pub(crate) fn evaluate(cost: &PairCost<'_>, eps: f64, tau: f64) -> Result<Evaluation> {
+    uot_distance(&cost.cross, eps, tau)
 }
 
 #[cfg(test)]

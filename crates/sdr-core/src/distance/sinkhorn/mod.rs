@@ -66,7 +66,7 @@ use scaling::Scaling;
 
 use super::logdomain::{bad, check_masses, transpose_into};
 use super::{uniform, Evaluation, SolverResult};
-use crate::cost::CostMatrix;
+use crate::cost::{CostMatrix, PairCost};
 use crate::error::Result;
 
 /// Default stopping threshold on the L1 column-marginal error (SPEC §3).
@@ -238,6 +238,11 @@ fn check_balanced(metric: &str, cost: &CostMatrix, p: &[f64], q: &[f64], eps: f6
         return Err(bad(metric, format!("cost entry {k} is not finite")));
     }
     Ok(())
+}
+
+/// The family's entry in the metric registry (`distance/spec.rs`).
+pub(crate) fn evaluate(cost: &PairCost<'_>, eps: f64) -> Result<Evaluation> {
+    sinkhorn_distance(&cost.cross, eps)
 }
 
 #[cfg(test)]
