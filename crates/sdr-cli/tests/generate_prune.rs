@@ -172,6 +172,87 @@ fn generate_then_prune_live_equals_replay_and_eval() {
 }
 
 #[test]
+fn generate_resumes_a_stopped_run_and_logs_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("r.csv");
+    std::fs::write(&csv, CSV).unwrap();
+    let run = |out: &Path, extra: &[&str]| {
+        sdr()
+            .arg("generate")
+            .arg("--studies")
+            .arg(&csv)
+            .args([
+                "--split",
+                "all",
+                "-k",
+                "2",
+                "--max-tokens",
+                "6",
+                "--seed",
+                "3",
+            ])
+            .args(["--progress-every", "2", "--gguf"])
+            .arg(gguf())
+            .arg("-o")
+            .arg(out)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let full = dir.path().join("full.jsonl");
+    let o = ok(run(&full, &[]));
+    // stderr is a pipe here: progress comes as lines, every 2 studies and at the end.
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(log.contains("generating: 2/5 studies"), "{log}");
+    assert!(log.contains("generating: 5/5 studies"), "{log}");
+    let whole = std::fs::read_to_string(&full).unwrap();
+    let records: Vec<&str> = whole.lines().collect();
+    assert_eq!(records.len(), 5);
+
+    // A run stopped after two studies, in the middle of writing the third.
+    let out = dir.path().join("gen.jsonl");
+    let partial = dir.path().join("gen.jsonl.partial");
+    std::fs::write(
+        &partial,
+        format!("{}\n{}\n{}", records[0], records[1], &records[2][..40]),
+    )
+    .unwrap();
+    let e = run(&out, &[]);
+    assert!(!e.status.success());
+    assert!(String::from_utf8_lossy(&e.stderr).contains("--resume"));
+    // Other settings than the stopped run's are refused.
+    let e = run(&out, &["--resume", "--prompt", "p1"]);
+    let msg = String::from_utf8_lossy(&e.stderr);
+    assert!(
+        !e.status.success() && msg.contains("prompt p2, this run has p1"),
+        "{msg}"
+    );
+    let o = ok(run(&out, &["--resume"]));
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        log.contains("resume: 2 of 5 studies already generated"),
+        "{log}"
+    );
+    assert!(log.contains("cut off by the stop"), "{log}");
+    assert!(!partial.exists());
+    // Same seeds, same studies: the resumed file has the bits of the full run,
+    // timings aside.
+    let strip = |t: &str| -> Vec<serde_json::Value> {
+        t.lines()
+            .map(|l| {
+                let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v.as_object_mut().unwrap().remove("seconds");
+                v
+            })
+            .collect()
+    };
+    assert_eq!(
+        strip(&std::fs::read_to_string(&out).unwrap()),
+        strip(&whole)
+    );
+}
+
+#[test]
 fn bad_inputs_are_one_line_errors() {
     let dir = tempfile::tempdir().unwrap();
     let (csv, corpus) = corpus(dir.path());

@@ -20,7 +20,19 @@ pub struct Request {
     /// Base seed; candidate `i` samples with seed `seed + i`, so a candidate's
     /// text does not depend on K or on which others were pruned.
     pub seed: u64,
+    /// Divides the positive logits (multiplies the negative ones) of tokens
+    /// the candidate produced among its last [`REPEAT_WINDOW`] tokens; 1 is
+    /// off. Servers get it as `repetition_penalty` (vLLM) and `repeat_penalty`
+    /// (llama.cpp).
+    pub repetition_penalty: f64,
+    /// Text the answer starts with (local back-end): appended after the chat
+    /// template's assistant turn and kept at the start of every candidate, so
+    /// a small model begins with `Findings:` instead of a preamble.
+    pub prefill: Option<String>,
 }
+
+/// Tokens a candidate looks back over for the repetition penalty.
+pub const REPEAT_WINDOW: usize = 64;
 
 impl Request {
     /// Checks the fields a back-end relies on.
@@ -39,6 +51,15 @@ impl Request {
                 "top_p must be in (0, 1], got {}",
                 self.top_p
             )));
+        }
+        if !(self.repetition_penalty.is_finite() && self.repetition_penalty > 0.0) {
+            return Err(GenError::Request(format!(
+                "repetition penalty must be finite and > 0 (1 is off), got {}",
+                self.repetition_penalty
+            )));
+        }
+        if self.prefill.as_deref().is_some_and(|p| p.trim().is_empty()) {
+            return Err(GenError::Request("the prefill text is empty".into()));
         }
         if self.max_tokens == 0 {
             return Err(GenError::Request("max_tokens must be at least 1".into()));

@@ -22,7 +22,7 @@ mod prompt;
 mod prune;
 pub mod replay;
 
-pub use backend::{Backend, Candidates, End, Piece, Request};
+pub use backend::{Backend, Candidates, End, Piece, Request, REPEAT_WINDOW};
 pub use error::GenError;
 pub use lockstep::{CandidateState, LockStep, Partial};
 pub use prompt::{Image, Prompt, PromptTemplate};

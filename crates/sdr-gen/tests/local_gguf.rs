@@ -54,6 +54,8 @@ fn request(user: &str, k: usize, seed: u64, max_tokens: usize) -> Request {
         top_p: 0.95,
         max_tokens,
         seed,
+        repetition_penalty: 1.0,
+        prefill: None,
     }
 }
 
@@ -373,6 +375,44 @@ fn max_tokens_ends_with_length() {
     }
     assert_eq!(out[0], out[1], "greedy rows agree");
     assert!(out[0].text.contains("1, 2"), "{:?}", out[0].text);
+}
+
+#[test]
+fn prefill_starts_every_candidate_and_is_not_counted() {
+    let mut b = backend();
+    let mut req = request("Write a one-line chest X-ray report.", 2, 5, 12);
+    req.prefill = Some("Findings:".into());
+    let out = run(&mut b, &req, all, None);
+    for o in &out {
+        assert!(o.text.starts_with("Findings:"), "{:?}", o.text);
+        assert!(o.text.len() > "Findings:".len(), "{:?}", o.text);
+        assert!(o.tokens <= 12, "the prefill is prompt, not output");
+    }
+    // The model continues after the header rather than writing it again.
+    let mut plain = req.clone();
+    plain.prefill = None;
+    let without = run(&mut b, &plain, all, None);
+    assert_ne!(out[0].text, without[0].text);
+}
+
+#[test]
+fn repetition_penalty_changes_a_repetitive_greedy_answer() {
+    let mut b = backend();
+    let mut req = request("Count from 1 to 100, separated by commas.", 1, 0, 24);
+    req.temperature = 0.0;
+    let plain = run(&mut b, &req, all, None);
+    let commas = |t: &str| t.matches(',').count();
+    assert!(commas(&plain[0].text) >= 5, "{:?}", plain[0].text);
+    req.repetition_penalty = 1.5;
+    let penalised = run(&mut b, &req, all, None);
+    assert!(
+        commas(&penalised[0].text) < commas(&plain[0].text),
+        "{:?} vs {:?}",
+        penalised[0].text,
+        plain[0].text
+    );
+    req.repetition_penalty = 0.0;
+    assert!(matches!(b.start(&req).err(), Some(GenError::Request(_))));
 }
 
 #[test]

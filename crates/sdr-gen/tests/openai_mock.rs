@@ -229,6 +229,8 @@ fn request(k: usize) -> Request {
         top_p: 0.95,
         max_tokens: 32,
         seed: 7,
+        repetition_penalty: 1.0,
+        prefill: None,
     }
 }
 

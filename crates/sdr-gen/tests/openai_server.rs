@@ -144,6 +144,8 @@ fn p2_request(k: usize, max_tokens: usize) -> Request {
         top_p: 0.95,
         max_tokens,
         seed: 42,
+        repetition_penalty: 1.0,
+        prefill: None,
     }
 }
 

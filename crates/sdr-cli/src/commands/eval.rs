@@ -92,6 +92,9 @@ struct CandLine {
     tokens: Option<Vec<usize>>,
 }
 
+/// Reference (findings, impression) by study id.
+type Refs = HashMap<String, (String, String)>;
+
 /// A run's pick per study: (text, tokens it cost when known).
 type RunPicks = HashMap<String, (String, Option<usize>)>;
 
@@ -121,7 +124,7 @@ type PairScores = HashMap<(String, String), ([f64; 7], Labels)>;
 /// Scores every (study, text) pair once, BERTScore in one batch.
 fn score_all(
     pairs: &[(String, String)],
-    refs: &HashMap<String, (String, String)>,
+    refs: &Refs,
     bert: Option<&sdr_embed::Encoder>,
     labeler: &Labeler,
 ) -> Result<PairScores> {
@@ -167,24 +170,96 @@ fn score_all(
     Ok(out)
 }
 
+/// One study of --candidates: its id, candidates, and their summed tokens when given.
+struct Study {
+    id: String,
+    candidates: Vec<String>,
+    tokens: Option<usize>,
+}
+
+/// Runs by name, and the full-generation tokens some run lines record
+/// ("tokens_full"), for studies whose candidates lack "tokens".
+struct Runs {
+    runs: Vec<(String, RunPicks)>,
+    full_from_runs: HashMap<String, usize>,
+}
+
+/// What every table row reads: the studies, each pair's scores, the
+/// references' labels and how uncertain labels count.
+struct Scored<'a> {
+    studies: &'a [Study],
+    scores: &'a PairScores,
+    ref_labels: &'a [Labels],
+    uncertain: UncertainPolicy,
+}
+
 pub fn run(args: Args) -> Result<()> {
-    // References.
+    let (refs, rname) = load_references(&args)?;
+    let cands = load_candidates(&args.candidates, &refs, &rname)?;
+    let Runs {
+        runs,
+        full_from_runs,
+    } = load_runs(&args.runs, &cands)?;
+    let full: Vec<Option<usize>> = cands
+        .iter()
+        .map(|s| s.tokens.or_else(|| full_from_runs.get(&s.id).copied()))
+        .collect();
+    let full_tokens: Option<usize> = full.iter().copied().sum();
+    let bert = load_bertscore_encoder(args.model.as_deref(), args.no_bertscore)?;
+    let pairs = distinct_pairs(&cands, &runs);
+    let labeler = Labeler::default();
+    let scores = score_all(&pairs, &refs, bert.as_ref(), &labeler)?;
+    let uncertain = if args.uncertain_negative {
+        UncertainPolicy::Negative
+    } else {
+        UncertainPolicy::Positive
+    };
+    let ref_labels: Vec<Labels> = cands
+        .iter()
+        .map(|s| labeler.label(&joined(&refs[&s.id].0, &refs[&s.id].1)))
+        .collect();
+    let mut table = new_table(&args, cands.len(), bert.is_some(), uncertain)?;
+    let scored = Scored {
+        studies: &cands,
+        scores: &scores,
+        ref_labels: &ref_labels,
+        uncertain,
+    };
+    table.push_row("random", scored.random_row(args.seeds)?)?;
+    for (name, by_id) in &runs {
+        let row = scored.run_row(name, by_id, &full, full_tokens)?;
+        table.push_row(name.as_str(), row)?;
+    }
+    let md = table.to_markdown()?;
+    print!("{md}");
+    if let Some(out) = &args.output {
+        table.write_markdown(out)?;
+        table.write_csv(&out.with_extension("csv"))?;
+    }
+    Ok(())
+}
+
+/// Reference sections by id, and the CSV's name for error messages.
+fn load_references(args: &Args) -> Result<(Refs, String)> {
     let table = CsvTable::read(&args.references)?;
-    let rname = &table.name;
     let (ic, fc, mc) = (
         table.column(&args.id_col)?,
         table.column("findings")?,
         table.column("impression")?,
     );
-    let refs: HashMap<String, (String, String)> = (0..table.len())
+    let refs = (0..table.len())
         .map(|r| {
             let f = |c: usize| table.field(r, c).to_string();
             (f(ic), (f(fc), f(mc)))
         })
         .collect();
-    // Candidates.
-    let mut cands: Vec<(String, Vec<String>, Option<usize>)> = Vec::new();
-    for (at, v) in read_jsonl_file::<serde_json::Value>(&args.candidates)? {
+    Ok((refs, table.name))
+}
+
+/// The candidate studies, each checked against the references.
+fn load_candidates(path: &Path, refs: &Refs, rname: &str) -> Result<Vec<Study>> {
+    let mut cands = Vec::new();
+    for (at, v) in read_jsonl_file::<serde_json::Value>(path)? {
         let l: CandLine = serde_json::from_value(v).map_err(|e| anyhow!("{at}: {e}"))?;
         let id = id_text(&l.id);
         let r = refs
@@ -198,73 +273,88 @@ pub fn run(args: Args) -> Result<()> {
         if l.candidates.is_empty() {
             return Err(anyhow!("{at}: no candidates"));
         }
-        cands.push((id, l.candidates, l.tokens.map(|t| t.iter().sum())));
+        cands.push(Study {
+            id,
+            candidates: l.candidates,
+            tokens: l.tokens.map(|t| t.iter().sum()),
+        });
     }
-    // Runs: (name, id -> (text, tokens)).
-    let mut runs: Vec<(String, RunPicks)> = Vec::new();
-    let mut full_from_runs: HashMap<String, usize> = HashMap::new();
-    for spec in &args.runs {
-        let (name, rest) = spec
-            .split_once('=')
-            .ok_or_else(|| anyhow!("--run {spec}: expected NAME=FILE[#FIELD]"))?;
-        let (file, field) = rest.split_once('#').unwrap_or((rest, "text"));
-        let mut by_id = HashMap::new();
-        for (at, v) in read_jsonl_file::<serde_json::Value>(Path::new(file))? {
-            let id = v
-                .get("id")
-                .map(id_text)
-                .ok_or_else(|| anyhow!("{at}: no \"id\""))?;
-            let text = v
-                .get(field)
-                .and_then(|t| t.as_str())
-                .ok_or_else(|| anyhow!("{at}: no string field \"{field}\""))?
-                .to_string();
-            let num = |k: &str| v.get(k).and_then(|t| t.as_u64()).map(|t| t as usize);
-            if let Some(f) = num("tokens_full") {
-                full_from_runs.insert(id.clone(), f);
-            }
-            // The pick's own cost when the line is the run's own record;
-            // another field (standard_text) costs the full K candidates.
-            let used = if field == "text" {
-                num("tokens_used")
-            } else {
-                None
-            };
-            by_id.insert(id, (text, used));
-        }
-        for (id, _, _) in &cands {
-            if !by_id.contains_key(id) {
-                return Err(anyhow!("--run {name}: study {id} is missing from {file}"));
-            }
-        }
-        runs.push((name.to_string(), by_id));
+    Ok(cands)
+}
+
+fn load_runs(specs: &[String], cands: &[Study]) -> Result<Runs> {
+    let mut runs = Vec::new();
+    let mut full_from_runs = HashMap::new();
+    for spec in specs {
+        runs.push(load_run(spec, cands, &mut full_from_runs)?);
     }
-    let full: Vec<Option<usize>> = cands
-        .iter()
-        .map(|(id, _, t)| t.or_else(|| full_from_runs.get(id).copied()))
-        .collect();
-    let full_tokens: Option<usize> = full.iter().copied().sum();
-    let bert = load_bertscore_encoder(args.model.as_deref(), args.no_bertscore)?;
+    Ok(Runs {
+        runs,
+        full_from_runs,
+    })
+}
+
+/// One --run NAME=FILE[#FIELD]: its pick for every candidate study.
+fn load_run(
+    spec: &str,
+    cands: &[Study],
+    full_from_runs: &mut HashMap<String, usize>,
+) -> Result<(String, RunPicks)> {
+    let (name, rest) = spec
+        .split_once('=')
+        .ok_or_else(|| anyhow!("--run {spec}: expected NAME=FILE[#FIELD]"))?;
+    let (file, field) = rest.split_once('#').unwrap_or((rest, "text"));
+    let mut by_id = HashMap::new();
+    for (at, v) in read_jsonl_file::<serde_json::Value>(Path::new(file))? {
+        let id = v
+            .get("id")
+            .map(id_text)
+            .ok_or_else(|| anyhow!("{at}: no \"id\""))?;
+        let text = v
+            .get(field)
+            .and_then(|t| t.as_str())
+            .ok_or_else(|| anyhow!("{at}: no string field \"{field}\""))?
+            .to_string();
+        let num = |k: &str| v.get(k).and_then(|t| t.as_u64()).map(|t| t as usize);
+        if let Some(f) = num("tokens_full") {
+            full_from_runs.insert(id.clone(), f);
+        }
+        // The pick's own cost when the line is the run's own record;
+        // another field (standard_text) costs the full K candidates.
+        let used = if field == "text" {
+            num("tokens_used")
+        } else {
+            None
+        };
+        by_id.insert(id, (text, used));
+    }
+    for s in cands {
+        if !by_id.contains_key(&s.id) {
+            return Err(anyhow!(
+                "--run {name}: study {} is missing from {file}",
+                s.id
+            ));
+        }
+    }
+    Ok((name.to_string(), by_id))
+}
+
+/// Every (study, text) pair that a candidate or a run's pick makes, once.
+fn distinct_pairs(cands: &[Study], runs: &[(String, RunPicks)]) -> Vec<(String, String)> {
     let mut pairs: Vec<(String, String)> = Vec::new();
-    for (id, cs, _) in &cands {
-        pairs.extend(cs.iter().map(|c| (id.clone(), c.clone())));
-        for (_, by_id) in &runs {
-            pairs.push((id.clone(), by_id[id].0.clone()));
+    for s in cands {
+        pairs.extend(s.candidates.iter().map(|c| (s.id.clone(), c.clone())));
+        for (_, by_id) in runs {
+            pairs.push((s.id.clone(), by_id[&s.id].0.clone()));
         }
     }
     pairs.sort_unstable();
     pairs.dedup();
-    let labeler = Labeler::default();
-    let scores = score_all(&pairs, &refs, bert.as_ref(), &labeler)?;
-    let uncertain = if args.uncertain_negative {
-        UncertainPolicy::Negative
-    } else {
-        UncertainPolicy::Positive
-    };
-    let ref_labels: Vec<Labels> = cands
-        .iter()
-        .map(|(id, _, _)| labeler.label(&joined(&refs[id].0, &refs[id].1)))
-        .collect();
+    pairs
+}
+
+/// The empty table with its columns and notes.
+fn new_table(args: &Args, n: usize, bert: bool, uncertain: UncertainPolicy) -> Result<Table> {
     let mut table = Table::new(
         args.title.clone(),
         "policy",
@@ -275,14 +365,13 @@ pub fn run(args: Args) -> Result<()> {
             .collect(),
     );
     table.set_integer_column("tokens")?;
-    if bert.is_some() {
+    if bert {
         table.bertscore_encoder = Some("all-mpnet-base-v2 (last layer, no idf)".into());
     }
     table.notes.push(format!(
-        "{} studies; metrics on Findings (F) and Impression (I); tokens summed over studies; \
+        "{n} studies; metrics on Findings (F) and Impression (I); tokens summed over studies; \
          saved = 1 - tokens / tokens of the K full candidates; \
-         well-formed = picks that parse into both sections.",
-        cands.len()
+         well-formed = picks that parse into both sections."
     ));
     table.notes.push(chexpert::note(uncertain));
     table.notes.push(format!(
@@ -290,51 +379,69 @@ pub fn run(args: Args) -> Result<()> {
         args.seeds
     ));
     table.notes.extend(args.note.iter().cloned());
-    let n = cands.len() as f64;
-    // [well-formed %, the six metrics] in column order.
-    let metric_cells = |v: [f64; 7]| -> Vec<Option<f64>> {
-        std::iter::once(v[6])
-            .chain(v[..6].iter().copied())
-            .map(|x| if x.is_nan() { None } else { Some(x) })
-            .collect()
-    };
-    // Random: expectation over a uniform pick.
-    let mut random = [0.0; 7];
-    let mut cand_labels: Vec<Vec<Labels>> = Vec::with_capacity(cands.len());
-    for (id, cs, _) in &cands {
-        let mut ls = Vec::with_capacity(cs.len());
-        for c in cs {
-            let (v, l) = &scores[&(id.clone(), c.clone())];
-            for j in 0..7 {
-                random[j] += v[j] / cs.len() as f64 / n;
+    Ok(table)
+}
+
+/// [well-formed %, the six metrics] in column order.
+fn metric_cells(v: [f64; 7]) -> Vec<Option<f64>> {
+    std::iter::once(v[6])
+        .chain(v[..6].iter().copied())
+        .map(|x| if x.is_nan() { None } else { Some(x) })
+        .collect()
+}
+
+impl Scored<'_> {
+    /// Random: expectation over a uniform pick; CheXpert-rule F1 over seeded picks.
+    fn random_row(&self, seeds: usize) -> Result<Vec<Option<f64>>> {
+        let n = self.studies.len() as f64;
+        let mut random = [0.0; 7];
+        let mut cand_labels: Vec<Vec<Labels>> = Vec::with_capacity(self.studies.len());
+        for s in self.studies {
+            let cs = &s.candidates;
+            let mut ls = Vec::with_capacity(cs.len());
+            for c in cs {
+                let (v, l) = &self.scores[&(s.id.clone(), c.clone())];
+                for j in 0..7 {
+                    random[j] += v[j] / cs.len() as f64 / n;
+                }
+                ls.push(*l);
             }
-            ls.push(*l);
+            cand_labels.push(ls);
         }
-        cand_labels.push(ls);
+        let studies: Vec<LabelledStudy> = cand_labels
+            .iter()
+            .zip(self.ref_labels)
+            .map(|(c, r)| LabelledStudy {
+                candidates: c,
+                reference: *r,
+            })
+            .collect();
+        let flags: Vec<Vec<bool>> = cand_labels.iter().map(|c| vec![true; c.len()]).collect();
+        let flag_refs: Vec<&[bool]> = flags.iter().map(Vec::as_slice).collect();
+        let random_cx = random_f1(&studies, &flag_refs, Pool::All, seeds, 0, self.uncertain)
+            .map_err(|e| anyhow!("random CheXpert-rule F1: {e}"))?;
+        let mut row = vec![None, None];
+        row.extend(metric_cells(random));
+        row.extend(random_cx.map(Some));
+        Ok(row)
     }
-    let studies: Vec<LabelledStudy> = cand_labels
-        .iter()
-        .zip(&ref_labels)
-        .map(|(c, r)| LabelledStudy {
-            candidates: c,
-            reference: *r,
-        })
-        .collect();
-    let flags: Vec<Vec<bool>> = cand_labels.iter().map(|c| vec![true; c.len()]).collect();
-    let flag_refs: Vec<&[bool]> = flags.iter().map(Vec::as_slice).collect();
-    let random_cx = random_f1(&studies, &flag_refs, Pool::All, args.seeds, 0, uncertain)
-        .map_err(|e| anyhow!("random CheXpert-rule F1: {e}"))?;
-    let mut row = vec![None, None];
-    row.extend(metric_cells(random));
-    row.extend(random_cx.map(Some));
-    table.push_row("random", row)?;
-    for (name, by_id) in &runs {
+
+    /// A run's row: tokens, tokens saved against the full candidates
+    /// (`full` per study, `full_tokens` in all), mean metrics, CheXpert-rule F1.
+    fn run_row(
+        &self,
+        name: &str,
+        by_id: &RunPicks,
+        full: &[Option<usize>],
+        full_tokens: Option<usize>,
+    ) -> Result<Vec<Option<f64>>> {
+        let n = self.studies.len() as f64;
         let mut sum = [0.0; 7];
         let mut tokens: Option<usize> = Some(0);
-        let mut picked: Vec<Labels> = Vec::with_capacity(cands.len());
-        for ((id, _, _), f) in cands.iter().zip(&full) {
-            let (text, used) = &by_id[id];
-            let (v, l) = &scores[&(id.clone(), text.clone())];
+        let mut picked: Vec<Labels> = Vec::with_capacity(self.studies.len());
+        for (s, f) in self.studies.iter().zip(full) {
+            let (text, used) = &by_id[&s.id];
+            let (v, l) = &self.scores[&(s.id.clone(), text.clone())];
             picked.push(*l);
             for j in 0..7 {
                 sum[j] += v[j] / n;
@@ -348,18 +455,11 @@ pub fn run(args: Args) -> Result<()> {
             (Some(t), Some(f)) if f > 0 => Some(100.0 * (1.0 - t as f64 / f as f64)),
             _ => None,
         };
-        let cx = chexpert_f1(&picked, &ref_labels, uncertain)
+        let cx = chexpert_f1(&picked, self.ref_labels, self.uncertain)
             .map_err(|e| anyhow!("--run {name}: {e}"))?;
         let mut row = vec![tokens.map(|t| t as f64), saved];
         row.extend(metric_cells(sum));
         row.extend(f1_columns(&cx).map(Some));
-        table.push_row(name.as_str(), row)?;
+        Ok(row)
     }
-    let md = table.to_markdown()?;
-    print!("{md}");
-    if let Some(out) = &args.output {
-        table.write_markdown(out)?;
-        table.write_csv(&out.with_extension("csv"))?;
-    }
-    Ok(())
 }

@@ -2,14 +2,15 @@
 //! (a local GGUF model or an OpenAI-compatible server), as JSON Lines that
 //! `sdr select`, `sdr prune --replay` and `sdr eval` read.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{anyhow, Result};
 use sdr_gen::LockStep;
 
-use crate::common::{progress_bar, BackendArgs, GenRecord, StudyArgs};
-use crate::jsonl::Output;
+use crate::common::{progress_every, BackendArgs, GenRecord, Journal, Kept, Study, StudyArgs};
+use crate::jsonl::parse_json;
 
 #[derive(clap::Args)]
 #[command(after_help = "Output line per study:\n  \
@@ -19,20 +20,76 @@ use crate::jsonl::Output;
 \"seconds\": 4.2}\n\
 token_ends are byte offsets after each token (for `sdr prune --replay`); sentence_tokens are the\n\
 tokens generated when each sentence was seen complete.\n\n\
+Each study is written to FILE.partial as soon as it completes; FILE appears when the run ends.\n\
+A stopped run continues with the same command plus --resume.\n\n\
 Examples:\n  \
 sdr generate --limit 50 -k 8 --prompt p2 --context indication -o gen.jsonl\n  \
+sdr generate --limit 50 -k 8 --prompt p2 --context indication -o gen.jsonl --resume\n  \
 sdr generate --backend openai --base-url http://127.0.0.1:8080/v1 --api-model smollm2 --limit 5 -o gen.jsonl")]
 pub struct Args {
     #[command(flatten)]
     pub studies: StudyArgs,
     #[command(flatten)]
     pub backend: BackendArgs,
-    /// Write to this file (atomically) instead of stdout.
+    /// Write to this file instead of stdout (through FILE.partial, one study
+    /// at a time, renamed to FILE at the end).
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Continue a stopped run: keep the studies already in FILE.partial (or
+    /// FILE) and generate the rest. The settings must be the same (checked
+    /// per study: back-end, prompt, seed, K).
+    #[arg(long)]
+    pub resume: bool,
+    /// When stderr is not a terminal (a log), print a progress line every N studies.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub progress_every: usize,
     /// No progress bar and no summary line on stderr.
     #[arg(long)]
     pub quiet: bool,
+}
+
+/// The studies a resumed run already has, checked against this run's
+/// settings so that one file never mixes two configurations.
+fn already_done(
+    kept: &[Kept],
+    studies: &[Study],
+    args: &Args,
+    describe: &str,
+    prompt: &str,
+) -> Result<HashSet<String>> {
+    let mut done = HashSet::new();
+    for k in kept {
+        let rec: GenRecord = parse_json(&k.line).map_err(|e| anyhow!("{}: {e}", k.at))?;
+        let index = studies
+            .iter()
+            .position(|s| s.id == rec.id)
+            .ok_or_else(|| anyhow!("{}: study {} is not among this run's studies", k.at, rec.id))?;
+        let seed = args.backend.seed.wrapping_add(1000 * index as u64);
+        let differs = [
+            ("back-end", rec.backend.clone(), describe.to_string()),
+            ("prompt", rec.prompt.clone(), prompt.to_string()),
+            ("seed", rec.seed.to_string(), seed.to_string()),
+            (
+                "K",
+                rec.candidates.len().to_string(),
+                args.backend.k.to_string(),
+            ),
+        ]
+        .into_iter()
+        .find(|(_, was, now)| was != now);
+        if let Some((what, was, now)) = differs {
+            return Err(anyhow!(
+                "{}: study {} was generated with {what} {was}, this run has {now}; \
+                 resume with the same settings",
+                k.at,
+                rec.id
+            ));
+        }
+        if !done.insert(rec.id.clone()) {
+            return Err(anyhow!("{}: study {} appears twice", k.at, rec.id));
+        }
+    }
+    Ok(done)
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -41,11 +98,25 @@ pub fn run(args: Args) -> Result<()> {
     template.text()?;
     let mut backend = args.backend.load()?;
     let describe = backend.describe();
-    let mut out = Output::create(args.output.as_deref())?;
-    let pb = progress_bar(studies.len(), args.quiet, "generating");
+    let (mut out, done) = Journal::open(args.output.as_deref(), args.resume, |kept| {
+        already_done(kept, &studies, &args, &describe, &template.name())
+    })?;
+    if args.resume && !args.quiet {
+        eprintln!(
+            "resume: {} of {} studies already generated",
+            done.len(),
+            studies.len()
+        );
+    }
+    let pb = progress_every(studies.len(), args.quiet, "generating", args.progress_every);
+    pb.inc(done.len() as u64);
     let t0 = Instant::now();
     let mut total_tokens = 0usize;
+    let mut generated = 0usize;
     for (si, study) in studies.iter().enumerate() {
+        if done.contains(&study.id) {
+            continue;
+        }
         let req = args.backend.request(study, si, &template)?;
         let t = Instant::now();
         let batch = backend
@@ -75,8 +146,8 @@ pub fn run(args: Args) -> Result<()> {
             &states,
             t.elapsed().as_secs_f64(),
         );
-        serde_json::to_writer(out.writer(), &rec)?;
-        out.writer().write_all(b"\n")?;
+        out.append(&serde_json::to_string(&rec)?)?;
+        generated += 1;
         pb.inc(1);
     }
     out.finish()?;
@@ -85,7 +156,7 @@ pub fn run(args: Args) -> Result<()> {
         let secs = t0.elapsed().as_secs_f64();
         eprintln!(
             "generate: {} studies x {} candidates, {} tokens in {:.1} s ({:.1} tokens/s) with {}",
-            studies.len(),
+            generated,
             args.backend.k,
             total_tokens,
             secs,

@@ -148,10 +148,63 @@ fn family(key: &str) -> String {
     metric.split(':').next().unwrap_or(metric).to_string()
 }
 
+/// The inputs every later phase reads: references by id, candidates by id,
+/// the selections and their policy keys (the first line's, in file order).
+struct Inputs {
+    refs: HashMap<String, Reference>,
+    /// Whether the reference CSV has a `Problems` column (normal / abnormal strata).
+    has_problems: bool,
+    cands: HashMap<String, Vec<String>>,
+    sels: Vec<SelLine>,
+    keys: Vec<String>,
+}
+
+/// Per study: candidate sections as the parser sees them, each scored
+/// once; every policy and every random seed reuses these values.
+struct Row {
+    well: Vec<bool>,
+    /// hyps[section][candidate]
+    hyps: [Vec<String>; 2],
+    /// text[section][metric][candidate]
+    text: [Vec<Vec<f64>>; 2],
+    labels: [Vec<Labels>; 2],
+    reference: [String; 2],
+    reference_labels: [Labels; 2],
+    abnormality: Option<Abnormality>,
+    chosen: Vec<usize>,
+}
+
+/// BERTScore-F1 by (row, section, candidate).
+type BertF1 = HashMap<(usize, usize, usize), f64>;
+
 pub fn run(a: Args) -> Result<()> {
     std::fs::create_dir_all(&a.out_dir)
         .with_context(|| format!("cannot create {}", a.out_dir.display()))?;
-    // References.
+    let inputs = load_inputs(&a)?;
+    let wordnet = load_wordnet(a.wordnet.as_deref())?;
+    let scorer = TextScorer::new(Default::default(), wordnet.as_ref());
+    let rows = score_studies(&a, &inputs, &scorer)?;
+    let bert = load_bertscore_encoder(a.model.as_deref(), a.no_bertscore)?;
+    let bert_f1 = bertscore_rows(&rows, bert.as_ref())?;
+    let out = Output::new(&a, &inputs, bert.is_some(), wordnet.is_some());
+    if !inputs.has_problems {
+        eprintln!(
+            "sdr select-eval: {} has no `Problems` column: no normal / abnormal tables",
+            a.references.display()
+        );
+    }
+    let mut summary = Vec::new();
+    for (si, sec) in ["findings", "impression"].into_iter().enumerate() {
+        summary.extend(out.section(&rows, &bert_f1, si, sec)?);
+    }
+    for l in summary {
+        println!("{l}");
+    }
+    println!("tables and heatmaps: {}", a.out_dir.display());
+    Ok(())
+}
+
+fn load_inputs(a: &Args) -> Result<Inputs> {
     let table = CsvTable::read(&a.references)?;
     let (ci, cf, cim) = (
         table.column(&a.id_col)?,
@@ -185,110 +238,138 @@ pub fn run(a: Args) -> Result<()> {
             a.selections.display()
         ));
     }
+    Ok(Inputs {
+        refs,
+        has_problems: cp.is_some(),
+        cands,
+        sels,
+        keys,
+    })
+}
 
-    let wordnet = load_wordnet(a.wordnet.as_deref())?;
-    let scorer = TextScorer::new(Default::default(), wordnet.as_ref());
+/// Scores every study's candidates, in parallel over studies.
+fn score_studies(a: &Args, inputs: &Inputs, scorer: &TextScorer) -> Result<Vec<Row>> {
     let labeler = Labeler::default();
+    inputs
+        .sels
+        .par_iter()
+        .map(|s| score_study(a, inputs, scorer, &labeler, s))
+        .collect()
+}
 
-    // Per study: candidate sections as the parser sees them, each scored
-    // once; every policy and every random seed reuses these values.
-    struct Row {
-        well: Vec<bool>,
-        /// hyps[section][candidate]
-        hyps: [Vec<String>; 2],
-        /// text[section][metric][candidate]
-        text: [Vec<Vec<f64>>; 2],
-        labels: [Vec<Labels>; 2],
-        reference: [String; 2],
-        reference_labels: [Labels; 2],
-        abnormality: Option<Abnormality>,
-        chosen: Vec<usize>,
+fn score_study(
+    a: &Args,
+    inputs: &Inputs,
+    scorer: &TextScorer,
+    labeler: &Labeler,
+    s: &SelLine,
+) -> Result<Row> {
+    let id = id_text(&s.id);
+    let texts = inputs
+        .cands
+        .get(&id)
+        .ok_or_else(|| anyhow!("study {id}: not in {}", a.candidates.display()))?;
+    let reference = inputs
+        .refs
+        .get(&id)
+        .ok_or_else(|| anyhow!("study {id}: not in {}", a.references.display()))?;
+    if texts.len() != s.well_formed.len() {
+        return Err(anyhow!(
+            "study {id}: {} candidates but {} well_formed flags",
+            texts.len(),
+            s.well_formed.len()
+        ));
     }
-    let rows: Vec<Row> =
-        sels.par_iter()
-            .map(|s| -> Result<Row> {
-                let id = id_text(&s.id);
-                let texts = cands
-                    .get(&id)
-                    .ok_or_else(|| anyhow!("study {id}: not in {}", a.candidates.display()))?;
-                let reference = refs
-                    .get(&id)
-                    .ok_or_else(|| anyhow!("study {id}: not in {}", a.references.display()))?;
-                if texts.len() != s.well_formed.len() {
-                    return Err(anyhow!(
-                        "study {id}: {} candidates but {} well_formed flags",
-                        texts.len(),
-                        s.well_formed.len()
-                    ));
-                }
-                let abnormality = match &reference.problems {
-                    Some(p) => Some(Abnormality::from_problems(p).map_err(|e| {
-                        anyhow!("{}:{}: {e}", a.references.display(), reference.line)
-                    })?),
-                    None => None,
-                };
-                let parsed: Vec<_> = texts.iter().map(|t| parse_report(t)).collect();
-                let hyps = [0, 1].map(|si| {
-                    parsed
-                        .iter()
-                        .map(|p| {
-                            if si == 0 {
-                                p.findings.join(" ")
-                            } else {
-                                p.impression.join(" ")
-                            }
-                        })
-                        .collect::<Vec<String>>()
-                });
-                let mut text: [Vec<Vec<f64>>; 2] = [
-                    vec![Vec::new(); TEXT_METRICS.len()],
-                    vec![Vec::new(); TEXT_METRICS.len()],
-                ];
-                for (si, vs) in text.iter_mut().enumerate() {
-                    for hyp in &hyps[si] {
-                        let sc = scorer
-                            .score(hyp, &reference.sections[si])
-                            .map_err(|e| anyhow!("study {id}: {e}"))?;
-                        for (m, v) in sc.values().iter().enumerate() {
-                            vs[m].push(*v);
-                        }
-                    }
-                }
-                let labels: [Vec<Labels>; 2] =
-                    [0, 1].map(|si| hyps[si].iter().map(|h| labeler.label(h)).collect());
-                let reference_labels = [0, 1].map(|si| labeler.label(&reference.sections[si]));
-                let mut chosen = Vec::with_capacity(keys.len());
-                for (k, (k2, c)) in keys.iter().zip(&s.policies.0) {
-                    if k != k2 {
-                        return Err(anyhow!("study {id}: policies differ from the first line's"));
-                    }
-                    if c.chosen >= texts.len() {
-                        return Err(anyhow!(
-                            "study {id}: policy {k} chose {} of {} candidates",
-                            c.chosen,
-                            texts.len()
-                        ));
-                    }
-                    chosen.push(c.chosen);
-                }
-                Ok(Row {
-                    well: s.well_formed.clone(),
-                    hyps,
-                    text,
-                    labels,
-                    reference: reference.sections.clone(),
-                    reference_labels,
-                    abnormality,
-                    chosen,
-                })
-            })
-            .collect::<Result<_>>()?;
+    let abnormality = match &reference.problems {
+        Some(p) => Some(
+            Abnormality::from_problems(p)
+                .map_err(|e| anyhow!("{}:{}: {e}", a.references.display(), reference.line))?,
+        ),
+        None => None,
+    };
+    let hyps = candidate_sections(texts);
+    let text = text_scores(scorer, &hyps, &reference.sections, &id)?;
+    let labels: [Vec<Labels>; 2] =
+        [0, 1].map(|si| hyps[si].iter().map(|h| labeler.label(h)).collect());
+    let reference_labels = [0, 1].map(|si| labeler.label(&reference.sections[si]));
+    let chosen = chosen_indices(&inputs.keys, s, &id, texts.len())?;
+    Ok(Row {
+        well: s.well_formed.clone(),
+        hyps,
+        text,
+        labels,
+        reference: reference.sections.clone(),
+        reference_labels,
+        abnormality,
+        chosen,
+    })
+}
 
-    // BERTScore: one batch over every (candidate section, reference) pair
-    // whose reference section exists; each distinct text is encoded once.
-    let bert = load_bertscore_encoder(a.model.as_deref(), a.no_bertscore)?;
-    let mut bert_f1: HashMap<(usize, usize, usize), f64> = HashMap::new();
-    if let Some(enc) = &bert {
+/// [findings, impression] of every candidate; empty when the parser finds none.
+fn candidate_sections(texts: &[String]) -> [Vec<String>; 2] {
+    let parsed: Vec<_> = texts.iter().map(|t| parse_report(t)).collect();
+    [0, 1].map(|si| {
+        parsed
+            .iter()
+            .map(|p| {
+                if si == 0 {
+                    p.findings.join(" ")
+                } else {
+                    p.impression.join(" ")
+                }
+            })
+            .collect::<Vec<String>>()
+    })
+}
+
+/// text[section][metric][candidate] against the reference sections.
+fn text_scores(
+    scorer: &TextScorer,
+    hyps: &[Vec<String>; 2],
+    reference: &[String; 2],
+    id: &str,
+) -> Result<[Vec<Vec<f64>>; 2]> {
+    let mut text: [Vec<Vec<f64>>; 2] = [
+        vec![Vec::new(); TEXT_METRICS.len()],
+        vec![Vec::new(); TEXT_METRICS.len()],
+    ];
+    for (si, vs) in text.iter_mut().enumerate() {
+        for hyp in &hyps[si] {
+            let sc = scorer
+                .score(hyp, &reference[si])
+                .map_err(|e| anyhow!("study {id}: {e}"))?;
+            for (m, v) in sc.values().iter().enumerate() {
+                vs[m].push(*v);
+            }
+        }
+    }
+    Ok(text)
+}
+
+/// Each policy's pick, checked against the first line's policies and the
+/// candidate count.
+fn chosen_indices(keys: &[String], s: &SelLine, id: &str, n: usize) -> Result<Vec<usize>> {
+    let mut chosen = Vec::with_capacity(keys.len());
+    for (k, (k2, c)) in keys.iter().zip(&s.policies.0) {
+        if k != k2 {
+            return Err(anyhow!("study {id}: policies differ from the first line's"));
+        }
+        if c.chosen >= n {
+            return Err(anyhow!(
+                "study {id}: policy {k} chose {} of {n} candidates",
+                c.chosen
+            ));
+        }
+        chosen.push(c.chosen);
+    }
+    Ok(chosen)
+}
+
+/// BERTScore: one batch over every (candidate section, reference) pair
+/// whose reference section exists; each distinct text is encoded once.
+fn bertscore_rows(rows: &[Row], bert: Option<&sdr_embed::Encoder>) -> Result<BertF1> {
+    let mut bert_f1: BertF1 = HashMap::new();
+    if let Some(enc) = bert {
         let mut at = Vec::new();
         let mut pairs: Vec<(&str, &str)> = Vec::new();
         for (r, row) in rows.iter().enumerate() {
@@ -306,91 +387,95 @@ pub fn run(a: Args) -> Result<()> {
             bert_f1.insert(key, b.f1);
         }
     }
+    Ok(bert_f1)
+}
 
-    let mut metric_cols: Vec<String> = TEXT_METRICS.iter().map(|s| s.to_string()).collect();
-    if bert.is_some() {
-        metric_cols.push("BERTScore-F1".into());
+/// What the tables of every section share: settings, notes and where they go.
+struct Output<'a> {
+    a: &'a Args,
+    keys: &'a [String],
+    has_problems: bool,
+    /// Whether BERTScore-F1 is a column.
+    bert: bool,
+    metric_cols: Vec<String>,
+    config: SelectionConfig,
+    encoder_name: Option<String>,
+    meteor_note: String,
+}
+
+impl<'a> Output<'a> {
+    fn new(a: &'a Args, inputs: &'a Inputs, bert: bool, wordnet: bool) -> Self {
+        let keys = &inputs.keys;
+        let mut metric_cols: Vec<String> = TEXT_METRICS.iter().map(|s| s.to_string()).collect();
+        if bert {
+            metric_cols.push("BERTScore-F1".into());
+        }
+        let encoder_name = bert.then(|| "all-mpnet-base-v2 (last layer, no idf)".to_string());
+        let uncertain = if a.uncertain_negative {
+            UncertainPolicy::Negative
+        } else {
+            UncertainPolicy::Positive
+        };
+        let config = SelectionConfig {
+            metrics: metric_cols.clone(),
+            policies: keys.clone(),
+            seeds: a.seeds,
+            uncertain,
+        };
+        let meteor_note = if wordnet {
+            "METEOR with WordNet 3.0 synonyms.".to_string()
+        } else {
+            "METEOR without WordNet synonyms (no WordNet database found).".to_string()
+        };
+        Output {
+            a,
+            keys,
+            has_problems: inputs.has_problems,
+            bert,
+            metric_cols,
+            config,
+            encoder_name,
+            meteor_note,
+        }
     }
-    let encoder_name = bert
-        .as_ref()
-        .map(|_| "all-mpnet-base-v2 (last layer, no idf)".to_string());
-    let uncertain = if a.uncertain_negative {
-        UncertainPolicy::Negative
-    } else {
-        UncertainPolicy::Positive
-    };
-    let config = SelectionConfig {
-        metrics: metric_cols.clone(),
-        policies: keys.clone(),
-        seeds: a.seeds,
-        uncertain,
-    };
-    let meteor_note = if wordnet.is_some() {
-        "METEOR with WordNet 3.0 synonyms.".to_string()
-    } else {
-        "METEOR without WordNet synonyms (no WordNet database found).".to_string()
-    };
-    let finish = |t: &mut Table, notes: &[String]| {
+
+    /// Sets the notes and encoder line, then writes `stem`.md and `stem`.csv.
+    fn write(&self, t: &mut Table, notes: &[String], stem: &str) -> Result<()> {
         t.notes = notes.to_vec();
-        t.bertscore_encoder = encoder_name.clone();
-    };
-    let write = |t: &Table, stem: &str| -> Result<()> {
-        t.write_markdown(&a.out_dir.join(format!("{stem}.md")))?;
-        t.write_csv(&a.out_dir.join(format!("{stem}.csv")))?;
+        t.bertscore_encoder = self.encoder_name.clone();
+        t.write_markdown(&self.a.out_dir.join(format!("{stem}.md")))?;
+        t.write_csv(&self.a.out_dir.join(format!("{stem}.csv")))?;
         Ok(())
-    };
-    if cp.is_none() {
-        eprintln!(
-            "sdr select-eval: {} has no `Problems` column: no normal / abnormal tables",
-            a.references.display()
-        );
     }
-    let mut summary = Vec::new();
-    for (si, sec) in ["findings", "impression"].into_iter().enumerate() {
-        let studies: Vec<(usize, SelectionStudy)> = rows
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| !r.reference[si].is_empty())
-            .map(|(r, row)| {
-                let mut values = row.text[si].clone();
-                if bert.is_some() {
-                    values.push((0..row.well.len()).map(|c| bert_f1[&(r, si, c)]).collect());
-                }
-                (
-                    r,
-                    SelectionStudy {
-                        well_formed: row.well.clone(),
-                        values,
-                        labels: row.labels[si].clone(),
-                        reference_labels: row.reference_labels[si],
-                        chosen: row.chosen.clone(),
-                    },
-                )
-            })
-            .collect();
+
+    /// Notes under a table of `group` (e.g. "normal ", or "" for all studies).
+    fn base_notes(&self, sec: &str, n: usize, n_wf: usize, group: &str) -> Vec<String> {
+        let mut notes = vec![
+            format!("{n} {group}test studies with a reference {sec} section ({n_wf} with at least one well-formed candidate)."),
+            format!("Random baselines: uniform pick per study, mean over {} seeds.", self.a.seeds),
+            self.meteor_note.clone(),
+            "BLEU: sentence BLEU, nltk method1 smoothing; ROUGE: F1; chrF++ on the 0-100 scale; BERTScore-F1: no idf, no rescaling.".into(),
+            chexpert::note(self.config.uncertain),
+        ];
+        if let Some(o) = &self.a.origin {
+            notes.push(format!("Candidates: {o}"));
+        }
+        notes
+    }
+
+    /// Writes one section's tables and heatmaps; returns its summary lines.
+    fn section(&self, rows: &[Row], bert_f1: &BertF1, si: usize, sec: &str) -> Result<Vec<String>> {
+        let studies = self.section_studies(rows, bert_f1, si);
         if studies.is_empty() {
             return Err(anyhow!(
                 "no study has a reference {sec} section in {}",
-                a.references.display()
+                self.a.references.display()
             ));
         }
-        let base_notes = |n: usize, n_wf: usize, group: &str| {
-            let mut notes = vec![
-                format!("{n} {group}test studies with a reference {sec} section ({n_wf} with at least one well-formed candidate)."),
-                format!("Random baselines: uniform pick per study, mean over {} seeds.", a.seeds),
-                meteor_note.clone(),
-                "BLEU: sentence BLEU, nltk method1 smoothing; ROUGE: F1; chrF++ on the 0-100 scale; BERTScore-F1: no idf, no rescaling.".into(),
-                chexpert::note(uncertain),
-            ];
-            if let Some(o) = &a.origin {
-                notes.push(format!("Candidates: {o}"));
-            }
-            notes
-        };
         // Groups: all studies, then normal and abnormal when known.
         let mut groups: Vec<(String, Vec<&SelectionStudy>)> =
             vec![("all".into(), studies.iter().map(|(_, s)| s).collect())];
-        if cp.is_some() {
+        if self.has_problems {
             for ab in Abnormality::ALL {
                 let g: Vec<&SelectionStudy> = studies
                     .iter()
@@ -406,52 +491,102 @@ pub fn run(a: Args) -> Result<()> {
                 eprintln!("sdr select-eval: {sec}: no {group} study; no {group} tables");
                 continue;
             }
-            let sm = summarize(members, &config).map_err(|e| anyhow!("{sec} ({group}): {e}"))?;
-            let (suffix, label, in_group) = if group == "all" {
-                (String::new(), String::new(), String::new())
-            } else {
-                (
-                    format!("_{group}"),
-                    format!(" ({group} studies)"),
-                    format!("{group} "),
-                )
-            };
-            let notes = base_notes(sm.n_studies, sm.n_well_formed, &in_group);
-            let mut values = sm.values_table(
-                format!("Selection on the {sec} section{label}: mean metric of the chosen candidate; CheXpert-rule F1 over the chosen set"),
-                &keys,
-            )?;
-            finish(&mut values, &notes);
-            write(&values, &format!("{sec}_values{suffix}"))?;
-            for (pool, tag, plabel) in [
-                (Pool::All, "all", "all candidates"),
-                (Pool::WellFormed, "wf", "well-formed candidates only"),
-            ] {
-                let mut t = sm.improvement_table(
-                    format!("Selection on the {sec} section{label}: improvement over random ({plabel}), %"),
-                    &keys,
-                    pool,
-                )?;
-                finish(&mut t, &notes);
-                write(&t, &format!("{sec}_vs_random_{tag}{suffix}"))?;
-                if group != "all" {
-                    continue;
-                }
-                let hm = Heatmap {
-                    title: format!("{sec}: improvement over random ({plabel}), %"),
-                    subtitle: format!("IU X-ray test studies, K candidates each; {meteor_note}"),
-                    row_labels: keys.iter().map(|k| k.replace('@', " / ")).collect(),
-                    row_groups: keys.iter().map(|k| family(k)).collect(),
-                    columns: sm.columns.clone(),
-                    values: t.rows.iter().map(|r| r.cells.clone()).collect(),
-                    bertscore_encoder: encoder_name.clone(),
-                };
-                hm.render_png(&a.out_dir.join(format!("heatmap_{sec}_vs_random_{tag}.png")))?;
-            }
+            let sm =
+                summarize(members, &self.config).map_err(|e| anyhow!("{sec} ({group}): {e}"))?;
+            self.group_tables(sec, group, &sm)?;
             summaries.push((group.clone(), sm));
         }
-        // The paper's stratified headline view (per group: BERTScore-F1,
-        // ROUGE-L, METEOR and CheXpert-rule F1 of the best policy vs random).
+        self.strata(sec, &summaries)?;
+        Ok(self.summary_lines(sec, &summaries[0].1))
+    }
+
+    /// The section's studies whose reference section exists, with their row index.
+    fn section_studies(
+        &self,
+        rows: &[Row],
+        bert_f1: &BertF1,
+        si: usize,
+    ) -> Vec<(usize, SelectionStudy)> {
+        rows.iter()
+            .enumerate()
+            .filter(|(_, r)| !r.reference[si].is_empty())
+            .map(|(r, row)| {
+                let mut values = row.text[si].clone();
+                if self.bert {
+                    values.push((0..row.well.len()).map(|c| bert_f1[&(r, si, c)]).collect());
+                }
+                (
+                    r,
+                    SelectionStudy {
+                        well_formed: row.well.clone(),
+                        values,
+                        labels: row.labels[si].clone(),
+                        reference_labels: row.reference_labels[si],
+                        chosen: row.chosen.clone(),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// Values and improvement tables of one group; heatmaps for all studies only.
+    fn group_tables(&self, sec: &str, group: &str, sm: &SelectionSummary) -> Result<()> {
+        let keys = self.keys;
+        let (suffix, label, in_group) = if group == "all" {
+            (String::new(), String::new(), String::new())
+        } else {
+            (
+                format!("_{group}"),
+                format!(" ({group} studies)"),
+                format!("{group} "),
+            )
+        };
+        let notes = self.base_notes(sec, sm.n_studies, sm.n_well_formed, &in_group);
+        let mut values = sm.values_table(
+            format!("Selection on the {sec} section{label}: mean metric of the chosen candidate; CheXpert-rule F1 over the chosen set"),
+            keys,
+        )?;
+        self.write(&mut values, &notes, &format!("{sec}_values{suffix}"))?;
+        for (pool, tag, plabel) in [
+            (Pool::All, "all", "all candidates"),
+            (Pool::WellFormed, "wf", "well-formed candidates only"),
+        ] {
+            let mut t = sm.improvement_table(
+                format!(
+                    "Selection on the {sec} section{label}: improvement over random ({plabel}), %"
+                ),
+                keys,
+                pool,
+            )?;
+            self.write(&mut t, &notes, &format!("{sec}_vs_random_{tag}{suffix}"))?;
+            if group != "all" {
+                continue;
+            }
+            let hm = Heatmap {
+                title: format!("{sec}: improvement over random ({plabel}), %"),
+                subtitle: format!(
+                    "IU X-ray test studies, K candidates each; {}",
+                    self.meteor_note
+                ),
+                row_labels: keys.iter().map(|k| k.replace('@', " / ")).collect(),
+                row_groups: keys.iter().map(|k| family(k)).collect(),
+                columns: sm.columns.clone(),
+                values: t.rows.iter().map(|r| r.cells.clone()).collect(),
+                bertscore_encoder: self.encoder_name.clone(),
+            };
+            hm.render_png(
+                &self
+                    .a
+                    .out_dir
+                    .join(format!("heatmap_{sec}_vs_random_{tag}.png")),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The paper's stratified headline view (per group: BERTScore-F1,
+    /// ROUGE-L, METEOR and CheXpert-rule F1 of the best policy vs random).
+    fn strata(&self, sec: &str, summaries: &[(String, SelectionSummary)]) -> Result<()> {
         let headline: Vec<&str> = [
             "BERTScore-F1",
             "ROUGE-L",
@@ -459,14 +594,14 @@ pub fn run(a: Args) -> Result<()> {
             chexpert::CHEXPERT_COLUMNS[0],
         ]
         .into_iter()
-        .filter(|c| metric_cols.iter().any(|m| m == c) || c.starts_with("CheXpert"))
+        .filter(|c| self.metric_cols.iter().any(|m| m == c) || c.starts_with("CheXpert"))
         .collect();
         let refs_groups: Vec<(String, &SelectionSummary)> =
             summaries.iter().map(|(g, s)| (g.clone(), s)).collect();
         let mut st = strata_table(
             format!("Selection on the {sec} section by stratum: best policy vs random (well-formed only)"),
             &refs_groups,
-            &keys,
+            self.keys,
             &headline,
             Pool::WellFormed,
         )?;
@@ -478,16 +613,18 @@ pub fn run(a: Args) -> Result<()> {
             "Strata by the reference CSV's `Problems` column (`normal` vs anything else); {}. The best policy maximises the mean improvement over random across all (stratum x metric) cells of this table.",
             counts.join(", ")
         )];
+        let all = &summaries[0].1;
         notes.extend(
-            base_notes(summaries[0].1.n_studies, summaries[0].1.n_well_formed, "")
+            self.base_notes(sec, all.n_studies, all.n_well_formed, "")
                 .into_iter()
                 .skip(1),
         );
-        finish(&mut st, &notes);
-        write(&st, &format!("{sec}_strata"))?;
+        self.write(&mut st, &notes, &format!("{sec}_strata"))
+    }
 
-        // Summary: best policies by mean improvement over the well-formed baseline.
-        let sm = &summaries[0].1;
+    /// Summary: best policies by mean improvement over the well-formed baseline.
+    fn summary_lines(&self, sec: &str, sm: &SelectionSummary) -> Vec<String> {
+        let keys = self.keys;
         let improve = sm.improvement(Pool::WellFormed);
         let mut ranked: Vec<(f64, usize)> = improve
             .iter()
@@ -504,20 +641,16 @@ pub fn run(a: Args) -> Result<()> {
             at("METEOR"),
             at(chexpert::CHEXPERT_COLUMNS[0]),
         );
-        summary.push(format!(
+        let mut summary = vec![format!(
             "{sec}: {} studies; random(all) ROUGE-L {:.4} METEOR {:.4} CheXpert-rule F1 {:.4}; random(well-formed) ROUGE-L {:.4} METEOR {:.4} CheXpert-rule F1 {:.4}",
             sm.n_studies, sm.random[0][rl], sm.random[0][me], sm.random[0][cx], sm.random[1][rl], sm.random[1][me], sm.random[1][cx]
-        ));
+        )];
         for (v, p) in ranked.iter().take(5) {
             summary.push(format!(
                 "  {:<28} ROUGE-L {:.4} METEOR {:.4} CheXpert-rule F1 {:.4}  mean improvement over random(well-formed) {v:+.2}%",
                 keys[*p], sm.policies[*p][rl], sm.policies[*p][me], sm.policies[*p][cx]
             ));
         }
+        summary
     }
-    for l in summary {
-        println!("{l}");
-    }
-    println!("tables and heatmaps: {}", a.out_dir.display());
-    Ok(())
 }

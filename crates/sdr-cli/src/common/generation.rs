@@ -82,6 +82,16 @@ pub struct BackendArgs {
     /// a candidate does not depend on K, on pruning or on the other studies.
     #[arg(long, default_value_t = 0, value_name = "SEED")]
     pub seed: u64,
+    /// Repetition penalty (1 = off; 1.1-1.3 curbs the loops small models fall
+    /// into): the local sampler divides the logits of the candidate's last 64
+    /// tokens; openai sends it as `repetition_penalty` and `repeat_penalty`
+    /// (vLLM, llama.cpp), which the OpenAI service itself does not accept.
+    #[arg(long, default_value_t = 1.0, value_name = "R")]
+    pub repetition_penalty: f64,
+    /// local: start every answer with this text, e.g. "Findings:" (kept at
+    /// the start of each candidate, not counted as generated tokens).
+    #[arg(long, value_name = "TEXT")]
+    pub prefill: Option<String>,
 }
 
 /// One study to generate for.
@@ -243,6 +253,8 @@ impl BackendArgs {
             top_p: self.top_p,
             max_tokens: self.max_tokens,
             seed: self.seed.wrapping_add(1000 * index as u64),
+            repetition_penalty: self.repetition_penalty,
+            prefill: self.prefill.clone(),
         };
         req.validate().map_err(|e| anyhow!("{e}"))?;
         Ok(req)

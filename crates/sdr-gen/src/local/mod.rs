@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use candle_core::{Device, Tensor};
 use candle_transformers::generation::LogitsProcessor;
 
-use crate::{Backend, Candidates, End, GenError, Piece, Request};
+use crate::{Backend, Candidates, End, GenError, Piece, Request, REPEAT_WINDOW};
 use llama::{KvCache, Llama};
 use tokenizer::{GgufTokenizer, Utf8Stream};
 
@@ -69,7 +69,10 @@ impl LocalBackend {
                 request.prompt.images.len()
             )));
         }
-        let text = self.tokenizer.render_chat(&request.prompt)?;
+        let mut text = self.tokenizer.render_chat(&request.prompt)?;
+        if let Some(prefill) = &request.prefill {
+            text.push_str(prefill);
+        }
         self.tokenizer.encode(&text)
     }
 }
@@ -100,6 +103,8 @@ impl Backend for LocalBackend {
                 unfed: None,
                 produced: 0,
                 text: Utf8Stream::default(),
+                prefix: request.prefill.clone(),
+                recent: Vec::new(),
                 ended: false,
             })
             .collect();
@@ -109,6 +114,7 @@ impl Backend for LocalBackend {
             cache,
             rows,
             max_tokens: request.max_tokens,
+            repetition_penalty: request.repetition_penalty as f32,
         }))
     }
 }
@@ -121,6 +127,11 @@ struct Row {
     unfed: Option<u32>,
     produced: usize,
     text: Utf8Stream,
+    /// The prefill, given back with the first piece (the candidate's text
+    /// starts with it, as the parser must see the header).
+    prefix: Option<String>,
+    /// The last [`REPEAT_WINDOW`] tokens produced, for the repetition penalty.
+    recent: Vec<u32>,
     ended: bool,
 }
 
@@ -131,6 +142,7 @@ struct LocalCandidates<'a> {
     cache: KvCache,
     rows: Vec<Row>,
     max_tokens: usize,
+    repetition_penalty: f32,
 }
 
 impl LocalCandidates<'_> {
@@ -185,11 +197,20 @@ impl Candidates for LocalCandidates<'_> {
         for &id in ids {
             let row = &mut self.rows[id];
             let logits = row.logits.take().expect("fed above");
-            let logits = Tensor::from_vec(logits, self.model.config().vocab, &Device::Cpu)
-                .map_err(|source| GenError::Model {
-                    what: "local model".into(),
-                    source,
-                })?;
+            let model_error = |source| GenError::Model {
+                what: "local model".into(),
+                source,
+            };
+            let mut logits = Tensor::from_vec(logits, self.model.config().vocab, &Device::Cpu)
+                .map_err(model_error)?;
+            if self.repetition_penalty != 1.0 && !row.recent.is_empty() {
+                logits = candle_transformers::utils::apply_repeat_penalty(
+                    &logits,
+                    self.repetition_penalty,
+                    &row.recent,
+                )
+                .map_err(model_error)?;
+            }
             let token = match row.sampler.sample(&logits) {
                 Ok(t) => t,
                 Err(e) => {
@@ -203,7 +224,11 @@ impl Candidates for LocalCandidates<'_> {
                 }
             };
             row.produced += 1;
-            let piece = if self.tokenizer.is_stop(token) {
+            if row.recent.len() == REPEAT_WINDOW {
+                row.recent.remove(0);
+            }
+            row.recent.push(token);
+            let mut piece = if self.tokenizer.is_stop(token) {
                 Piece {
                     text: row.text.finish(),
                     tokens: 1,
@@ -229,6 +254,9 @@ impl Candidates for LocalCandidates<'_> {
                     }
                 }
             };
+            if let Some(prefix) = row.prefix.take() {
+                piece.text.insert_str(0, &prefix);
+            }
             if piece.end.is_some() {
                 self.end(id);
             }

@@ -177,6 +177,13 @@ impl Backend for OpenAiBackend {
 
     fn start<'a>(&'a mut self, request: &Request) -> Result<Box<dyn Candidates + 'a>, GenError> {
         request.validate()?;
+        if request.prefill.is_some() {
+            return Err(GenError::Request(
+                "a prefill is supported by the local back-end only (chat servers start the \
+                 assistant turn themselves)"
+                    .into(),
+            ));
+        }
         let runtime = self
             .runtime
             .as_ref()

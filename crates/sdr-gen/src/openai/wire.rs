@@ -25,7 +25,7 @@ pub(super) fn request_body(model: &str, request: &Request) -> Value {
         Value::Array(parts)
     };
     messages.push(json!({"role": "user", "content": content}));
-    json!({
+    let mut body = json!({
         "model": model,
         "messages": messages,
         "stream": true,
@@ -34,7 +34,14 @@ pub(super) fn request_body(model: &str, request: &Request) -> Value {
         "top_p": request.top_p,
         "max_tokens": request.max_tokens,
         "seed": request.seed,
-    })
+    });
+    // Not part of the OpenAI API: sent only when asked for, under the names
+    // vLLM and llama.cpp read.
+    if request.repetition_penalty != 1.0 {
+        body["repetition_penalty"] = json!(request.repetition_penalty);
+        body["repeat_penalty"] = json!(request.repetition_penalty);
+    }
+    body
 }
 
 /// `body` with the seed of candidate `i` (`seed + i`).
@@ -150,7 +157,20 @@ mod tests {
             top_p: 0.9,
             max_tokens: 64,
             seed: 10,
+            repetition_penalty: 1.0,
+            prefill: None,
         }
+    }
+
+    #[test]
+    fn repetition_penalty_only_when_asked_for() {
+        let mut r = request(vec![], None);
+        let b = request_body("m", &r);
+        assert!(b.get("repetition_penalty").is_none() && b.get("repeat_penalty").is_none());
+        r.repetition_penalty = 1.2;
+        let b = request_body("m", &r);
+        assert_eq!(b["repetition_penalty"], 1.2);
+        assert_eq!(b["repeat_penalty"], 1.2);
     }
 
     #[test]
