@@ -161,7 +161,6 @@ pub fn sinkhorn_unbalanced(
     let log_ktu = |j: usize, alpha: &[f64], beta: &[f64], lu: &[f64]| {
         log_sum_exp((0..n).map(move |i| (alpha[i] + beta[j] - c[i * m + j]) * inv + lu[i]))
     };
-    let safe = |x: f64| x > 1e-290 && x < 1e290;
     // Over-relaxation starts once the iteration is in its linear regime.
     let omega_opt = 2.0 / (1.0 + (1.0 - phi * phi).sqrt());
     let mut omega = 1.0;
@@ -171,54 +170,25 @@ pub fn sinkhorn_unbalanced(
     let mut converged = false;
     while iterations < max_iter {
         iterations += 1;
-        // log u_i = phi (log p_i - log (K v)_i) - (1 - phi) alpha_i / eps
-        let mut delta: f64 = 0.0;
-        let mut far = false;
+        // log u_i = phi (log p_i - log (K v)_i) - (1 - phi) alpha_i / eps, then v likewise.
+        let relax = Relax { phi, inv, omega };
         mul_transposed(&kern.kt, m, n, &v, &mut kv);
-        for i in 0..n {
-            let lk = if safe(kv[i]) {
-                kv[i].ln()
-            } else {
-                log_kv(i, &kern.alpha, &kern.beta, &lv)
-            };
-            let l = phi * (lp[i] - lk) - (1.0 - phi) * kern.alpha[i] * inv;
-            let l = lu[i] + omega * (l - lu[i]);
-            delta = delta.max((l - lu[i]).abs());
-            far |= l.abs() > ABSORB;
-            lu[i] = l;
-            u[i] = l.exp();
-        }
+        let (du, far) = relax.update(&kv, &lp, &kern.alpha, &mut lu, &mut u, |i| {
+            log_kv(i, &kern.alpha, &kern.beta, &lv)
+        });
         if far {
-            for i in 0..n {
-                kern.alpha[i] += eps * lu[i];
-                lu[i] = 0.0;
-                u[i] = 1.0;
-            }
+            absorb(&mut kern.alpha, &mut lu, &mut u, eps);
             kern.rebuild();
-            far = false;
         }
         mul_transposed(&kern.k, n, m, &u, &mut ktu);
-        for j in 0..m {
-            let lk = if safe(ktu[j]) {
-                ktu[j].ln()
-            } else {
-                log_ktu(j, &kern.alpha, &kern.beta, &lu)
-            };
-            let l = phi * (lq[j] - lk) - (1.0 - phi) * kern.beta[j] * inv;
-            let l = lv[j] + omega * (l - lv[j]);
-            delta = delta.max((l - lv[j]).abs());
-            far |= l.abs() > ABSORB;
-            lv[j] = l;
-            v[j] = l.exp();
-        }
+        let (dv, far) = relax.update(&ktu, &lq, &kern.beta, &mut lv, &mut v, |j| {
+            log_ktu(j, &kern.alpha, &kern.beta, &lu)
+        });
         if far {
-            for j in 0..m {
-                kern.beta[j] += eps * lv[j];
-                lv[j] = 0.0;
-                v[j] = 1.0;
-            }
+            absorb(&mut kern.beta, &mut lv, &mut v, eps);
             kern.rebuild();
         }
+        let delta = du.max(dv);
         if !delta.is_finite() {
             break;
         }
@@ -241,6 +211,58 @@ pub fn sinkhorn_unbalanced(
         iterations,
         converged,
     })
+}
+
+/// The constants of one UOT half-step: `phi = tau / (tau + eps)`, `1/eps`
+/// and the over-relaxation factor.
+struct Relax {
+    phi: f64,
+    inv: f64,
+    omega: f64,
+}
+
+impl Relax {
+    /// The log-scalings `l` (and `x = exp l`) of one side from the kernel
+    /// product `prod` with the other side; `own` is this side's absorbed
+    /// potential and `log_prod(i)` recomputes `log prod_i` in the log domain
+    /// when the product under- or overflows. Returns the largest change and
+    /// whether a scaling grew past [`ABSORB`].
+    fn update(
+        &self,
+        prod: &[f64],
+        log_target: &[f64],
+        own: &[f64],
+        l: &mut [f64],
+        x: &mut [f64],
+        log_prod: impl Fn(usize) -> f64,
+    ) -> (f64, bool) {
+        let safe = |x: f64| x > 1e-290 && x < 1e290;
+        let (mut delta, mut far) = (0.0f64, false);
+        for i in 0..l.len() {
+            let lk = if safe(prod[i]) {
+                prod[i].ln()
+            } else {
+                log_prod(i)
+            };
+            let t = self.phi * (log_target[i] - lk) - (1.0 - self.phi) * own[i] * self.inv;
+            let t = l[i] + self.omega * (t - l[i]);
+            delta = delta.max((t - l[i]).abs());
+            far |= t.abs() > ABSORB;
+            l[i] = t;
+            x[i] = t.exp();
+        }
+        (delta, far)
+    }
+}
+
+/// Moves the log-scalings `l` into the potential (`pot += eps * l`) so the
+/// kernel can be rebuilt with scalings back at 1.
+fn absorb(pot: &mut [f64], l: &mut [f64], x: &mut [f64], eps: f64) {
+    for ((p, l), x) in pot.iter_mut().zip(l.iter_mut()).zip(x.iter_mut()) {
+        *p += eps * *l;
+        *l = 0.0;
+        *x = 1.0;
+    }
 }
 
 /// The family's entry in the metric registry (`distance/spec.rs`).
