@@ -30,7 +30,9 @@ SAMPLE=${SDR_RAY_SAMPLE:-300}
 OUT=$PWD/results/integration/ray
 rm -rf "$OUT"
 mkdir -p "$OUT"
-SEL=(--input data/iu-xray/indiana_reports.csv --format csv --split train --sample "$SAMPLE" --seed 0)
+# An absolute input: the recipe records the path its workers read (they start in another
+# folder), and the single build must record the same `source` to compare equal.
+SEL=(--input "$PWD/data/iu-xray/indiana_reports.csv" --format csv --split train --sample "$SAMPLE" --seed 0)
 export RAY_USAGE_STATS_ENABLED=0
 
 echo "== local Ray cluster on 127.0.0.1:$PORT: head + 2 workers"
