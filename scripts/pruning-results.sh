@@ -5,9 +5,11 @@
 #   bash scripts/pruning-results.sh            # uses the committed generations
 #   REGENERATE=1 bash scripts/pruning-results.sh
 #
-# 1. candidates: data/candidates/iu-test-smollm2-k8-p2.jsonl, made by
-#      sdr generate --limit 50 -k 8 --prompt p2 --context indication --max-tokens 160 --seed 0
-#    (SmolLM2-135M-Instruct Q4_1, local back-end; REGENERATE=1 remakes it, ~15 min on 2 cores);
+# 1. candidates: data/candidates/iu-test-smollm2-k8-p2-prefill-rp1.2.jsonl, made by
+#      sdr generate --limit 50 -k 8 --prompt p2 --context indication --max-tokens 160 --seed 0 \
+#        --prefill Findings: --repetition-penalty 1.2
+#    (SmolLM2-135M-Instruct Q4_1, local back-end; REGENERATE=1 remakes it, ~20 min on 2 cores;
+#    tools/candidate_stats.py compares its format with the older, unprefilled generations);
 # 2. the train-split corpus (shared with scripts/main-job.sh);
 # 3. `sdr prune --replay` under several policies and warm-ups, each with
 #    standard best-of-K under the same policy alongside;
@@ -26,8 +28,11 @@ cd "$(dirname "$0")/.."
 
 OUT=results/pruning
 CSV=data/iu-xray/indiana_reports.csv
-GEN=data/candidates/iu-test-smollm2-k8-p2.jsonl
-GEN_ARGS=(--limit 50 -k 8 --prompt p2 --context indication --max-tokens 160 --seed 0)
+GEN=data/candidates/iu-test-smollm2-k8-p2-prefill-rp1.2.jsonl
+GEN_ARGS=(--limit 50 -k 8 --prompt p2 --context indication --max-tokens 160 --seed 0
+  --prefill Findings: --repetition-penalty 1.2)
+OLD_GEN=data/candidates/iu-test-smollm2-k8-p2.jsonl  # same, without prefill and penalty
+STANDINS=data/candidates/iu-test-k5.jsonl             # format-keeping stand-ins, K = 5
 mkdir -p "$OUT" docs/results
 REPORT=docs/results/pruning.md
 
@@ -65,11 +70,17 @@ TMP_REPORT="$OUT/.pruning.md.tmp"
   echo "pick among the K = 8 candidates; standard = best-of-K on the full candidates under the"
   echo "same policy; tokens saved = 1 - tokens generated / tokens of the 8 full candidates."
   echo
-  echo "Reading the tables: most of this small model's candidates run to the token limit or never"
-  echo "write an Impression, and a malformed report scores 0 on every metric. Standard selection sees"
+  echo "Reading the tables: a malformed report scores 0 on every metric. Standard selection sees"
   echo "the whole text and discards malformed candidates; pruning decides after the first sentences,"
   echo "when no candidate has yet shown whether it will end well-formed. The \"well-formed %\" column"
   echo "shows how much of the gap between pruning and standard selection comes from that."
+  echo
+  echo "### How well the generator keeps the format (\`tools/candidate_stats.py\`)"
+  echo
+  echo "The prefilled \`Findings:\` header and the repetition penalty (1.2) against the same model,"
+  echo "prompt and seeds without them:"
+  echo
+  python3 tools/candidate_stats.py --sdr "$SDR" "$GEN" "$OLD_GEN"
   echo
 } > "$TMP_REPORT"
 
@@ -77,29 +88,52 @@ TMP_REPORT="$OUT/.pruning.md.tmp"
 # metrics (BERTScore above all) are computed once rather than once per policy.
 RUNS=()
 NOTES=()
-run_policy() { # metric agg warmup
-  local metric=$1 agg=$2 wu=$3
+run_policy() { # metric agg warmup [survivors]
+  local metric=$1 agg=$2 wu=$3 s=${4:-1}
   local tag="${metric//[:=,]/_}-${agg//[:=,]/_}-wu$wu"
   local name="$metric@${agg//=/}"
-  echo "== [${SECONDS} s] sdr prune --replay: $metric@$agg, warm-up $wu"
+  local label="pruning wu$wu"
+  if [ "$s" != 1 ]; then tag="$tag-s$s"; label="$label s$s"; fi
+  echo "== [${SECONDS} s] sdr prune --replay: $metric@$agg, warm-up $wu, survivors $s"
   "$SDR" prune --replay "$GEN" --corpus "$CORPUS" --metric "$metric" --agg "$agg" \
-    --warmup "$wu" --quiet -o "$OUT/prune-$tag.jsonl"
+    --warmup "$wu" --survivors "$s" --quiet -o "$OUT/prune-$tag.jsonl"
   # Standard best-of-K does not depend on the warm-up: one row per policy.
-  if [ "$wu" = 1 ]; then RUNS+=(--run "$name standard=$OUT/prune-$tag.jsonl#standard_text"); fi
-  RUNS+=(--run "$name pruning wu$wu=$OUT/prune-$tag.jsonl")
-  NOTES+=(--note "$name pruning wu$wu: sdr prune --replay $GEN --corpus $CORPUS --metric $metric --agg $agg --warmup $wu")
+  if [ "$wu" = 1 ] && [ "$s" = 1 ]; then
+    RUNS+=(--run "$name standard=$OUT/prune-$tag.jsonl#standard_text")
+  fi
+  RUNS+=(--run "$name $label=$OUT/prune-$tag.jsonl")
+  NOTES+=(--note "$name $label: sdr prune --replay $GEN --corpus $CORPUS --metric $metric --agg $agg --warmup $wu --survivors $s")
 }
 
-for wu in 1 2; do run_policy chamfer min "$wu"; done
-run_policy ot min 1
-run_policy hung-nn min 1
-run_policy chamfer knn:k=5 1
+# The paper's three distances; `s2` = two survivors decoded to their end (beyond Alg. 1).
+for metric in chamfer hausdorff hung-nn; do
+  run_policy "$metric" min 1
+  run_policy "$metric" min 1 2
+done
+run_policy chamfer min 2
 
 echo "== [${SECONDS} s] sdr eval (all runs in one table)"
 "$SDR" eval --candidates "$GEN" "${RUNS[@]}" \
   --title "Random vs standard best-of-K vs pruning (wu = warm-up sentences), per policy" \
   "${NOTES[@]}" -o "$OUT/table.md"
 cat "$OUT/table.md" >> "$TMP_REPORT"
+echo >> "$TMP_REPORT"
+
+# The same policies on the format-keeping stand-ins (reports of other studies, K = 5): the
+# policy's quality apart from the generator's. No token boundaries are stored there, so
+# tokens are pseudo-tokens (words and punctuation; `estimated` in the output).
+RUNS=()
+for metric in chamfer hausdorff hung-nn; do
+  echo "== [${SECONDS} s] sdr prune --replay (stand-ins): $metric@min, warm-up 1"
+  "$SDR" prune --replay "$STANDINS" --corpus "$CORPUS" --metric "$metric" --agg min \
+    --warmup 1 --quiet -o "$OUT/standins-prune-$metric.jsonl"
+  RUNS+=(--run "$metric@min standard=$OUT/standins-prune-$metric.jsonl#standard_text")
+  RUNS+=(--run "$metric@min pruning wu1=$OUT/standins-prune-$metric.jsonl")
+done
+"$SDR" eval --candidates "$STANDINS" "${RUNS[@]}" \
+  --title "Format-keeping stand-ins ($STANDINS, K = 5, pseudo-tokens): standard vs pruning" \
+  -o "$OUT/standins-table.md"
+cat "$OUT/standins-table.md" >> "$TMP_REPORT"
 echo >> "$TMP_REPORT"
 
 # SKIP_LIVE=1 reuses the previous live run's paragraph (the live run takes ~10 min).

@@ -10,6 +10,12 @@
 //!    decode one more sentence;
 //! 3. decode the last survivor to its end.
 //!
+//! With `survivors = s > 1` (beyond the paper, whose Alg. 1 is `s = 1`) the
+//! rounds stop at `s` candidates, which all decode to their end; the best of
+//! them as complete reports is chosen. A small model's survivor often ends
+//! malformed (no Impression before the token limit), which a second finished
+//! survivor covers at the cost of its tokens.
+//!
 //! A candidate that has ended stays in the pool with its final text, scored
 //! as a complete report: `+∞` unless both sections hold a sentence.
 //! Token saving `= 1 − tokens(pruning) / tokens(K full candidates)`.
@@ -39,6 +45,8 @@ pub struct PruneConfig {
     pub warmup: usize,
     /// Fraction of the active candidates dropped per round, in (0, 1).
     pub fraction: f64,
+    /// Candidates decoded to their end once the rounds stop (the paper: 1).
+    pub survivors: usize,
 }
 
 impl Default for PruneConfig {
@@ -46,6 +54,7 @@ impl Default for PruneConfig {
         Self {
             warmup: 1,
             fraction: 0.5,
+            survivors: 1,
         }
     }
 }
@@ -58,6 +67,11 @@ impl PruneConfig {
                 "warmup must be at least 1 sentence".into(),
             ));
         }
+        if self.survivors == 0 {
+            return Err(GenError::Request(
+                "survivors must be at least 1 candidate".into(),
+            ));
+        }
         if !(self.fraction > 0.0 && self.fraction < 1.0) {
             return Err(GenError::Request(format!(
                 "pruning fraction must be in (0, 1), got {}",
@@ -68,14 +82,15 @@ impl PruneConfig {
     }
 
     /// How many of `active` candidates a round drops: `⌈p·active⌉`, at least
-    /// one and leaving at least one.
+    /// one and leaving at least `survivors`.
     pub fn drops(&self, active: usize) -> usize {
-        if active < 2 {
+        let keep = self.survivors.max(1);
+        if active <= keep {
             return 0;
         }
         // Guard against 0.5 * 8 = 4.000000000000001 style rounding.
         let d = (self.fraction * active as f64 - 1e-9).ceil() as usize;
-        d.clamp(1, active - 1)
+        d.clamp(1, active - keep)
     }
 }
 
@@ -118,6 +133,41 @@ pub struct PruneOutcome {
     pub tokens_produced: usize,
 }
 
+/// The scores of the active candidates' outputs so far. An ended candidate
+/// is complete: like full best-of-K (SPEC §5), it needs both sections, else
+/// it scores +inf; so does a NaN.
+fn round_scores(
+    run: &LockStep<'_>,
+    scorer: &mut dyn PartialScorer,
+    active: &[usize],
+) -> Result<Vec<f64>, GenError> {
+    let partials: Vec<Partial> = active.iter().map(|&i| run.states()[i].partial()).collect();
+    let scores = scorer.score(&partials)?;
+    if scores.len() != active.len() {
+        return Err(GenError::Score(
+            format!(
+                "scorer returned {} scores for {} candidates",
+                scores.len(),
+                active.len()
+            )
+            .into(),
+        ));
+    }
+    Ok(scores
+        .into_iter()
+        .zip(active)
+        .zip(&partials)
+        .map(|((s, &i), p)| {
+            let ended = !run.states()[i].is_live();
+            if s.is_nan() || (ended && (p.findings.is_empty() || p.impression.is_empty())) {
+                f64::INFINITY
+            } else {
+                s
+            }
+        })
+        .collect())
+}
+
 /// Runs Alg. 1 over started candidates. `progress(tokens_used)` is called
 /// after each decoded piece.
 pub fn prune(
@@ -137,34 +187,8 @@ pub fn prune(
     let mut target = config.warmup;
     let mut rounds = Vec::new();
     run.decode_until(&active, Some(target), &mut tick)?;
-    while active.len() > 1 {
-        let partials: Vec<Partial> = active.iter().map(|&i| run.states()[i].partial()).collect();
-        let scores = scorer.score(&partials)?;
-        if scores.len() != active.len() {
-            return Err(GenError::Score(
-                format!(
-                    "scorer returned {} scores for {} candidates",
-                    scores.len(),
-                    active.len()
-                )
-                .into(),
-            ));
-        }
-        // An ended candidate is complete: like full best-of-K (SPEC §5), it
-        // needs both sections, else it scores +inf.
-        let scores: Vec<f64> = scores
-            .into_iter()
-            .zip(&active)
-            .zip(&partials)
-            .map(|((s, &i), p)| {
-                let ended = !run.states()[i].is_live();
-                if s.is_nan() || (ended && (p.findings.is_empty() || p.impression.is_empty())) {
-                    f64::INFINITY
-                } else {
-                    s
-                }
-            })
-            .collect();
+    while active.len() > config.survivors {
+        let scores = round_scores(&run, scorer, &active)?;
         let clean = &scores;
         let mut order: Vec<usize> = (0..active.len()).collect();
         // Worst first: highest score, then the higher index.
@@ -185,13 +209,32 @@ pub fn prune(
             run.cancel(d);
         }
         active.retain(|a| !dropped.contains(a));
-        if active.len() > 1 {
+        if active.len() > config.survivors {
             target += 1;
             run.decode_until(&active, Some(target), &mut tick)?;
         }
     }
-    let chosen = active[0];
-    run.decode_to_end(&[chosen], &mut tick)?;
+    run.decode_to_end(&active, &mut tick)?;
+    let chosen = if active.len() == 1 {
+        active[0]
+    } else {
+        // The finished survivors as complete reports: the lowest score, the
+        // lower index on ties; the others are recorded as dropped.
+        let scores = round_scores(&run, scorer, &active)?;
+        let best = (0..active.len())
+            .min_by(|&a, &b| scores[a].total_cmp(&scores[b]).then(a.cmp(&b)))
+            .expect("at least one survivor");
+        rounds.push(Round {
+            sentences: target,
+            active: active.clone(),
+            scores,
+            dropped: (0..active.len())
+                .filter(|&j| j != best)
+                .map(|j| active[j])
+                .collect(),
+        });
+        active[best]
+    };
     let tokens_produced = (0..k).map(|i| run.produced(i)).sum();
     let candidates = run.into_states();
     let tokens_used = candidates.iter().map(|c| c.tokens).sum();

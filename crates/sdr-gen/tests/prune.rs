@@ -57,27 +57,63 @@ fn drops_per_round() {
     let c = PruneConfig {
         warmup: 1,
         fraction: 0.1,
+        survivors: 1,
     };
     assert_eq!(c.drops(8), 1);
     let c = PruneConfig {
         warmup: 1,
         fraction: 0.99,
+        survivors: 1,
     };
     assert_eq!(c.drops(8), 7);
     for bad in [0.0, 1.0, -0.5, f64::NAN] {
         assert!(PruneConfig {
             warmup: 1,
-            fraction: bad
+            fraction: bad,
+            survivors: 1,
         }
         .validate()
         .is_err());
     }
     assert!(PruneConfig {
         warmup: 0,
-        fraction: 0.5
+        fraction: 0.5,
+        survivors: 1,
     }
     .validate()
     .is_err());
+}
+
+#[test]
+fn two_survivors_finish_and_the_better_complete_report_wins() {
+    let texts: Vec<String> = (0..8).map(|i| report(5, &format!("c{i}"))).collect();
+    let config = PruneConfig {
+        warmup: 1,
+        fraction: 0.5,
+        survivors: 2,
+    };
+    assert_eq!(config.drops(3), 1, "3 active keep 2");
+    assert_eq!(config.drops(2), 0);
+    assert!(PruneConfig {
+        survivors: 0,
+        ..config
+    }
+    .validate()
+    .is_err());
+    let mut scorer = by_tag;
+    let out = run(&texts, &mut scorer, config).unwrap();
+    // 8 -> 4 -> 2, then both decode to their end and the lower score wins.
+    assert_eq!(out.rounds.len(), 3);
+    let last = out.rounds.last().unwrap();
+    assert_eq!(last.active.len(), 2);
+    assert_eq!(last.dropped.len(), 1);
+    assert!(last.active.contains(&out.chosen) && !last.dropped.contains(&out.chosen));
+    let finished: Vec<usize> = (0..8)
+        .filter(|&i| out.candidates[i].end != Some(End::Cancelled))
+        .collect();
+    assert_eq!(finished, last.active, "both survivors ran to their end");
+    let single = run(&texts, &mut scorer, PruneConfig::default()).unwrap();
+    assert!(out.tokens_used > single.tokens_used);
 }
 
 #[test]
@@ -138,6 +174,7 @@ fn warmup_two_and_one_candidate() {
         PruneConfig {
             warmup: 2,
             fraction: 0.5,
+            survivors: 1,
         },
     )
     .unwrap();

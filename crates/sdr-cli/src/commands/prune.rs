@@ -59,6 +59,11 @@ pub struct Args {
     /// Fraction of the active candidates dropped per round.
     #[arg(long, short = 'p', default_value_t = 0.5, value_name = "P")]
     pub fraction: f64,
+    /// Candidates decoded to their end when the rounds stop; the best complete
+    /// report among them is chosen (the paper: 1; 2 covers a survivor that
+    /// ends malformed, at the cost of its tokens).
+    #[arg(long, default_value_t = 1, value_name = "S")]
+    pub survivors: usize,
     /// Live only: the `sdr generate` output of the same studies and seeds,
     /// whose full token counts give the saving.
     #[arg(long, value_name = "JSONL")]
@@ -241,10 +246,11 @@ pub fn run(args: Args) -> Result<()> {
     let config = PruneConfig {
         warmup: args.warmup,
         fraction: args.fraction,
+        survivors: args.survivors,
     };
     config
         .validate()
-        .map_err(|e| anyhow!("--warmup/--fraction: {e}"))?;
+        .map_err(|e| anyhow!("--warmup/--fraction/--survivors: {e}"))?;
     let encoder = args.encoder.load()?;
     let corpus = Corpus::open(&args.corpus)?;
     corpus.check_compatible(
