@@ -94,9 +94,13 @@ run_policy() { # metric agg warmup [survivors]
   local name="$metric@${agg//=/}"
   local label="pruning wu$wu"
   if [ "$s" != 1 ]; then tag="$tag-s$s"; label="$label s$s"; fi
-  echo "== [${SECONDS} s] sdr prune --replay: $metric@$agg, warm-up $wu, survivors $s"
-  "$SDR" prune --replay "$GEN" --corpus "$CORPUS" --metric "$metric" --agg "$agg" \
-    --warmup "$wu" --survivors "$s" --quiet -o "$OUT/prune-$tag.jsonl"
+  if [ -n "${REUSE:-}" ] && [ -s "$OUT/prune-$tag.jsonl" ] && [ "$OUT/prune-$tag.jsonl" -nt "$GEN" ]; then
+    echo "== reusing $OUT/prune-$tag.jsonl (REUSE=1)"
+  else
+    echo "== [${SECONDS} s] sdr prune --replay: $metric@$agg, warm-up $wu, survivors $s"
+    "$SDR" prune --replay "$GEN" --corpus "$CORPUS" --metric "$metric" --agg "$agg" \
+      --warmup "$wu" --survivors "$s" --quiet -o "$OUT/prune-$tag.jsonl"
+  fi
   # Standard best-of-K does not depend on the warm-up: one row per policy.
   if [ "$wu" = 1 ] && [ "$s" = 1 ]; then
     RUNS+=(--run "$name standard=$OUT/prune-$tag.jsonl#standard_text")
