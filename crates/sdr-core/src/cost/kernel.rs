@@ -65,20 +65,17 @@ pub(crate) fn self_dot(x: &[f64]) -> f64 {
 /// f32 values are exact in f64, so this equals [`dots`] on the widened rows
 /// (same summation order, same bits on the AVX-512 path).
 pub(crate) fn dots_f32(a: &[f32], b: &[f32], dim: usize, out: &mut [f64]) {
-    if dim == 0 {
-        out.fill(0.0);
-        return;
-    }
-    let (na, nb) = (a.len() / dim, b.len() / dim);
-    assert_eq!(out.len(), na * nb, "dots: output of the wrong length");
     #[cfg(target_arch = "x86_64")]
     {
-        if x86::has_avx512() {
+        if dim > 0 && x86::has_avx512() {
+            let (na, nb) = (a.len() / dim, b.len() / dim);
+            assert_eq!(out.len(), na * nb, "dots: output of the wrong length");
             // SAFETY: the features were detected at run time.
             unsafe { x86::dots_avx512_f32(a, b, dim, out) };
             return;
         }
     }
+    // Elsewhere: the f64 path on widened copies (same products, same checks).
     let wide = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<f64>>();
     dots(&wide(a), &wide(b), dim, out)
 }
