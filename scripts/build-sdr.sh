@@ -5,9 +5,22 @@
 # (no network to PyPI, another architecture) the plain candle build is made instead and
 # everything still works, a little slower. Extra arguments go to cargo.
 #
-# Usage: bash scripts/build-sdr.sh [-q] [cargo args...]
+# --cuda builds the GPU binary instead, target-cuda/release/sdr (`--device cuda`): candle's
+# CUDA back-end, with the toolkit from PyPI (scripts/install-cuda.sh, no GPU needed to build).
+# CUDA_COMPUTE_CAP (default 90, H100) picks the kernels' architecture. It runs where a CUDA 13
+# driver and CUDA 13's libcublas/libcurand/libnvrtc/libcudart are found (scripts/cuda-libs.sh).
+#
+# Usage: bash scripts/build-sdr.sh [--cuda] [-q] [cargo args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [[ "${1:-}" == --cuda ]]; then
+  shift
+  bash scripts/install-cuda.sh
+  export CUDA_ROOT="$PWD/.cuda" PATH="$PWD/.cuda/bin:$PATH"
+  export CUDA_COMPUTE_CAP=${CUDA_COMPUTE_CAP:-90} CUDARC_CUDA_VERSION=13040
+  exec cargo build --release -p sdr-cli --bin sdr --features sdr-cli/cuda \
+    --target-dir "${CARGO_TARGET_DIR:-target-cuda}" "$@"
+fi
 if [[ "$(uname -m)" == x86_64 && "${SDR_NO_MKL:-0}" != 1 ]] && bash scripts/install-mkl.sh; then
   cargo build --release -p sdr-cli --bin sdr --features sdr-cli/mkl "$@"
 else

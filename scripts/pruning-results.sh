@@ -53,6 +53,8 @@ if [ -n "${STUDIES:-}" ]; then
 fi
 
 CORPUS=results/main-job/iu-train.safetensors
+# Sentence embeddings shared by every step and run (scripts/main-job.sh sets the same folder).
+CACHE_DIR=${SDR_CACHE_DIR:-results/sentence-cache}
 mkdir -p results/main-job
 if ! "$SDR" corpus info "$CORPUS" >/dev/null 2>&1; then
   echo "== building the train-split corpus"
@@ -98,7 +100,7 @@ run_policy() { # metric agg warmup [survivors]
     echo "== reusing $OUT/prune-$tag.jsonl (REUSE=1)"
   else
     echo "== [${SECONDS} s] sdr prune --replay: $metric@$agg, warm-up $wu, survivors $s"
-    "$SDR" prune --replay "$GEN" --corpus "$CORPUS" --metric "$metric" --agg "$agg" \
+    "$SDR" prune --replay "$GEN" --cache-dir "$CACHE_DIR" --corpus "$CORPUS" --metric "$metric" --agg "$agg" \
       --warmup "$wu" --survivors "$s" --quiet -o "$OUT/prune-$tag.jsonl"
   fi
   # Standard best-of-K does not depend on the warm-up: one row per policy.
@@ -129,7 +131,7 @@ echo >> "$TMP_REPORT"
 RUNS=()
 for metric in chamfer hausdorff hung-nn; do
   echo "== [${SECONDS} s] sdr prune --replay (stand-ins): $metric@min, warm-up 1"
-  "$SDR" prune --replay "$STANDINS" --corpus "$CORPUS" --metric "$metric" --agg min \
+  "$SDR" prune --replay "$STANDINS" --cache-dir "$CACHE_DIR" --corpus "$CORPUS" --metric "$metric" --agg min \
     --warmup 1 --quiet -o "$OUT/standins-prune-$metric.jsonl"
   RUNS+=(--run "$metric@min standard=$OUT/standins-prune-$metric.jsonl#standard_text")
   RUNS+=(--run "$metric@min pruning wu1=$OUT/standins-prune-$metric.jsonl")
@@ -148,7 +150,7 @@ if [ -z "${SKIP_LIVE:-}" ] || [ ! -s "$OUT/live.md" ]; then
   LIVE_ARGS[1]=$LIVE_N  # --limit
   echo "== [${SECONDS} s] live pruning (local back-end), chamfer@min, warm-up 1, first $LIVE_N studies"
   start=$(date +%s)
-  "$SDR" prune --corpus "$CORPUS" --metric chamfer --agg min --warmup 1 "${LIVE_ARGS[@]}" \
+  "$SDR" prune --cache-dir "$CACHE_DIR" --corpus "$CORPUS" --metric chamfer --agg min --warmup 1 "${LIVE_ARGS[@]}" \
     --full "$GEN" --quiet -o "$OUT/prune-live-chamfer-min-wu1.jsonl"
   secs=$(( $(date +%s) - start ))
   python3 - "$OUT/prune-chamfer-min-wu1.jsonl" "$OUT/prune-live-chamfer-min-wu1.jsonl" "$secs" > "$OUT/live.md" <<'PY'

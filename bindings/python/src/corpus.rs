@@ -30,10 +30,14 @@ pub(crate) fn corpus_err(e: CorpusError) -> PyErr {
 pub(crate) fn load_encoder(
     name: &str,
     model_dir: Option<PathBuf>,
+    device: &str,
 ) -> Result<Box<dyn SentenceEncoder>, PyErr> {
+    let device = crate::encoder::parse_device(device)?;
     // No sentence cache: each distinct sentence of a build is embedded once anyway.
     let opts = EncoderOptions {
         cache: false,
+        device,
+        batch_size: device.default_batch_size(),
         ..EncoderOptions::default()
     };
     sdr_corpus::load_encoder(name, model_dir.as_deref(), opts).map_err(corpus_err)
@@ -56,7 +60,7 @@ struct Built {
 #[pyfunction]
 #[pyo3(signature = (input, out, format, *, shard = None, split = "all", sample = None, seed = 0,
     id_col = None, findings_col = "findings", impression_col = "impression",
-    encoder = "mpnet", model_dir = None))]
+    encoder = "mpnet", model_dir = None, device = "cpu"))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn build_corpus<'py>(
     py: Python<'py>,
@@ -72,6 +76,7 @@ pub(crate) fn build_corpus<'py>(
     impression_col: &str,
     encoder: &str,
     model_dir: Option<PathBuf>,
+    device: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
     let format: SourceFormat = format.parse().map_err(corpus_err)?;
     let split: Split = split.parse().map_err(corpus_err)?;
@@ -94,7 +99,7 @@ pub(crate) fn build_corpus<'py>(
         sample,
         seed,
     };
-    let enc = load_encoder(encoder, model_dir)?;
+    let enc = load_encoder(encoder, model_dir, device)?;
     let out_path = out.clone();
     let built = py
         .detach(move || {

@@ -6,22 +6,33 @@ use std::sync::Arc;
 use numpy::{PyArray1, PyArray2, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use sdr_embed::{resolve_model_dir, Encoder, EncoderOptions};
+use sdr_embed::{resolve_model_dir, Encoder, EncoderDevice, EncoderOptions};
 
 use crate::error::ToPy;
 
+/// ``device=``: ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (ValueError otherwise, and for
+/// ``cuda`` in a build without the CUDA back-end).
+pub(crate) fn parse_device(device: &str) -> PyResult<EncoderDevice> {
+    device.parse::<EncoderDevice>().py()
+}
+
 /// Load the encoder from `model_dir`, else ``$SDR_MODEL``, else
-/// ``~/.cache/sdr/models/all-mpnet-base-v2`` (``bash scripts/fetch-model.sh``).
+/// ``~/.cache/sdr/models/all-mpnet-base-v2`` (``bash scripts/fetch-model.sh``), onto
+/// `device`.
 pub(crate) fn load_encoder(
     py: Python<'_>,
     model_dir: Option<PathBuf>,
     cache: bool,
+    device: &str,
 ) -> PyResult<Arc<Encoder>> {
+    let device = parse_device(device)?;
     py.detach(|| {
         sdr_reward::install(|| {
             let dir = resolve_model_dir(model_dir.as_deref())?;
             let opts = EncoderOptions {
                 cache,
+                device,
+                batch_size: device.default_batch_size(),
                 ..EncoderOptions::default()
             };
             Encoder::load(&dir, opts).map(Arc::new)
@@ -33,10 +44,11 @@ pub(crate) fn load_encoder(
 /// A frozen sentence encoder (all-mpnet-base-v2 on candle: mean pooling, L2
 /// normalisation, 384-token truncation) with an in-memory sentence cache.
 ///
-/// ``Encoder(model_dir=None)`` reads the model folder from `model_dir`, else
-/// ``$SDR_MODEL``, else ``~/.cache/sdr/models/all-mpnet-base-v2``; a missing
-/// folder raises FileNotFoundError. Picklable: the model folder is stored and
-/// the model reloaded on unpickling.
+/// ``Encoder(model_dir=None, device="cpu")`` reads the model folder from
+/// `model_dir`, else ``$SDR_MODEL``, else ``~/.cache/sdr/models/all-mpnet-base-v2``;
+/// a missing folder raises FileNotFoundError. ``device="cuda"`` / ``"cuda:N"`` runs
+/// it on a GPU (a build with the ``cuda`` feature). Picklable: the model folder
+/// and device are stored and the model reloaded on unpickling.
 #[pyclass(name = "Encoder", module = "sdr", frozen)]
 pub struct PyEncoder {
     inner: Arc<Encoder>,
@@ -45,10 +57,10 @@ pub struct PyEncoder {
 #[pymethods]
 impl PyEncoder {
     #[new]
-    #[pyo3(signature = (model_dir = None))]
-    fn new(py: Python<'_>, model_dir: Option<PathBuf>) -> PyResult<Self> {
+    #[pyo3(signature = (model_dir = None, device = "cpu"))]
+    fn new(py: Python<'_>, model_dir: Option<PathBuf>, device: &str) -> PyResult<Self> {
         Ok(PyEncoder {
-            inner: load_encoder(py, model_dir, true)?,
+            inner: load_encoder(py, model_dir, true, device)?,
         })
     }
 
@@ -91,6 +103,12 @@ impl PyEncoder {
         self.inner.dir().to_path_buf()
     }
 
+    /// Where the encoder runs (``"cpu"`` or ``"cuda:N"``).
+    #[getter]
+    fn device(&self) -> String {
+        self.inner.options().device.to_string()
+    }
+
     /// Truncation length in tokens.
     #[getter]
     fn max_seq_length(&self) -> usize {
@@ -121,14 +139,23 @@ impl PyEncoder {
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
         let py = slf.py();
         let cls = slf.get_type().into_any();
-        let args = PyTuple::new(py, [slf.get().inner.dir().to_path_buf()])?;
+        let inner = &slf.get().inner;
+        let dir = inner.dir().to_path_buf().into_pyobject(py)?.into_any();
+        let device = inner
+            .options()
+            .device
+            .to_string()
+            .into_pyobject(py)?
+            .into_any();
+        let args = PyTuple::new(py, [dir, device])?;
         Ok((cls, args))
     }
 
     fn __repr__(&self) -> String {
         format!(
-            "Encoder(model_dir={:?}, dim={})",
+            "Encoder(model_dir={:?}, device={:?}, dim={})",
             self.inner.dir().display().to_string(),
+            self.inner.options().device.to_string(),
             self.inner.dim()
         )
     }

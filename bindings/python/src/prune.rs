@@ -35,19 +35,20 @@ pub(crate) struct PyPruneScorer {
 #[pymethods]
 impl PyPruneScorer {
     #[new]
-    #[pyo3(signature = (corpus, metric = "chamfer", agg = "min", *, encoder = "mpnet", model_dir = None))]
+    #[pyo3(signature = (corpus, metric = "chamfer", agg = "min", *, encoder = "mpnet", model_dir = None, device = "cpu"))]
     fn new(
         corpus: PathBuf,
         metric: &str,
         agg: &str,
         encoder: &str,
         model_dir: Option<PathBuf>,
+        device: &str,
     ) -> PyResult<Self> {
         let metric: Metric = metric
             .parse()
             .map_err(|e| PyValueError::new_err(format!("metric `{metric}`: {e}")))?;
         let agg: Aggregation = agg.parse().map_err(corpus_err)?;
-        let encoder = load_encoder(encoder, model_dir)?;
+        let encoder = load_encoder(encoder, model_dir, device)?;
         let corpus = Corpus::open(&corpus).map_err(corpus_err)?;
         corpus
             .check_compatible(

@@ -44,3 +44,25 @@ def test_bad_argument_types(encoder):
         encoder.embed("a single string is not a list")
     with pytest.raises(TypeError):
         encoder.embed([1, 2])
+
+
+def test_device_is_recorded_and_pickled(encoder):
+    assert encoder.device == "cpu" and "device='cpu'" in repr(encoder).replace('"', "'")
+    clone = pickle.loads(pickle.dumps(encoder))
+    assert clone.device == "cpu"
+
+
+def test_bad_or_missing_devices_are_value_errors(encoder):
+    with pytest.raises(ValueError, match="expected cpu, cuda or cuda:N"):
+        sdr.Encoder(encoder.model_dir, device="tpu")
+    try:
+        gpu = sdr.Encoder(encoder.model_dir, device="cuda")
+    except ValueError as e:
+        # A CPU build says how to get a CUDA one.
+        assert "no CUDA back-end" in str(e) and "build-sdr.sh --cuda" in str(e)
+    except RuntimeError as e:
+        # A CUDA build on a machine without a usable GPU: the device is named.
+        assert "cuda:0" in str(e)
+    else:
+        assert gpu.device == "cuda:0"
+        np.testing.assert_allclose(gpu.embed(["Heart normal."]), encoder.embed(["Heart normal."]), atol=1e-4)

@@ -217,3 +217,14 @@ def test_clinical_weight_adds_lambda_times_chexpert_f1(reward):
         sdr.SDRReward(clinical_weight=-1)
     with pytest.raises(TypeError, match="clinical_weight must be a number"):
         sdr.SDRReward(clinical_weight="1")
+
+
+def test_device_is_part_of_the_configuration():
+    r = sdr.SDRReward(metric="chamfer", device="cuda:1")
+    assert r.config()["device"] == "cuda:1" and "device='cuda:1'" in repr(r)
+    assert pickle.loads(pickle.dumps(r)).config()["device"] == "cuda:1"
+    assert "device" not in repr(sdr.SDRReward(metric="chamfer"))
+    with pytest.raises(TypeError, match="device must be a string"):
+        sdr.SDRReward(device=0)
+    with pytest.raises(ValueError, match="expected cpu, cuda or cuda:N"):
+        sdr.SDRReward(device="tpu").score([GOOD], references=[REF])

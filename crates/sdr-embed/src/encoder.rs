@@ -77,9 +77,106 @@ impl std::str::FromStr for Precision {
     }
 }
 
-/// `Bf16` as run on this build and CPU: MKL's mixed bf16 GEMM where AMX-BF16 makes it
+/// Where the encoder runs: the CPU, or a CUDA GPU (builds with the `cuda` feature).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EncoderDevice {
+    #[default]
+    Cpu,
+    /// CUDA device ordinal (`cuda` = `cuda:0`).
+    Cuda(usize),
+}
+
+impl EncoderDevice {
+    /// Sentences per forward pass when the caller does not say: small batches keep
+    /// padding low on a CPU; a GPU needs wide ones to fill its cores.
+    pub fn default_batch_size(self) -> usize {
+        match self {
+            EncoderDevice::Cpu => 32,
+            EncoderDevice::Cuda(_) => 256,
+        }
+    }
+
+    /// Whether this build can open the device at all (`cuda` needs the `cuda` feature).
+    pub fn compiled_in(self) -> bool {
+        match self {
+            EncoderDevice::Cpu => true,
+            EncoderDevice::Cuda(_) => cfg!(feature = "cuda"),
+        }
+    }
+
+    fn open(self) -> Result<Device> {
+        match self {
+            EncoderDevice::Cpu => Ok(Device::Cpu),
+            #[cfg(feature = "cuda")]
+            EncoderDevice::Cuda(n) => Device::new_cuda(n).map_err(|e| EmbedError::Device {
+                device: self.to_string(),
+                // candle attaches a backtrace to driver errors; the user needs one line.
+                message: e.to_string().lines().next().unwrap_or_default().to_string(),
+            }),
+            #[cfg(not(feature = "cuda"))]
+            EncoderDevice::Cuda(_) => Err(EmbedError::InvalidOption {
+                name: "device",
+                value: self.to_string(),
+                reason: "this build has no CUDA back-end; build one with \
+                         `bash scripts/build-sdr.sh --cuda` (toolkit from scripts/install-cuda.sh)",
+            }),
+        }
+    }
+}
+
+impl std::fmt::Display for EncoderDevice {
+    /// The spelling `FromStr` accepts: `cpu`, `cuda:N`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EncoderDevice::Cpu => f.write_str("cpu"),
+            EncoderDevice::Cuda(n) => write!(f, "cuda:{n}"),
+        }
+    }
+}
+
+impl std::str::FromStr for EncoderDevice {
+    type Err = EmbedError;
+    fn from_str(s: &str) -> Result<Self> {
+        let lower = s.trim().to_ascii_lowercase();
+        let bad = || EmbedError::InvalidOption {
+            name: "device",
+            value: s.to_string(),
+            reason: "expected cpu, cuda or cuda:N",
+        };
+        match lower.as_str() {
+            "cpu" => Ok(EncoderDevice::Cpu),
+            "cuda" | "gpu" => Ok(EncoderDevice::Cuda(0)),
+            other => match other.strip_prefix("cuda:") {
+                Some(n) => n.parse().map(EncoderDevice::Cuda).map_err(|_| bad()),
+                None => Err(bad()),
+            },
+        }
+    }
+}
+
+/// `Bf16` as run on this build, device and CPU: on a GPU bf16 weights and activations
+/// (cuBLAS on tensor cores); on the CPU MKL's mixed bf16 GEMM where AMX-BF16 makes it
 /// faster than f32, otherwise f32 and the reason.
-fn resolve_precision(asked: Precision, amx_bf16: bool) -> (Precision, Option<String>) {
+fn resolve_precision(
+    asked: Precision,
+    amx_bf16: bool,
+    device: EncoderDevice,
+) -> Result<(Precision, Option<String>)> {
+    if device != EncoderDevice::Cpu {
+        return match asked {
+            Precision::Bf16 | Precision::Bf16Candle => Ok((Precision::Bf16Candle, None)),
+            Precision::MixedBf16 => Err(EmbedError::InvalidOption {
+                name: "precision",
+                value: "mixed-bf16".into(),
+                reason: "MKL's mixed bf16 GEMM runs on the CPU only; use bf16 on a GPU",
+            }),
+            other => Ok((other, None)),
+        };
+    }
+    Ok(resolve_cpu_precision(asked, amx_bf16))
+}
+
+fn resolve_cpu_precision(asked: Precision, amx_bf16: bool) -> (Precision, Option<String>) {
     if asked != Precision::Bf16 {
         return (asked, None);
     }
@@ -144,6 +241,8 @@ pub struct EncoderOptions {
     /// Truncation length; `None` reads `max_seq_length` from `sentence_bert_config.json`
     /// (384 for all-mpnet-base-v2).
     pub max_seq_length: Option<usize>,
+    /// CPU or a CUDA GPU; on a GPU batches run one after the other.
+    pub device: EncoderDevice,
 }
 
 impl Default for EncoderOptions {
@@ -154,6 +253,7 @@ impl Default for EncoderOptions {
             parallelism: Parallelism::Auto,
             cache: true,
             max_seq_length: None,
+            device: EncoderDevice::Cpu,
         }
     }
 }
@@ -236,7 +336,7 @@ fn read_max_seq_length(dir: &Path) -> Result<Option<usize>> {
 
 impl Encoder {
     /// Loads a sentence-transformers folder (`config.json`, `model.safetensors`,
-    /// `tokenizer.json`, `sentence_bert_config.json`) on the CPU.
+    /// `tokenizer.json`, `sentence_bert_config.json`) onto `opts.device`.
     pub fn load(dir: &Path, opts: EncoderOptions) -> Result<Self> {
         if !dir.join("config.json").is_file() {
             return Err(EmbedError::ModelDirMissing {
@@ -251,8 +351,9 @@ impl Encoder {
                 reason: "must be at least 1",
             });
         }
-        let device = Device::Cpu;
-        let (precision, notice) = resolve_precision(opts.precision, cpu_has_amx_bf16());
+        let (precision, notice) =
+            resolve_precision(opts.precision, cpu_has_amx_bf16(), opts.device)?;
+        let device = opts.device.open()?;
         let opts = EncoderOptions { precision, ..opts };
         if opts.precision == Precision::MixedBf16 && !cfg!(feature = "mkl") {
             return Err(EmbedError::InvalidOption {
@@ -417,11 +518,13 @@ impl Encoder {
                     source,
                 })
         };
-        let concurrent = match self.opts.parallelism {
-            Parallelism::Auto => batches.len() >= rayon::current_num_threads(),
-            Parallelism::Gemm => false,
-            Parallelism::Batches => true,
-        };
+        // A GPU runs one batch at a time; its kernels are the parallelism.
+        let concurrent = self.opts.device == EncoderDevice::Cpu
+            && match self.opts.parallelism {
+                Parallelism::Auto => batches.len() >= rayon::current_num_threads(),
+                Parallelism::Gemm => false,
+                Parallelism::Batches => true,
+            };
         let outputs: Vec<Vec<f32>> = if concurrent {
             batches
                 .par_iter()
@@ -523,24 +626,60 @@ mod tests {
 
     #[test]
     fn bf16_resolves_for_build_and_cpu() {
-        assert_eq!(
-            resolve_precision(Precision::F32, true),
-            (Precision::F32, None)
-        );
-        assert_eq!(
-            resolve_precision(Precision::Bf16Candle, false).0,
-            Precision::Bf16Candle
-        );
-        let (without_amx, why) = resolve_precision(Precision::Bf16, false);
+        let cpu = |p, amx| resolve_precision(p, amx, EncoderDevice::Cpu).unwrap();
+        assert_eq!(cpu(Precision::F32, true), (Precision::F32, None));
+        assert_eq!(cpu(Precision::Bf16Candle, false).0, Precision::Bf16Candle);
+        let (without_amx, why) = cpu(Precision::Bf16, false);
         assert_eq!(without_amx, Precision::F32);
         assert!(why.unwrap().starts_with("bf16: "));
-        let with_amx = resolve_precision(Precision::Bf16, true).0;
+        let with_amx = cpu(Precision::Bf16, true).0;
         let expected = if cfg!(feature = "mkl") {
             Precision::MixedBf16
         } else {
             Precision::F32
         };
         assert_eq!(with_amx, expected);
+    }
+
+    #[test]
+    fn bf16_on_a_gpu_is_bf16_weights_and_activations() {
+        let gpu = EncoderDevice::Cuda(0);
+        let got = resolve_precision(Precision::Bf16, false, gpu).unwrap();
+        assert_eq!(got, (Precision::Bf16Candle, None));
+        assert_eq!(
+            resolve_precision(Precision::F16, false, gpu).unwrap().0,
+            Precision::F16
+        );
+        assert!(resolve_precision(Precision::MixedBf16, true, gpu).is_err());
+    }
+
+    #[test]
+    fn devices_parse_and_print() {
+        for (text, want) in [
+            ("cpu", EncoderDevice::Cpu),
+            ("CUDA", EncoderDevice::Cuda(0)),
+            ("cuda:1", EncoderDevice::Cuda(1)),
+        ] {
+            let got: EncoderDevice = text.parse().unwrap();
+            assert_eq!(got, want);
+            assert_eq!(got.to_string().parse::<EncoderDevice>().unwrap(), want);
+        }
+        for bad in ["cuda:x", "tpu", "cuda:-1", ""] {
+            let err = bad.parse::<EncoderDevice>().unwrap_err().to_string();
+            assert!(err.contains("expected cpu, cuda or cuda:N"), "{bad}: {err}");
+        }
+        assert_eq!(EncoderDevice::Cpu.default_batch_size(), 32);
+        assert_eq!(EncoderDevice::Cuda(0).default_batch_size(), 256);
+    }
+
+    #[test]
+    fn cuda_without_the_feature_is_a_clear_error() {
+        if cfg!(feature = "cuda") {
+            return;
+        }
+        let err = EncoderDevice::Cuda(0).open().unwrap_err().to_string();
+        assert!(err.contains("no CUDA back-end"), "{err}");
+        assert!(err.contains("build-sdr.sh --cuda"), "{err}");
     }
 
     #[test]

@@ -65,6 +65,10 @@ pub enum EmbedError {
     #[error("encoder {encoder}: {message}")]
     External { encoder: String, message: String },
 
+    /// The device asked for cannot be opened (no GPU, no driver, bad ordinal).
+    #[error("device {device}: {message}")]
+    Device { device: String, message: String },
+
     /// An option value that cannot be used.
     #[error("invalid option {name} = {value}: {reason}")]
     InvalidOption {

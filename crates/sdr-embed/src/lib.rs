@@ -29,6 +29,8 @@ pub use discover::{
     default_model_dir, resolve_model_dir, sdr_home, weights_sha256, DEFAULT_MODEL,
     DEFAULT_MODEL_SHA256, MODEL_ENV,
 };
-pub use encoder::{Embeddings, Encoder, EncoderOptions, Parallelism, Precision, TokenEmbeddings};
+pub use encoder::{
+    Embeddings, Encoder, EncoderDevice, EncoderOptions, Parallelism, Precision, TokenEmbeddings,
+};
 pub use error::{EmbedError, Result};
 pub use sentence_encoder::SentenceEncoder;

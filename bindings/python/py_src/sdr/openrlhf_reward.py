@@ -16,7 +16,8 @@ your own sentence encoder) configure the reward, as do ``SDR_CACHE_MIB``
 (the sentence cache's memory bound, default 1024), ``SDR_CACHE_PATH`` (persist
 the cache there: loaded at start, saved every ``SDR_CACHE_SAVE_INTERVAL``
 seconds, default 300, and at exit) and ``SDR_ENCODER_ID`` (names a custom
-encoder's vectors; needed with ``SDR_CACHE_PATH``); ``set_encoder(fn)`` sets the
+encoder's vectors; needed with ``SDR_CACHE_PATH``), ``SDR_DEVICE`` (``cpu``,
+``cuda``, ``cuda:N``: where SDR's own encoder runs); ``set_encoder(fn)`` sets the
 encoder from Python before the first call.
 """
 
@@ -51,6 +52,7 @@ def _get() -> SDRReward:
             cache_path=os.environ.get("SDR_CACHE_PATH") or None,
             cache_save_interval=float(os.environ.get("SDR_CACHE_SAVE_INTERVAL", "300")),
             encoder_id=os.environ.get("SDR_ENCODER_ID") or None,
+            device=os.environ.get("SDR_DEVICE", "cpu"),
         )
     return _reward
 

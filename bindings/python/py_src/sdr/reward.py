@@ -129,7 +129,11 @@ class SDRReward:
         deduplication, the reference cache and the distances stay in Rust; the
         callable sees only the distinct sentences that are not cached, once per
         batch (and once at start-up, to learn ``d``). Rows need not be
-        unit-norm. Without it, SDR's own all-mpnet-base-v2 runs on the CPU.
+        unit-norm. Without it, SDR's own all-mpnet-base-v2 runs on ``device``.
+    device : str
+        Where SDR's own encoder runs: ``"cpu"`` (default), ``"cuda"`` or
+        ``"cuda:N"`` (a build of the package with the ``cuda`` feature; batches
+        of 256 sentences). Ignored with a callable ``encoder``.
     distinct_sentences : bool
         Drop repeated sentences within a section before the distance (true
         set semantics; beyond the paper, whose equations keep repeats). A small
@@ -204,6 +208,7 @@ class SDRReward:
         cache_save_interval: float = 300.0,
         encoder_id: Optional[str] = None,
         explain: Union[bool, int] = False,
+        device: str = "cpu",
     ) -> None:
         if not isinstance(metric, str):
             raise TypeError(f"metric must be a string, got {type(metric).__name__}")
@@ -248,6 +253,9 @@ class SDRReward:
             raise TypeError(f"encoder_id must be a string, got {type(encoder_id).__name__}")
         self.encoder_id = encoder_id
         self.model_dir = None if model_dir is None else os.fspath(model_dir)
+        if not isinstance(device, str):
+            raise TypeError(f"device must be a string such as 'cpu' or 'cuda:0', got {type(device).__name__}")
+        self.device = device
         if encoder is not None and not callable(encoder) and not isinstance(encoder, str):
             raise TypeError(f"encoder must be a callable list[str] -> (n, d) array, got {type(encoder).__name__}")
         self.encoder = resolve_encoder(encoder)
@@ -284,6 +292,7 @@ class SDRReward:
                         self.cache_path,
                         self.cache_save_interval,
                         self.encoder_id,
+                        self.device,
                     )
                     self._on_cache_opened(self._scorer)
                 scorer = self._scorer
@@ -335,6 +344,7 @@ class SDRReward:
             "cache_save_interval": self.cache_save_interval,
             "encoder_id": self.encoder_id,
             "explain": self.explain,
+            "device": self.device,
         }
 
     def __getstate__(self) -> Dict[str, Any]:
@@ -355,6 +365,7 @@ class SDRReward:
             and not (k in ("cache_path", "encoder_id") and v is None)
             and not (k == "cache_save_interval" and v == 300.0)
             and not (k == "explain" and not v)
+            and not (k == "device" and v == "cpu")
         )
         return f"SDRReward({args})"
 

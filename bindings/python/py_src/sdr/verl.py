@@ -44,6 +44,7 @@ _CONFIG_KEYS = (
     "cache_path",
     "cache_save_interval",
     "encoder_id",
+    "device",
 )
 _lock = threading.Lock()
 _rewards: Dict[Tuple[Any, ...], SDRReward] = {}

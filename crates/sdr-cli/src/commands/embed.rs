@@ -21,8 +21,9 @@ pub enum Format {
 pub enum PrecisionArg {
     /// 32-bit floats (the reference; cosine >= 0.9999 to sentence-transformers).
     F32,
-    /// bfloat16 GEMMs where this CPU runs them faster than f32 (AMX-BF16, through the
-    /// MKL build that scripts/setup.sh makes); f32 elsewhere, with a notice on stderr.
+    /// On a GPU: bfloat16 weights and activations. On the CPU: bfloat16 GEMMs where the
+    /// CPU runs them faster than f32 (AMX-BF16, through the MKL build that
+    /// scripts/setup.sh makes); f32 elsewhere, with a notice on stderr.
     Bf16,
     /// bfloat16 weights and activations in candle (slow on CPUs).
     Bf16Candle,
@@ -64,9 +65,16 @@ pub struct Args {
     /// Write to this file (atomically: temporary file, then rename) instead of stdout.
     #[arg(long, short = 'o')]
     pub output: Option<PathBuf>,
-    /// Sentences per forward pass (batches group sentences of similar length).
-    #[arg(long, default_value_t = 32)]
-    pub batch_size: usize,
+    /// Sentences per forward pass (batches group sentences of similar length);
+    /// default 32 on the CPU, 256 on a GPU.
+    #[arg(long)]
+    pub batch_size: Option<usize>,
+    /// Where the encoder runs: `cpu`, or `cuda` / `cuda:N` (a build made with
+    /// `bash scripts/build-sdr.sh --cuda`). On a GPU `--precision bf16` runs bf16
+    /// weights and activations (tensor cores).
+    #[arg(long, default_value = "cpu", value_name = "DEVICE",
+          value_parser = crate::common::encoder::parse_device)]
+    pub device: sdr_embed::EncoderDevice,
     /// Numeric precision; reduced precision is faster where the CPU supports it, less exact.
     #[arg(long, value_enum, default_value_t = PrecisionArg::F32)]
     pub precision: PrecisionArg,
@@ -106,7 +114,10 @@ pub fn run(args: Args) -> Result<()> {
     };
     let opts = EncoderOptions {
         precision,
-        batch_size: args.batch_size,
+        batch_size: args
+            .batch_size
+            .unwrap_or_else(|| args.device.default_batch_size()),
+        device: args.device,
         parallelism: match args.parallelism {
             ParallelArg::Auto => Parallelism::Auto,
             ParallelArg::Gemm => Parallelism::Gemm,
@@ -119,24 +130,10 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(notice) = encoder.notice() {
         eprintln!("sdr embed: {notice}");
     }
-    let precision = encoder.precision();
     let cache_file = match &args.cache_dir {
         Some(cd) => {
-            let hash = encoder.weights_sha256()?;
-            let file = cd.join(format!(
-                "{}-{}-{:?}.sdrc",
-                encoder.name(),
-                &hash[..16],
-                precision
-            ));
-            if file.is_file() {
-                if let Some(cache) = encoder.cache() {
-                    // A damaged file costs only time: embed again and replace it.
-                    if let Err(e) = cache.load(&file) {
-                        eprintln!("sdr embed: {e}; starting with an empty cache");
-                    }
-                }
-            }
+            let file = crate::common::encoder::cache_file(&encoder, cd)?;
+            crate::common::encoder::load_cache(&encoder, &file, "sdr embed");
             Some(file)
         }
         None => None,

@@ -94,6 +94,11 @@ pub struct Args {
     /// Model folder (default: $SDR_MODEL, then ~/.cache/sdr/models/all-mpnet-base-v2).
     #[arg(long)]
     pub model: Option<PathBuf>,
+    /// Where the encoder runs: `cpu`, or `cuda` / `cuda:N` (a build made with
+    /// `bash scripts/build-sdr.sh --cuda`; batches of 256 sentences).
+    #[arg(long, default_value = "cpu", value_name = "DEVICE",
+          value_parser = crate::common::encoder::parse_device)]
+    pub device: sdr_embed::EncoderDevice,
     /// Memory bound of the sentence cache, in MiB. Every sentence the server
     /// embeds (completions and references, for every client and metric) is
     /// kept, least recently used evicted first; 0 turns caching off.
@@ -185,6 +190,8 @@ pub fn run(args: Args) -> Result<()> {
         // The server's bounded sentence cache holds every sentence; the encoder keeps none.
         let opts = sdr_embed::EncoderOptions {
             cache: false,
+            device: args.device,
+            batch_size: args.device.default_batch_size(),
             ..Default::default()
         };
         let enc = sdr_corpus::load_encoder("mpnet", args.model.as_deref(), opts)

@@ -1,7 +1,7 @@
 //! What several commands share, so that command files never import each
 //! other: argument groups, progress bars and warning lines.
 
-mod encoder;
+pub mod encoder;
 mod generation;
 mod journal;
 

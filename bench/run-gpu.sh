@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Prepares and prints the GPU benchmark of the CUDA encoder (issue 11, item 1). Run here:
+#   bash bench/run-gpu.sh
+# It builds target-cuda/release/sdr (scripts/build-sdr.sh --cuda; no GPU needed) and copies
+# all-mpnet-base-v2's config and tokenizer files (not its weights) into bench/gpu-model-files.
+# Then, on a machine with a CUDA 13 GPU driver and PyTorch + sentence-transformers, from the
+# repository root (with target-cuda/release/sdr and bench/gpu-model-files copied there):
+#   export LD_LIBRARY_PATH=$(bash scripts/cuda-libs.sh)
+#   python3 bench/embed_gpu.py --sdr target-cuda/release/sdr --random-model   # or --model DIR
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/build-sdr.sh --cuda -q
+MODEL=${SDR_MODEL:-${SDR_HOME:-$HOME/.cache/sdr}/models/all-mpnet-base-v2}
+mkdir -p bench/gpu-model-files/1_Pooling
+for f in config.json tokenizer.json tokenizer_config.json special_tokens_map.json vocab.txt \
+  sentence_bert_config.json modules.json config_sentence_transformers.json 1_Pooling/config.json; do
+  cp "$MODEL/$f" "bench/gpu-model-files/$f"
+done
+ls -la target-cuda/release/sdr bench/gpu-model-files
+echo "next, on the GPU machine: export LD_LIBRARY_PATH=\$(bash scripts/cuda-libs.sh) &&" \
+  "python3 bench/embed_gpu.py --sdr target-cuda/release/sdr --random-model"

@@ -1,0 +1,122 @@
+//! `--device` and `--cache-dir` of the commands that embed text: a build without CUDA
+//! refuses `--device cuda` in one line; a sentence cache kept in a folder makes a
+//! second run embed nothing and print the same output.
+
+use std::process::Command;
+
+fn sdr() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_sdr"))
+}
+
+#[test]
+fn cuda_device_in_a_cpu_build_is_one_clear_line() {
+    if cfg!(feature = "cuda") {
+        return;
+    }
+    for cmd in [
+        &["embed", "--device", "cuda"][..],
+        &[
+            "select",
+            "--corpus",
+            "c.safetensors",
+            "--device",
+            "cuda:1",
+            "x.jsonl",
+        ][..],
+        &["serve", "--device", "cuda"][..],
+    ] {
+        let out = sdr().args(cmd).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{cmd:?}: {err}");
+        assert!(err.contains("no CUDA back-end"), "{cmd:?}: {err}");
+        assert!(err.contains("build-sdr.sh --cuda"), "{cmd:?}: {err}");
+    }
+    let out = sdr().args(["embed", "--device", "tpu"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(err.contains("expected cpu, cuda or cuda:N"), "{err}");
+}
+
+/// Needs the model (`bash scripts/fetch-model.sh`, which the test script runs).
+#[test]
+fn a_cache_dir_is_filled_once_and_read_back() {
+    if sdr_embed::resolve_model_dir(None).is_err() {
+        eprintln!("skipped: no model folder (bash scripts/fetch-model.sh)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("r.csv");
+    std::fs::write(
+        &csv,
+        "uid,Problems,findings,impression\n\
+         2,normal,\"Heart size normal. Lungs are clear.\",No acute disease.\n\
+         3,effusion,\"Large left pleural effusion. Heart size normal.\",Left effusion.\n",
+    )
+    .unwrap();
+    let corpus = dir.path().join("c.safetensors");
+    let built = sdr()
+        .args(["corpus", "build", "--format", "csv", "--quiet", "--input"])
+        .arg(&csv)
+        .arg("--out")
+        .arg(&corpus)
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let cands = dir.path().join("cands.jsonl");
+    std::fs::write(
+        &cands,
+        r#"{"id":"a","candidates":["Findings: Heart size normal. Lungs are clear. Impression: No acute disease.","Findings: Small effusion. Impression: Effusion."]}
+"#,
+    )
+    .unwrap();
+    let cache = dir.path().join("cache");
+    let select = |out: &str| {
+        let o = sdr()
+            .args(["select", "--metric", "chamfer", "--corpus"])
+            .arg(&corpus)
+            .arg("--cache-dir")
+            .arg(&cache)
+            .arg(&cands)
+            .arg("-o")
+            .arg(dir.path().join(out))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::read_to_string(dir.path().join(out)).unwrap()
+    };
+    let first = select("first.jsonl");
+    let files: Vec<_> = std::fs::read_dir(&cache).unwrap().flatten().collect();
+    assert_eq!(files.len(), 1, "one cache file per encoder");
+    let file = files[0].path();
+    assert!(file.extension().is_some_and(|e| e == "sdrc"));
+    let stamp = std::fs::metadata(&file).unwrap().modified().unwrap();
+    let second = select("second.jsonl");
+    assert_eq!(
+        first, second,
+        "the cached vectors give the same picks and scores"
+    );
+    // Nothing new was embedded, so the file was not rewritten.
+    assert_eq!(std::fs::metadata(&file).unwrap().modified().unwrap(), stamp);
+
+    // A damaged file costs only time: a notice, the same output, a fresh file.
+    std::fs::write(&file, b"not a cache").unwrap();
+    let o = sdr()
+        .args(["select", "--metric", "chamfer", "--corpus"])
+        .arg(&corpus)
+        .arg("--cache-dir")
+        .arg(&cache)
+        .arg(&cands)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("starting with an empty sentence cache"),
+        "{err}"
+    );
+    assert!(std::fs::metadata(&file).unwrap().len() > 100);
+}
