@@ -23,7 +23,7 @@ pub enum GenError {
         source: std::io::Error,
     },
     /// The GGUF model file could not be opened.
-    #[error("{path}: {source} (for SmolLM2 run `bash scripts/fetch-smollm2.sh`)")]
+    #[error("{path}: {source} (for SmolLM2 run `bash scripts/fetch-smollm2.sh`, for Gemma 3 `bash scripts/fetch-gemma3.sh`)")]
     ModelFile {
         path: PathBuf,
         #[source]

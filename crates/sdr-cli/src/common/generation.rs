@@ -42,13 +42,14 @@ pub struct StudyArgs {
 /// The back-end and its sampling settings.
 #[derive(clap::Args, Debug, Clone)]
 pub struct BackendArgs {
-    /// `local` (a GGUF llama-family model in-process, K candidates as one
-    /// batch) or `openai` (an OpenAI-compatible chat-completions server: vLLM,
+    /// `local` (a GGUF llama-family or Gemma 3 model in-process, K candidates
+    /// as one batch) or `openai` (an OpenAI-compatible chat-completions server: vLLM,
     /// llama.cpp, OpenAI, Gemini, Mistral).
     #[arg(long, default_value = "local", value_name = "NAME")]
     pub backend: String,
     /// local: the GGUF file (default: $SDR_GGUF, then the SmolLM2-135M-Instruct
-    /// file that scripts/fetch-smollm2.sh puts in ~/.cache/sdr/models).
+    /// file that scripts/fetch-smollm2.sh puts in ~/.cache/sdr/models;
+    /// scripts/fetch-gemma3.sh fetches Gemma 3 270M and prints its path).
     #[arg(long, value_name = "FILE")]
     pub gguf: Option<PathBuf>,
     /// openai: the API base URL (default: $OPENAI_BASE_URL, then http://127.0.0.1:8080/v1).

@@ -62,8 +62,13 @@ pub struct Config {
 }
 
 impl Config {
-    fn kv_dim(&self) -> usize {
+    pub(super) fn kv_dim(&self) -> usize {
         self.n_kv_head * self.head_dim
+    }
+
+    /// Width of the queries and attended values, all heads.
+    pub(super) fn q_dim(&self) -> usize {
+        self.n_head * self.head_dim
     }
 }
 
@@ -81,7 +86,7 @@ struct Layer {
 
 /// The keys and values of one layer for a run of positions, `kv_dim` floats per position.
 #[derive(Debug, Clone, Default)]
-struct Kv {
+pub(super) struct Kv {
     k: Vec<f32>,
     v: Vec<f32>,
 }
@@ -137,7 +142,7 @@ pub struct Llama {
     sin: Vec<f32>,
 }
 
-fn candle_err(what: &str) -> impl Fn(candle_core::Error) -> GenError + '_ {
+pub(super) fn candle_err(what: &str) -> impl Fn(candle_core::Error) -> GenError + '_ {
     move |source| GenError::Model {
         what: what.to_string(),
         source,
@@ -215,15 +220,15 @@ impl Meta<'_> {
 }
 
 /// Reads tensors of one GGUF file, checking their shapes.
-struct Loader<'a> {
-    dense: bool,
-    content: &'a gguf_file::Content,
-    reader: &'a mut BufReader<File>,
-    what: &'a str,
+pub(super) struct Loader<'a> {
+    pub(super) dense: bool,
+    pub(super) content: &'a gguf_file::Content,
+    pub(super) reader: &'a mut BufReader<File>,
+    pub(super) what: &'a str,
 }
 
 impl Loader<'_> {
-    fn info(&self, name: &str) -> Result<&gguf_file::TensorInfo, GenError> {
+    pub(super) fn info(&self, name: &str) -> Result<&gguf_file::TensorInfo, GenError> {
         self.content
             .tensor_infos
             .get(name)
@@ -233,7 +238,7 @@ impl Loader<'_> {
             })
     }
 
-    fn tensor(&mut self, name: &str, dims: &[usize]) -> Result<QTensor, GenError> {
+    pub(super) fn tensor(&mut self, name: &str, dims: &[usize]) -> Result<QTensor, GenError> {
         let found = self.info(name)?.shape.dims().to_vec();
         if found != dims {
             return Err(GenError::BadModel {
@@ -249,12 +254,12 @@ impl Loader<'_> {
             })
     }
 
-    fn matmul(&mut self, name: String, dims: &[usize]) -> Result<Linear, GenError> {
+    pub(super) fn matmul(&mut self, name: String, dims: &[usize]) -> Result<Linear, GenError> {
         let t = self.tensor(&name, dims)?;
         Linear::new(Arc::new(t), &name, self.what, self.dense)
     }
 
-    fn vector(&mut self, name: &str, n: usize) -> Result<Vec<f32>, GenError> {
+    pub(super) fn vector(&mut self, name: &str, n: usize) -> Result<Vec<f32>, GenError> {
         self.tensor(name, &[n])?
             .dequantize(&Device::Cpu)
             .and_then(|t| t.to_vec1::<f32>())
@@ -287,7 +292,7 @@ impl Llama {
         if arch != "llama" {
             return Err(GenError::BadModel {
                 what: what.to_string(),
-                message: format!("architecture {arch:?} is not supported (only llama)"),
+                message: format!("architecture {arch:?} is not supported (llama or gemma3)"),
             });
         }
         let n_head = meta.usize("llama.attention.head_count")?;
@@ -394,56 +399,7 @@ impl Llama {
     /// Runs the prompt once; returns its cache (with no rows yet) and the
     /// logits of its last position.
     pub fn prefill(&self, tokens: &[u32]) -> Result<(KvCache, Vec<f32>), GenError> {
-        let n = tokens.len();
-        if n == 0 {
-            return Err(GenError::Request("the prompt has no tokens".into()));
-        }
-        if n >= self.cfg.context {
-            return Err(GenError::Request(format!(
-                "the prompt is {n} tokens; the model's context is {} and must leave room for one generated token",
-                self.cfg.context
-            )));
-        }
-        let kv_dim = self.cfg.kv_dim();
-        let mut prefix = vec![Kv::default(); self.cfg.n_layer];
-        let positions: Vec<usize> = (0..n).collect();
-        let (dim, hd, nh, group) = (
-            self.cfg.dim,
-            self.cfg.head_dim,
-            self.cfg.n_head,
-            self.cfg.n_head / self.cfg.n_kv_head,
-        );
-        let hidden = self.run(tokens, &positions, |l, q, k, v| {
-            let kv = &mut prefix[l];
-            kv.k.extend_from_slice(k);
-            kv.v.extend_from_slice(v);
-            let kv = &*kv;
-            let mut out = vec![0f32; n * dim];
-            out.par_chunks_mut(dim).enumerate().for_each(|(i, o)| {
-                let mut scores = Vec::with_capacity(i + 1);
-                for j in 0..nh {
-                    let off = (j / group) * hd;
-                    let seg = (&kv.k[..(i + 1) * kv_dim], &kv.v[..(i + 1) * kv_dim]);
-                    attend(
-                        &q[i * dim + j * hd..][..hd],
-                        &[seg],
-                        off,
-                        kv_dim,
-                        &mut scores,
-                        &mut o[j * hd..(j + 1) * hd],
-                    );
-                }
-            });
-            out
-        })?;
-        let logits = self.logits(&hidden[(n - 1) * dim..], 1)?;
-        let cache = KvCache {
-            prefix,
-            prefix_len: n,
-            rows: Vec::new(),
-            kv_dim,
-        };
-        Ok((cache, logits))
+        prefill(self, tokens)
     }
 
     /// One decoding step: feeds `tokens[b]` to row `rows[b]` at that row's
@@ -454,74 +410,7 @@ impl Llama {
         rows: &[usize],
         tokens: &[u32],
     ) -> Result<Vec<f32>, GenError> {
-        if rows.len() != tokens.len() {
-            return Err(GenError::Protocol(format!(
-                "{} rows but {} tokens",
-                rows.len(),
-                tokens.len()
-            )));
-        }
-        let mut positions = Vec::with_capacity(rows.len());
-        for (b, &r) in rows.iter().enumerate() {
-            if rows[..b].contains(&r) {
-                return Err(GenError::Protocol(format!("row {r} given twice")));
-            }
-            let p = cache
-                .position(r)
-                .ok_or_else(|| GenError::Protocol(format!("row {r} is not in the cache")))?;
-            if p >= self.cfg.context {
-                return Err(GenError::Request(format!(
-                    "row {r} is at position {p}, past the model's context of {}",
-                    self.cfg.context
-                )));
-            }
-            positions.push(p);
-        }
-        if rows.is_empty() {
-            return Ok(Vec::new());
-        }
-        let kv_dim = cache.kv_dim;
-        let (dim, hd, nh, group) = (
-            self.cfg.dim,
-            self.cfg.head_dim,
-            self.cfg.n_head,
-            self.cfg.n_head / self.cfg.n_kv_head,
-        );
-        let KvCache {
-            prefix,
-            rows: row_kv,
-            ..
-        } = cache;
-        let hidden = self.run(tokens, &positions, |l, q, k, v| {
-            for (b, &r) in rows.iter().enumerate() {
-                let own = &mut row_kv[r].as_mut().expect("row checked live")[l];
-                own.k.extend_from_slice(&k[b * kv_dim..(b + 1) * kv_dim]);
-                own.v.extend_from_slice(&v[b * kv_dim..(b + 1) * kv_dim]);
-            }
-            let shared = &prefix[l];
-            let row_kv = &*row_kv;
-            let mut out = vec![0f32; rows.len() * dim];
-            out.par_chunks_mut(dim).enumerate().for_each(|(b, o)| {
-                let own = &row_kv[rows[b]].as_ref().expect("row checked live")[l];
-                let segs = [
-                    (shared.k.as_slice(), shared.v.as_slice()),
-                    (own.k.as_slice(), own.v.as_slice()),
-                ];
-                let mut scores = Vec::new();
-                for j in 0..nh {
-                    attend(
-                        &q[b * dim + j * hd..][..hd],
-                        &segs,
-                        (j / group) * hd,
-                        kv_dim,
-                        &mut scores,
-                        &mut o[j * hd..(j + 1) * hd],
-                    );
-                }
-            });
-            out
-        })?;
-        self.logits(&hidden, rows.len())
+        decode(self, cache, rows, tokens)
     }
 
     /// The transformer blocks over `tokens` (one row each, at `positions`);
@@ -531,19 +420,11 @@ impl Llama {
         &self,
         tokens: &[u32],
         positions: &[usize],
-        mut attention: impl FnMut(usize, &[f32], &[f32], &[f32]) -> Vec<f32>,
+        attention: &mut Attention,
     ) -> Result<Vec<f32>, GenError> {
         let m = tokens.len();
         let dim = self.cfg.dim;
-        let err = candle_err("local model");
-        if let Some(&t) = tokens.iter().find(|&&t| t as usize >= self.cfg.vocab) {
-            return Err(GenError::Request(format!(
-                "token id {t} is outside the vocabulary of {}",
-                self.cfg.vocab
-            )));
-        }
-        let ids = Tensor::new(tokens, &Device::Cpu).map_err(&err)?;
-        let mut x = to_vec(self.embed.embedding(&ids).map_err(&err)?)?;
+        let mut x = embed(&self.embed, tokens, self.cfg.vocab)?;
         let mut h = vec![0f32; m * dim];
         for (l, layer) in self.layers.iter().enumerate() {
             rms_norm(&x, &layer.attn_norm, self.cfg.eps, &mut h);
@@ -593,6 +474,210 @@ impl Llama {
     }
 }
 
+/// `attention(layer, q, k, v)`: stores the roped keys and values of a
+/// layer and returns the attended values, `q_dim` per row.
+pub(super) type Attention<'a> = dyn FnMut(usize, &[f32], &[f32], &[f32]) -> Vec<f32> + 'a;
+
+/// What the shared prompt and decoding passes need of a model.
+pub(super) trait Blocks {
+    fn config(&self) -> &Config;
+    /// How many positions, the latest ones, layer `l` attends to (`None`: all).
+    fn window(&self, l: usize) -> Option<usize>;
+    /// The blocks over `tokens` (one row each, at `positions`), with
+    /// `attention` in every layer; returns the final hidden states.
+    fn run(
+        &self,
+        tokens: &[u32],
+        positions: &[usize],
+        attention: &mut Attention,
+    ) -> Result<Vec<f32>, GenError>;
+    /// Logits of `m` final hidden states.
+    fn logits(&self, x: &[f32], m: usize) -> Result<Vec<f32>, GenError>;
+}
+
+impl Blocks for Llama {
+    fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    fn window(&self, _: usize) -> Option<usize> {
+        None
+    }
+
+    fn run(
+        &self,
+        tokens: &[u32],
+        positions: &[usize],
+        attention: &mut Attention,
+    ) -> Result<Vec<f32>, GenError> {
+        Llama::run(self, tokens, positions, attention)
+    }
+
+    fn logits(&self, x: &[f32], m: usize) -> Result<Vec<f32>, GenError> {
+        Llama::logits(self, x, m)
+    }
+}
+
+/// First position a query at `p` sees through a window of `w` positions.
+fn window_start(p: usize, w: Option<usize>) -> usize {
+    w.map_or(0, |w| (p + 1).saturating_sub(w))
+}
+
+/// The prompt pass: its cache (with no rows yet) and the logits of its last position.
+pub(super) fn prefill<M: Blocks>(
+    model: &M,
+    tokens: &[u32],
+) -> Result<(KvCache, Vec<f32>), GenError> {
+    let cfg = model.config();
+    let n = tokens.len();
+    if n == 0 {
+        return Err(GenError::Request("the prompt has no tokens".into()));
+    }
+    if n >= cfg.context {
+        return Err(GenError::Request(format!(
+            "the prompt is {n} tokens; the model's context is {} and must leave room for one generated token",
+            cfg.context
+        )));
+    }
+    let kv_dim = cfg.kv_dim();
+    let q_dim = cfg.q_dim();
+    let mut prefix = vec![Kv::default(); cfg.n_layer];
+    let positions: Vec<usize> = (0..n).collect();
+    let (hd, nh, group) = (cfg.head_dim, cfg.n_head, cfg.n_head / cfg.n_kv_head);
+    let hidden = model.run(tokens, &positions, &mut |l, q, k, v| {
+        let kv = &mut prefix[l];
+        kv.k.extend_from_slice(k);
+        kv.v.extend_from_slice(v);
+        let kv = &*kv;
+        let window = model.window(l);
+        let mut out = vec![0f32; n * q_dim];
+        out.par_chunks_mut(q_dim).enumerate().for_each(|(i, o)| {
+            let lo = window_start(i, window);
+            let mut scores = Vec::with_capacity(i + 1 - lo);
+            let seg = (
+                &kv.k[lo * kv_dim..(i + 1) * kv_dim],
+                &kv.v[lo * kv_dim..(i + 1) * kv_dim],
+            );
+            for j in 0..nh {
+                attend(
+                    &q[i * q_dim + j * hd..][..hd],
+                    &[seg],
+                    (j / group) * hd,
+                    kv_dim,
+                    &mut scores,
+                    &mut o[j * hd..(j + 1) * hd],
+                );
+            }
+        });
+        out
+    })?;
+    let dim = cfg.dim;
+    let logits = model.logits(&hidden[(n - 1) * dim..], 1)?;
+    let cache = KvCache {
+        prefix,
+        prefix_len: n,
+        rows: Vec::new(),
+        kv_dim,
+    };
+    Ok((cache, logits))
+}
+
+/// One decoding step: feeds `tokens[b]` to row `rows[b]` at that row's own
+/// position and returns the logits of every row, `vocab` per row.
+pub(super) fn decode<M: Blocks>(
+    model: &M,
+    cache: &mut KvCache,
+    rows: &[usize],
+    tokens: &[u32],
+) -> Result<Vec<f32>, GenError> {
+    let cfg = model.config();
+    if rows.len() != tokens.len() {
+        return Err(GenError::Protocol(format!(
+            "{} rows but {} tokens",
+            rows.len(),
+            tokens.len()
+        )));
+    }
+    let mut positions = Vec::with_capacity(rows.len());
+    for (b, &r) in rows.iter().enumerate() {
+        if rows[..b].contains(&r) {
+            return Err(GenError::Protocol(format!("row {r} given twice")));
+        }
+        let p = cache
+            .position(r)
+            .ok_or_else(|| GenError::Protocol(format!("row {r} is not in the cache")))?;
+        if p >= cfg.context {
+            return Err(GenError::Request(format!(
+                "row {r} is at position {p}, past the model's context of {}",
+                cfg.context
+            )));
+        }
+        positions.push(p);
+    }
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let kv_dim = cache.kv_dim;
+    let q_dim = cfg.q_dim();
+    let (hd, nh, group) = (cfg.head_dim, cfg.n_head, cfg.n_head / cfg.n_kv_head);
+    let KvCache {
+        prefix,
+        prefix_len,
+        rows: row_kv,
+        ..
+    } = cache;
+    let prefix_len = *prefix_len;
+    let hidden = model.run(tokens, &positions, &mut |l, q, k, v| {
+        for (b, &r) in rows.iter().enumerate() {
+            let own = &mut row_kv[r].as_mut().expect("row checked live")[l];
+            own.k.extend_from_slice(&k[b * kv_dim..(b + 1) * kv_dim]);
+            own.v.extend_from_slice(&v[b * kv_dim..(b + 1) * kv_dim]);
+        }
+        let shared = &prefix[l];
+        let row_kv = &*row_kv;
+        let window = model.window(l);
+        let positions = &positions;
+        let mut out = vec![0f32; rows.len() * q_dim];
+        out.par_chunks_mut(q_dim).enumerate().for_each(|(b, o)| {
+            let own = &row_kv[rows[b]].as_ref().expect("row checked live")[l];
+            let lo = window_start(positions[b], window);
+            let (ps, os) = (
+                lo.min(prefix_len) * kv_dim,
+                lo.saturating_sub(prefix_len) * kv_dim,
+            );
+            let segs = [
+                (&shared.k[ps..], &shared.v[ps..]),
+                (&own.k[os..], &own.v[os..]),
+            ];
+            let mut scores = Vec::new();
+            for j in 0..nh {
+                attend(
+                    &q[b * q_dim + j * hd..][..hd],
+                    &segs,
+                    (j / group) * hd,
+                    kv_dim,
+                    &mut scores,
+                    &mut o[j * hd..(j + 1) * hd],
+                );
+            }
+        });
+        out
+    })?;
+    model.logits(&hidden, rows.len())
+}
+
+/// The embedding rows of `tokens`, checked against the vocabulary.
+pub(super) fn embed(table: &QTensor, tokens: &[u32], vocab: usize) -> Result<Vec<f32>, GenError> {
+    if let Some(&t) = tokens.iter().find(|&&t| t as usize >= vocab) {
+        return Err(GenError::Request(format!(
+            "token id {t} is outside the vocabulary of {vocab}"
+        )));
+    }
+    let err = candle_err("local model");
+    let ids = Tensor::new(tokens, &Device::Cpu).map_err(&err)?;
+    to_vec(table.embedding(&ids).map_err(&err)?)
+}
+
 /// `cos`/`sin` of `p·θ_i` for every position of the context, computed in f32
 /// as llama.cpp and candle do.
 fn rope_tables(cfg: &Config) -> (Vec<f32>, Vec<f32>) {
@@ -613,14 +698,14 @@ fn rope_tables(cfg: &Config) -> (Vec<f32>, Vec<f32>) {
     (cos, sin)
 }
 
-fn to_vec(t: Tensor) -> Result<Vec<f32>, GenError> {
+pub(super) fn to_vec(t: Tensor) -> Result<Vec<f32>, GenError> {
     t.flatten_all()
         .and_then(|t| t.to_vec1::<f32>())
         .map_err(candle_err("local model"))
 }
 
 /// A weight matrix: our kernels for the types they cover, candle's otherwise.
-enum Linear {
+pub(super) enum Linear {
     Own(QWeight),
     Candle(QMatMul),
     /// Dequantized, `n × k` row-major.
@@ -631,7 +716,12 @@ enum Linear {
 }
 
 impl Linear {
-    fn new(t: Arc<QTensor>, name: &str, what: &str, dense: bool) -> Result<Self, GenError> {
+    pub(super) fn new(
+        t: Arc<QTensor>,
+        name: &str,
+        what: &str,
+        dense: bool,
+    ) -> Result<Self, GenError> {
         if dense {
             let n = t.shape().dims()[0];
             let w = t
@@ -655,7 +745,7 @@ impl Linear {
 }
 
 /// `x W^T` for `m` stacked rows of `x`.
-fn matmul(w: &Linear, x: &[f32], m: usize) -> Result<Vec<f32>, GenError> {
+pub(super) fn matmul(w: &Linear, x: &[f32], m: usize) -> Result<Vec<f32>, GenError> {
     match w {
         Linear::Own(w) => Ok(w.matmul(x, m)),
         Linear::Dense { w, n } => {
@@ -677,14 +767,14 @@ fn matmul(w: &Linear, x: &[f32], m: usize) -> Result<Vec<f32>, GenError> {
     }
 }
 
-fn add(x: &mut [f32], y: &[f32]) {
+pub(super) fn add(x: &mut [f32], y: &[f32]) {
     for (a, b) in x.iter_mut().zip(y) {
         *a += b;
     }
 }
 
 /// Row-wise RMSNorm of `x` into `out`, in candle's order of operations.
-fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+pub(super) fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
     let n = w.len();
     for (src, dst) in x.chunks(n).zip(out.chunks_mut(n)) {
         let sum2: f32 = src.iter().map(|v| v * v).sum();
