@@ -5,11 +5,12 @@
 #   bash scripts/pruning-results.sh            # uses the committed generations
 #   REGENERATE=1 bash scripts/pruning-results.sh
 #
-# 1. candidates: data/candidates/iu-test-smollm2-k8-p2-prefill-rp1.2.jsonl, made by
-#      sdr generate --limit 50 -k 8 --prompt p2 --context indication --max-tokens 160 --seed 0 \
-#        --prefill Findings: --repetition-penalty 1.2
-#    (SmolLM2-135M-Instruct Q4_1, local back-end; REGENERATE=1 remakes it, ~20 min on 2 cores;
-#    tools/candidate_stats.py compares its format with the older, unprefilled generations);
+# 1. candidates: data/candidates/iu-test-gemma3-270m-k8-p2-prefill-rp1.2.jsonl, made by
+#      sdr generate --gguf GEMMA --limit 50 -k 8 --prompt p2 --context indication \
+#        --max-tokens 160 --seed 0 --prefill Findings: --repetition-penalty 1.2
+#    (Gemma 3 270M Q4_K_M from scripts/fetch-gemma3.sh, local back-end; REGENERATE=1 remakes
+#    it, ~12 min on 2 cores; tools/candidate_stats.py compares its format with SmolLM2's
+#    generations under the same settings and without prefill and penalty);
 # 2. the train-split corpus (shared with scripts/main-job.sh);
 # 3. `sdr prune --replay` under several policies and warm-ups, each with
 #    standard best-of-K under the same policy alongside;
@@ -28,22 +29,24 @@ cd "$(dirname "$0")/.."
 
 OUT=results/pruning
 CSV=data/iu-xray/indiana_reports.csv
-GEN=data/candidates/iu-test-smollm2-k8-p2-prefill-rp1.2.jsonl
+GEN=data/candidates/iu-test-gemma3-270m-k8-p2-prefill-rp1.2.jsonl
 GEN_ARGS=(--limit 50 -k 8 --prompt p2 --context indication --max-tokens 160 --seed 0
   --prefill Findings: --repetition-penalty 1.2)
-OLD_GEN=data/candidates/iu-test-smollm2-k8-p2.jsonl  # same, without prefill and penalty
+SMOL_GEN=data/candidates/iu-test-smollm2-k8-p2-prefill-rp1.2.jsonl  # SmolLM2-135M, same settings
+OLD_GEN=data/candidates/iu-test-smollm2-k8-p2.jsonl  # SmolLM2, without prefill and penalty
 STANDINS=data/candidates/iu-test-k5.jsonl             # format-keeping stand-ins, K = 5
 mkdir -p "$OUT" docs/results
 REPORT=docs/results/pruning.md
 
 bash scripts/fetch-model.sh >/dev/null
-bash scripts/fetch-smollm2.sh >/dev/null
+GGUF=$(bash scripts/fetch-gemma3.sh)
+MODEL_ARGS=(--gguf "$GGUF")
 bash scripts/build-sdr.sh -q
 SDR="${CARGO_TARGET_DIR:-target}/release/sdr"
 
 if [ -n "${REGENERATE:-}" ] || [ ! -s "$GEN" ]; then
   echo "== generating candidates: sdr generate ${GEN_ARGS[*]}"
-  "$SDR" generate "${GEN_ARGS[@]}" -o "$GEN"
+  "$SDR" generate "${MODEL_ARGS[@]}" "${GEN_ARGS[@]}" -o "$GEN"
 fi
 
 if [ -n "${STUDIES:-}" ]; then
@@ -66,8 +69,9 @@ TMP_REPORT="$OUT/.pruning.md.tmp"
   echo "# Distance-guided pruning on IU X-ray (generated candidates)"
   echo
   echo "Made by \`bash scripts/pruning-results.sh\` on $(date -u +%Y-%m-%d). Candidates: \`$GEN\`,"
-  echo "from \`sdr generate ${GEN_ARGS[*]}\` (SmolLM2-135M-Instruct Q4_1, local back-end;"
-  echo "a text-only model, so the prompt carries the study's indication instead of an image)."
+  echo "from \`sdr generate --gguf gemma-3-270m-q4_k_m.gguf ${GEN_ARGS[*]}\` (Gemma 3 270M,"
+  echo "pretrained, Q4_K_M, local back-end; \`scripts/fetch-gemma3.sh\` fetches it; a text-only model,"
+  echo "so the prompt carries the study's indication instead of an image)."
   echo "Corpus: IU X-ray train split. Pruning fraction p = 0.5. Random = expectation of a uniform"
   echo "pick among the K = 8 candidates; standard = best-of-K on the full candidates under the"
   echo "same policy; tokens saved = 1 - tokens generated / tokens of the 8 full candidates."
@@ -79,10 +83,10 @@ TMP_REPORT="$OUT/.pruning.md.tmp"
   echo
   echo "### How well the generator keeps the format (\`tools/candidate_stats.py\`)"
   echo
-  echo "The prefilled \`Findings:\` header and the repetition penalty (1.2) against the same model,"
-  echo "prompt and seeds without them:"
+  echo "Gemma 3 270M against SmolLM2-135M-Instruct (Q4_1) with the same prompt, seeds, prefilled"
+  echo "\`Findings:\` header and repetition penalty (1.2), and SmolLM2 without prefill and penalty:"
   echo
-  python3 tools/candidate_stats.py --sdr "$SDR" "$GEN" "$OLD_GEN"
+  python3 tools/candidate_stats.py --sdr "$SDR" "$GEN" "$SMOL_GEN" "$OLD_GEN"
   echo
 } > "$TMP_REPORT"
 
@@ -150,7 +154,7 @@ if [ -z "${SKIP_LIVE:-}" ] || [ ! -s "$OUT/live.md" ]; then
   LIVE_ARGS[1]=$LIVE_N  # --limit
   echo "== [${SECONDS} s] live pruning (local back-end), chamfer@min, warm-up 1, first $LIVE_N studies"
   start=$(date +%s)
-  "$SDR" prune --cache-dir "$CACHE_DIR" --corpus "$CORPUS" --metric chamfer --agg min --warmup 1 "${LIVE_ARGS[@]}" \
+  "$SDR" prune --cache-dir "$CACHE_DIR" --corpus "$CORPUS" --metric chamfer --agg min --warmup 1 "${MODEL_ARGS[@]}" "${LIVE_ARGS[@]}" \
     --full "$GEN" --quiet -o "$OUT/prune-live-chamfer-min-wu1.jsonl"
   secs=$(( $(date +%s) - start ))
   python3 - "$OUT/prune-chamfer-min-wu1.jsonl" "$OUT/prune-live-chamfer-min-wu1.jsonl" "$secs" > "$OUT/live.md" <<'PY'

