@@ -42,7 +42,7 @@ enum Command {
     /// Generate K candidate reports per study (local GGUF model or OpenAI-compatible server).
     Generate(commands::generate::Args),
     /// Distance-guided pruning of candidates, live while generating or replayed (paper Alg. 1).
-    Prune(commands::prune::Args),
+    Prune(Box<commands::prune::Args>),
     /// Compare selection runs (random, standard, pruning) on BLEU-4 / ROUGE-L / BERTScore-F1.
     Eval(commands::eval::Args),
     /// Why a candidate got its reward: sentence pairs, costs, missing and unsupported findings (JSON Lines, HTML).
@@ -64,7 +64,7 @@ fn main() {
         Command::Select(args) => commands::select::run(args),
         Command::SelectEval(args) => commands::select_eval::run(args),
         Command::Generate(args) => commands::generate::run(args),
-        Command::Prune(args) => commands::prune::run(args),
+        Command::Prune(args) => commands::prune::run(*args),
         Command::Eval(args) => commands::eval::run(args),
         Command::Score(args) => commands::score::run(args),
         Command::Explain(args) => commands::explain::run(args),
