@@ -458,6 +458,53 @@ mod tests {
         }
     }
 
+    /// A GGUF file with `metadata` and no tensors, in a fresh temporary directory.
+    fn gguf_with(name: &str, metadata: &[(&str, Value)]) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("sdr-gen-arch-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{name}.gguf"));
+        let md: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (*k, v)).collect();
+        let mut f = std::fs::File::create(&path).unwrap();
+        candle_core::quantized::gguf_file::write(&mut f, &md, &[]).unwrap();
+        path
+    }
+
+    #[test]
+    fn unknown_or_incomplete_architectures_are_one_line_errors() {
+        let arch = |a: &str| ("general.architecture", Value::String(a.into()));
+        let cases = [
+            (
+                "mamba",
+                vec![arch("mamba")],
+                "architecture \"mamba\" is not supported (llama or gemma3)",
+            ),
+            ("noarch", vec![], "metadata general.architecture is missing"),
+            (
+                "gemma3",
+                vec![arch("gemma3")],
+                "metadata gemma3.embedding_length is missing",
+            ),
+            (
+                "llama",
+                vec![arch("llama")],
+                "metadata llama.attention.head_count is missing",
+            ),
+        ];
+        for (name, md, want) in cases {
+            let path = gguf_with(name, &md);
+            let e = LocalBackend::load(&path)
+                .err()
+                .expect("no model")
+                .to_string();
+            assert!(
+                e.contains(want) && e.contains(&format!("{name}.gguf")),
+                "{e}"
+            );
+            assert_eq!(e.lines().count(), 1, "{e}");
+            std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+        }
+    }
+
     #[test]
     fn nucleus_keeps_the_head() {
         let mut prs = vec![0.1, 0.4, 0.05, 0.3, 0.15];
