@@ -122,6 +122,8 @@ def main():
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--prompts", type=int, default=64, help="GRPO-like batch: prompts (x 8 samples)")
     ap.add_argument("--skip-grpo", action="store_true")
+    ap.add_argument("--st-bf16", action="store_true",
+                    help="also time sentence-transformers with bf16 weights (PyTorch's oneDNN bf16 GEMMs)")
     ap.add_argument("--candle-bf16", action="store_true", help="also time candle's (slow) bf16 path")
     args = ap.parse_args()
 
@@ -146,11 +148,20 @@ def main():
         rows.append((name, n, dt, n / dt, n / net, cos, gflop / net if n == len(texts) else None))
 
     add("sentence-transformers f32", len(texts), st_dt)
+    if args.st_bf16:
+        st16 = SentenceTransformer(args.model, device="cpu", model_kwargs={"torch_dtype": torch.bfloat16})
+        st16.encode(texts[:32], batch_size=args.batch_size)
+        t = time.perf_counter()
+        e16 = np.asarray(st16.encode(texts, batch_size=args.batch_size), dtype=np.float32)
+        add("sentence-transformers bf16 (oneDNN)", len(texts), time.perf_counter() - t,
+            float(cos_rows(e16, ref).min()))
+        del st16
     _, startup = run_sdr(args.sdr, args.model, ["warm up"], [])
     print(f"# sdr start-up (model load, 1 sentence): {startup:.2f} s; {n_tok} tokens, "
           f"{gflop:.0f} GFLOP of dense GEMMs for the {len(texts)} sentences", flush=True)
     variants = [(args.sdr, "sdr f32", ["--no-cache"]),
-                (args.sdr, "sdr f32 --parallelism batches", ["--no-cache", "--parallelism", "batches"])]
+                (args.sdr, "sdr f32 --parallelism batches", ["--no-cache", "--parallelism", "batches"]),
+                (args.sdr, "sdr bf16 (`--precision bf16`)", ["--no-cache", "--precision", "bf16"])]
     if args.candle_bf16:
         variants.append((args.sdr, "sdr bf16 (candle)", ["--no-cache", "--precision", "bf16-candle"]))
     if args.sdr_mkl:
@@ -170,7 +181,9 @@ def main():
             len(lines), time.perf_counter() - t)
         best = args.sdr_mkl or args.sdr
         for name, extra in [("GRPO batch: sdr f32, no cache", ["--no-cache"]),
-                            ("GRPO batch: sdr f32, cache", [])]:
+                            ("GRPO batch: sdr f32, cache", []),
+                            ("GRPO batch: sdr bf16, no cache", ["--no-cache", "--precision", "bf16"]),
+                            ("GRPO batch: sdr bf16, cache", ["--precision", "bf16"])]:
             _, dt = run_sdr(best, args.model, lines, extra + ["--batch-size", str(args.batch_size)])
             add(name, len(lines), dt, None, startup)
             print(f"  {name}: {dt:.1f} s", flush=True)

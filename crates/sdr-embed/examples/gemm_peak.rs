@@ -32,5 +32,17 @@ fn main() -> candle_core::Result<()> {
         let dt = t.elapsed().as_secs_f64();
         println!("{name}: {m}x{k}x{n}: {:.1} GFLOP/s", flops / dt / 1e9);
     }
+    if sdr_embed::bf16_gemm::supported() {
+        let wv = w.flatten_all()?.to_vec1::<f32>()?;
+        let xv = x.flatten_all()?.to_vec1::<f32>()?;
+        let layer = sdr_embed::bf16_gemm::Bf16Weights::new(&wv, n, k, None);
+        let _ = layer.forward(&xv, m);
+        let t = Instant::now();
+        for _ in 0..reps {
+            let _ = layer.forward(&xv, m);
+        }
+        let dt = t.elapsed().as_secs_f64();
+        println!("bf16 avx512: {m}x{k}x{n}: {:.1} GFLOP/s", flops / dt / 1e9);
+    }
     Ok(())
 }

@@ -9,9 +9,11 @@ use candle_core::{DType, Device, Tensor};
 use rayon::prelude::*;
 
 use crate::backbone::Backbone;
+use crate::bf16_gemm;
 use crate::cache::{normalise, text_key, SentenceCache};
 use crate::discover::weights_sha256;
 use crate::error::{EmbedError, Result};
+use crate::linear::Bf16Gemm;
 use crate::tokenize::{SentenceTokenizer, Tokens};
 
 /// Numeric precision of weights and activations.
@@ -20,17 +22,19 @@ pub enum Precision {
     /// 32-bit floats everywhere (the reference; parity >= 0.9999).
     #[default]
     F32,
-    /// bfloat16 where this CPU computes it faster than f32: dense-layer GEMMs in bf16
-    /// through MKL on CPUs with AMX-BF16 (the `mkl` build that `scripts/setup.sh`
-    /// makes), chosen at load time; elsewhere f32, with a [`Encoder::notice`]. Without
-    /// AMX, MKL's bf16 GEMM runs at about 0.6x its f32 GEMM on AVX-512 (bench/README.md).
+    /// bfloat16 where this CPU computes it faster than f32, chosen at load time: the
+    /// dense-layer GEMMs in bf16 ([`Precision::MixedBf16`]) on CPUs with AVX-512 BF16
+    /// (our kernel, any build) or AMX-BF16 (MKL, in the `mkl` build that
+    /// `scripts/setup.sh` makes); elsewhere f32, with a [`Encoder::notice`]: without
+    /// either, a bf16 GEMM runs no faster than f32 (bench/README.md).
     Bf16,
     /// bfloat16 weights and activations in candle (pooling in f32); slow on CPUs.
     Bf16Candle,
     /// IEEE half weights and activations (pooling in f32).
     F16,
-    /// f32 activations, dense-layer GEMMs in bfloat16 on Intel MKL (AMX / AVX-512 BF16
-    /// where present). Needs the `mkl` feature.
+    /// f32 activations, dense-layer GEMMs in bfloat16 (see [`crate::linear::Bf16Gemm`]:
+    /// MKL with AMX, the AVX-512 BF16 kernel, or MKL). Needs AVX-512 BF16 or the `mkl`
+    /// feature.
     MixedBf16,
 }
 
@@ -168,34 +172,37 @@ fn resolve_precision(
             Precision::MixedBf16 => Err(EmbedError::InvalidOption {
                 name: "precision",
                 value: "mixed-bf16".into(),
-                reason: "MKL's mixed bf16 GEMM runs on the CPU only; use bf16 on a GPU",
+                reason: "mixed bf16 GEMMs run on the CPU only; use bf16 on a GPU",
             }),
             other => Ok((other, None)),
         };
     }
-    Ok(resolve_cpu_precision(asked, amx_bf16))
+    Ok(resolve_cpu_precision(
+        asked,
+        amx_bf16,
+        bf16_gemm::supported(),
+    ))
 }
 
-fn resolve_cpu_precision(asked: Precision, amx_bf16: bool) -> (Precision, Option<String>) {
+/// `Bf16` is mixed bf16 where a bf16 GEMM beats f32: MKL with AMX (the `mkl` build), or
+/// the AVX-512 BF16 kernel; f32 otherwise (MKL's bf16 GEMM without AMX runs no faster
+/// than its f32 GEMM).
+fn resolve_cpu_precision(
+    asked: Precision,
+    amx_bf16: bool,
+    avx512_bf16: bool,
+) -> (Precision, Option<String>) {
     if asked != Precision::Bf16 {
         return (asked, None);
     }
-    if !cfg!(feature = "mkl") {
-        return (
-            Precision::F32,
-            Some(
-                "bf16: this build has no MKL (scripts/setup.sh builds with it); running f32".into(),
-            ),
-        );
-    }
-    if amx_bf16 {
+    if avx512_bf16 || (amx_bf16 && cfg!(feature = "mkl")) {
         (Precision::MixedBf16, None)
     } else {
         (
             Precision::F32,
             Some(
-                "bf16: this CPU has no AMX-BF16, where MKL's bf16 GEMM is slower than f32 \
-                 (bench/README.md); running f32"
+                "bf16: this CPU has no AVX-512 BF16 (nor AMX-BF16 with the MKL build), \
+                 where a bf16 GEMM is no faster than f32 (bench/README.md); running f32"
                     .into(),
             ),
         )
@@ -355,11 +362,12 @@ impl Encoder {
             resolve_precision(opts.precision, cpu_has_amx_bf16(), opts.device)?;
         let device = opts.device.open()?;
         let opts = EncoderOptions { precision, ..opts };
-        if opts.precision == Precision::MixedBf16 && !cfg!(feature = "mkl") {
+        if opts.precision == Precision::MixedBf16 && Bf16Gemm::here().is_none() {
             return Err(EmbedError::InvalidOption {
                 name: "precision",
                 value: "mixed-bf16".into(),
-                reason: "needs a build with the `mkl` feature (bash scripts/install-mkl.sh)",
+                reason: "needs a CPU with AVX-512 BF16 or a build with the `mkl` feature \
+                         (bash scripts/install-mkl.sh)",
             });
         }
         let loaded = Backbone::load(
@@ -626,19 +634,32 @@ mod tests {
 
     #[test]
     fn bf16_resolves_for_build_and_cpu() {
-        let cpu = |p, amx| resolve_precision(p, amx, EncoderDevice::Cpu).unwrap();
-        assert_eq!(cpu(Precision::F32, true), (Precision::F32, None));
-        assert_eq!(cpu(Precision::Bf16Candle, false).0, Precision::Bf16Candle);
-        let (without_amx, why) = cpu(Precision::Bf16, false);
-        assert_eq!(without_amx, Precision::F32);
+        let cpu = resolve_cpu_precision;
+        assert_eq!(cpu(Precision::F32, true, true), (Precision::F32, None));
+        assert_eq!(
+            cpu(Precision::Bf16Candle, false, false).0,
+            Precision::Bf16Candle
+        );
+        let (neither, why) = cpu(Precision::Bf16, false, false);
+        assert_eq!(neither, Precision::F32);
         assert!(why.unwrap().starts_with("bf16: "));
-        let with_amx = cpu(Precision::Bf16, true).0;
+        // AVX-512 BF16 has its own kernel, in every build.
+        assert_eq!(
+            cpu(Precision::Bf16, false, true),
+            (Precision::MixedBf16, None)
+        );
+        let with_amx = cpu(Precision::Bf16, true, false).0;
         let expected = if cfg!(feature = "mkl") {
             Precision::MixedBf16
         } else {
             Precision::F32
         };
         assert_eq!(with_amx, expected);
+        // The GEMM behind mixed bf16: MKL with AMX, else the AVX-512 kernel.
+        let mkl = cfg!(feature = "mkl").then_some(Bf16Gemm::Mkl);
+        assert_eq!(Bf16Gemm::pick(true, true), mkl.or(Some(Bf16Gemm::Avx512)));
+        assert_eq!(Bf16Gemm::pick(false, true), Some(Bf16Gemm::Avx512));
+        assert_eq!(Bf16Gemm::pick(false, false), mkl);
     }
 
     #[test]

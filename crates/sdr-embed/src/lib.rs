@@ -15,6 +15,7 @@
 
 pub mod activation;
 pub mod backbone;
+pub mod bf16_gemm;
 pub mod cache;
 pub mod discover;
 pub mod encoder;

@@ -1,11 +1,51 @@
-//! Dense layers of the encoder: candle's `Linear`, or (with the `mkl` feature) a
-//! mixed-precision layer whose GEMM runs in bfloat16 on Intel MKL
-//! (`cblas_gemm_bf16bf16f32`: bf16 inputs, f32 accumulation and output), which reaches
-//! AMX / AVX-512 BF16 where the CPU has them. Activations stay f32 between layers;
-//! only the matrix product rounds its inputs to bf16.
+//! Dense layers of the encoder: candle's `Linear`, or a mixed-precision layer whose GEMM
+//! runs in bfloat16 (bf16 inputs, f32 accumulation and output) and whose activations
+//! stay f32 between layers: only the matrix product rounds its inputs to bf16.
+//!
+//! The bf16 GEMM is MKL's `cblas_gemm_bf16bf16f32` on CPUs with AMX (the `mkl` build),
+//! else the AVX-512 BF16 kernel of [`crate::bf16_gemm`] where the CPU has that
+//! instruction set (2.1x MKL's bf16 GEMM on a Zen 4; bench/README.md), else MKL's.
 
-use candle_core::{Module, Result, Tensor};
+use std::sync::OnceLock;
+
+use candle_core::{DType, Module, Result, Tensor};
 use candle_nn::Linear;
+
+use crate::bf16_gemm::{self, Bf16Weights};
+
+/// Which bf16 GEMM the mixed-precision dense layers use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bf16Gemm {
+    /// Intel MKL (AMX tiles where present).
+    Mkl,
+    /// [`crate::bf16_gemm`]: `vdpbf16ps` on AVX-512 BF16.
+    Avx512,
+}
+
+impl Bf16Gemm {
+    /// The fastest one this build and CPU offer: MKL with AMX, else AVX-512 BF16, else
+    /// MKL (slower than its f32 GEMM); `None` without MKL or AVX-512 BF16.
+    pub fn pick(amx_bf16: bool, avx512_bf16: bool) -> Option<Bf16Gemm> {
+        let mkl = cfg!(feature = "mkl");
+        if mkl && amx_bf16 {
+            Some(Bf16Gemm::Mkl)
+        } else if avx512_bf16 {
+            Some(Bf16Gemm::Avx512)
+        } else if mkl {
+            Some(Bf16Gemm::Mkl)
+        } else {
+            None
+        }
+    }
+
+    /// [`Bf16Gemm::pick`] for this machine (the CPU is read once).
+    pub fn here() -> Option<Bf16Gemm> {
+        static HERE: OnceLock<Option<Bf16Gemm>> = OnceLock::new();
+        *HERE.get_or_init(|| {
+            Bf16Gemm::pick(crate::encoder::cpu_has_amx_bf16(), bf16_gemm::supported())
+        })
+    }
+}
 
 /// A dense layer `y = x W^T + b`.
 pub enum Dense {
@@ -14,22 +54,33 @@ pub enum Dense {
     /// bf16 GEMM through MKL, f32 in and out.
     #[cfg(feature = "mkl")]
     MklBf16(mkl::Bf16Linear),
+    /// bf16 GEMM with AVX-512 BF16, f32 in and out.
+    Avx512Bf16(Bf16Weights),
 }
 
 impl Dense {
-    /// Wraps `linear`; with `mixed_bf16` (needs the `mkl` feature) converts its weights
-    /// to bf16 for MKL's bf16 GEMM.
+    /// Wraps `linear`; with `mixed_bf16` converts its weights to bf16 for the GEMM
+    /// [`Bf16Gemm::here`] picks.
     pub fn new(linear: Linear, mixed_bf16: bool) -> Result<Self> {
         if !mixed_bf16 {
             return Ok(Dense::Candle(linear));
         }
-        #[cfg(feature = "mkl")]
-        {
-            Ok(Dense::MklBf16(mkl::Bf16Linear::new(&linear)?))
-        }
-        #[cfg(not(feature = "mkl"))]
-        {
-            candle_core::bail!("mixed bf16 needs sdr-embed built with the `mkl` feature")
+        match Bf16Gemm::here() {
+            Some(Bf16Gemm::Avx512) => {
+                let w = linear.weight().to_dtype(DType::F32)?;
+                let (n, k) = w.dims2()?;
+                let bias = match linear.bias() {
+                    Some(b) => Some(b.to_dtype(DType::F32)?.to_vec1::<f32>()?),
+                    None => None,
+                };
+                let w = w.flatten_all()?.to_vec1::<f32>()?;
+                Ok(Dense::Avx512Bf16(Bf16Weights::new(&w, n, k, bias)))
+            }
+            #[cfg(feature = "mkl")]
+            Some(Bf16Gemm::Mkl) => Ok(Dense::MklBf16(mkl::Bf16Linear::new(&linear)?)),
+            _ => candle_core::bail!(
+                "mixed bf16 needs a CPU with AVX-512 BF16 or a build with the `mkl` feature"
+            ),
         }
     }
 }
@@ -40,6 +91,19 @@ impl Module for Dense {
             Dense::Candle(l) => l.forward(xs),
             #[cfg(feature = "mkl")]
             Dense::MklBf16(l) => l.forward(xs),
+            Dense::Avx512Bf16(w) => {
+                let mut dims = xs.dims().to_vec();
+                let k = *dims.last().unwrap_or(&0);
+                if k != w.in_dim() {
+                    candle_core::bail!("bf16 linear: input dim {k}, expected {}", w.in_dim())
+                }
+                let m = xs.elem_count() / k.max(1);
+                let x = xs.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+                if let Some(last) = dims.last_mut() {
+                    *last = w.out_dim();
+                }
+                Tensor::from_vec(w.forward(&x, m), dims, xs.device())
+            }
         }
     }
 }

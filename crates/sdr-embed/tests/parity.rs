@@ -33,6 +33,24 @@ fn mpnet_parity_holds_across_batching_and_threads() {
     common::check_parity(&enc, &fx, 0.9999);
 }
 
+/// `--precision bf16` on this CPU: the dense GEMMs in bf16 (the AVX-512 BF16 kernel, or
+/// MKL with AMX), activations in f32. The bar: cosine >= 0.999.
+#[test]
+fn mpnet_bf16_gemms_stay_within_the_bf16_bar() {
+    let fx = common::load_fixture("mpnet.json");
+    let opts = EncoderOptions {
+        precision: Precision::Bf16,
+        ..Default::default()
+    };
+    let enc = common::encoder("all-mpnet-base-v2", opts);
+    if enc.precision() != Precision::MixedBf16 {
+        eprintln!("skipped: bf16 runs as {} on this CPU", enc.precision());
+        return;
+    }
+    let worst = common::check_parity(&enc, &fx, 0.999);
+    eprintln!("all-mpnet-base-v2 mixed bf16: min cosine {worst:.7}");
+}
+
 /// bf16 through candle is slow on CPU; run with `--ignored` (bench/embed.py measures it).
 #[test]
 #[ignore]

@@ -21,16 +21,18 @@ pub enum Format {
 pub enum PrecisionArg {
     /// 32-bit floats (the reference; cosine >= 0.9999 to sentence-transformers).
     F32,
-    /// On a GPU: bfloat16 weights and activations. On the CPU: bfloat16 GEMMs where the
-    /// CPU runs them faster than f32 (AMX-BF16, through the MKL build that
-    /// scripts/setup.sh makes); f32 elsewhere, with a notice on stderr.
+    /// On a GPU: bfloat16 weights and activations. On the CPU: bfloat16 GEMMs (f32
+    /// activations) where the CPU runs them faster than f32: AVX-512 BF16 (AMD Zen 4/5,
+    /// Intel Cooper Lake and later; SDR's own kernel) or AMX-BF16 (through the MKL build
+    /// that scripts/setup.sh makes); f32 elsewhere, with a notice on stderr.
     Bf16,
     /// bfloat16 weights and activations in candle (slow on CPUs).
     Bf16Candle,
     /// IEEE half weights and activations.
     F16,
-    /// f32 activations, dense-layer GEMMs in bfloat16 on Intel MKL (AMX where present);
-    /// needs a build with `--features mkl`.
+    /// f32 activations, dense-layer GEMMs in bfloat16 whatever the CPU: MKL with AMX,
+    /// SDR's AVX-512 BF16 kernel, or MKL; needs AVX-512 BF16 or a build with
+    /// `--features mkl`.
     MixedBf16,
 }
 
