@@ -65,8 +65,14 @@ impl Dense {
         if !mixed_bf16 {
             return Ok(Dense::Candle(linear));
         }
-        match Bf16Gemm::here() {
-            Some(Bf16Gemm::Avx512) => {
+        Self::bf16_with(linear, Bf16Gemm::here())
+    }
+
+    /// `linear` with its GEMM in bf16 on `gemm` (an error where this build or CPU
+    /// lacks it).
+    pub fn bf16_with(linear: Linear, gemm: Option<Bf16Gemm>) -> Result<Self> {
+        match gemm {
+            Some(Bf16Gemm::Avx512) if bf16_gemm::supported() => {
                 let w = linear.weight().to_dtype(DType::F32)?;
                 let (n, k) = w.dims2()?;
                 let bias = match linear.bias() {
@@ -79,7 +85,7 @@ impl Dense {
             #[cfg(feature = "mkl")]
             Some(Bf16Gemm::Mkl) => Ok(Dense::MklBf16(mkl::Bf16Linear::new(&linear)?)),
             _ => candle_core::bail!(
-                "mixed bf16 needs a CPU with AVX-512 BF16 or a build with the `mkl` feature"
+                "mixed bf16 ({gemm:?}) needs a CPU with AVX-512 BF16 or a build with the `mkl` feature"
             ),
         }
     }
