@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use sdr_corpus::{
     build_corpus as build, merge_files, read_source, shard_source, BuildInfo, Columns, CorpusError,
-    SentenceEncoder, ShardSpec, SourceFormat, SourceOptions, Split,
+    ModelEncoder, SentenceEncoder, ShardSpec, SourceFormat, SourceOptions, Split,
 };
 use sdr_embed::EncoderOptions;
 
@@ -26,20 +26,29 @@ pub(crate) fn corpus_err(e: CorpusError) -> PyErr {
 }
 
 /// `mpnet` (the model folder: `model_dir`, else $SDR_MODEL, else the default
-/// cache folder) or `hash-DIM` (the deterministic stand-in of the CLI).
+/// cache folder, on `device` at `precision`) or `hash-DIM` (the deterministic
+/// stand-in of the CLI, which has no precision).
 pub(crate) fn load_encoder(
+    py: Python<'_>,
     name: &str,
     model_dir: Option<PathBuf>,
     device: &str,
+    precision: &str,
 ) -> Result<Box<dyn SentenceEncoder>, PyErr> {
     let device = crate::encoder::parse_device(device)?;
     // No sentence cache: each distinct sentence of a build is embedded once anyway.
     let opts = EncoderOptions {
         cache: false,
         device,
+        precision: crate::encoder::parse_precision(precision)?,
         batch_size: device.default_batch_size(),
         ..EncoderOptions::default()
     };
+    if name == "mpnet" {
+        // Loaded here rather than by `sdr_corpus::load_encoder` for its notice.
+        let encoder = crate::encoder::load_model(py, model_dir, opts)?;
+        return Ok(Box::new(ModelEncoder(encoder)));
+    }
     sdr_corpus::load_encoder(name, model_dir.as_deref(), opts).map_err(corpus_err)
 }
 
@@ -57,10 +66,14 @@ struct Built {
 /// :func:`merge_corpus` checks. Returns ``{"out", "n_reports", "n_sentences",
 /// "encoder", "shard"}`` (``shard``: ``{"index", "count", "first", "total",
 /// "selection_sha256"}`` or None). The file is written atomically.
+///
+/// ``device`` and ``precision`` (``"f32"`` or ``"bf16"``) are where and how the
+/// encoder runs; a bf16 corpus records its encoder as ``all-mpnet-base-v2+bf16``, and
+/// ``sdr select`` / ``PruneScorer`` then want ``precision="bf16"`` queries too.
 #[pyfunction]
 #[pyo3(signature = (input, out, format, *, shard = None, split = "all", sample = None, seed = 0,
     id_col = None, findings_col = "findings", impression_col = "impression",
-    encoder = "mpnet", model_dir = None, device = "cpu"))]
+    encoder = "mpnet", model_dir = None, device = "cpu", precision = "f32"))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn build_corpus<'py>(
     py: Python<'py>,
@@ -77,6 +90,7 @@ pub(crate) fn build_corpus<'py>(
     encoder: &str,
     model_dir: Option<PathBuf>,
     device: &str,
+    precision: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
     let format: SourceFormat = format.parse().map_err(corpus_err)?;
     let split: Split = split.parse().map_err(corpus_err)?;
@@ -99,7 +113,7 @@ pub(crate) fn build_corpus<'py>(
         sample,
         seed,
     };
-    let enc = load_encoder(encoder, model_dir, device)?;
+    let enc = load_encoder(py, encoder, model_dir, device, precision)?;
     let out_path = out.clone();
     let built = py
         .detach(move || {

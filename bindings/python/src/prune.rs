@@ -19,7 +19,8 @@ use crate::corpus::{corpus_err, load_encoder};
 /// Scores partial reports against a corpus built by ``sdr corpus build``.
 ///
 /// ``PruneScorer(corpus, metric="chamfer", agg="min", *, encoder="mpnet",
-/// model_dir=None)``; ``score(partials)`` takes one ``(findings,
+/// model_dir=None, device="cpu", precision="f32")`` (`precision` must be the one the
+/// corpus was built at: ValueError otherwise); ``score(partials)`` takes one ``(findings,
 /// impression)`` pair of complete-sentence lists per candidate and returns
 /// ``{"scores", "evaluated", "unconverged", "failed"}``: per candidate the
 /// mean of the aggregated corpus distances over the sections that hold a
@@ -35,20 +36,23 @@ pub(crate) struct PyPruneScorer {
 #[pymethods]
 impl PyPruneScorer {
     #[new]
-    #[pyo3(signature = (corpus, metric = "chamfer", agg = "min", *, encoder = "mpnet", model_dir = None, device = "cpu"))]
+    #[pyo3(signature = (corpus, metric = "chamfer", agg = "min", *, encoder = "mpnet", model_dir = None, device = "cpu", precision = "f32"))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
+        py: Python<'_>,
         corpus: PathBuf,
         metric: &str,
         agg: &str,
         encoder: &str,
         model_dir: Option<PathBuf>,
         device: &str,
+        precision: &str,
     ) -> PyResult<Self> {
         let metric: Metric = metric
             .parse()
             .map_err(|e| PyValueError::new_err(format!("metric `{metric}`: {e}")))?;
         let agg: Aggregation = agg.parse().map_err(corpus_err)?;
-        let encoder = load_encoder(encoder, model_dir, device)?;
+        let encoder = load_encoder(py, encoder, model_dir, device, precision)?;
         let corpus = Corpus::open(&corpus).map_err(corpus_err)?;
         corpus
             .check_compatible(

@@ -164,7 +164,7 @@ pub struct PyRewardScorer {
 #[pymethods]
 impl PyRewardScorer {
     #[new]
-    #[pyo3(signature = (metric = "chamfer", format_weight = 1.0, semantic_weight = 1.0, exact = false, model_dir = None, encoder = None, distinct_sentences = false, clinical_weight = 0.0, cache_mib = sdr_reward::DEFAULT_CACHE_MIB, cache_path = None, cache_save_interval = 300.0, encoder_id = None, device = "cpu"))]
+    #[pyo3(signature = (metric = "chamfer", format_weight = 1.0, semantic_weight = 1.0, exact = false, model_dir = None, encoder = None, distinct_sentences = false, clinical_weight = 0.0, cache_mib = sdr_reward::DEFAULT_CACHE_MIB, cache_path = None, cache_save_interval = 300.0, encoder_id = None, device = "cpu", precision = "f32"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -181,6 +181,7 @@ impl PyRewardScorer {
         cache_save_interval: f64,
         encoder_id: Option<String>,
         device: &str,
+        precision: &str,
     ) -> PyResult<Self> {
         if !(cache_save_interval.is_finite() && cache_save_interval >= 0.0) {
             return Err(PyValueError::new_err(format!(
@@ -209,7 +210,7 @@ impl PyRewardScorer {
             Some(Arc::new(CallableEmbedder::new(py, func, encoder_id)?))
         } else {
             // The scorer's bounded cache holds every sentence; the encoder keeps none.
-            Some(load_encoder(py, model_dir, false, device)?)
+            Some(load_encoder(py, model_dir, false, device, precision)?)
         };
         let cache = match &embedder {
             Some(e) => Some(Arc::new(

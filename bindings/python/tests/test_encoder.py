@@ -66,3 +66,39 @@ def test_bad_or_missing_devices_are_value_errors(encoder):
     else:
         assert gpu.device == "cuda:0"
         np.testing.assert_allclose(gpu.embed(["Heart normal."]), encoder.embed(["Heart normal."]), atol=1e-4)
+
+
+SENTENCES = [
+    "Heart size is normal.",
+    "There is a small left pleural effusion with adjacent atelectasis.",
+    "No acute cardiopulmonary abnormality.",
+    "Degenerative changes of the thoracic spine.",
+]
+
+
+def test_bf16_vectors_are_within_cosine_0999_of_f32(encoder):
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        bf16 = sdr.Encoder(encoder.model_dir, precision="bf16")
+    fell_back = any(issubclass(w.category, RuntimeWarning) for w in caught)
+    assert bf16.precision == "bf16" and encoder.precision == "f32"
+    assert "precision='bf16'" in repr(bf16).replace('"', "'")
+    a, b = encoder.embed(SENTENCES), bf16.embed(SENTENCES)
+    cos = np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    assert cos.min() >= 0.999, cos
+    if not fell_back:
+        # bf16 is in force on this CPU: the vectors are not f32's.
+        assert not np.array_equal(a, b)
+    clone = pickle.loads(pickle.dumps(bf16))
+    assert clone.precision == "bf16"
+    # The same batch (bf16 rounding depends on its padding), far closer than to f32.
+    np.testing.assert_allclose(clone.embed(SENTENCES), b, atol=1e-5)
+
+
+def test_a_bad_precision_is_one_value_error(encoder):
+    for bad in ("fp8", "F16", ""):
+        with pytest.raises(ValueError) as e:
+            sdr.Encoder(encoder.model_dir, precision=bad)
+        assert str(e.value) == f"precision '{bad}': expected 'f32' or 'bf16'"

@@ -32,3 +32,13 @@ def test_reward_func_strips_prompts(reward):
     assert [float(x) for x in out["scores"]] == rewards
     with pytest.raises(ValueError, match="2 queries but 1 prompts"):
         mod.reward_func([GOOD, GOOD], [""], [REF, REF])
+
+
+def test_sdr_precision_selects_the_precision(monkeypatch):
+    monkeypatch.setenv("SDR_PRECISION", "bf16")
+    assert load()._get().precision == "bf16"
+    monkeypatch.delenv("SDR_PRECISION")
+    assert load()._get().precision == "f32"
+    monkeypatch.setenv("SDR_PRECISION", "fp8")
+    with pytest.raises(ValueError, match="precision 'fp8': expected 'f32' or 'bf16'"):
+        load()._get()

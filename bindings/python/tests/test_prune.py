@@ -63,3 +63,30 @@ def test_bad_arguments_raise_value_error(corpus, tmp_path):
         sdr.PruneScorer(corpus, encoder="hash-8")
     with pytest.raises(FileNotFoundError):
         sdr.PruneScorer(tmp_path / "missing.safetensors", encoder="hash-16")
+
+
+def test_a_bf16_corpus_wants_bf16_queries(tmp_path, encoder):
+    import warnings
+
+    src = tmp_path / "r.csv"
+    lines = ["uid,findings,impression"] + [f'{u},"{f}","{i}"' for u, f, i in ROWS]
+    src.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "bf16.safetensors"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        info = sdr.build_corpus(src, out, "csv", model_dir=encoder.model_dir, precision="bf16")
+    if any(issubclass(w.category, RuntimeWarning) for w in caught):
+        pytest.skip("no bf16 on this CPU: the corpus is f32")
+    assert info["encoder"] == "all-mpnet-base-v2+bf16"
+    partials = [(["Heart size normal."], ["No acute disease."])]
+    s = sdr.PruneScorer(out, model_dir=encoder.model_dir, precision="bf16")
+    assert math.isfinite(s.score(partials)["scores"][0])
+    with pytest.raises(ValueError, match=r"embedded at bf16 .*--precision bf16"):
+        sdr.PruneScorer(out, model_dir=encoder.model_dir)
+
+
+def test_a_bad_precision_is_a_value_error(corpus, tmp_path):
+    with pytest.raises(ValueError, match=r"^precision 'fp8': expected 'f32' or 'bf16'$"):
+        sdr.PruneScorer(corpus, encoder="hash-16", precision="fp8")
+    with pytest.raises(ValueError, match=r"^precision 'fp8': expected 'f32' or 'bf16'$"):
+        sdr.build_corpus(tmp_path / "r.csv", tmp_path / "x.safetensors", "csv", precision="fp8")

@@ -228,3 +228,32 @@ def test_device_is_part_of_the_configuration():
         sdr.SDRReward(device=0)
     with pytest.raises(ValueError, match="expected cpu, cuda or cuda:N"):
         sdr.SDRReward(device="tpu").score([GOOD], references=[REF])
+
+
+def test_precision_is_part_of_the_configuration():
+    r = sdr.SDRReward(metric="chamfer", precision="bf16")
+    assert r.config()["precision"] == "bf16" and "precision='bf16'" in repr(r)
+    assert pickle.loads(pickle.dumps(r)).config()["precision"] == "bf16"
+    assert "precision" not in repr(sdr.SDRReward(metric="chamfer"))
+    # Checked when the reward is made, not at its first batch.
+    for bad in ("fp8", "BF16", 16, None):
+        with pytest.raises(ValueError) as e:
+            sdr.SDRReward(precision=bad)
+        assert str(e.value) == f"precision {bad!r}: expected 'f32' or 'bf16'"
+
+
+def test_bf16_rewards_are_within_1e3_of_f32(reward):
+    import warnings
+
+    comps, refs = [GOOD, OTHER, REF], [REF] * 3
+    bf16 = sdr.SDRReward(metric="chamfer", precision="bf16", cache_mib=16)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = bf16.score(comps, references=refs)
+    fell_back = any(issubclass(w.category, RuntimeWarning) for w in caught)
+    want = reward.score(comps, references=refs)
+    for key in ("reward", "findings", "impression"):
+        assert got[key] == pytest.approx(want[key], abs=1e-3), key
+    # The sentence cache is keyed by the precision in force.
+    assert reward.cache_info()["identity"].endswith("/f32")
+    assert bf16.cache_info()["identity"].endswith("/f32" if fell_back else "bf16")

@@ -37,6 +37,15 @@ def test_reward_kwargs_select_the_reward():
         sdr.verl.compute_score(None, GOOD, REF, metric="nope")
 
 
+def test_precision_key_reaches_the_reward():
+    a = sdr.verl.compute_score(None, GOOD, REF)["score"]
+    b = sdr.verl.compute_score(None, GOOD, REF, precision="bf16")["score"]
+    assert b == pytest.approx(a, abs=1e-3)
+    assert any(r.precision == "bf16" for r in sdr.verl._rewards.values())
+    with pytest.raises(ValueError, match="precision 'fp8'"):
+        sdr.verl.compute_score(None, GOOD, REF, precision="fp8")
+
+
 def test_concurrent_calls_equal_serial_ones():
     samples = [GOOD, OTHER, REF, MALFORMED[2]] * 16
     serial = [sdr.verl.compute_score(None, s, REF)["score"] for s in samples]

@@ -42,7 +42,57 @@ pub fn load_encoder(
         });
     }
     let dir = sdr_embed::resolve_model_dir(model_dir)?;
-    Ok(Box::new(sdr_embed::Encoder::load(&dir, options)?))
+    Ok(Box::new(ModelEncoder(sdr_embed::Encoder::load(
+        &dir, options,
+    )?)))
+}
+
+/// The encoder name a corpus records for `encoder`: the model's name, plus `+bf16`
+/// (or `+f16`) when its vectors are computed at reduced precision, so that a corpus
+/// built at one precision refuses queries embedded at another
+/// ([`crate::Corpus::check_compatible`]). f32 adds nothing: corpora built before
+/// precision existed keep matching. The precision is the one in force (`bf16` on a
+/// CPU without bf16 support runs, and is recorded as, f32); every bf16 variant is
+/// `+bf16`, on any device, as f32 corpora are interchangeable between devices.
+pub fn recorded_name(encoder: &sdr_embed::Encoder) -> String {
+    use sdr_embed::Precision;
+    let name = encoder.name();
+    match encoder.precision() {
+        Precision::F32 => name.to_string(),
+        Precision::Bf16 | Precision::Bf16Candle | Precision::MixedBf16 => format!("{name}+bf16"),
+        Precision::F16 => format!("{name}+f16"),
+    }
+}
+
+/// Splits a recorded encoder name into the model's name and its precision
+/// (`f32` when there is no suffix).
+pub(crate) fn split_precision(recorded: &str) -> (&str, &str) {
+    match recorded.rsplit_once('+') {
+        Some((model, p @ ("bf16" | "f16"))) => (model, p),
+        _ => (recorded, "f32"),
+    }
+}
+
+/// `sdr_embed::Encoder` under the name corpora record ([`recorded_name`]); what
+/// `load_encoder` returns for `mpnet`.
+pub struct ModelEncoder(pub sdr_embed::Encoder);
+
+impl SentenceEncoder for ModelEncoder {
+    fn name(&self) -> String {
+        recorded_name(&self.0)
+    }
+    fn weights_sha256(&self) -> sdr_embed::Result<String> {
+        self.0.weights_sha256()
+    }
+    fn dim(&self) -> usize {
+        self.0.dim()
+    }
+    fn embed(&self, texts: &[&str]) -> sdr_embed::Result<Vec<f32>> {
+        SentenceEncoder::embed(&self.0, texts)
+    }
+    fn identity(&self) -> sdr_embed::Result<String> {
+        SentenceEncoder::identity(&self.0)
+    }
 }
 
 /// Deterministic bag-of-words stand-in: each lower-cased word maps to a fixed
@@ -136,5 +186,18 @@ mod tests {
             ])
             .unwrap()
         );
+    }
+
+    #[test]
+    fn recorded_names_split_into_model_and_precision() {
+        assert_eq!(
+            split_precision("all-mpnet-base-v2"),
+            ("all-mpnet-base-v2", "f32")
+        );
+        assert_eq!(
+            split_precision("all-mpnet-base-v2+bf16"),
+            ("all-mpnet-base-v2", "bf16")
+        );
+        assert_eq!(split_precision("a+b"), ("a+b", "f32"));
     }
 }

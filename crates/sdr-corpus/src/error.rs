@@ -23,6 +23,14 @@ pub enum CorpusError {
         found: String,
         expected: String,
     },
+    /// A corpus of this model embedded at another precision than the encoder in use.
+    #[error("{path}: corpus was embedded at {found} (encoder `{recorded}`), but the encoder in use runs at {expected}; embed at {found} (--precision {found}, precision=\"{found}\" in Python) or rebuild the corpus")]
+    PrecisionMismatch {
+        path: PathBuf,
+        recorded: String,
+        found: String,
+        expected: String,
+    },
     /// A record of the source data that cannot be read.
     #[error("{source_name}:{record}: {message}")]
     BadRecord {

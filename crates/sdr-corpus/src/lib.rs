@@ -66,7 +66,7 @@ pub mod table;
 pub use agg::{all_policies, Aggregation, Policy};
 pub use build::{build_corpus, BuildInfo};
 pub use convergence::Convergence;
-pub use encoder::{load_encoder, HashEncoder, SentenceEncoder};
+pub use encoder::{load_encoder, recorded_name, HashEncoder, ModelEncoder, SentenceEncoder};
 pub use error::{CorpusError, Result};
 pub use index::CorpusIndex;
 pub use partial::{partial_score, CorpusScorer, PartialScores, PartialSections};

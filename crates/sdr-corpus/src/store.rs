@@ -649,7 +649,8 @@ impl Corpus {
         self.text(&self.sentences_bytes, &self.sentences_offsets, s)
     }
 
-    /// Refuses a corpus built with another encoder (name or weights hash) or
+    /// Refuses a corpus built with another encoder (name or weights hash), the same
+    /// model at another precision (`encoder` is a [`crate::recorded_name`]) or
     /// another sentence segmenter than the ones in use.
     pub fn check_compatible(
         &self,
@@ -664,6 +665,16 @@ impl Corpus {
             expected: expected.to_string(),
         };
         if self.meta.encoder != encoder {
+            let (model, found) = crate::encoder::split_precision(&self.meta.encoder);
+            let (in_use, expected) = crate::encoder::split_precision(encoder);
+            if model == in_use {
+                return Err(CorpusError::PrecisionMismatch {
+                    path: self.path.clone(),
+                    recorded: self.meta.encoder.clone(),
+                    found: found.to_string(),
+                    expected: expected.to_string(),
+                });
+            }
             return Err(mismatch("encoder", &self.meta.encoder, encoder));
         }
         if self.meta.encoder_sha256 != encoder_sha256 {

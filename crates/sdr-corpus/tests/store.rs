@@ -233,3 +233,26 @@ fn other_encoder_is_refused() {
         .unwrap_err();
     one_line(&e, &path, "segmenter");
 }
+
+#[test]
+fn the_same_model_at_another_precision_is_refused_with_the_flag_to_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut data = common::random_corpus(10, 8, 8, 3);
+    data.meta.encoder = "all-mpnet-base-v2+bf16".into();
+    let path = dir.path().join("c.safetensors");
+    data.write(&path).unwrap();
+    let c = Corpus::open(&path).unwrap();
+    let sha = c.meta().encoder_sha256.clone();
+    c.check_compatible("all-mpnet-base-v2+bf16", &sha, SEGMENTER_VERSION)
+        .unwrap();
+    let e = c
+        .check_compatible("all-mpnet-base-v2", &sha, SEGMENTER_VERSION)
+        .unwrap_err();
+    one_line(&e, &path, "embedded at bf16");
+    one_line(&e, &path, "--precision bf16");
+    // Another model is still an encoder mismatch, whatever its precision.
+    let e = c
+        .check_compatible("other-model", &sha, SEGMENTER_VERSION)
+        .unwrap_err();
+    one_line(&e, &path, "encoder `all-mpnet-base-v2+bf16`");
+}

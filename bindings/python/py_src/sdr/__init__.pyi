@@ -83,6 +83,7 @@ def build_corpus(
     encoder: str = "mpnet",
     model_dir: Optional[_Path] = None,
     device: str = "cpu",
+    precision: str = "f32",
 ) -> Dict[str, Any]: ...
 def merge_corpus(parts: Sequence[_Path], out: _Path) -> Dict[str, Any]: ...
 
@@ -106,7 +107,10 @@ def completion_text(completion: Completion) -> str: ...
 
 class Encoder:
     def __init__(
-        self, model_dir: Optional[Union[str, os.PathLike[str]]] = None, device: str = "cpu"
+        self,
+        model_dir: Optional[Union[str, os.PathLike[str]]] = None,
+        device: str = "cpu",
+        precision: str = "f32",
     ) -> None: ...
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
     @property
@@ -117,6 +121,8 @@ class Encoder:
     def model_dir(self) -> str: ...
     @property
     def device(self) -> str: ...
+    @property
+    def precision(self) -> str: ...
     @property
     def max_seq_length(self) -> int: ...
     def cache_info(self) -> Dict[str, int]: ...
@@ -132,6 +138,7 @@ class PruneScorer:
         encoder: str = "mpnet",
         model_dir: Optional[_Path] = None,
         device: str = "cpu",
+        precision: str = "f32",
     ) -> None: ...
     @property
     def policy(self) -> str: ...
@@ -157,6 +164,7 @@ class SDRReward:
     encoder_id: Optional[str]
     explain: int
     device: str
+    precision: str
     last_explanation: List[Dict[str, Any]]
     def __init__(
         self,
@@ -177,6 +185,7 @@ class SDRReward:
         encoder_id: Optional[str] = None,
         explain: Union[bool, int] = False,
         device: str = "cpu",
+        precision: str = "f32",
     ) -> None: ...
     def __call__(
         self,

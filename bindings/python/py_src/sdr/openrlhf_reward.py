@@ -17,8 +17,9 @@ your own sentence encoder) configure the reward, as do ``SDR_CACHE_MIB``
 the cache there: loaded at start, saved every ``SDR_CACHE_SAVE_INTERVAL``
 seconds, default 300, and at exit) and ``SDR_ENCODER_ID`` (names a custom
 encoder's vectors; needed with ``SDR_CACHE_PATH``), ``SDR_DEVICE`` (``cpu``,
-``cuda``, ``cuda:N``: where SDR's own encoder runs); ``set_encoder(fn)`` sets the
-encoder from Python before the first call.
+``cuda``, ``cuda:N``: where SDR's own encoder runs), ``SDR_PRECISION`` (``f32``,
+the default, or ``bf16``: about 2x faster on CPUs with AVX-512 BF16 or AMX);
+``set_encoder(fn)`` sets the encoder from Python before the first call.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def _get() -> SDRReward:
             cache_save_interval=float(os.environ.get("SDR_CACHE_SAVE_INTERVAL", "300")),
             encoder_id=os.environ.get("SDR_ENCODER_ID") or None,
             device=os.environ.get("SDR_DEVICE", "cpu"),
+            precision=os.environ.get("SDR_PRECISION") or "f32",
         )
     return _reward
 

@@ -12,6 +12,8 @@ forked workers::
           format_weight: 1.0
           semantic_weight: 1.0
           encoder: my_project.encoders:st_encoder   # optional: your own encoder
+          # device: cuda       # where SDR's own encoder runs (default cpu)
+          # precision: bf16    # f32 (default) or bf16
 
 ``ground_truth`` is the reference report (template or ``Findings:`` /
 ``Impression:`` text) or a dict ``{"findings": ..., "impression": ...}``.
@@ -45,6 +47,7 @@ _CONFIG_KEYS = (
     "cache_save_interval",
     "encoder_id",
     "device",
+    "precision",
 )
 _lock = threading.Lock()
 _rewards: Dict[Tuple[Any, ...], SDRReward] = {}
@@ -84,9 +87,11 @@ def compute_score(
     """SDR reward of one sample: ``{"score", "format", "findings", "impression"}``.
 
     Keyword arguments ``metric``, ``format_weight``, ``semantic_weight``,
-    ``exact``, ``model_dir`` and ``encoder`` (a callable ``list[str] -> (n, d)``
-    array, or ``"module:attribute"`` naming one) select the reward (verl's
-    ``reward_kwargs``); other keywords are ignored. A malformed ``solution_str`` scores 0; a
+    ``exact``, ``model_dir``, ``encoder`` (a callable ``list[str] -> (n, d)``
+    array, or ``"module:attribute"`` naming one), ``cache_mib``, ``cache_path``,
+    ``cache_save_interval``, ``encoder_id``, ``device`` and ``precision``
+    (``"f32"`` or ``"bf16"``) select the reward (verl's ``reward_kwargs``);
+    other keywords are ignored. A malformed ``solution_str`` scores 0; a
     ``ground_truth`` with an empty section raises ValueError.
     """
     reward = _reward(kwargs)
