@@ -14,7 +14,11 @@ implementations get the same strings in the same run:
 - python: sentence-transformers `encode` on every sentence of the batch (one call,
   batch size 32) + numpy Chamfer per section, with the same parsing (`sdr.parse_report`).
 
-    python bench/rewards.py [--repeats 3] [--json out.json]
+    python bench/rewards.py [--repeats 3] [--precision f32|bf16] [--json out.json]
+
+`--precision bf16` runs SDR's encoder with bf16 GEMMs (on CPUs with AVX-512 BF16 or
+AMX; f32 elsewhere); the Python side stays sentence-transformers f32, and the reward
+difference column then shows what bf16 moves.
 
 Needs: the `sdr` wheel, sentence-transformers (torch), numpy, and the model folder
 (scripts/fetch-model.sh).
@@ -114,6 +118,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json")
+    ap.add_argument("--precision", choices=["f32", "bf16"], default="f32",
+                    help="SDRReward's encoder precision (the Python side stays f32)")
     args = ap.parse_args()
 
     load = os.getloadavg()
@@ -127,7 +133,7 @@ def main():
     # sdr: cold = a fresh reward object (no cached reference sentences); warm = next call.
     cold_times, warm_times = [], []
     for _ in range(args.repeats):
-        r = sdr.SDRReward(metric="chamfer", model_dir=model_dir)
+        r = sdr.SDRReward(metric="chamfer", model_dir=model_dir, precision=args.precision)
         r.score(["<think>x.</think><answer>y.</answer>"], references=["<think>a.</think><answer>b.</answer>"])  # load the model
         t = time.perf_counter()
         ours = r.score(comps, references=refs)["reward"]
@@ -168,6 +174,7 @@ def main():
         "cpus": os.cpu_count(),
         "machine": platform.processor() or platform.machine(),
         "repeats": args.repeats,
+        "sdr_precision": args.precision,
         "load_before": load[0],
     }
     print(json.dumps(result, indent=1))
