@@ -2,11 +2,9 @@
 //! refuses `--device cuda` in one line; a sentence cache kept in a folder makes a
 //! second run embed nothing and print the same output.
 
-use std::process::Command;
+mod cli;
 
-fn sdr() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_sdr"))
-}
+use cli::{build_corpus, have_model, sdr, tiny_study};
 
 #[test]
 fn cuda_device_in_a_cpu_build_is_one_clear_line() {
@@ -40,39 +38,13 @@ fn cuda_device_in_a_cpu_build_is_one_clear_line() {
 /// Needs the model (`bash scripts/fetch-model.sh`, which the test script runs).
 #[test]
 fn a_cache_dir_is_filled_once_and_read_back() {
-    if sdr_embed::resolve_model_dir(None).is_err() {
-        eprintln!("skipped: no model folder (bash scripts/fetch-model.sh)");
+    if !have_model() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let csv = dir.path().join("r.csv");
-    std::fs::write(
-        &csv,
-        "uid,Problems,findings,impression\n\
-         2,normal,\"Heart size normal. Lungs are clear.\",No acute disease.\n\
-         3,effusion,\"Large left pleural effusion. Heart size normal.\",Left effusion.\n",
-    )
-    .unwrap();
+    let (csv, cands) = tiny_study(dir.path());
     let corpus = dir.path().join("c.safetensors");
-    let built = sdr()
-        .args(["corpus", "build", "--format", "csv", "--quiet", "--input"])
-        .arg(&csv)
-        .arg("--out")
-        .arg(&corpus)
-        .output()
-        .unwrap();
-    assert!(
-        built.status.success(),
-        "{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
-    let cands = dir.path().join("cands.jsonl");
-    std::fs::write(
-        &cands,
-        r#"{"id":"a","candidates":["Findings: Heart size normal. Lungs are clear. Impression: No acute disease.","Findings: Small effusion. Impression: Effusion."]}
-"#,
-    )
-    .unwrap();
+    build_corpus(&csv, &corpus, &[]);
     let cache = dir.path().join("cache");
     let select = |out: &str| {
         let o = sdr()

@@ -2,16 +2,12 @@
 //! one takes it, a bad value is clap's usage error, bf16 scores stay within 1e-3 of
 //! f32, and a corpus built at one precision refuses queries embedded at the other.
 
+mod cli;
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn sdr() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_sdr"))
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use cli::{build_corpus, have_model, sdr, stderr, tiny_study};
 
 #[test]
 fn a_bad_precision_is_a_usage_error_on_every_command() {
@@ -52,16 +48,8 @@ fn a_bad_precision_is_a_usage_error_on_every_command() {
 
 fn build(dir: &Path, csv: &Path, precision: &str) -> (std::path::PathBuf, String) {
     let corpus = dir.join(format!("c-{precision}.safetensors"));
-    let o = sdr()
-        .args(["corpus", "build", "--format", "csv", "--quiet", "--input"])
-        .arg(csv)
-        .arg("--out")
-        .arg(&corpus)
-        .args(["--precision", precision])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    (corpus, stderr(&o))
+    let log = build_corpus(csv, &corpus, &["--precision", precision]);
+    (corpus, log)
 }
 
 fn select(corpus: &Path, cands: &Path, precision: &str) -> Output {
@@ -88,26 +76,11 @@ fn scores(o: &Output) -> Vec<f64> {
 /// Needs the model (`bash scripts/fetch-model.sh`, which the test script runs).
 #[test]
 fn bf16_scores_are_within_1e_3_of_f32_and_corpora_keep_their_precision() {
-    if sdr_embed::resolve_model_dir(None).is_err() {
-        eprintln!("skipped: no model folder (bash scripts/fetch-model.sh)");
+    if !have_model() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let csv = dir.path().join("r.csv");
-    std::fs::write(
-        &csv,
-        "uid,Problems,findings,impression\n\
-         2,normal,\"Heart size normal. Lungs are clear.\",No acute disease.\n\
-         3,effusion,\"Large left pleural effusion. Heart size normal.\",Left effusion.\n",
-    )
-    .unwrap();
-    let cands = dir.path().join("cands.jsonl");
-    std::fs::write(
-        &cands,
-        r#"{"id":"a","candidates":["Findings: Heart size normal. Lungs are clear. Impression: No acute disease.","Findings: Small effusion. Impression: Effusion."]}
-"#,
-    )
-    .unwrap();
+    let (csv, cands) = tiny_study(dir.path());
     let (f32_corpus, f32_log) = build(dir.path(), &csv, "f32");
     let (bf16_corpus, bf16_log) = build(dir.path(), &csv, "bf16");
     assert!(
