@@ -1,5 +1,6 @@
 """sdr.explain and SDRReward(explain=...) (mirrors sdr_core::explain and `sdr explain`)."""
 
+import importlib
 import json
 import logging
 import pickle
@@ -149,3 +150,21 @@ def test_reward_explain_falls_back_to_logging(caplog):
     assert sdr.SDRReward().explain == 0
     with pytest.raises(TypeError):
         sdr.SDRReward(explain="yes")
+
+
+def test_explain_and_the_reward_use_the_reward_precision():
+    # bf16 moves costs by ~1e-4 on CPUs with bf16 GEMMs; the structure stays.
+    f32 = sdr.explain(template(FINDINGS[:1] + FINDINGS[2:]), REFERENCE)
+    bf16 = sdr.explain(template(FINDINGS[:1] + FINDINGS[2:]), REFERENCE, precision="bf16")
+    assert close(f32, bf16, tol=5e-3)
+    assert sdr.explain.__kwdefaults__["precision"] == "f32"
+    with pytest.raises(ValueError, match="precision"):
+        sdr.explain(GOOD, REF, precision="fp8")
+    # The reward's explanations come from an encoder at the reward's precision.
+    explain_module = importlib.import_module("sdr.explain")
+    explain_module._ENCODERS.clear()
+    r = sdr.SDRReward(explain=1, precision="bf16")
+    r(completions=[template(FINDINGS[:1] + FINDINGS[2:])], solution=[REFERENCE])
+    assert r.last_explanation[0]["missing"] == {"findings": ["Midline sternotomy XXXX."]}
+    keys = list(explain_module._ENCODERS)
+    assert keys and all(k[2:] == ("cpu", "bf16") for k in keys), keys

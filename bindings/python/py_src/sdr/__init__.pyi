@@ -64,6 +64,8 @@ def explain(
     *,
     encoder: Optional[Union["Encoder", str, Callable[[List[str]], Any]]] = None,
     model_dir: Optional[Union[str, os.PathLike[str]]] = None,
+    device: str = "cpu",
+    precision: str = "f32",
 ) -> Explanation: ...
 
 _Path = Union[str, os.PathLike[str]]

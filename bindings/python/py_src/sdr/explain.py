@@ -37,19 +37,19 @@ _ENCODERS: Dict[Any, Any] = {}
 _LOCK = threading.Lock()
 
 
-def _own_encoder(model_dir: Optional[str]) -> Any:
-    key = (os.getpid(), model_dir)
+def _own_encoder(model_dir: Optional[str], device: str, precision: str) -> Any:
+    key = (os.getpid(), model_dir, device, precision)
     with _LOCK:
         enc = _ENCODERS.get(key)
         if enc is None:
-            enc = _ENCODERS[key] = _sdr.Encoder(model_dir)
+            enc = _ENCODERS[key] = _sdr.Encoder(model_dir, device=device, precision=precision)
         return enc
 
 
-def _embedder(encoder: Any, model_dir: Any) -> Callable[[List[str]], np.ndarray]:
+def _embedder(encoder: Any, model_dir: Any, device: str = "cpu", precision: str = "f32") -> Callable[[List[str]], np.ndarray]:
     """A function ``list[str] -> float32 (n, d)`` from what the caller gave."""
     if encoder is None:
-        own = _own_encoder(None if model_dir is None else os.fspath(model_dir))
+        own = _own_encoder(None if model_dir is None else os.fspath(model_dir), device, precision)
         return own.embed
     if isinstance(encoder, _sdr.Encoder):
         return encoder.embed
@@ -78,6 +78,8 @@ def explain(
     *,
     encoder: Any = None,
     model_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
+    device: str = "cpu",
+    precision: str = "f32",
 ) -> Dict[str, Any]:
     """Explain the reward of `candidate` against `reference`.
 
@@ -88,7 +90,9 @@ def explain(
     unsupported (``None``: the default derived on IU X-ray, SPEC §9).
     `encoder`: SDR's all-mpnet-base-v2 when ``None`` (from `model_dir`, else
     ``$SDR_MODEL``, else the default cache), an ``sdr.Encoder``, or any callable
-    ``list[str] -> (n, d)`` array as for ``SDRReward``.
+    ``list[str] -> (n, d)`` array as for ``SDRReward``. `device` and `precision`
+    set up SDR's own encoder as for ``sdr.Encoder`` (``SDRReward(explain=...)``
+    passes its own); they are not used with an `encoder`.
 
     Returns ``{"metric", "threshold", "format_valid", "reward", "sections"}``
     with ``sections = {"findings": S, "impression": S}`` (``None`` for a
@@ -110,7 +114,7 @@ def explain(
         raise TypeError(f"metric must be a string, got {type(metric).__name__}")
     if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))):
         raise TypeError(f"threshold must be a number or None, got {type(threshold).__name__}")
-    embed = _embedder(encoder, model_dir)
+    embed = _embedder(encoder, model_dir, device, precision)
     tau = None if threshold is None else float(threshold)
     return json.loads(_sdr._explain_json(candidate, reference, embed, metric, tau))
 
@@ -168,6 +172,8 @@ def log_worst(
             reward.metric,
             encoder=reward.encoder,
             model_dir=reward.model_dir,
+            device=reward.device,
+            precision=reward.precision,
         )
         rows.append(
             {
