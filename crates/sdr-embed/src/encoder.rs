@@ -159,8 +159,8 @@ impl std::str::FromStr for EncoderDevice {
 }
 
 /// `Bf16` as run on this build, device and CPU: on a GPU bf16 weights and activations
-/// (cuBLAS on tensor cores); on the CPU MKL's mixed bf16 GEMM where AMX-BF16 makes it
-/// faster than f32, otherwise f32 and the reason.
+/// (cuBLAS on tensor cores); on the CPU mixed bf16 where a bf16 GEMM is faster than f32
+/// (see [`resolve_cpu_precision`]), otherwise f32 and the reason.
 fn resolve_precision(
     asked: Precision,
     amx_bf16: bool,
