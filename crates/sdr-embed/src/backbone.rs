@@ -1,5 +1,6 @@
 //! The transformer under the pooling layer, chosen from `config.json`'s `model_type`:
-//! MPNet (this crate's `mpnet.rs`) or the BERT family (candle-transformers' BERT).
+//! MPNet (this crate's `mpnet.rs` on candle, or `packed.rs` for f32 and mixed-bf16 on
+//! the CPU) or the BERT family (candle-transformers' BERT).
 
 use std::path::Path;
 
@@ -9,10 +10,17 @@ use candle_transformers::models::bert;
 
 use crate::error::{EmbedError, Result};
 use crate::mpnet;
+use crate::packed::PackedMpnet;
+
+/// Set to `candle` to run MPNet on the CPU through the candle graph instead of the
+/// packed forward pass (same numbers; for A/B timing and as a fallback).
+pub const GRAPH_ENV: &str = "SDR_ENCODER_GRAPH";
 
 /// A loaded transformer returning the last hidden state.
 pub enum Backbone {
     Mpnet(mpnet::MpnetModel),
+    /// MPNet over packed tokens, without padding (f32 and mixed bf16 on the CPU).
+    MpnetPacked(PackedMpnet),
     Bert(bert::BertModel),
 }
 
@@ -67,10 +75,18 @@ impl Backbone {
         match model_type.as_str() {
             "mpnet" => {
                 let cfg: mpnet::Config = serde_json::from_value(value).map_err(json_err)?;
-                let model =
-                    mpnet::MpnetModel::load_with(vb, &cfg, mixed_bf16).map_err(model_err)?;
+                let candle_graph = std::env::var(GRAPH_ENV).is_ok_and(|v| v == "candle");
+                let backbone = if device.is_cpu() && dtype == DType::F32 && !candle_graph {
+                    Backbone::MpnetPacked(
+                        PackedMpnet::load(vb, &cfg, mixed_bf16).map_err(model_err)?,
+                    )
+                } else {
+                    Backbone::Mpnet(
+                        mpnet::MpnetModel::load_with(vb, &cfg, mixed_bf16).map_err(model_err)?,
+                    )
+                };
                 Ok(Loaded {
-                    backbone: Backbone::Mpnet(model),
+                    backbone,
                     hidden_size: cfg.hidden_size,
                     pad_id: cfg.pad_token_id,
                     max_position_embeddings: cfg.max_position_embeddings
@@ -100,7 +116,16 @@ impl Backbone {
         }
     }
 
-    /// `input_ids`, `attention_mask`: `[batch, seq]` u32. Returns `[batch, seq, hidden]`.
+    /// The packed MPNet, which takes token lists directly (no padding to build).
+    pub fn packed(&self) -> Option<&PackedMpnet> {
+        match self {
+            Backbone::MpnetPacked(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// `input_ids`, `attention_mask`: `[batch, seq]` u32. Returns `[batch, seq, hidden]`
+    /// (zeros at padded positions for the packed MPNet).
     pub fn forward(
         &self,
         input_ids: &Tensor,
@@ -108,6 +133,34 @@ impl Backbone {
     ) -> candle_core::Result<Tensor> {
         match self {
             Backbone::Mpnet(m) => m.forward(input_ids, attention_mask),
+            Backbone::MpnetPacked(m) => {
+                // Strip the padding, run packed, pad the states back with zeros.
+                let (b, s) = input_ids.dims2()?;
+                let ids = input_ids.to_vec2::<u32>()?;
+                let mask = attention_mask.to_vec2::<u32>()?;
+                let seqs: Vec<Vec<u32>> = ids
+                    .iter()
+                    .zip(&mask)
+                    .map(|(i, m)| {
+                        i.iter()
+                            .zip(m)
+                            .filter(|(_, &m)| m != 0)
+                            .map(|(&i, _)| i)
+                            .collect()
+                    })
+                    .collect();
+                let refs: Vec<&[u32]> = seqs.iter().map(|q| q.as_slice()).collect();
+                let h = m.hidden_size();
+                let states = m.forward(&refs, true)?;
+                let mut out = vec![0f32; b * s * h];
+                let mut start = 0;
+                for (r, q) in seqs.iter().enumerate() {
+                    out[r * s * h..][..q.len() * h]
+                        .copy_from_slice(&states[start * h..(start + q.len()) * h]);
+                    start += q.len();
+                }
+                Tensor::from_vec(out, (b, s, h), input_ids.device())
+            }
             Backbone::Bert(m) => {
                 let token_type_ids = input_ids.zeros_like()?;
                 m.forward(input_ids, &token_type_ids, Some(attention_mask))

@@ -518,14 +518,6 @@ impl Encoder {
         let dim = self.dim;
         let tokens = self.tokenizer.encode(texts, false)?;
         let batches = self.length_batches(&tokens);
-        let run = |batch: &Vec<usize>| -> Result<Vec<f32>> {
-            let rows: Vec<&Tokens> = batch.iter().map(|&i| &tokens[i]).collect();
-            self.pooled_batch(&rows)
-                .map_err(|source| EmbedError::Model {
-                    dir: self.dir.clone(),
-                    source,
-                })
-        };
         // A GPU runs one batch at a time; its kernels are the parallelism.
         let concurrent = self.opts.device == EncoderDevice::Cpu
             && match self.opts.parallelism {
@@ -533,6 +525,14 @@ impl Encoder {
                 Parallelism::Gemm => false,
                 Parallelism::Batches => true,
             };
+        let run = |batch: &Vec<usize>| -> Result<Vec<f32>> {
+            let rows: Vec<&Tokens> = batch.iter().map(|&i| &tokens[i]).collect();
+            self.pooled_batch(&rows, !concurrent)
+                .map_err(|source| EmbedError::Model {
+                    dir: self.dir.clone(),
+                    source,
+                })
+        };
         let outputs: Vec<Vec<f32>> = if concurrent {
             batches
                 .par_iter()
@@ -606,7 +606,13 @@ impl Encoder {
     }
 
     /// Mean over real tokens, then L2 normalisation (eps 1e-12 as torch's normalize).
-    fn pooled_batch(&self, rows: &[&Tokens]) -> candle_core::Result<Vec<f32>> {
+    /// `threads`: whether the batch may use the rayon pool (off when batches run one
+    /// per core).
+    fn pooled_batch(&self, rows: &[&Tokens], threads: bool) -> candle_core::Result<Vec<f32>> {
+        if let Some(packed) = self.backbone.packed() {
+            let seqs: Vec<&[u32]> = rows.iter().map(|t| t.ids.as_slice()).collect();
+            return packed.pooled(&seqs, threads);
+        }
         let (ids, mask, _) = self.batch_tensors(rows)?;
         let hidden = self.backbone.forward(&ids, &mask)?.to_dtype(DType::F32)?;
         let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;

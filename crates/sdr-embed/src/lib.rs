@@ -22,6 +22,7 @@ pub mod encoder;
 pub mod error;
 pub mod linear;
 pub mod mpnet;
+pub mod packed;
 pub mod sentence_encoder;
 pub mod tokenize;
 

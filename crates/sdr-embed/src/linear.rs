@@ -51,6 +51,9 @@ impl Bf16Gemm {
 pub enum Dense {
     /// Plain candle (f32 / bf16 / f16 according to the weights' dtype).
     Candle(Linear),
+    /// f32 weights called on slices: MKL's `sgemm` in the `mkl` build, else the `gemm`
+    /// crate (the GEMMs candle itself calls), without a tensor around each call.
+    F32(F32Weights),
     /// bf16 GEMM through MKL, f32 in and out.
     #[cfg(feature = "mkl")]
     MklBf16(mkl::Bf16Linear),
@@ -66,6 +69,61 @@ impl Dense {
             return Ok(Dense::Candle(linear));
         }
         Self::bf16_with(linear, Bf16Gemm::here())
+    }
+
+    /// For [`Dense::apply`] on slices: f32 weights, or bf16 GEMMs with `mixed_bf16`.
+    pub fn for_slices(linear: Linear, mixed_bf16: bool) -> Result<Self> {
+        if mixed_bf16 {
+            return Self::bf16_with(linear, Bf16Gemm::here());
+        }
+        let w = linear.weight().to_dtype(DType::F32)?;
+        let (n, k) = w.dims2()?;
+        let bias = match linear.bias() {
+            Some(b) => Some(b.to_dtype(DType::F32)?.to_vec1::<f32>()?),
+            None => None,
+        };
+        let w = w.flatten_all()?.to_vec1::<f32>()?;
+        Ok(Dense::F32(F32Weights { w, bias, n, k }))
+    }
+
+    pub fn in_dim(&self) -> usize {
+        match self {
+            Dense::Candle(l) => l.weight().dims().last().copied().unwrap_or(0),
+            Dense::F32(w) => w.k,
+            #[cfg(feature = "mkl")]
+            Dense::MklBf16(l) => l.in_dim,
+            Dense::Avx512Bf16(w) => w.in_dim(),
+        }
+    }
+
+    pub fn out_dim(&self) -> usize {
+        match self {
+            Dense::Candle(l) => l.weight().dims().first().copied().unwrap_or(0),
+            Dense::F32(w) => w.n,
+            #[cfg(feature = "mkl")]
+            Dense::MklBf16(l) => l.out_dim,
+            Dense::Avx512Bf16(w) => w.out_dim(),
+        }
+    }
+
+    /// `Y = X W^T + b` for `x` of `m` rows (`m x in_dim`, row-major); `m x out_dim` out.
+    /// `threads`: whether the GEMM may use the rayon pool (off when the caller already
+    /// runs one batch per core).
+    pub fn apply(&self, x: &[f32], m: usize, threads: bool) -> Result<Vec<f32>> {
+        let k = self.in_dim();
+        if x.len() != m * k {
+            candle_core::bail!("dense layer: input of {} values is not {m} x {k}", x.len())
+        }
+        match self {
+            Dense::Candle(l) => {
+                let xs = Tensor::from_slice(x, (m, k), &candle_core::Device::Cpu)?;
+                l.forward(&xs)?.flatten_all()?.to_vec1::<f32>()
+            }
+            Dense::F32(w) => Ok(w.forward(x, m, threads)),
+            #[cfg(feature = "mkl")]
+            Dense::MklBf16(l) => Ok(l.forward_slice(x, m)),
+            Dense::Avx512Bf16(w) => Ok(w.forward(x, m)),
+        }
     }
 
     /// `linear` with its GEMM in bf16 on `gemm` (an error where this build or CPU
@@ -95,6 +153,16 @@ impl Module for Dense {
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         match self {
             Dense::Candle(l) => l.forward(xs),
+            Dense::F32(_) => {
+                let mut dims = xs.dims().to_vec();
+                let k = *dims.last().unwrap_or(&0);
+                let m = xs.elem_count() / k.max(1);
+                let x = xs.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+                if let Some(last) = dims.last_mut() {
+                    *last = self.out_dim();
+                }
+                Tensor::from_vec(self.apply(&x, m, true)?, dims, xs.device())
+            }
             #[cfg(feature = "mkl")]
             Dense::MklBf16(l) => l.forward(xs),
             Dense::Avx512Bf16(w) => {
@@ -114,6 +182,69 @@ impl Module for Dense {
     }
 }
 
+/// f32 `W` (`n x k`, out x in, row-major) and bias.
+pub struct F32Weights {
+    w: Vec<f32>,
+    bias: Option<Vec<f32>>,
+    n: usize,
+    k: usize,
+}
+
+impl F32Weights {
+    fn forward(&self, x: &[f32], m: usize, threads: bool) -> Vec<f32> {
+        let (n, k) = (self.n, self.k);
+        let mut y = match &self.bias {
+            Some(b) => b.repeat(m),
+            None => vec![0f32; m * n],
+        };
+        if m == 0 || n == 0 {
+            return y;
+        }
+        #[cfg(feature = "mkl")]
+        {
+            let _ = threads; // MKL's own threading (see the encoder's `blas_single_threaded`)
+                             // SAFETY: x is m x k, w is n x k (used transposed), y is m x n, all row-major
+                             // and contiguous with the leading dimensions passed.
+            unsafe { mkl::sgemm_nt(m, n, k, x, &self.w, &mut y) };
+        }
+        #[cfg(not(feature = "mkl"))]
+        {
+            let parallelism = if threads {
+                gemm::Parallelism::Rayon(0)
+            } else {
+                gemm::Parallelism::None
+            };
+            // y := 1·y + 1·x·Wᵀ; x is m x k row-major; Wᵀ (k x n) is `w` read with row
+            // stride 1 and column stride k.
+            // SAFETY: every index the strides reach lies inside x (m·k), w (n·k), y (m·n).
+            unsafe {
+                gemm::gemm(
+                    m,
+                    n,
+                    k,
+                    y.as_mut_ptr(),
+                    1,
+                    n as isize,
+                    true,
+                    x.as_ptr(),
+                    1,
+                    k as isize,
+                    self.w.as_ptr(),
+                    k as isize,
+                    1,
+                    1.0,
+                    1.0,
+                    false,
+                    false,
+                    false,
+                    parallelism,
+                )
+            };
+        }
+        y
+    }
+}
+
 #[cfg(feature = "mkl")]
 mod mkl {
     use candle_core::{DType, Result, Tensor};
@@ -126,6 +257,22 @@ mod mkl {
     const CBLAS_TRANS: i32 = 112;
 
     extern "C" {
+        fn cblas_sgemm(
+            layout: i32,
+            trans_a: i32,
+            trans_b: i32,
+            m: i32,
+            n: i32,
+            k: i32,
+            alpha: f32,
+            a: *const f32,
+            lda: i32,
+            b: *const f32,
+            ldb: i32,
+            beta: f32,
+            c: *mut f32,
+            ldc: i32,
+        );
         // void cblas_gemm_bf16bf16f32(CBLAS_LAYOUT, CBLAS_TRANSPOSE, CBLAS_TRANSPOSE,
         //   MKL_INT m, MKL_INT n, MKL_INT k, float alpha, const MKL_BF16 *a, MKL_INT lda,
         //   const MKL_BF16 *b, MKL_INT ldb, float beta, float *c, MKL_INT ldc);
@@ -148,12 +295,36 @@ mod mkl {
         );
     }
 
+    /// `y += x W^T` (`x`: m x k, `w`: n x k, `y`: m x n, row-major).
+    ///
+    /// # Safety
+    /// The slices hold at least those sizes.
+    pub unsafe fn sgemm_nt(m: usize, n: usize, k: usize, x: &[f32], w: &[f32], y: &mut [f32]) {
+        debug_assert!(x.len() >= m * k && w.len() >= n * k && y.len() >= m * n);
+        cblas_sgemm(
+            CBLAS_ROW_MAJOR,
+            CBLAS_NO_TRANS,
+            CBLAS_TRANS,
+            m as i32,
+            n as i32,
+            k as i32,
+            1.0,
+            x.as_ptr(),
+            k as i32,
+            w.as_ptr(),
+            k as i32,
+            1.0,
+            y.as_mut_ptr(),
+            n as i32,
+        )
+    }
+
     /// `W` as bf16 bits, `[out, in]` row-major, and the f32 bias.
     pub struct Bf16Linear {
         weight: Vec<u16>,
         bias: Option<Vec<f32>>,
-        out_dim: usize,
-        in_dim: usize,
+        pub(super) out_dim: usize,
+        pub(super) in_dim: usize,
     }
 
     impl Bf16Linear {
@@ -179,27 +350,27 @@ mod mkl {
         }
 
         pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
-            let dims = xs.dims().to_vec();
+            let mut dims = xs.dims().to_vec();
             let k = *dims.last().unwrap_or(&0);
             if k != self.in_dim {
                 candle_core::bail!("bf16 linear: input dim {k}, expected {}", self.in_dim)
             }
             let m = xs.elem_count() / k.max(1);
-            let n = self.out_dim;
-            let a: Vec<u16> = xs
-                .to_dtype(DType::F32)?
-                .flatten_all()?
-                .to_vec1::<f32>()?
-                .into_iter()
-                .map(|x| bf16::from_f32(x).to_bits())
-                .collect();
-            let mut c = vec![0f32; m * n];
-            if let Some(b) = &self.bias {
-                for row in c.chunks_exact_mut(n) {
-                    row.copy_from_slice(b);
-                }
+            let x = xs.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+            if let Some(last) = dims.last_mut() {
+                *last = self.out_dim;
             }
-            let beta = if self.bias.is_some() { 1.0 } else { 0.0 };
+            Tensor::from_vec(self.forward_slice(&x, m), dims, xs.device())
+        }
+
+        /// `x`: `m x in_dim` row-major (checked by the caller).
+        pub fn forward_slice(&self, x: &[f32], m: usize) -> Vec<f32> {
+            let (n, k) = (self.out_dim, self.in_dim);
+            let a: Vec<u16> = x.iter().map(|&v| bf16::from_f32(v).to_bits()).collect();
+            let mut c = match &self.bias {
+                Some(b) => b.repeat(m),
+                None => vec![0f32; m * n],
+            };
             if m > 0 {
                 // SAFETY: a is m×k, weight is n×k (used transposed), c is m×n, all
                 // row-major and contiguous with the leading dimensions passed.
@@ -216,17 +387,13 @@ mod mkl {
                         k as i32,
                         self.weight.as_ptr(),
                         k as i32,
-                        beta,
+                        1.0,
                         c.as_mut_ptr(),
                         n as i32,
                     );
                 }
             }
-            let mut out_dims = dims;
-            if let Some(last) = out_dims.last_mut() {
-                *last = n;
-            }
-            Tensor::from_vec(c, out_dims, xs.device())
+            c
         }
     }
 }

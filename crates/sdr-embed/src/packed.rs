@@ -1,0 +1,688 @@
+//! MPNet's forward pass on the CPU over *packed* tokens: the real tokens of a batch of
+//! sentences stacked into one `[T, hidden]` matrix, with no padding.
+//!
+//! Every dense layer is per token, so it runs as one GEMM over the `T` rows
+//! (`Y = X Wᵀ + b`, f32 or mixed bf16, see [`crate::linear::Dense`]); only attention
+//! looks across tokens, and it runs per sentence and head on slices of the fused
+//! `[T, 3·hidden]` projection:
+//!
+//! ```text
+//! a_ij = softmax_j( q_i·k_j / √d + B[h, bucket(j − i)] ),   ctx_i = Σ_j a_ij v_j
+//! x ← LN(x + ctx Wₒᵀ + bₒ);   x ← LN(x + GELU(x W₁ᵀ + b₁) W₂ᵀ + b₂)
+//! ```
+//!
+//! The maths is that of [`crate::mpnet::MpnetModel`] (the reference the tests compare
+//! against); what changes is the work around it. The candle graph pads every sentence
+//! to the longest of its batch, allocates a tensor per operation, and turns attention
+//! into hundreds of tiny batched matmuls; here the bias, the activation and the
+//! residual-plus-layer-norm sit on the GEMMs' outputs in place, and attention is a few
+//! dot products per score. On a 2-core Zen 4 that takes `--precision bf16` from 69 % to
+//! most of its time in the GEMMs (bench/README.md).
+
+use candle_core::{DType, Result, Tensor};
+use candle_nn::VarBuilder;
+use rayon::prelude::*;
+
+use crate::activation;
+use crate::linear::Dense;
+use crate::mpnet::{relative_position_bucket, Config};
+
+/// Layer-norm parameters `γ`, `β`, `ε`.
+struct Norm {
+    gamma: Vec<f32>,
+    beta: Vec<f32>,
+    eps: f32,
+}
+
+impl Norm {
+    fn load(vb: VarBuilder, h: usize, eps: f64) -> Result<Self> {
+        Ok(Self {
+            gamma: vec_of(vb.get(h, "weight")?)?,
+            beta: vec_of(vb.get(h, "bias")?)?,
+            eps: eps as f32,
+        })
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Act {
+    GeluErf,
+    GeluTanh,
+    Relu,
+}
+
+struct Layer {
+    /// q, k and v fused: `[3·hidden, hidden]`.
+    qkv: Dense,
+    o: Dense,
+    attn_norm: Norm,
+    ffn_in: Dense,
+    ffn_out: Dense,
+    out_norm: Norm,
+}
+
+/// MPNet weights laid out for the packed forward pass.
+pub struct PackedMpnet {
+    word: Vec<f32>,
+    position: Vec<f32>,
+    emb_norm: Norm,
+    /// `[num_buckets, heads]`.
+    rel_bias: Vec<f32>,
+    layers: Vec<Layer>,
+    act: Act,
+    hidden: usize,
+    heads: usize,
+    vocab: usize,
+    max_positions: usize,
+    num_buckets: usize,
+    pad: u32,
+}
+
+fn vec_of(t: Tensor) -> Result<Vec<f32>> {
+    t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()
+}
+
+impl PackedMpnet {
+    /// Loads from a `VarBuilder` rooted at the checkpoint's top level (the keys of
+    /// [`crate::mpnet`]); with `mixed_bf16` the dense layers' GEMMs run in bf16.
+    pub fn load(vb: VarBuilder, cfg: &Config, mixed_bf16: bool) -> Result<Self> {
+        let h = cfg.hidden_size;
+        if cfg.num_attention_heads == 0 || !h.is_multiple_of(cfg.num_attention_heads) {
+            candle_core::bail!(
+                "config.json: hidden_size {h} is not a multiple of num_attention_heads {}",
+                cfg.num_attention_heads
+            )
+        }
+        let act = match cfg.hidden_act.as_str() {
+            "gelu" => Act::GeluErf,
+            "gelu_new" | "gelu_pytorch_tanh" => Act::GeluTanh,
+            "relu" => Act::Relu,
+            other => candle_core::bail!("config.json: unsupported hidden_act `{other}`"),
+        };
+        let emb = vb.pp("embeddings");
+        let enc = vb.pp("encoder");
+        let dense = |vb: VarBuilder, out: usize, inp: usize| -> Result<Dense> {
+            Dense::for_slices(candle_nn::linear(inp, out, vb)?, mixed_bf16)
+        };
+        let layers = (0..cfg.num_hidden_layers)
+            .map(|i| -> Result<Layer> {
+                let vb = enc.pp("layer").pp(i);
+                let attn = vb.pp("attention").pp("attn");
+                let mut ws = Vec::with_capacity(3);
+                let mut bs = Vec::with_capacity(3);
+                for name in ["q", "k", "v"] {
+                    ws.push(attn.pp(name).get((h, h), "weight")?);
+                    bs.push(attn.pp(name).get(h, "bias")?);
+                }
+                let qkv = candle_nn::Linear::new(Tensor::cat(&ws, 0)?, Some(Tensor::cat(&bs, 0)?));
+                Ok(Layer {
+                    qkv: Dense::for_slices(qkv, mixed_bf16)?,
+                    o: dense(attn.pp("o"), h, h)?,
+                    attn_norm: Norm::load(
+                        vb.pp("attention").pp("LayerNorm"),
+                        h,
+                        cfg.layer_norm_eps,
+                    )?,
+                    ffn_in: dense(vb.pp("intermediate").pp("dense"), cfg.intermediate_size, h)?,
+                    ffn_out: dense(vb.pp("output").pp("dense"), h, cfg.intermediate_size)?,
+                    out_norm: Norm::load(vb.pp("output").pp("LayerNorm"), h, cfg.layer_norm_eps)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self {
+            word: vec_of(
+                emb.pp("word_embeddings")
+                    .get((cfg.vocab_size, h), "weight")?,
+            )?,
+            position: vec_of(
+                emb.pp("position_embeddings")
+                    .get((cfg.max_position_embeddings, h), "weight")?,
+            )?,
+            emb_norm: Norm::load(emb.pp("LayerNorm"), h, cfg.layer_norm_eps)?,
+            rel_bias: vec_of(enc.pp("relative_attention_bias").get(
+                (cfg.relative_attention_num_buckets, cfg.num_attention_heads),
+                "weight",
+            )?)?,
+            layers,
+            act,
+            hidden: h,
+            heads: cfg.num_attention_heads,
+            vocab: cfg.vocab_size,
+            max_positions: cfg.max_position_embeddings,
+            num_buckets: cfg.relative_attention_num_buckets,
+            pad: cfg.pad_token_id,
+        })
+    }
+
+    pub fn hidden_size(&self) -> usize {
+        self.hidden
+    }
+
+    /// Last hidden states of `seqs` (token ids, no padding), stacked: `[Σ len, hidden]`
+    /// row-major. `threads`: whether the GEMMs may use the rayon pool (off when the
+    /// caller runs one batch per core).
+    pub fn forward(&self, seqs: &[&[u32]], threads: bool) -> Result<Vec<f32>> {
+        let h = self.hidden;
+        let lens: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
+        let t: usize = lens.iter().sum();
+        let longest = lens.iter().copied().max().unwrap_or(0);
+        if longest + self.pad as usize + 1 > self.max_positions {
+            candle_core::bail!(
+                "a sequence of {longest} tokens exceeds the model's {} positions",
+                self.max_positions - self.pad as usize - 1
+            )
+        }
+        let mut x = vec![0f32; t * h];
+        for (row, (&id, i)) in x
+            .chunks_exact_mut(h)
+            .zip(seqs.iter().flat_map(|s| s.iter().zip(0..)))
+        {
+            if id as usize >= self.vocab {
+                candle_core::bail!("token id {id} is outside the vocabulary of {}", self.vocab)
+            }
+            // RoBERTa-style positions: padding_idx + 1 + index (no pads here).
+            let p = self.pad as usize + 1 + i;
+            let w = &self.word[id as usize * h..][..h];
+            let e = &self.position[p * h..][..h];
+            for ((o, a), b) in row.iter_mut().zip(w).zip(e) {
+                *o = a + b;
+            }
+        }
+        layer_norm(&mut x, None, &self.emb_norm);
+        // Bucket of every offset j - i in -(longest-1)..=(longest-1), shared by layers.
+        let buckets: Vec<usize> = (0..(2 * longest).saturating_sub(1))
+            .map(|o| {
+                relative_position_bucket(o as i64 - longest as i64 + 1, self.num_buckets) as usize
+            })
+            .collect();
+        let mut ctx = vec![0f32; t * h];
+        for layer in &self.layers {
+            let qkv = layer.qkv.apply(&x, t, threads)?;
+            attention(&qkv, &lens, &mut ctx, self, &buckets, longest, threads);
+            let mut attn = layer.o.apply(&ctx, t, threads)?;
+            layer_norm(&mut attn, Some(&x), &layer.attn_norm);
+            let mut inner = layer.ffn_in.apply(&attn, t, threads)?;
+            match self.act {
+                Act::GeluErf => activation::gelu_in_place(&mut inner),
+                Act::GeluTanh => inner.iter_mut().for_each(|v| *v = gelu_tanh(*v)),
+                Act::Relu => inner.iter_mut().for_each(|v| *v = v.max(0.0)),
+            }
+            let mut out = layer.ffn_out.apply(&inner, t, threads)?;
+            layer_norm(&mut out, Some(&attn), &layer.out_norm);
+            x = out;
+        }
+        Ok(x)
+    }
+
+    /// Mean over each sequence's tokens, L2-normalised (ε 1e-12 as torch's
+    /// `normalize`): `[seqs, hidden]` row-major.
+    pub fn pooled(&self, seqs: &[&[u32]], threads: bool) -> Result<Vec<f32>> {
+        let h = self.hidden;
+        let states = self.forward(seqs, threads)?;
+        let mut out = vec![0f32; seqs.len() * h];
+        let mut start = 0;
+        for (s, row) in seqs.iter().zip(out.chunks_exact_mut(h)) {
+            for tok in states[start * h..(start + s.len()) * h].chunks_exact(h) {
+                row.iter_mut().zip(tok).for_each(|(o, v)| *o += v);
+            }
+            let inv = 1.0 / (s.len().max(1) as f32);
+            row.iter_mut().for_each(|v| *v *= inv);
+            let norm = row.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
+            row.iter_mut().for_each(|v| *v /= norm);
+            start += s.len();
+        }
+        Ok(out)
+    }
+}
+
+/// `gelu` in its tanh form (`gelu_new`, `gelu_pytorch_tanh`).
+fn gelu_tanh(x: f32) -> f32 {
+    const C: f32 = 0.797_884_6; // √(2/π)
+    0.5 * x * (1.0 + (C * (x + 0.044_715 * x * x * x)).tanh())
+}
+
+/// `x ← LN(x + residual)` row by row (mean, then the variance about it, in f32).
+fn layer_norm(x: &mut [f32], residual: Option<&[f32]>, norm: &Norm) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU supports AVX-512F (checked just above).
+            unsafe { layer_norm_avx512(x, residual, norm) };
+            return;
+        }
+    }
+    layer_norm_portable(x, residual, norm)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn layer_norm_avx512(x: &mut [f32], residual: Option<&[f32]>, norm: &Norm) {
+    layer_norm_portable(x, residual, norm)
+}
+
+#[inline(always)]
+fn layer_norm_portable(x: &mut [f32], residual: Option<&[f32]>, norm: &Norm) {
+    let h = norm.gamma.len();
+    for (r, row) in x.chunks_exact_mut(h).enumerate() {
+        if let Some(res) = residual {
+            row.iter_mut()
+                .zip(&res[r * h..(r + 1) * h])
+                .for_each(|(v, a)| *v += a);
+        }
+        let mean = sum16(row, |v| v) / h as f32;
+        let var = sum16(row, |v| (v - mean) * (v - mean)) / h as f32;
+        let inv = 1.0 / (var + norm.eps).sqrt();
+        for ((v, g), b) in row.iter_mut().zip(&norm.gamma).zip(&norm.beta) {
+            *v = (*v - mean) * inv * g + b;
+        }
+    }
+}
+
+/// `Σ f(x)` over `xs` with 16 independent partial sums, so that it vectorises without
+/// reassociation by the compiler.
+#[inline(always)]
+fn sum16(xs: &[f32], f: impl Fn(f32) -> f32) -> f32 {
+    let mut acc = [0f32; 16];
+    let chunks = xs.chunks_exact(16);
+    let tail: f32 = chunks.remainder().iter().map(|&x| f(x)).sum();
+    for chunk in chunks {
+        for (a, &x) in acc.iter_mut().zip(chunk) {
+            *a += f(x);
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// Self-attention of every sequence and head: reads q, k, v from `qkv`
+/// (`[T, 3·hidden]`), writes the context vectors into `ctx` (`[T, hidden]`).
+fn attention(
+    qkv: &[f32],
+    lens: &[usize],
+    ctx: &mut [f32],
+    model: &PackedMpnet,
+    buckets: &[usize],
+    longest: usize,
+    threads: bool,
+) {
+    let h = model.hidden;
+    let mut starts = Vec::with_capacity(lens.len());
+    let mut rest: &mut [f32] = ctx;
+    let mut t0 = 0;
+    for &len in lens {
+        let (mine, tail) = rest.split_at_mut(len * h);
+        starts.push((t0, len, mine));
+        rest = tail;
+        t0 += len;
+    }
+    let one = |(t0, len, out): (usize, usize, &mut [f32])| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                // SAFETY: the CPU supports AVX-512F (checked just above).
+                unsafe { sequence_attention_avx512(qkv, t0, len, out, model, buckets, longest) };
+                return;
+            }
+        }
+        sequence_attention(qkv, t0, len, out, model, buckets, longest)
+    };
+    if threads {
+        starts.into_par_iter().for_each(one);
+    } else {
+        starts.into_iter().for_each(one);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn sequence_attention_avx512(
+    qkv: &[f32],
+    t0: usize,
+    len: usize,
+    out: &mut [f32],
+    model: &PackedMpnet,
+    buckets: &[usize],
+    longest: usize,
+) {
+    sequence_attention(qkv, t0, len, out, model, buckets, longest)
+}
+
+/// Queries per attention tile.
+const TQ: usize = 8;
+/// Keys (for the scores) or head dimensions (for the context) per attention tile.
+const TN: usize = 16;
+
+/// `C = A · B` for one `TQ x TN` tile: `A` is `TQ` rows of `kdim` values with stride
+/// `lda`, `B` is `kdim` rows of `TN` values with stride `ldb`. The `TQ x TN` sums stay
+/// in registers (eight 512-bit accumulators) and each row of `B` is loaded once for
+/// all eight rows of `A`.
+#[inline(always)]
+fn tile(a: &[f32], lda: usize, b: &[f32], ldb: usize, kdim: usize, c: &mut [f32], ldc: usize) {
+    let mut acc = [[0f32; TN]; TQ];
+    for kk in 0..kdim {
+        let brow: &[f32; TN] = b[kk * ldb..][..TN].try_into().expect("tile row");
+        for (g, row) in acc.iter_mut().enumerate() {
+            let av = a[g * lda + kk];
+            for (x, bv) in row.iter_mut().zip(brow) {
+                *x += av * bv;
+            }
+        }
+    }
+    for (g, row) in acc.iter().enumerate() {
+        c[g * ldc..][..TN].copy_from_slice(row);
+    }
+}
+
+/// `row[..len] = softmax(row[..len] + bias)`, `row[len..] = 0`; `row.len()` is a
+/// multiple of [`TN`]. Written as whole-row passes (no reduction inside the exp loop) so
+/// that each vectorises.
+#[inline(always)]
+fn softmax_row(row: &mut [f32], len: usize, bias: &[f32]) {
+    row[..len].iter_mut().zip(bias).for_each(|(x, b)| *x += b);
+    row[len..].fill(f32::NEG_INFINITY);
+    let mut lanes = [f32::NEG_INFINITY; TN];
+    for chunk in row.chunks_exact(TN) {
+        for (m, &x) in lanes.iter_mut().zip(chunk) {
+            *m = m.max(x);
+        }
+    }
+    let max = lanes.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+    for x in row.iter_mut() {
+        *x = activation::exp_nonpositive(*x - max);
+    }
+    row[len..].fill(0.0);
+    let inv = 1.0 / sum16(row, |x| x);
+    row[..len].iter_mut().for_each(|x| *x *= inv);
+}
+
+/// One sequence: tokens `t0..t0 + len` of `qkv`; `out` is its `[len, hidden]` context.
+///
+/// Per head, both products are tiled GEMMs on zero-padded copies: scores
+/// `S = (Q/√d) Kᵀ` (`[len↑8, len↑16]`) and context `C = softmax(S + B) V`; the bias of
+/// every offset `j − i` is laid out once per head so that query `i`'s biases are one
+/// slice.
+#[inline(always)]
+fn sequence_attention(
+    qkv: &[f32],
+    t0: usize,
+    len: usize,
+    out: &mut [f32],
+    model: &PackedMpnet,
+    buckets: &[usize],
+    longest: usize,
+) {
+    let (h, heads) = (model.hidden, model.heads);
+    let d = h / heads;
+    let row = 3 * h;
+    let scale = 1.0 / (d as f32).sqrt();
+    let lq = len.next_multiple_of(TQ);
+    let lk = len.next_multiple_of(TN);
+    let dp = d.next_multiple_of(TN);
+    // Padding stays zero: padded queries and keys give finite scores that are dropped
+    // (queries) or get probability 0 (keys), and padded value rows add nothing.
+    let mut q = vec![0f32; lq * d];
+    let mut kt = vec![0f32; d * lk];
+    let mut v = vec![0f32; lk * dp];
+    let mut scores = vec![0f32; lq * lk];
+    let mut ctx = vec![0f32; lq * dp];
+    let mut bias = vec![0f32; buckets.len()];
+    for head in 0..heads {
+        for j in 0..len {
+            let base = (t0 + j) * row + head * d;
+            for (dst, &x) in q[j * d..][..d].iter_mut().zip(&qkv[base..][..d]) {
+                *dst = x * scale;
+            }
+            for (c, &x) in qkv[base + h..][..d].iter().enumerate() {
+                kt[c * lk + j] = x;
+            }
+            v[j * dp..][..d].copy_from_slice(&qkv[base + 2 * h..][..d]);
+        }
+        for (b, &bucket) in bias.iter_mut().zip(buckets) {
+            *b = model.rel_bias[bucket * heads + head];
+        }
+        for i0 in (0..lq).step_by(TQ) {
+            for j0 in (0..lk).step_by(TN) {
+                tile(
+                    &q[i0 * d..],
+                    d,
+                    &kt[j0..],
+                    lk,
+                    d,
+                    &mut scores[i0 * lk + j0..],
+                    lk,
+                );
+            }
+        }
+        for i in 0..len {
+            softmax_row(
+                &mut scores[i * lk..][..lk],
+                len,
+                &bias[longest - 1 - i..][..len],
+            );
+        }
+        for i0 in (0..lq).step_by(TQ) {
+            for c0 in (0..dp).step_by(TN) {
+                tile(
+                    &scores[i0 * lk..],
+                    lk,
+                    &v[c0..],
+                    dp,
+                    lk,
+                    &mut ctx[i0 * dp + c0..],
+                    dp,
+                );
+            }
+        }
+        for i in 0..len {
+            out[i * h + head * d..][..d].copy_from_slice(&ctx[i * dp..][..d]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mpnet::MpnetModel;
+    use candle_core::Device;
+    use std::collections::HashMap;
+
+    /// A small random MPNet (2 layers) in both implementations.
+    fn tiny(act: &str, hidden: usize, heads: usize) -> (Config, VarBuilder<'static>) {
+        let cfg = Config {
+            vocab_size: 50,
+            hidden_size: hidden,
+            num_hidden_layers: 2,
+            num_attention_heads: heads,
+            intermediate_size: 96,
+            hidden_act: act.into(),
+            max_position_embeddings: 40,
+            layer_norm_eps: 1e-5,
+            pad_token_id: 1,
+            relative_attention_num_buckets: 32,
+        };
+        let dev = Device::Cpu;
+        let mut t = HashMap::new();
+        // Uniform values with the given mean and standard deviation, from a fixed LCG
+        // so that every run tests the same model.
+        let mut seed = 0x5d12_u64;
+        let mut put = |name: String, shape: &[usize], std: f32, mean: f32| {
+            let n: usize = shape.iter().product();
+            let v: Vec<f32> = (0..n)
+                .map(|_| {
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    let u = (seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+                    mean + u * std * 12f32.sqrt()
+                })
+                .collect();
+            t.insert(name, Tensor::from_vec(v, shape, &dev).unwrap());
+        };
+        let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
+        put(
+            "embeddings.word_embeddings.weight".into(),
+            &[50, h],
+            0.5,
+            0.0,
+        );
+        put(
+            "embeddings.position_embeddings.weight".into(),
+            &[40, h],
+            0.5,
+            0.0,
+        );
+        put("embeddings.LayerNorm.weight".into(), &[h], 0.1, 1.0);
+        put("embeddings.LayerNorm.bias".into(), &[h], 0.1, 0.0);
+        put(
+            "encoder.relative_attention_bias.weight".into(),
+            &[32, heads],
+            1.0,
+            0.0,
+        );
+        for l in 0..cfg.num_hidden_layers {
+            let p = format!("encoder.layer.{l}.");
+            for n in ["q", "k", "v", "o"] {
+                put(format!("{p}attention.attn.{n}.weight"), &[h, h], 0.2, 0.0);
+                put(format!("{p}attention.attn.{n}.bias"), &[h], 0.1, 0.0);
+            }
+            for n in ["attention.LayerNorm", "output.LayerNorm"] {
+                put(format!("{p}{n}.weight"), &[h], 0.1, 1.0);
+                put(format!("{p}{n}.bias"), &[h], 0.1, 0.0);
+            }
+            put(format!("{p}intermediate.dense.weight"), &[i, h], 0.2, 0.0);
+            put(format!("{p}intermediate.dense.bias"), &[i], 0.1, 0.0);
+            put(format!("{p}output.dense.weight"), &[h, i], 0.2, 0.0);
+            put(format!("{p}output.dense.bias"), &[h], 0.1, 0.0);
+        }
+        (cfg, VarBuilder::from_tensors(t, DType::F32, &dev))
+    }
+
+    /// Sequences of lengths 1..=`n` with varied ids (no pad id 1).
+    fn sequences(n: usize) -> Vec<Vec<u32>> {
+        (1..=n)
+            .map(|len| {
+                (0..len)
+                    .map(|j| ((j * 7 + len * 3) % 48 + 2) as u32)
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// The candle model's hidden states of `seqs`, padded to the longest.
+    fn candle_hidden(model: &MpnetModel, seqs: &[Vec<u32>]) -> (Vec<f32>, usize) {
+        let s = seqs.iter().map(|q| q.len()).max().unwrap();
+        let mut ids = Vec::new();
+        let mut mask = Vec::new();
+        for q in seqs {
+            ids.extend_from_slice(q);
+            ids.extend(std::iter::repeat_n(1u32, s - q.len()));
+            mask.extend(std::iter::repeat_n(1u32, q.len()));
+            mask.extend(std::iter::repeat_n(0u32, s - q.len()));
+        }
+        let dev = Device::Cpu;
+        let ids = Tensor::from_vec(ids, (seqs.len(), s), &dev).unwrap();
+        let mask = Tensor::from_vec(mask, (seqs.len(), s), &dev).unwrap();
+        let out = model.forward(&ids, &mask).unwrap();
+        (out.flatten_all().unwrap().to_vec1::<f32>().unwrap(), s)
+    }
+
+    /// Max |difference| and min cosine over all token states, packed against candle.
+    fn against_candle(
+        act: &str,
+        (hidden, heads): (usize, usize),
+        mixed_bf16: bool,
+        threads: bool,
+    ) -> (f32, f32) {
+        let (cfg, vb) = tiny(act, hidden, heads);
+        let candle = MpnetModel::load_with(vb.clone(), &cfg, mixed_bf16).unwrap();
+        let packed = PackedMpnet::load(vb, &cfg, mixed_bf16).unwrap();
+        let seqs = sequences(37); // up to 3 key tiles
+        let refs: Vec<&[u32]> = seqs.iter().map(|s| s.as_slice()).collect();
+        let got = packed.forward(&refs, threads).unwrap();
+        let (want, s) = candle_hidden(&candle, &seqs);
+        let h = cfg.hidden_size;
+        let (mut worst, mut min_cos) = (0f32, 1f32);
+        let mut row = 0;
+        for (b, q) in seqs.iter().enumerate() {
+            for i in 0..q.len() {
+                let g = &got[(row + i) * h..][..h];
+                let w = &want[(b * s + i) * h..][..h];
+                let (mut dot, mut gg, mut ww) = (0f64, 0f64, 0f64);
+                for (a, b) in g.iter().zip(w) {
+                    assert!(a.is_finite());
+                    worst = worst.max((a - b).abs());
+                    dot += f64::from(*a) * f64::from(*b);
+                    gg += f64::from(*a) * f64::from(*a);
+                    ww += f64::from(*b) * f64::from(*b);
+                }
+                min_cos = min_cos.min((dot / (gg * ww).sqrt()) as f32);
+            }
+            row += q.len();
+        }
+        assert_eq!(row * h, got.len());
+        (worst, min_cos)
+    }
+
+    #[test]
+    fn packed_f32_matches_the_candle_model() {
+        // Head sizes 16 (one attention tile) and 12 (padded to 16), and 64 as in
+        // all-mpnet-base-v2 (four tiles).
+        for (act, shape) in [("gelu", (64, 4)), ("gelu_new", (48, 4)), ("relu", (128, 2))] {
+            for threads in [false, true] {
+                let (d, _) = against_candle(act, shape, false, threads);
+                eprintln!("{act} {shape:?} threads={threads}: max |diff| {d:e}");
+                // Layer-normed outputs of order 1: only summation order differs.
+                assert!(
+                    d < 1e-4,
+                    "{act} {shape:?} threads={threads}: max |diff| {d}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn packed_bf16_matches_the_candle_model_with_the_same_gemms() {
+        if crate::linear::Bf16Gemm::here().is_none() {
+            return;
+        }
+        // Inputs that differ by f32 rounding flip a bf16 rounding now and then, and an
+        // untrained network amplifies that: compare directions, at the bf16 bar.
+        let (d, cos) = against_candle("gelu", (64, 4), true, false);
+        eprintln!("bf16: max |diff| {d:e}, min cos {cos}");
+        assert!(cos > 0.9999, "min cos {cos}, max |diff| {d}");
+    }
+
+    #[test]
+    fn pooled_rows_are_unit_means() {
+        let (cfg, vb) = tiny("gelu", 64, 4);
+        let packed = PackedMpnet::load(vb, &cfg, false).unwrap();
+        let seqs = sequences(5);
+        let refs: Vec<&[u32]> = seqs.iter().map(|s| s.as_slice()).collect();
+        let states = packed.forward(&refs, false).unwrap();
+        let pooled = packed.pooled(&refs, false).unwrap();
+        let h = cfg.hidden_size;
+        let last = &seqs[4];
+        let start: usize = seqs[..4].iter().map(|s| s.len()).sum();
+        let mut mean = vec![0f32; h];
+        for t in 0..last.len() {
+            for (m, v) in mean.iter_mut().zip(&states[(start + t) * h..][..h]) {
+                *m += v / last.len() as f32;
+            }
+        }
+        let norm = mean.iter().map(|v| v * v).sum::<f32>().sqrt();
+        for (p, m) in pooled[4 * h..].iter().zip(&mean) {
+            assert!((p - m / norm).abs() < 1e-6);
+        }
+    }
+
+    #[test]
+    fn bad_input_is_an_error() {
+        let (cfg, vb) = tiny("gelu", 64, 4);
+        let packed = PackedMpnet::load(vb, &cfg, false).unwrap();
+        let long = vec![5u32; 39];
+        let e = packed.forward(&[&long], false).unwrap_err().to_string();
+        assert!(e.contains("exceeds"), "{e}");
+        let e = packed.forward(&[&[2, 99]], false).unwrap_err().to_string();
+        assert!(e.contains("vocabulary"), "{e}");
+        assert!(packed.forward(&[], false).unwrap().is_empty());
+    }
+}
