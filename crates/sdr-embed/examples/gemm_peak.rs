@@ -1,5 +1,6 @@
 //! GEMM throughput at the feed-forward shape of all-mpnet-base-v2 (tokens × 768 × 3072):
-//! candle's f32 matmul (MKL-backed with `--features mkl`), the bf16 GEMMs behind
+//! candle's f32 matmul (MKL-backed with `--features mkl`), the AVX-512 f32 GEMM of the
+//! packed forward pass, the bf16 GEMMs behind
 //! `Precision::MixedBf16` (MKL's with `--features mkl`; the AVX-512 BF16 kernel where
 //! the CPU has it), and the instruction peaks they are bounded by: independent f32 FMAs
 //! and bf16 dot products (`vdpbf16ps`) on 512-bit registers, on 1 and on all threads.
@@ -25,11 +26,14 @@ fn main() -> candle_core::Result<()> {
     if cfg!(feature = "mkl") {
         layers.push(("bf16 mkl", Dense::bf16_with(linear(), Some(Bf16Gemm::Mkl))?));
     }
-    if sdr_embed::bf16_gemm::supported() {
+    if sdr_embed::avx512_gemm::supported() {
         layers.push((
             "bf16 avx512",
             Dense::bf16_with(linear(), Some(Bf16Gemm::Avx512))?,
         ));
+    }
+    if sdr_embed::avx512_gemm::supported_f32() {
+        layers.push(("f32 avx512", Dense::for_slices(linear(), false)?));
     }
     for (name, layer) in layers {
         let _ = layer.forward(&x)?;

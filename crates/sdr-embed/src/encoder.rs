@@ -9,7 +9,7 @@ use candle_core::{DType, Device, Tensor};
 use rayon::prelude::*;
 
 use crate::backbone::Backbone;
-use crate::bf16_gemm;
+use crate::avx512_gemm;
 use crate::cache::{normalise, text_key, SentenceCache};
 use crate::discover::weights_sha256;
 use crate::error::{EmbedError, Result};
@@ -180,7 +180,7 @@ fn resolve_precision(
     Ok(resolve_cpu_precision(
         asked,
         amx_bf16,
-        bf16_gemm::supported(),
+        avx512_gemm::supported(),
     ))
 }
 

@@ -14,8 +14,8 @@
 //! Paper: "SDR: Set-Distance Rewards for Radiology Report Generation".
 
 pub mod activation;
+pub mod avx512_gemm;
 pub mod backbone;
-pub mod bf16_gemm;
 pub mod cache;
 pub mod discover;
 pub mod encoder;

@@ -3,22 +3,26 @@
 //! stay f32 between layers: only the matrix product rounds its inputs to bf16.
 //!
 //! The bf16 GEMM is MKL's `cblas_gemm_bf16bf16f32` on CPUs with AMX (the `mkl` build),
-//! else the AVX-512 BF16 kernel of [`crate::bf16_gemm`] where the CPU has that
+//! else the AVX-512 BF16 kernel of [`crate::avx512_gemm`] where the CPU has that
 //! instruction set (2.1x MKL's bf16 GEMM on a Zen 4; bench/README.md), else MKL's.
+//!
+//! [`Dense::for_slices`] builds the layers of the packed forward pass
+//! (`crate::packed`), called on slices: f32 through the AVX-512 kernel where the CPU
+//! has AVX-512, else MKL or the `gemm` crate.
 
 use std::sync::OnceLock;
 
 use candle_core::{DType, Module, Result, Tensor};
 use candle_nn::Linear;
 
-use crate::bf16_gemm::{self, Bf16Weights};
+use crate::avx512_gemm::{self, PackedWeights};
 
 /// Which bf16 GEMM the mixed-precision dense layers use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Bf16Gemm {
     /// Intel MKL (AMX tiles where present).
     Mkl,
-    /// [`crate::bf16_gemm`]: `vdpbf16ps` on AVX-512 BF16.
+    /// [`crate::avx512_gemm`]: `vdpbf16ps` on AVX-512 BF16.
     Avx512,
 }
 
@@ -42,7 +46,7 @@ impl Bf16Gemm {
     pub fn here() -> Option<Bf16Gemm> {
         static HERE: OnceLock<Option<Bf16Gemm>> = OnceLock::new();
         *HERE.get_or_init(|| {
-            Bf16Gemm::pick(crate::encoder::cpu_has_amx_bf16(), bf16_gemm::supported())
+            Bf16Gemm::pick(crate::encoder::cpu_has_amx_bf16(), avx512_gemm::supported())
         })
     }
 }
@@ -58,7 +62,9 @@ pub enum Dense {
     #[cfg(feature = "mkl")]
     MklBf16(mkl::Bf16Linear),
     /// bf16 GEMM with AVX-512 BF16, f32 in and out.
-    Avx512Bf16(Bf16Weights),
+    Avx512Bf16(PackedWeights),
+    /// f32 GEMM with AVX-512 (slices only).
+    Avx512F32(PackedWeights),
 }
 
 impl Dense {
@@ -83,7 +89,10 @@ impl Dense {
             None => None,
         };
         let w = w.flatten_all()?.to_vec1::<f32>()?;
-        Ok(Dense::F32(F32Weights { w, bias, n, k }))
+        if avx512_gemm::supported_f32() {
+            return Ok(Dense::Avx512F32(PackedWeights::f32(&w, n, k, bias)));
+        }
+        Ok(Dense::F32(F32Weights::new(w, bias, n, k)))
     }
 
     pub fn in_dim(&self) -> usize {
@@ -92,7 +101,7 @@ impl Dense {
             Dense::F32(w) => w.k,
             #[cfg(feature = "mkl")]
             Dense::MklBf16(l) => l.in_dim,
-            Dense::Avx512Bf16(w) => w.in_dim(),
+            Dense::Avx512Bf16(w) | Dense::Avx512F32(w) => w.in_dim(),
         }
     }
 
@@ -102,7 +111,7 @@ impl Dense {
             Dense::F32(w) => w.n,
             #[cfg(feature = "mkl")]
             Dense::MklBf16(l) => l.out_dim,
-            Dense::Avx512Bf16(w) => w.out_dim(),
+            Dense::Avx512Bf16(w) | Dense::Avx512F32(w) => w.out_dim(),
         }
     }
 
@@ -122,7 +131,7 @@ impl Dense {
             Dense::F32(w) => Ok(w.forward(x, m, threads)),
             #[cfg(feature = "mkl")]
             Dense::MklBf16(l) => Ok(l.forward_slice(x, m)),
-            Dense::Avx512Bf16(w) => Ok(w.forward(x, m)),
+            Dense::Avx512Bf16(w) | Dense::Avx512F32(w) => Ok(w.forward(x, m)),
         }
     }
 
@@ -130,7 +139,7 @@ impl Dense {
     /// lacks it).
     pub fn bf16_with(linear: Linear, gemm: Option<Bf16Gemm>) -> Result<Self> {
         match gemm {
-            Some(Bf16Gemm::Avx512) if bf16_gemm::supported() => {
+            Some(Bf16Gemm::Avx512) if avx512_gemm::supported() => {
                 let w = linear.weight().to_dtype(DType::F32)?;
                 let (n, k) = w.dims2()?;
                 let bias = match linear.bias() {
@@ -138,7 +147,7 @@ impl Dense {
                     None => None,
                 };
                 let w = w.flatten_all()?.to_vec1::<f32>()?;
-                Ok(Dense::Avx512Bf16(Bf16Weights::new(&w, n, k, bias)))
+                Ok(Dense::Avx512Bf16(PackedWeights::bf16(&w, n, k, bias)))
             }
             #[cfg(feature = "mkl")]
             Some(Bf16Gemm::Mkl) => Ok(Dense::MklBf16(mkl::Bf16Linear::new(&linear)?)),
@@ -153,7 +162,7 @@ impl Module for Dense {
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         match self {
             Dense::Candle(l) => l.forward(xs),
-            Dense::F32(_) => {
+            Dense::F32(_) | Dense::Avx512F32(_) => {
                 let mut dims = xs.dims().to_vec();
                 let k = *dims.last().unwrap_or(&0);
                 let m = xs.elem_count() / k.max(1);
@@ -182,15 +191,32 @@ impl Module for Dense {
     }
 }
 
-/// f32 `W` (`n x k`, out x in, row-major) and bias.
+/// f32 `W` (`n x k`, out x in, row-major) and bias. In the `mkl` build `W` is kept only
+/// in MKL's packed layout (`cblas_sgemm_pack`), packed once at load instead of on
+/// every call.
 pub struct F32Weights {
+    #[cfg(not(feature = "mkl"))]
     w: Vec<f32>,
+    #[cfg(feature = "mkl")]
+    packed: mkl::PackedB,
     bias: Option<Vec<f32>>,
     n: usize,
     k: usize,
 }
 
 impl F32Weights {
+    fn new(w: Vec<f32>, bias: Option<Vec<f32>>, n: usize, k: usize) -> Self {
+        Self {
+            #[cfg(feature = "mkl")]
+            packed: mkl::PackedB::new(&w, n, k),
+            #[cfg(not(feature = "mkl"))]
+            w,
+            bias,
+            n,
+            k,
+        }
+    }
+
     fn forward(&self, x: &[f32], m: usize, threads: bool) -> Vec<f32> {
         let (n, k) = (self.n, self.k);
         let mut y = match &self.bias {
@@ -202,10 +228,8 @@ impl F32Weights {
         }
         #[cfg(feature = "mkl")]
         {
-            let _ = threads; // MKL's own threading (see the encoder's `blas_single_threaded`)
-                             // SAFETY: x is m x k, w is n x k (used transposed), y is m x n, all row-major
-                             // and contiguous with the leading dimensions passed.
-            unsafe { mkl::sgemm_nt(m, n, k, x, &self.w, &mut y) };
+            let _ = (threads, k); // MKL's own threading (see the encoder's `blas_single_threaded`)
+            self.packed.gemm(x, m, &mut y);
         }
         #[cfg(not(feature = "mkl"))]
         {
@@ -256,15 +280,31 @@ mod mkl {
     const CBLAS_NO_TRANS: i32 = 111;
     const CBLAS_TRANS: i32 = 112;
 
+    // mkl_cblas.h: CBLAS_IDENTIFIER's CblasBMatrix, and CblasPacked for `transb`.
+    const CBLAS_B_MATRIX: i32 = 162;
+    const CBLAS_PACKED: i32 = 151;
+
     extern "C" {
-        fn cblas_sgemm(
+        fn cblas_sgemm_pack_get_size(identifier: i32, m: i32, n: i32, k: i32) -> usize;
+        fn cblas_sgemm_pack(
+            layout: i32,
+            identifier: i32,
+            trans: i32,
+            m: i32,
+            n: i32,
+            k: i32,
+            alpha: f32,
+            src: *const f32,
+            ld: i32,
+            dest: *mut f32,
+        );
+        fn cblas_sgemm_compute(
             layout: i32,
             trans_a: i32,
             trans_b: i32,
             m: i32,
             n: i32,
             k: i32,
-            alpha: f32,
             a: *const f32,
             lda: i32,
             b: *const f32,
@@ -295,28 +335,68 @@ mod mkl {
         );
     }
 
-    /// `y += x W^T` (`x`: m x k, `w`: n x k, `y`: m x n, row-major).
-    ///
-    /// # Safety
-    /// The slices hold at least those sizes.
-    pub unsafe fn sgemm_nt(m: usize, n: usize, k: usize, x: &[f32], w: &[f32], y: &mut [f32]) {
-        debug_assert!(x.len() >= m * k && w.len() >= n * k && y.len() >= m * n);
-        cblas_sgemm(
-            CBLAS_ROW_MAJOR,
-            CBLAS_NO_TRANS,
-            CBLAS_TRANS,
-            m as i32,
-            n as i32,
-            k as i32,
-            1.0,
-            x.as_ptr(),
-            k as i32,
-            w.as_ptr(),
-            k as i32,
-            1.0,
-            y.as_mut_ptr(),
-            n as i32,
-        )
+    /// `Wᵀ` (`k x n`) in MKL's packed layout, for `cblas_sgemm_compute`.
+    pub struct PackedB {
+        buf: Vec<u8>,
+        /// Offset of the 64-byte aligned start inside `buf` (MKL asks for aligned
+        /// storage; the heap block never moves after packing, as MKL also requires).
+        start: usize,
+        n: usize,
+        k: usize,
+    }
+
+    impl PackedB {
+        /// Packs `Wᵀ` for `w` (`n x k`, row-major).
+        pub fn new(w: &[f32], n: usize, k: usize) -> Self {
+            assert_eq!(w.len(), n * k, "sgemm pack: weights are not n x k");
+            // The size of a packed B depends on n and k; m only names A's rows.
+            // SAFETY: a size query.
+            let bytes = unsafe { cblas_sgemm_pack_get_size(CBLAS_B_MATRIX, 1, n as i32, k as i32) };
+            let mut buf = vec![0u8; bytes + 64];
+            let start = buf.as_ptr().align_offset(64);
+            // SAFETY: `w` is n x k row-major, i.e. Wᵀ (k x n) transposed with ld = k;
+            // the destination holds `bytes` from a 64-byte boundary.
+            unsafe {
+                cblas_sgemm_pack(
+                    CBLAS_ROW_MAJOR,
+                    CBLAS_B_MATRIX,
+                    CBLAS_TRANS,
+                    1,
+                    n as i32,
+                    k as i32,
+                    1.0,
+                    w.as_ptr(),
+                    k as i32,
+                    buf.as_mut_ptr().add(start).cast(),
+                )
+            };
+            Self { buf, start, n, k }
+        }
+
+        /// `y += x Wᵀ` for `x` of `m` rows (`m x k`; `y`: `m x n`, row-major).
+        pub fn gemm(&self, x: &[f32], m: usize, y: &mut [f32]) {
+            let (n, k) = (self.n, self.k);
+            assert!(x.len() >= m * k && y.len() >= m * n, "sgemm: slices too short");
+            // SAFETY: x is m x k and y is m x n, row-major with the leading dimensions
+            // passed; B was packed for this n and k.
+            unsafe {
+                cblas_sgemm_compute(
+                    CBLAS_ROW_MAJOR,
+                    CBLAS_NO_TRANS,
+                    CBLAS_PACKED,
+                    m as i32,
+                    n as i32,
+                    k as i32,
+                    x.as_ptr(),
+                    k as i32,
+                    self.buf.as_ptr().add(self.start).cast(),
+                    n as i32,
+                    1.0,
+                    y.as_mut_ptr(),
+                    n as i32,
+                )
+            }
+        }
     }
 
     /// `W` as bf16 bits, `[out, in]` row-major, and the f32 bias.
@@ -395,5 +475,43 @@ mod mkl {
             }
             c
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    /// The slice path (MKL's packed B in the `mkl` build, the `gemm` crate otherwise)
+    /// against candle's `Linear`, for row counts unlike the one packing saw.
+    #[test]
+    fn f32_slices_match_candle_linear_for_any_rows() {
+        let dev = Device::Cpu;
+        let (n, k) = (300, 200);
+        let w = Tensor::randn(0f32, 0.1, (n, k), &dev).unwrap();
+        let b = Tensor::randn(0f32, 0.1, n, &dev).unwrap();
+        let linear = Linear::new(w, Some(b));
+        let dense = Dense::for_slices(linear.clone(), false).unwrap();
+        assert!(matches!(dense, Dense::F32(_) | Dense::Avx512F32(_)));
+        assert_eq!((dense.in_dim(), dense.out_dim()), (k, n));
+        for m in [1usize, 5, 12, 100, 257] {
+            let x = Tensor::randn(0f32, 1.0, (m, k), &dev).unwrap();
+            let want = linear.forward(&x).unwrap().flatten_all().unwrap();
+            let want = want.to_vec1::<f32>().unwrap();
+            let xs = x.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            for threads in [false, true] {
+                let got = dense.apply(&xs, m, threads).unwrap();
+                assert_eq!(got.len(), m * n);
+                let worst = got
+                    .iter()
+                    .zip(&want)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0f32, f32::max);
+                assert!(worst < 1e-4, "m={m} threads={threads}: max |diff| {worst}");
+            }
+        }
+        let e = dense.apply(&[0.0; 3], 1, false).unwrap_err().to_string();
+        assert!(e.contains("not 1 x 200"), "{e}");
     }
 }
