@@ -103,12 +103,13 @@ impl PackedWeights {
             .par_chunks_exact_mut(k2 * NR)
             .enumerate()
             .for_each(|(q, panel)| {
+                let mut pairs = vec![0u32; if bf16 { k2 } else { 0 }];
                 for c in 0..NR.min(n - q * NR) {
                     let row = &w[(q * NR + c) * k..(q * NR + c + 1) * k];
                     if bf16 {
-                        for (p, two) in row.chunks(2).enumerate() {
-                            panel[p * NR + c] =
-                                pair(two[0], two.get(1).copied().unwrap_or(0.0));
+                        pack_pairs(row, &mut pairs);
+                        for (p, &two) in pairs.iter().enumerate() {
+                            panel[p * NR + c] = two;
                         }
                     } else {
                         for (p, v) in row.iter().enumerate() {
@@ -210,18 +211,29 @@ fn pack_rows(x: &[f32], m: usize, k: usize) -> Vec<u32> {
     let k2 = k.div_ceil(2);
     let mut a = vec![0u32; m * k2];
     for (row, out) in x.chunks_exact(k).zip(a.chunks_exact_mut(k2)) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `forward` checked AVX-512 BF16.
-        let done = unsafe { x86::pack_row(row, out) };
-        #[cfg(not(target_arch = "x86_64"))]
-        let done = 0;
-        for p in done..k2 {
-            let hi = if 2 * p + 1 < k { row[2 * p + 1] } else { 0.0 };
-            out[p] = pair(row[2 * p], hi);
-        }
+        pack_pairs(row, out);
     }
     debug_assert_eq!(a.len(), m * k2);
     a
+}
+
+/// One row as bf16 pairs into `out` (`row.len().div_ceil(2)` lanes), with
+/// `vcvtne2ps2bf16` where the CPU has it.
+fn pack_pairs(row: &[f32], out: &mut [u32]) {
+    let k = row.len();
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: AVX-512 BF16 is checked first.
+    let done = if supported() {
+        unsafe { x86::pack_row(row, out) }
+    } else {
+        0
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let done = 0;
+    for p in done..k.div_ceil(2) {
+        let hi = if 2 * p + 1 < k { row[2 * p + 1] } else { 0.0 };
+        out[p] = pair(row[2 * p], hi);
+    }
 }
 
 #[cfg(target_arch = "x86_64")]

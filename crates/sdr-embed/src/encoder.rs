@@ -8,8 +8,8 @@ use std::sync::{Arc, OnceLock};
 use candle_core::{DType, Device, Tensor};
 use rayon::prelude::*;
 
-use crate::backbone::Backbone;
 use crate::avx512_gemm;
+use crate::backbone::Backbone;
 use crate::cache::{normalise, text_key, SentenceCache};
 use crate::discover::weights_sha256;
 use crate::error::{EmbedError, Result};

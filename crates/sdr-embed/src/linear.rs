@@ -376,7 +376,10 @@ mod mkl {
         /// `y += x Wᵀ` for `x` of `m` rows (`m x k`; `y`: `m x n`, row-major).
         pub fn gemm(&self, x: &[f32], m: usize, y: &mut [f32]) {
             let (n, k) = (self.n, self.k);
-            assert!(x.len() >= m * k && y.len() >= m * n, "sgemm: slices too short");
+            assert!(
+                x.len() >= m * k && y.len() >= m * n,
+                "sgemm: slices too short"
+            );
             // SAFETY: x is m x k and y is m x n, row-major with the leading dimensions
             // passed; B was packed for this n and k.
             unsafe {

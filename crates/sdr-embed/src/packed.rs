@@ -419,23 +419,35 @@ fn sequence_attention(
     let dp = d.next_multiple_of(TN);
     // Padding stays zero: padded queries and keys give finite scores that are dropped
     // (queries) or get probability 0 (keys), and padded value rows add nothing.
-    let mut q = vec![0f32; lq * d];
-    let mut kt = vec![0f32; d * lk];
-    let mut v = vec![0f32; lk * dp];
+    let (qs, ks, vs) = (lq * d, d * lk, lk * dp);
+    let mut q = vec![0f32; heads * qs];
+    let mut kt = vec![0f32; heads * ks];
+    let mut v = vec![0f32; heads * vs];
     let mut scores = vec![0f32; lq * lk];
     let mut ctx = vec![0f32; lq * dp];
     let mut bias = vec![0f32; buckets.len()];
-    for head in 0..heads {
-        for j in 0..len {
-            let base = (t0 + j) * row + head * d;
-            for (dst, &x) in q[j * d..][..d].iter_mut().zip(&qkv[base..][..d]) {
+    // One pass over the sequence's rows of `qkv` (contiguous, so prefetched), split
+    // into every head's operands; head by head the rows would be read with a stride of
+    // 3·hidden values, mostly missing the cache.
+    for j in 0..len {
+        let base = (t0 + j) * row;
+        for head in 0..heads {
+            let src = &qkv[base + head * d..][..d];
+            for (dst, &x) in q[head * qs + j * d..][..d].iter_mut().zip(src) {
                 *dst = x * scale;
             }
-            for (c, &x) in qkv[base + h..][..d].iter().enumerate() {
-                kt[c * lk + j] = x;
+            for (c, &x) in qkv[base + h + head * d..][..d].iter().enumerate() {
+                kt[head * ks + c * lk + j] = x;
             }
-            v[j * dp..][..d].copy_from_slice(&qkv[base + 2 * h..][..d]);
+            v[head * vs + j * dp..][..d].copy_from_slice(&qkv[base + 2 * h + head * d..][..d]);
         }
+    }
+    for head in 0..heads {
+        let (q, kt, v) = (
+            &q[head * qs..][..qs],
+            &kt[head * ks..][..ks],
+            &v[head * vs..][..vs],
+        );
         for (b, &bucket) in bias.iter_mut().zip(buckets) {
             *b = model.rel_bias[bucket * heads + head];
         }
