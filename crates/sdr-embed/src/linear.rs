@@ -82,13 +82,7 @@ impl Dense {
         if mixed_bf16 {
             return Self::bf16_with(linear, Bf16Gemm::here());
         }
-        let w = linear.weight().to_dtype(DType::F32)?;
-        let (n, k) = w.dims2()?;
-        let bias = match linear.bias() {
-            Some(b) => Some(b.to_dtype(DType::F32)?.to_vec1::<f32>()?),
-            None => None,
-        };
-        let w = w.flatten_all()?.to_vec1::<f32>()?;
+        let (w, n, k, bias) = f32_parts(&linear)?;
         if avx512_gemm::supported_f32() {
             return Ok(Dense::Avx512F32(PackedWeights::f32(&w, n, k, bias)));
         }
@@ -140,13 +134,7 @@ impl Dense {
     pub fn bf16_with(linear: Linear, gemm: Option<Bf16Gemm>) -> Result<Self> {
         match gemm {
             Some(Bf16Gemm::Avx512) if avx512_gemm::supported() => {
-                let w = linear.weight().to_dtype(DType::F32)?;
-                let (n, k) = w.dims2()?;
-                let bias = match linear.bias() {
-                    Some(b) => Some(b.to_dtype(DType::F32)?.to_vec1::<f32>()?),
-                    None => None,
-                };
-                let w = w.flatten_all()?.to_vec1::<f32>()?;
+                let (w, n, k, bias) = f32_parts(&linear)?;
                 Ok(Dense::Avx512Bf16(PackedWeights::bf16(&w, n, k, bias)))
             }
             #[cfg(feature = "mkl")]
@@ -189,6 +177,20 @@ impl Module for Dense {
             }
         }
     }
+}
+
+/// A layer's f32 weights (`n x k`, row-major), `n`, `k` and bias.
+type F32Parts = (Vec<f32>, usize, usize, Option<Vec<f32>>);
+
+/// `linear`'s weights as [`F32Parts`].
+fn f32_parts(linear: &Linear) -> Result<F32Parts> {
+    let w = linear.weight().to_dtype(DType::F32)?;
+    let (n, k) = w.dims2()?;
+    let bias = match linear.bias() {
+        Some(b) => Some(b.to_dtype(DType::F32)?.to_vec1::<f32>()?),
+        None => None,
+    };
+    Ok((w.flatten_all()?.to_vec1::<f32>()?, n, k, bias))
 }
 
 /// f32 `W` (`n x k`, out x in, row-major) and bias. In the `mkl` build `W` is kept only
