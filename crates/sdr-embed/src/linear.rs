@@ -500,13 +500,22 @@ mod tests {
         let dense = Dense::for_slices(linear.clone(), false).unwrap();
         assert!(matches!(dense, Dense::F32(_) | Dense::Avx512F32(_)));
         assert_eq!((dense.in_dim(), dense.out_dim()), (k, n));
+        // The path CPUs without AVX-512 take (MKL's packed B, or the `gemm` crate),
+        // whatever this CPU has.
+        let (w, n2, k2, bias) = f32_parts(&linear).unwrap();
+        let portable = Dense::F32(F32Weights::new(w, bias, n2, k2));
         for m in [1usize, 5, 12, 100, 257] {
             let x = Tensor::randn(0f32, 1.0, (m, k), &dev).unwrap();
             let want = linear.forward(&x).unwrap().flatten_all().unwrap();
             let want = want.to_vec1::<f32>().unwrap();
             let xs = x.flatten_all().unwrap().to_vec1::<f32>().unwrap();
-            for threads in [false, true] {
-                let got = dense.apply(&xs, m, threads).unwrap();
+            for (layer, threads) in [
+                (&dense, false),
+                (&dense, true),
+                (&portable, false),
+                (&portable, true),
+            ] {
+                let got = layer.apply(&xs, m, threads).unwrap();
                 assert_eq!(got.len(), m * n);
                 let worst = got
                     .iter()
