@@ -558,19 +558,17 @@ impl Encoder {
         let mut out: Vec<Option<TokenEmbeddings>> = (0..texts.len()).map(|_| None).collect();
         for batch in &batches {
             let rows: Vec<&Tokens> = batch.iter().map(|&i| &tokens[i]).collect();
-            let (hidden, seq) = self
+            let hidden = self
                 .hidden_batch(&rows)
                 .map_err(|source| EmbedError::Model {
                     dir: self.dir.clone(),
                     source,
                 })?;
-            for (r, &i) in batch.iter().enumerate() {
-                let n = tokens[i].ids.len();
-                let start = r * seq * dim;
+            for (&i, vectors) in batch.iter().zip(hidden) {
                 out[i] = Some(TokenEmbeddings {
                     ids: tokens[i].ids.clone(),
                     tokens: tokens[i].tokens.clone(),
-                    vectors: hidden[start..start + n * dim].to_vec(),
+                    vectors,
                     dim,
                 });
             }
@@ -627,10 +625,29 @@ impl Encoder {
         mean.broadcast_div(&norm)?.flatten_all()?.to_vec1::<f32>()
     }
 
-    fn hidden_batch(&self, rows: &[&Tokens]) -> candle_core::Result<(Vec<f32>, usize)> {
-        let (ids, mask, seq) = self.batch_tensors(rows)?;
-        let hidden = self.backbone.forward(&ids, &mask)?.to_dtype(DType::F32)?;
-        Ok((hidden.flatten_all()?.to_vec1::<f32>()?, seq))
+    /// Last-layer vectors of each row's tokens (`len x dim`, row-major), without the
+    /// padding.
+    fn hidden_batch(&self, rows: &[&Tokens]) -> candle_core::Result<Vec<Vec<f32>>> {
+        let dim = self.dim;
+        let (states, stride) = if let Some(packed) = self.backbone.packed() {
+            let seqs: Vec<&[u32]> = rows.iter().map(|t| t.ids.as_slice()).collect();
+            (packed.forward(&seqs, true)?, None)
+        } else {
+            let (ids, mask, seq) = self.batch_tensors(rows)?;
+            let hidden = self.backbone.forward(&ids, &mask)?.to_dtype(DType::F32)?;
+            (hidden.flatten_all()?.to_vec1::<f32>()?, Some(seq))
+        };
+        let mut start = 0;
+        Ok(rows
+            .iter()
+            .map(|t| {
+                let n = t.ids.len();
+                let v = states[start * dim..(start + n) * dim].to_vec();
+                // Packed rows follow each other; padded rows are `seq` apart.
+                start += stride.unwrap_or(n);
+                v
+            })
+            .collect())
     }
 }
 
