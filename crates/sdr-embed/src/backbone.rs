@@ -124,8 +124,8 @@ impl Backbone {
         }
     }
 
-    /// `input_ids`, `attention_mask`: `[batch, seq]` u32. Returns `[batch, seq, hidden]`
-    /// (zeros at padded positions for the packed MPNet).
+    /// The candle graphs: `input_ids`, `attention_mask` `[batch, seq]` u32; returns
+    /// `[batch, seq, hidden]`. The packed MPNet runs through [`Backbone::packed`].
     pub fn forward(
         &self,
         input_ids: &Tensor,
@@ -133,34 +133,9 @@ impl Backbone {
     ) -> candle_core::Result<Tensor> {
         match self {
             Backbone::Mpnet(m) => m.forward(input_ids, attention_mask),
-            Backbone::MpnetPacked(m) => {
-                // Strip the padding, run packed, pad the states back with zeros.
-                let (b, s) = input_ids.dims2()?;
-                let ids = input_ids.to_vec2::<u32>()?;
-                let mask = attention_mask.to_vec2::<u32>()?;
-                let seqs: Vec<Vec<u32>> = ids
-                    .iter()
-                    .zip(&mask)
-                    .map(|(i, m)| {
-                        i.iter()
-                            .zip(m)
-                            .filter(|(_, &m)| m != 0)
-                            .map(|(&i, _)| i)
-                            .collect()
-                    })
-                    .collect();
-                let refs: Vec<&[u32]> = seqs.iter().map(|q| q.as_slice()).collect();
-                let h = m.hidden_size();
-                let states = m.forward(&refs, true)?;
-                let mut out = vec![0f32; b * s * h];
-                let mut start = 0;
-                for (r, q) in seqs.iter().enumerate() {
-                    out[r * s * h..][..q.len() * h]
-                        .copy_from_slice(&states[start * h..(start + q.len()) * h]);
-                    start += q.len();
-                }
-                Tensor::from_vec(out, (b, s, h), input_ids.device())
-            }
+            Backbone::MpnetPacked(_) => candle_core::bail!(
+                "the packed MPNet takes token lists without padding: call it through `packed()`"
+            ),
             Backbone::Bert(m) => {
                 let token_type_ids = input_ids.zeros_like()?;
                 m.forward(input_ids, &token_type_ids, Some(attention_mask))

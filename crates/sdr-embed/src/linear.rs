@@ -150,30 +150,19 @@ impl Module for Dense {
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         match self {
             Dense::Candle(l) => l.forward(xs),
-            Dense::F32(_) | Dense::Avx512F32(_) => {
+            // The slice kernels, on the tensor's values.
+            _ => {
                 let mut dims = xs.dims().to_vec();
                 let k = *dims.last().unwrap_or(&0);
+                if k != self.in_dim() {
+                    candle_core::bail!("dense layer: input dim {k}, expected {}", self.in_dim())
+                }
                 let m = xs.elem_count() / k.max(1);
                 let x = xs.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
                 if let Some(last) = dims.last_mut() {
                     *last = self.out_dim();
                 }
                 Tensor::from_vec(self.apply(&x, m, true)?, dims, xs.device())
-            }
-            #[cfg(feature = "mkl")]
-            Dense::MklBf16(l) => l.forward(xs),
-            Dense::Avx512Bf16(w) => {
-                let mut dims = xs.dims().to_vec();
-                let k = *dims.last().unwrap_or(&0);
-                if k != w.in_dim() {
-                    candle_core::bail!("bf16 linear: input dim {k}, expected {}", w.in_dim())
-                }
-                let m = xs.elem_count() / k.max(1);
-                let x = xs.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
-                if let Some(last) = dims.last_mut() {
-                    *last = w.out_dim();
-                }
-                Tensor::from_vec(w.forward(&x, m), dims, xs.device())
             }
         }
     }
@@ -273,7 +262,7 @@ impl F32Weights {
 
 #[cfg(feature = "mkl")]
 mod mkl {
-    use candle_core::{DType, Result, Tensor};
+    use candle_core::{DType, Result};
     use candle_nn::Linear;
     use half::bf16;
 
@@ -432,20 +421,6 @@ mod mkl {
                 out_dim,
                 in_dim,
             })
-        }
-
-        pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
-            let mut dims = xs.dims().to_vec();
-            let k = *dims.last().unwrap_or(&0);
-            if k != self.in_dim {
-                candle_core::bail!("bf16 linear: input dim {k}, expected {}", self.in_dim)
-            }
-            let m = xs.elem_count() / k.max(1);
-            let x = xs.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
-            if let Some(last) = dims.last_mut() {
-                *last = self.out_dim;
-            }
-            Tensor::from_vec(self.forward_slice(&x, m), dims, xs.device())
         }
 
         /// `x`: `m x in_dim` row-major (checked by the caller).
