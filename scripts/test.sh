@@ -15,6 +15,9 @@ bash scripts/fetch-gemma3.sh >/dev/null
 # WordNet for the METEOR-with-synonyms parity test (Debian wordnet-base; idempotent).
 bash scripts/install-wordnet.sh
 export SDR_REQUIRE_WORDNET=1
+# A clean CI build gains nothing from incremental artefacts, which cost GBs of disk.
+if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi
+echo "== disk free for target/: $(df -h . | awk 'NR==2 {print $4}')"
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
