@@ -7,6 +7,13 @@
 //! AVX-512 (8 lanes), brings a 12 x 12 x 768 block to about a microsecond;
 //! a GEMM library's packing costs more than the product at these sizes.
 //!
+//! With AVX-512 the squared norms come from the same tiles
+//! ([`dots_with_norms`]): the first tile of each row and column of tiles
+//! also accumulates `x . x` from the chunks it has loaded. A separate norm
+//! pass was the first to read the rows, so it waited on memory with nothing
+//! to overlap (f32 widening there also competed with the FMAs for the same
+//! pipes).
+//!
 //! Every path computes `dot(x, y)` with the same operation order whatever the
 //! position of `x` and `y` in their blocks (lane-wise accumulation over
 //! chunks of the dimension, then one horizontal sum), and FMA is symmetric in
@@ -26,7 +33,7 @@ pub(crate) fn dots(a: &[f64], b: &[f64], dim: usize, out: &mut [f64]) {
     {
         if x86::has_avx512() {
             // SAFETY: the feature was detected at run time.
-            unsafe { x86::dots_avx512(a, b, dim, out) };
+            unsafe { x86::tiled::<x86::F64>(a, b, dim, out, None) };
             return;
         }
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
@@ -43,6 +50,62 @@ pub(crate) fn dots(a: &[f64], b: &[f64], dim: usize, out: &mut [f64]) {
     }
 }
 
+/// [`dots`] plus the squared norm of every row of `a` and `b`, each the
+/// chain of `dot(x, x)`, accumulated by the tiles that load the rows anyway:
+/// no separate pass reads the rows first. `false` (outputs untouched) where
+/// AVX-512 is missing; callers then use [`dots`] and [`self_dot`].
+pub(crate) fn dots_with_norms(
+    a: &[f64],
+    b: &[f64],
+    dim: usize,
+    out: &mut [f64],
+    sq_a: &mut [f64],
+    sq_b: &mut [f64],
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if dim > 0 && x86::has_avx512() {
+            assert_eq!(
+                out.len(),
+                (a.len() / dim) * (b.len() / dim),
+                "dots: wrong output"
+            );
+            // SAFETY: the features were detected at run time.
+            unsafe { x86::tiled::<x86::F64>(a, b, dim, out, Some((sq_a, sq_b))) };
+            return true;
+        }
+    }
+    let _ = (a, b, dim, out, sq_a, sq_b);
+    false
+}
+
+/// [`dots_with_norms`] for f32 rows, widened in registers (the bits of the
+/// f64 widening, as [`dots_f32`]).
+pub(crate) fn dots_with_norms_f32(
+    a: &[f32],
+    b: &[f32],
+    dim: usize,
+    out: &mut [f64],
+    sq_a: &mut [f64],
+    sq_b: &mut [f64],
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if dim > 0 && x86::has_avx512() {
+            assert_eq!(
+                out.len(),
+                (a.len() / dim) * (b.len() / dim),
+                "dots: wrong output"
+            );
+            // SAFETY: the features were detected at run time.
+            unsafe { x86::tiled::<x86::Widened>(a, b, dim, out, Some((sq_a, sq_b))) };
+            return true;
+        }
+    }
+    let _ = (a, b, dim, out, sq_a, sq_b);
+    false
+}
+
 /// `x . x`, the squared norm of a row. Four partial sums over interleaved
 /// chunks, so the loop is not bound by the latency of one FMA chain (a
 /// 768-d row is 96 dependent FMAs otherwise, as long as a 4 x 4 tile of
@@ -53,7 +116,7 @@ pub(crate) fn self_dot(x: &[f64]) -> f64 {
     {
         if x86::has_avx512() {
             // SAFETY: the feature was detected at run time.
-            return unsafe { x86::self_dot_avx512(x) };
+            return unsafe { x86::sq_norm::<x86::F64>(x) };
         }
     }
     let mut out = [0.0];
@@ -71,7 +134,7 @@ pub(crate) fn dots_f32(a: &[f32], b: &[f32], dim: usize, out: &mut [f64]) {
             let (na, nb) = (a.len() / dim, b.len() / dim);
             assert_eq!(out.len(), na * nb, "dots: output of the wrong length");
             // SAFETY: the features were detected at run time.
-            unsafe { x86::dots_avx512_f32(a, b, dim, out) };
+            unsafe { x86::tiled::<x86::Widened>(a, b, dim, out, None) };
             return;
         }
     }
@@ -86,7 +149,7 @@ pub(crate) fn self_dot_f32(x: &[f32]) -> f64 {
     {
         if x86::has_avx512() {
             // SAFETY: the features were detected at run time.
-            return unsafe { x86::self_dot_avx512_f32(x) };
+            return unsafe { x86::sq_norm::<x86::Widened>(x) };
         }
     }
     let wide: Vec<f64> = x.iter().map(|&v| f64::from(v)).collect();
@@ -132,88 +195,181 @@ mod x86 {
     const TA: usize = 4;
     const TB: usize = 4;
 
-    /// Eight consecutive elements widened to f64 lanes: the whole chunk, or
-    /// its first lanes under `mask` (the others read as zero).
-    pub(super) trait Lanes: Copy {
-        unsafe fn load(p: *const Self) -> __m512d;
-        unsafe fn load_masked(mask: __mmask8, p: *const Self) -> __m512d;
+    /// One way of accumulating products in 512-bit lanes: the element type of
+    /// the rows, the accumulator vector, and how chunks of `W` elements load.
+    pub(super) trait Lanes {
+        type Elem: Copy;
+        type V: Copy;
+        /// Elements per chunk.
+        const W: usize;
+        unsafe fn zero() -> Self::V;
+        unsafe fn load(p: *const Self::Elem) -> Self::V;
+        /// The first `rest < W` elements; the other lanes read as zero.
+        unsafe fn load_rest(rest: usize, p: *const Self::Elem) -> Self::V;
+        unsafe fn fma(x: Self::V, y: Self::V, acc: Self::V) -> Self::V;
+        unsafe fn add(x: Self::V, y: Self::V) -> Self::V;
+        unsafe fn sum(v: Self::V) -> f64;
     }
 
-    impl Lanes for f64 {
+    /// f64 rows in 8 f64 lanes.
+    pub(super) struct F64;
+    /// f32 rows widened to 8 f64 lanes: the products are exact, as for `F64`
+    /// on the widened rows.
+    pub(super) struct Widened;
+    impl Lanes for F64 {
+        type Elem = f64;
+        type V = __m512d;
+        const W: usize = 8;
+        #[inline(always)]
+        unsafe fn zero() -> __m512d {
+            _mm512_setzero_pd()
+        }
         #[inline(always)]
         unsafe fn load(p: *const f64) -> __m512d {
             _mm512_loadu_pd(p)
         }
         #[inline(always)]
-        unsafe fn load_masked(mask: __mmask8, p: *const f64) -> __m512d {
-            _mm512_maskz_loadu_pd(mask, p)
+        unsafe fn load_rest(rest: usize, p: *const f64) -> __m512d {
+            _mm512_maskz_loadu_pd(((1u16 << rest) - 1) as __mmask8, p)
+        }
+        #[inline(always)]
+        unsafe fn fma(x: __m512d, y: __m512d, acc: __m512d) -> __m512d {
+            _mm512_fmadd_pd(x, y, acc)
+        }
+        #[inline(always)]
+        unsafe fn add(x: __m512d, y: __m512d) -> __m512d {
+            _mm512_add_pd(x, y)
+        }
+        #[inline(always)]
+        unsafe fn sum(v: __m512d) -> f64 {
+            _mm512_reduce_add_pd(v)
         }
     }
 
-    impl Lanes for f32 {
+    impl Lanes for Widened {
+        type Elem = f32;
+        type V = __m512d;
+        const W: usize = 8;
+        #[inline(always)]
+        unsafe fn zero() -> __m512d {
+            _mm512_setzero_pd()
+        }
         #[inline(always)]
         unsafe fn load(p: *const f32) -> __m512d {
             _mm512_cvtps_pd(_mm256_loadu_ps(p))
         }
         #[inline(always)]
-        unsafe fn load_masked(mask: __mmask8, p: *const f32) -> __m512d {
-            _mm512_cvtps_pd(_mm256_maskz_loadu_ps(mask, p))
+        unsafe fn load_rest(rest: usize, p: *const f32) -> __m512d {
+            _mm512_cvtps_pd(_mm256_maskz_loadu_ps(((1u16 << rest) - 1) as __mmask8, p))
+        }
+        #[inline(always)]
+        unsafe fn fma(x: __m512d, y: __m512d, acc: __m512d) -> __m512d {
+            _mm512_fmadd_pd(x, y, acc)
+        }
+        #[inline(always)]
+        unsafe fn add(x: __m512d, y: __m512d) -> __m512d {
+            _mm512_add_pd(x, y)
+        }
+        #[inline(always)]
+        unsafe fn sum(v: __m512d) -> f64 {
+            _mm512_reduce_add_pd(v)
         }
     }
 
     /// One `RA x RB` tile of products: rows of `a` from `a`, rows of `b`
-    /// from `b`, written at `out` with row stride `nb`.
+    /// from `b`, written at `out` with row stride `nb`. With `NA` (`NB`) the
+    /// squared norms of the tile's `a` (`b`) rows are accumulated too, from
+    /// the chunks already in registers, into `sq_a` (`sq_b`): each the same
+    /// chain as the product of a row with itself.
     #[target_feature(enable = "avx512f,avx512vl")]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn tile<T: Lanes, const RA: usize, const RB: usize>(
-        a: *const T,
-        b: *const T,
+    unsafe fn tile<L: Lanes, const RA: usize, const RB: usize, const NA: bool, const NB: bool>(
+        a: *const L::Elem,
+        b: *const L::Elem,
         dim: usize,
         out: *mut f64,
         nb: usize,
-        full: usize,
-        rest: usize,
-        mask: __mmask8,
+        sq_a: *mut f64,
+        sq_b: *mut f64,
     ) {
-        let mut acc = [[_mm512_setzero_pd(); RB]; RA];
-        let mut vy = [_mm512_setzero_pd(); RB];
-        for k in 0..full {
-            for (t, y) in vy.iter_mut().enumerate() {
-                *y = T::load(b.add(t * dim + 8 * k));
-            }
-            for (s, row) in acc.iter_mut().enumerate() {
-                let vx = T::load(a.add(s * dim + 8 * k));
-                for (c, y) in row.iter_mut().zip(&vy) {
-                    *c = _mm512_fmadd_pd(vx, *y, *c);
+        let (full, rest) = (dim / L::W, dim % L::W);
+        let mut acc = [[L::zero(); RB]; RA];
+        let mut vy = [L::zero(); RB];
+        let mut na = [L::zero(); RA];
+        let mut nbs = [L::zero(); RB];
+        // One chunk: `$load_b(t)` / `$load_a(s)` give row t of b / row s of a.
+        macro_rules! step {
+            ($load_b:expr, $load_a:expr) => {
+                for (t, y) in vy.iter_mut().enumerate() {
+                    *y = $load_b(t);
+                    if NB {
+                        nbs[t] = L::fma(*y, *y, nbs[t]);
+                    }
                 }
-            }
+                for (s, row) in acc.iter_mut().enumerate() {
+                    let vx = $load_a(s);
+                    if NA {
+                        na[s] = L::fma(vx, vx, na[s]);
+                    }
+                    for (c, y) in row.iter_mut().zip(&vy) {
+                        *c = L::fma(vx, *y, *c);
+                    }
+                }
+            };
+        }
+        for k in 0..full {
+            step!(|t: usize| L::load(b.add(t * dim + L::W * k)), |s: usize| {
+                L::load(a.add(s * dim + L::W * k))
+            });
         }
         if rest > 0 {
-            for (t, y) in vy.iter_mut().enumerate() {
-                *y = T::load_masked(mask, b.add(t * dim + 8 * full));
-            }
-            for (s, row) in acc.iter_mut().enumerate() {
-                let vx = T::load_masked(mask, a.add(s * dim + 8 * full));
-                for (c, y) in row.iter_mut().zip(&vy) {
-                    *c = _mm512_fmadd_pd(vx, *y, *c);
-                }
-            }
+            step!(
+                |t: usize| L::load_rest(rest, b.add(t * dim + L::W * full)),
+                |s: usize| L::load_rest(rest, a.add(s * dim + L::W * full))
+            );
         }
         for (s, row) in acc.iter().enumerate() {
             for (t, c) in row.iter().enumerate() {
-                *out.add(s * nb + t) = _mm512_reduce_add_pd(*c);
+                *out.add(s * nb + t) = L::sum(*c);
+            }
+        }
+        if NA {
+            for (s, n) in na.iter().enumerate() {
+                *sq_a.add(s) = L::sum(*n);
+            }
+        }
+        if NB {
+            for (t, n) in nbs.iter().enumerate() {
+                *sq_b.add(t) = L::sum(*n);
             }
         }
     }
 
+    /// All products `a_i . b_j` into `out`; with `sq`, also the squared norms
+    /// of the rows of `a` and `b` (the first tile of each row and column of
+    /// tiles accumulates them), so rows are first read by the loop that
+    /// multiplies them and nothing streams from memory on its own.
     #[target_feature(enable = "avx512f,avx512vl")]
-    unsafe fn tiled<T: Lanes>(a: &[T], b: &[T], dim: usize, out: &mut [f64]) {
+    pub(super) unsafe fn tiled<L: Lanes>(
+        a: &[L::Elem],
+        b: &[L::Elem],
+        dim: usize,
+        out: &mut [f64],
+        sq: Option<(&mut [f64], &mut [f64])>,
+    ) {
         let (na, nb) = (a.len() / dim, b.len() / dim);
-        let full = dim / 8;
-        let rest = dim % 8;
-        // Lanes past the end of a row read as zero.
-        let mask: __mmask8 = ((1u16 << rest) - 1) as __mmask8;
         let (ap, bp, op) = (a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
+        let norms = sq.is_some();
+        let (sa, sb) = match sq {
+            Some((sa, sb)) => {
+                assert!(
+                    sa.len() == na && sb.len() == nb,
+                    "norms of the wrong length"
+                );
+                (sa.as_mut_ptr(), sb.as_mut_ptr())
+            }
+            None => (std::ptr::null_mut(), std::ptr::null_mut()),
+        };
         let mut i = 0;
         while i < na {
             let ra = (na - i).min(TA);
@@ -221,10 +377,17 @@ mod x86 {
             while j < nb {
                 let rb = (nb - j).min(TB);
                 let (x, y, o) = (ap.add(i * dim), bp.add(j * dim), op.add(i * nb + j));
+                let (qa, qb) = (sa.wrapping_add(i), sb.wrapping_add(j));
+                let (with_a, with_b) = (norms && j == 0, norms && i == 0);
                 macro_rules! go {
                     ($($r:literal, $c:literal);*) => {
-                        match (ra, rb) {
-                            $(($r, $c) => tile::<T, $r, $c>(x, y, dim, o, nb, full, rest, mask),)*
+                        match (ra, rb, with_a, with_b) {
+                            $(
+                                ($r, $c, false, false) => tile::<L, $r, $c, false, false>(x, y, dim, o, nb, qa, qb),
+                                ($r, $c, true, false) => tile::<L, $r, $c, true, false>(x, y, dim, o, nb, qa, qb),
+                                ($r, $c, false, true) => tile::<L, $r, $c, false, true>(x, y, dim, o, nb, qa, qb),
+                                ($r, $c, true, true) => tile::<L, $r, $c, true, true>(x, y, dim, o, nb, qa, qb),
+                            )*
                             _ => unreachable!("tile sizes are 1..=4"),
                         }
                     };
@@ -239,49 +402,28 @@ mod x86 {
 
     /// Four partial sums over interleaved chunks, then one reduction.
     #[target_feature(enable = "avx512f,avx512vl")]
-    unsafe fn sq_norm<T: Lanes>(x: &[T]) -> f64 {
+    pub(super) unsafe fn sq_norm<L: Lanes>(x: &[L::Elem]) -> f64 {
         let p = x.as_ptr();
-        let full = x.len() / 8;
-        let mut acc = [_mm512_setzero_pd(); 4];
+        let full = x.len() / L::W;
+        let mut acc = [L::zero(); 4];
         let mut k = 0;
         while k + 4 <= full {
             for (t, s) in acc.iter_mut().enumerate() {
-                let v = T::load(p.add(8 * (k + t)));
-                *s = _mm512_fmadd_pd(v, v, *s);
+                let v = L::load(p.add(L::W * (k + t)));
+                *s = L::fma(v, v, *s);
             }
             k += 4;
         }
         for k in k..full {
-            let v = T::load(p.add(8 * k));
-            acc[0] = _mm512_fmadd_pd(v, v, acc[0]);
+            let v = L::load(p.add(L::W * k));
+            acc[0] = L::fma(v, v, acc[0]);
         }
-        let rest = x.len() % 8;
+        let rest = x.len() % L::W;
         if rest > 0 {
-            let v = T::load_masked(((1u16 << rest) - 1) as __mmask8, p.add(8 * full));
-            acc[0] = _mm512_fmadd_pd(v, v, acc[0]);
+            let v = L::load_rest(rest, p.add(L::W * full));
+            acc[0] = L::fma(v, v, acc[0]);
         }
-        let s = _mm512_add_pd(_mm512_add_pd(acc[0], acc[1]), _mm512_add_pd(acc[2], acc[3]));
-        _mm512_reduce_add_pd(s)
-    }
-
-    #[target_feature(enable = "avx512f,avx512vl")]
-    pub(super) unsafe fn self_dot_avx512(x: &[f64]) -> f64 {
-        sq_norm(x)
-    }
-
-    #[target_feature(enable = "avx512f,avx512vl")]
-    pub(super) unsafe fn self_dot_avx512_f32(x: &[f32]) -> f64 {
-        sq_norm(x)
-    }
-
-    #[target_feature(enable = "avx512f,avx512vl")]
-    pub(super) unsafe fn dots_avx512(a: &[f64], b: &[f64], dim: usize, out: &mut [f64]) {
-        tiled(a, b, dim, out)
-    }
-
-    #[target_feature(enable = "avx512f,avx512vl")]
-    pub(super) unsafe fn dots_avx512_f32(a: &[f32], b: &[f32], dim: usize, out: &mut [f64]) {
-        tiled(a, b, dim, out)
+        L::sum(L::add(L::add(acc[0], acc[1]), L::add(acc[2], acc[3])))
     }
 
     #[target_feature(enable = "avx2,fma")]
@@ -414,6 +556,40 @@ mod tests {
                 dots(&wa, &wb, dim, &mut widened);
                 assert_eq!(narrow, widened, "dim {dim}, {na} x {nb}");
                 assert_eq!(self_dot_f32(&a[..dim]), self_dot(&wa[..dim]));
+            }
+        }
+    }
+
+    #[test]
+    fn fused_norms_are_the_rows_own_products() {
+        let mut seed = 13;
+        for dim in [1, 7, 8, 9, 768, 771] {
+            for (na, nb) in [(1, 1), (3, 5), (4, 4), (5, 9), (12, 12)] {
+                let a = values(na * dim, &mut seed);
+                let b = values(nb * dim, &mut seed);
+                let (mut out, mut sa, mut sb) = (vec![0.0; na * nb], vec![0.0; na], vec![0.0; nb]);
+                if !dots_with_norms(&a, &b, dim, &mut out, &mut sa, &mut sb) {
+                    return; // no AVX-512 here: callers take dots + self_dot
+                }
+                let mut plain = vec![0.0; na * nb];
+                dots(&a, &b, dim, &mut plain);
+                assert_eq!(out, plain, "products change with the norms fused in");
+                for (rows, sq) in [(&a, &sa), (&b, &sb)] {
+                    for (i, x) in rows.chunks_exact(dim).enumerate() {
+                        let mut own = [0.0];
+                        dots(x, x, dim, &mut own);
+                        assert_eq!(sq[i], own[0], "dim {dim}: norm {i} is not dot(x, x)");
+                    }
+                }
+                // The f32 rows give the bits of their widening, norms included.
+                let narrow = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<_>>();
+                let (na32, nb32) = (narrow(&a), narrow(&b));
+                let wide = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<_>>();
+                let (mut o1, mut s1a, mut s1b) = (vec![0.0; na * nb], vec![0.0; na], vec![0.0; nb]);
+                let (mut o2, mut s2a, mut s2b) = (vec![0.0; na * nb], vec![0.0; na], vec![0.0; nb]);
+                dots_with_norms_f32(&na32, &nb32, dim, &mut o1, &mut s1a, &mut s1b);
+                dots_with_norms(&wide(&na32), &wide(&nb32), dim, &mut o2, &mut s2a, &mut s2b);
+                assert_eq!((o1, s1a, s1b), (o2, s2a, s2b));
             }
         }
     }

@@ -52,6 +52,16 @@ pub trait Element: Copy + Into<f64> + Send + Sync + sealed::Sealed + 'static {
     fn dots(a: &[Self], b: &[Self], dim: usize, out: &mut [f64]);
     #[doc(hidden)]
     fn self_dot(x: &[Self]) -> f64;
+    /// `dots` plus the rows' squared norms in one pass; `false` if unavailable.
+    #[doc(hidden)]
+    fn dots_with_norms(
+        a: &[Self],
+        b: &[Self],
+        dim: usize,
+        out: &mut [f64],
+        sq_a: &mut [f64],
+        sq_b: &mut [f64],
+    ) -> bool;
     /// Whether a squared norm of this type can leave the range where
     /// `1 / sqrt` is accurate (f64 only: f32 squares stay within 1e-90..1e77).
     #[doc(hidden)]
@@ -73,6 +83,16 @@ impl Element for f64 {
     fn self_dot(x: &[f64]) -> f64 {
         kernel::self_dot(x)
     }
+    fn dots_with_norms(
+        a: &[f64],
+        b: &[f64],
+        dim: usize,
+        out: &mut [f64],
+        sq_a: &mut [f64],
+        sq_b: &mut [f64],
+    ) -> bool {
+        kernel::dots_with_norms(a, b, dim, out, sq_a, sq_b)
+    }
     const MAY_NEED_RESCALE: bool = true;
     fn from_f64(x: f64) -> f64 {
         x
@@ -85,6 +105,16 @@ impl Element for f32 {
     }
     fn self_dot(x: &[f32]) -> f64 {
         kernel::self_dot_f32(x)
+    }
+    fn dots_with_norms(
+        a: &[f32],
+        b: &[f32],
+        dim: usize,
+        out: &mut [f64],
+        sq_a: &mut [f64],
+        sq_b: &mut [f64],
+    ) -> bool {
+        kernel::dots_with_norms_f32(a, b, dim, out, sq_a, sq_b)
     }
     const MAY_NEED_RESCALE: bool = false;
     fn from_f64(x: f64) -> f32 {
@@ -282,6 +312,14 @@ fn prepared<'a, T: Element>(s: &SetView<'a, T>) -> (Cow<'a, [T]>, Vec<f64>) {
     (rows, inv)
 }
 
+/// The cost of a raw product `dot = a . b` given `1/|a|` and `1/|b|`: the
+/// one formula of every exact cost (the inverse norms' product first, so
+/// the cost is symmetric in its arguments bit for bit).
+#[inline]
+fn cost_of(dot: f64, inv_a: f64, inv_b: f64) -> f64 {
+    ((1.0 - dot * (inv_a * inv_b)) * 0.5).clamp(0.0, 1.0)
+}
+
 /// Cosine cost matrix `M[i][j] = (1 - cos(a_i, b_j)) / 2`, clamped to `[0, 1]`
 /// against rounding. Raw products run in f64 SIMD (see `kernel`; f32 rows are
 /// widened in registers) and are scaled by `1/|a_i| * 1/|b_j|` (that product
@@ -292,13 +330,30 @@ fn prepared<'a, T: Element>(s: &SetView<'a, T>) -> (Cow<'a, [T]>, Vec<f64>) {
 /// `a` and `b` must agree.
 pub fn cosine_cost<T: Element>(a: &SetView<'_, T>, b: &SetView<'_, T>) -> CostMatrix {
     assert_eq!(a.dim, b.dim, "sets of different dimension");
+    let mut data = vec![0.0; a.n * b.n];
+    let mut norms = vec![0.0; a.n + b.n];
+    let (sq_a, sq_b) = norms.split_at_mut(a.n);
+    let (ra, rb) = (&a.data[..a.n * a.dim], &b.data[..b.n * b.dim]);
+    // Norms from the products' own pass; squares outside the range where
+    // `1 / sqrt` is accurate (huge or tiny f64 rows) take `prepared` below.
+    if T::dots_with_norms(ra, rb, a.dim, &mut data, sq_a, sq_b)
+        && norms.iter().all(|s| (1e-200..=1e200).contains(s))
+    {
+        norms.iter_mut().for_each(|s| *s = 1.0 / s.sqrt());
+        let (ia, ib) = norms.split_at(a.n);
+        for (row, &x) in data.chunks_exact_mut(b.n.max(1)).zip(ia) {
+            for (c, &y) in row.iter_mut().zip(ib) {
+                *c = cost_of(*c, x, y);
+            }
+        }
+        return CostMatrix::new(a.n, b.n, data);
+    }
     let (ra, ia) = prepared(a);
     let (rb, ib) = prepared(b);
-    let mut data = vec![0.0; a.n * b.n];
     T::dots(&ra, &rb, a.dim, &mut data);
     for (row, &x) in data.chunks_exact_mut(b.n.max(1)).zip(&ia) {
         for (c, &y) in row.iter_mut().zip(&ib) {
-            *c = ((1.0 - *c * (x * y)) * 0.5).clamp(0.0, 1.0);
+            *c = cost_of(*c, x, y);
         }
     }
     CostMatrix::new(a.n, b.n, data)

@@ -1,0 +1,63 @@
+//! One pair of report-sized sets (768-d f32 rows, clustered like sentence
+//! embeddings), held in cache: the cosine cost matrix alone, and Chamfer,
+//! Hausdorff and Hung-Pen through the library's path (`Metric::distance`).
+//!
+//! `cargo bench -p sdr-core --bench pair_metrics`. Whole-workload ratios
+//! against POT/SciPy (with the pairs read from memory) are in
+//! `bench/distances.py`.
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use sdr_core::{cosine_cost, Metric, SetView};
+
+const DIM: usize = 768;
+
+fn lcg(seed: &mut u64) -> f64 {
+    *seed = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (*seed >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// `k` rows around 8 shared centres with noise 0.6 (as bench/distances.py).
+fn set(k: usize, seed: &mut u64) -> Vec<f32> {
+    let mut centre_seed = 1;
+    let centres: Vec<f64> = (0..8 * DIM).map(|_| lcg(&mut centre_seed) - 0.5).collect();
+    let mut out = Vec::with_capacity(k * DIM);
+    for _ in 0..k {
+        let c = (lcg(seed) * 8.0) as usize % 8;
+        for x in &centres[c * DIM..(c + 1) * DIM] {
+            out.push((x + 0.6 * (lcg(seed) - 0.5)) as f32);
+        }
+    }
+    out
+}
+
+fn bench(c: &mut Criterion) {
+    let mut seed = 5;
+    for (n, m) in [(8, 8), (12, 12), (4, 11)] {
+        let (a, b) = (set(n, &mut seed), set(m, &mut seed));
+        let (va, vb) = (SetView::new(&a, DIM), SetView::new(&b, DIM));
+        let mut g = c.benchmark_group(format!("{n}x{m}"));
+        g.bench_function("cost matrix", |bn| {
+            bn.iter(|| cosine_cost(black_box(&va), black_box(&vb)))
+        });
+        for (name, metric) in [
+            ("chamfer", Metric::Chamfer),
+            ("hausdorff", Metric::Hausdorff),
+            ("hung-pen", Metric::HungPen { alpha: 0.5 }),
+        ] {
+            g.bench_function(name, |bn| {
+                bn.iter(|| metric.distance(black_box(&va), black_box(&vb)).unwrap())
+            });
+        }
+        g.finish();
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().warm_up_time(std::time::Duration::from_millis(500))
+        .measurement_time(std::time::Duration::from_secs(2));
+    targets = bench
+}
+criterion_main!(benches);
