@@ -54,10 +54,41 @@ fn bench(c: &mut Criterion) {
     }
 }
 
+/// Twenty pairs of sizes 3..=12 per side, every metric call in turn: the
+/// size mix of `bench/distances.py`, still in cache (~0.9 MB).
+fn bench_mixed(c: &mut Criterion) {
+    let mut seed = 11;
+    let pairs: Vec<(Vec<f32>, Vec<f32>)> = (0..20)
+        .map(|_| {
+            let n = 3 + (lcg(&mut seed) * 10.0) as usize;
+            let m = 3 + (lcg(&mut seed) * 10.0) as usize;
+            (set(n, &mut seed), set(m, &mut seed))
+        })
+        .collect();
+    let mut g = c.benchmark_group("mixed 3-12, 20 pairs");
+    for (name, metric) in [
+        ("chamfer", Metric::Chamfer),
+        ("hung-pen", Metric::HungPen { alpha: 0.5 }),
+    ] {
+        g.bench_function(name, |bn| {
+            bn.iter(|| {
+                pairs
+                    .iter()
+                    .map(|(a, b)| {
+                        let (va, vb) = (SetView::new(a, DIM), SetView::new(b, DIM));
+                        metric.distance(black_box(&va), black_box(&vb)).unwrap()
+                    })
+                    .sum::<f64>()
+            })
+        });
+    }
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().warm_up_time(std::time::Duration::from_millis(500))
         .measurement_time(std::time::Duration::from_secs(2));
-    targets = bench
+    targets = bench, bench_mixed
 }
 criterion_main!(benches);
