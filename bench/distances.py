@@ -7,7 +7,8 @@ Generates PAIRS seeded set pairs (sizes 3..12 per side, 768-d, clustered like
 sentence embeddings, f32 values as encoders emit them; Python computes in f64 on
 the same values, Rust holds the rows as f32 and accumulates in f64), times each metric spec with the Python peers (numpy for
 Chamfer/Hausdorff, POT for OT/Sinkhorn/UOT/GW/partial OT, SciPy for Hungarian),
-then runs the Rust `bench-distances` binary (release) on the same pairs and
+then runs the Rust `bench-distances` binary (release) on the same pairs (each
+pass BENCH_REPEAT times, default 3, median kept) and
 prints a Markdown table: pairs/s for Python, Rust on 1 thread and Rust on all
 threads, the ratios, and the largest |Rust - Python| value difference.
 
@@ -166,6 +167,8 @@ def main():
             f.write(np.ascontiguousarray(a, dtype="<f8").tobytes())
             f.write(np.ascontiguousarray(b, dtype="<f8").tobytes())
 
+    # Write the ~1 GB of pairs back to disk now, not during the first timings.
+    os.sync()
     print(f"building the Rust side (release) ...", file=sys.stderr)
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "sdr-bench", "--bin", "bench-distances"],
                    cwd=ROOT, check=True)
@@ -202,7 +205,8 @@ def main():
         print(f"  {spec}: python {py_rate:,.0f}/s over {done} pairs", file=sys.stderr)
 
     lines = [
-        f"Pairs: {len(pairs)} (sizes 3-12 per side, {args.dim}-d), Rust threads: {rust['threads']}, "
+        f"Pairs: {len(pairs)} (sizes 3-12 per side, {args.dim}-d), Rust threads: {rust['threads']} "
+        f"(median of {os.environ.get('BENCH_REPEAT', '3')} passes), Python: one pass, "
         f"POT {ot.__version__}, numpy {np.__version__}",
         "",
         "| metric | Python pairs timed | Python pairs/s | Rust 1-thread pairs/s | Rust all-threads pairs/s "
