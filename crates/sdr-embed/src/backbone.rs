@@ -4,13 +4,14 @@
 
 use std::path::Path;
 
+use candle_core::safetensors::MmapedSafetensors;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert;
 
 use crate::error::{EmbedError, Result};
 use crate::mpnet;
-use crate::packed::PackedMpnet;
+use crate::packed::{PackedMpnet, Weights};
 
 /// Set to `candle` to run MPNet on the CPU through the candle graph instead of the
 /// packed forward pass (same numbers; for A/B timing and as a fallback).
@@ -77,9 +78,11 @@ impl Backbone {
                 let cfg: mpnet::Config = serde_json::from_value(value).map_err(json_err)?;
                 let candle_graph = std::env::var(GRAPH_ENV).is_ok_and(|v| v == "candle");
                 let backbone = if device.is_cpu() && dtype == DType::F32 && !candle_graph {
-                    Backbone::MpnetPacked(
-                        PackedMpnet::load(vb, &cfg, mixed_bf16).map_err(model_err)?,
-                    )
+                    // SAFETY: as for `vb` above.
+                    let st = unsafe { MmapedSafetensors::new(&weights) }.map_err(model_err)?;
+                    let source = Weights::Mapped(&st);
+                    let packed = PackedMpnet::load(&source, &cfg, mixed_bf16).map_err(model_err)?;
+                    Backbone::MpnetPacked(packed)
                 } else {
                     Backbone::Mpnet(
                         mpnet::MpnetModel::load_with(vb, &cfg, mixed_bf16).map_err(model_err)?,

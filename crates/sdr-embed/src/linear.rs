@@ -83,10 +83,41 @@ impl Dense {
             return Self::bf16_with(linear, Bf16Gemm::here());
         }
         let (w, n, k, bias) = f32_parts(&linear)?;
-        if avx512_gemm::supported_f32() {
-            return Ok(Dense::Avx512F32(PackedWeights::f32(&w, n, k, bias)));
+        Self::from_parts(&w, n, k, bias, false)
+    }
+
+    /// [`Dense::for_slices`] from `W` (`n x k`, out x in, row-major) and its bias
+    /// as slices, such as tensors read in place from a memory-mapped checkpoint:
+    /// the weights are packed straight from `w`, with no candle tensor between.
+    pub fn from_parts(
+        w: &[f32],
+        n: usize,
+        k: usize,
+        bias: Option<Vec<f32>>,
+        mixed_bf16: bool,
+    ) -> Result<Self> {
+        if w.len() != n * k || bias.as_ref().is_some_and(|b| b.len() != n) {
+            candle_core::bail!("dense layer: weights are not {n} x {k} (or the bias not {n} long)")
         }
-        Ok(Dense::F32(F32Weights::new(w, bias, n, k)))
+        if mixed_bf16 {
+            return match Bf16Gemm::here() {
+                Some(Bf16Gemm::Avx512) if avx512_gemm::supported() => {
+                    Ok(Dense::Avx512Bf16(PackedWeights::bf16(w, n, k, bias)))
+                }
+                gemm => {
+                    // MKL keeps its own bf16 copy, built from a candle layer.
+                    let weight = Tensor::from_slice(w, (n, k), &candle_core::Device::Cpu)?;
+                    let bias = bias
+                        .map(|b| Tensor::from_vec(b, n, &candle_core::Device::Cpu))
+                        .transpose()?;
+                    Self::bf16_with(Linear::new(weight, bias), gemm)
+                }
+            };
+        }
+        if avx512_gemm::supported_f32() {
+            return Ok(Dense::Avx512F32(PackedWeights::f32(w, n, k, bias)));
+        }
+        Ok(Dense::F32(F32Weights::new(w.to_vec(), bias, n, k)))
     }
 
     pub fn in_dim(&self) -> usize {

@@ -19,7 +19,10 @@
 //! dot products per score. On a 2-core Zen 4 that takes `--precision bf16` from 69 % to
 //! most of its time in the GEMMs (bench/README.md).
 
-use candle_core::{DType, Result, Tensor};
+use std::borrow::Cow;
+
+use candle_core::safetensors::MmapedSafetensors;
+use candle_core::{DType, Device, Result, Tensor};
 use candle_nn::VarBuilder;
 use rayon::prelude::*;
 
@@ -35,12 +38,62 @@ struct Norm {
 }
 
 impl Norm {
-    fn load(vb: VarBuilder, h: usize, eps: f64) -> Result<Self> {
+    fn load(w: &Weights, prefix: &str, h: usize, eps: f64) -> Result<Self> {
         Ok(Self {
-            gamma: vec_of(vb.get(h, "weight")?)?,
-            beta: vec_of(vb.get(h, "bias")?)?,
+            gamma: w.f32s(&format!("{prefix}.weight"), &[h])?.into_owned(),
+            beta: w.f32s(&format!("{prefix}.bias"), &[h])?.into_owned(),
             eps: eps as f32,
         })
+    }
+}
+
+/// Where [`PackedMpnet::load`] reads the checkpoint's tensors.
+pub enum Weights<'a> {
+    /// The memory-mapped `model.safetensors`: f32 tensors are read in place
+    /// and packed straight from the mapping (no candle tensor, no copy of the
+    /// file's 438 MB; a third of the start-up went to such copies).
+    Mapped(&'a MmapedSafetensors),
+    /// Any candle source (the tests' random models, other dtypes).
+    Vars(VarBuilder<'a>),
+}
+
+impl Weights<'_> {
+    /// The f32 values of tensor `name` (full checkpoint key), checked to have `shape`.
+    fn f32s(&self, name: &str, shape: &[usize]) -> Result<Cow<'_, [f32]>> {
+        match self {
+            Weights::Mapped(st) => {
+                let view = st.get(name)?;
+                if view.shape() != shape {
+                    candle_core::bail!("{name}: shape {:?}, expected {shape:?}", view.shape())
+                }
+                if view.dtype() != safetensors::Dtype::F32 {
+                    return Ok(Cow::Owned(vec_of(st.load(name, &Device::Cpu)?)?));
+                }
+                let bytes = view.data();
+                #[cfg(target_endian = "little")]
+                {
+                    // SAFETY: every bit pattern is an f32; only the aligned middle is used.
+                    let (head, values, tail) = unsafe { bytes.align_to::<f32>() };
+                    if head.is_empty() && tail.is_empty() {
+                        return Ok(Cow::Borrowed(values));
+                    }
+                }
+                Ok(Cow::Owned(
+                    bytes
+                        .chunks_exact(4)
+                        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                        .collect(),
+                ))
+            }
+            Weights::Vars(vb) => Ok(Cow::Owned(vec_of(vb.get(shape, name)?)?)),
+        }
+    }
+
+    /// A dense layer `prefix.weight` (`out x inp`) and `prefix.bias`.
+    fn dense(&self, prefix: &str, out: usize, inp: usize, mixed_bf16: bool) -> Result<Dense> {
+        let w = self.f32s(&format!("{prefix}.weight"), &[out, inp])?;
+        let b = self.f32s(&format!("{prefix}.bias"), &[out])?.into_owned();
+        Dense::from_parts(&w, out, inp, Some(b), mixed_bf16)
     }
 }
 
@@ -85,7 +138,7 @@ fn vec_of(t: Tensor) -> Result<Vec<f32>> {
 impl PackedMpnet {
     /// Loads from a `VarBuilder` rooted at the checkpoint's top level (the keys of
     /// [`crate::mpnet`]); with `mixed_bf16` the dense layers' GEMMs run in bf16.
-    pub fn load(vb: VarBuilder, cfg: &Config, mixed_bf16: bool) -> Result<Self> {
+    pub fn load(w: &Weights, cfg: &Config, mixed_bf16: bool) -> Result<Self> {
         let h = cfg.hidden_size;
         if cfg.num_attention_heads == 0 || !h.is_multiple_of(cfg.num_attention_heads) {
             candle_core::bail!(
@@ -99,57 +152,57 @@ impl PackedMpnet {
             "relu" => Act::Relu,
             other => candle_core::bail!("config.json: unsupported hidden_act `{other}`"),
         };
-        let emb = vb.pp("embeddings");
-        let enc = vb.pp("encoder");
-        let dense = |vb: VarBuilder, out: usize, inp: usize| -> Result<Dense> {
-            Dense::for_slices(candle_nn::linear(inp, out, vb)?, mixed_bf16)
-        };
         let layers = (0..cfg.num_hidden_layers)
             .map(|i| -> Result<Layer> {
-                let vb = enc.pp("layer").pp(i);
-                let attn = vb.pp("attention").pp("attn");
-                let mut ws = Vec::with_capacity(3);
-                let mut bs = Vec::with_capacity(3);
+                let at = |rest: &str| format!("encoder.layer.{i}.{rest}");
+                // q, k and v stacked into one `[3h, h]` layer.
+                let mut qkv = Vec::with_capacity(3 * h * h);
+                let mut bias = Vec::with_capacity(3 * h);
                 for name in ["q", "k", "v"] {
-                    ws.push(attn.pp(name).get((h, h), "weight")?);
-                    bs.push(attn.pp(name).get(h, "bias")?);
+                    qkv.extend_from_slice(
+                        &w.f32s(&at(&format!("attention.attn.{name}.weight")), &[h, h])?,
+                    );
+                    bias.extend_from_slice(
+                        &w.f32s(&at(&format!("attention.attn.{name}.bias")), &[h])?,
+                    );
                 }
-                let qkv = candle_nn::Linear::new(Tensor::cat(&ws, 0)?, Some(Tensor::cat(&bs, 0)?));
+                let eps = cfg.layer_norm_eps;
+                let inter = cfg.intermediate_size;
                 Ok(Layer {
-                    qkv: Dense::for_slices(qkv, mixed_bf16)?,
-                    o: dense(attn.pp("o"), h, h)?,
-                    attn_norm: Norm::load(
-                        vb.pp("attention").pp("LayerNorm"),
-                        h,
-                        cfg.layer_norm_eps,
-                    )?,
-                    ffn_in: dense(vb.pp("intermediate").pp("dense"), cfg.intermediate_size, h)?,
-                    ffn_out: dense(vb.pp("output").pp("dense"), h, cfg.intermediate_size)?,
-                    out_norm: Norm::load(vb.pp("output").pp("LayerNorm"), h, cfg.layer_norm_eps)?,
+                    qkv: Dense::from_parts(&qkv, 3 * h, h, Some(bias), mixed_bf16)?,
+                    o: w.dense(&at("attention.attn.o"), h, h, mixed_bf16)?,
+                    attn_norm: Norm::load(w, &at("attention.LayerNorm"), h, eps)?,
+                    ffn_in: w.dense(&at("intermediate.dense"), inter, h, mixed_bf16)?,
+                    ffn_out: w.dense(&at("output.dense"), h, inter, mixed_bf16)?,
+                    out_norm: Norm::load(w, &at("output.LayerNorm"), h, eps)?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        let buckets = cfg.relative_attention_num_buckets;
         Ok(Self {
-            word: vec_of(
-                emb.pp("word_embeddings")
-                    .get((cfg.vocab_size, h), "weight")?,
-            )?,
-            position: vec_of(
-                emb.pp("position_embeddings")
-                    .get((cfg.max_position_embeddings, h), "weight")?,
-            )?,
-            emb_norm: Norm::load(emb.pp("LayerNorm"), h, cfg.layer_norm_eps)?,
-            rel_bias: vec_of(enc.pp("relative_attention_bias").get(
-                (cfg.relative_attention_num_buckets, cfg.num_attention_heads),
-                "weight",
-            )?)?,
+            word: w
+                .f32s("embeddings.word_embeddings.weight", &[cfg.vocab_size, h])?
+                .into_owned(),
+            position: w
+                .f32s(
+                    "embeddings.position_embeddings.weight",
+                    &[cfg.max_position_embeddings, h],
+                )?
+                .into_owned(),
+            emb_norm: Norm::load(w, "embeddings.LayerNorm", h, cfg.layer_norm_eps)?,
+            rel_bias: w
+                .f32s(
+                    "encoder.relative_attention_bias.weight",
+                    &[buckets, cfg.num_attention_heads],
+                )?
+                .into_owned(),
             layers,
             act,
             hidden: h,
             heads: cfg.num_attention_heads,
             vocab: cfg.vocab_size,
             max_positions: cfg.max_position_embeddings,
-            num_buckets: cfg.relative_attention_num_buckets,
+            num_buckets: buckets,
             pad: cfg.pad_token_id,
         })
     }
@@ -499,6 +552,11 @@ mod tests {
 
     /// A small random MPNet (2 layers) in both implementations.
     fn tiny(act: &str, hidden: usize, heads: usize) -> (Config, VarBuilder<'static>) {
+        let (cfg, t) = tiny_tensors(act, hidden, heads);
+        (cfg, VarBuilder::from_tensors(t, DType::F32, &Device::Cpu))
+    }
+
+    fn tiny_tensors(act: &str, hidden: usize, heads: usize) -> (Config, HashMap<String, Tensor>) {
         let cfg = Config {
             vocab_size: 50,
             hidden_size: hidden,
@@ -565,7 +623,42 @@ mod tests {
             put(format!("{p}output.dense.weight"), &[h, i], 0.2, 0.0);
             put(format!("{p}output.dense.bias"), &[h], 0.1, 0.0);
         }
-        (cfg, VarBuilder::from_tensors(t, DType::F32, &dev))
+        (cfg, t)
+    }
+
+    #[test]
+    fn weights_read_in_place_from_the_file_give_the_same_model() {
+        let (cfg, t) = tiny_tensors("gelu", 64, 4);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model.safetensors");
+        candle_core::safetensors::save(&t, &path).unwrap();
+        // SAFETY: a file of this test, not written while mapped.
+        let st = unsafe { MmapedSafetensors::new(&path) }.unwrap();
+        let vb = VarBuilder::from_tensors(t, DType::F32, &Device::Cpu);
+        let seqs = sequences(37);
+        let refs: Vec<&[u32]> = seqs.iter().map(|s| s.as_slice()).collect();
+        for mixed in [false, true] {
+            if mixed && crate::linear::Bf16Gemm::here().is_none() {
+                continue;
+            }
+            let mapped = PackedMpnet::load(&Weights::Mapped(&st), &cfg, mixed).unwrap();
+            let vars = PackedMpnet::load(&Weights::Vars(vb.clone()), &cfg, mixed).unwrap();
+            assert_eq!(
+                mapped.forward(&refs, false).unwrap(),
+                vars.forward(&refs, false).unwrap(),
+                "mixed bf16 {mixed}"
+            );
+        }
+        // A tensor of the wrong shape names itself.
+        let mut bad = cfg.clone();
+        bad.intermediate_size += 1;
+        let err = PackedMpnet::load(&Weights::Mapped(&st), &bad, false)
+            .err()
+            .unwrap();
+        assert!(
+            err.to_string().contains("intermediate.dense.weight"),
+            "{err}"
+        );
     }
 
     /// Sequences of lengths 1..=`n` with varied ids (no pad id 1).
@@ -606,7 +699,7 @@ mod tests {
     ) -> (f32, f32) {
         let (cfg, vb) = tiny(act, hidden, heads);
         let candle = MpnetModel::load_with(vb.clone(), &cfg, mixed_bf16).unwrap();
-        let packed = PackedMpnet::load(vb, &cfg, mixed_bf16).unwrap();
+        let packed = PackedMpnet::load(&Weights::Vars(vb), &cfg, mixed_bf16).unwrap();
         let seqs = sequences(37); // up to 3 key tiles
         let refs: Vec<&[u32]> = seqs.iter().map(|s| s.as_slice()).collect();
         let got = packed.forward(&refs, threads).unwrap();
@@ -666,7 +759,7 @@ mod tests {
     #[test]
     fn pooled_rows_are_unit_means() {
         let (cfg, vb) = tiny("gelu", 64, 4);
-        let packed = PackedMpnet::load(vb, &cfg, false).unwrap();
+        let packed = PackedMpnet::load(&Weights::Vars(vb), &cfg, false).unwrap();
         let seqs = sequences(5);
         let refs: Vec<&[u32]> = seqs.iter().map(|s| s.as_slice()).collect();
         let states = packed.forward(&refs, false).unwrap();
@@ -689,7 +782,7 @@ mod tests {
     #[test]
     fn bad_input_is_an_error() {
         let (cfg, vb) = tiny("gelu", 64, 4);
-        let packed = PackedMpnet::load(vb, &cfg, false).unwrap();
+        let packed = PackedMpnet::load(&Weights::Vars(vb), &cfg, false).unwrap();
         let long = vec![5u32; 39];
         let e = packed.forward(&[&long], false).unwrap_err().to_string();
         assert!(e.contains("exceeds"), "{e}");
