@@ -10,22 +10,23 @@ use super::Evaluation;
 use crate::cost::{CostMatrix, PairCost};
 use crate::error::Result;
 
-/// Row minima and column minima of `M` in one pass.
-pub(crate) fn row_col_minima(m: &CostMatrix) -> (Vec<f64>, Vec<f64>) {
-    let mut rmin = vec![f64::INFINITY; m.n];
-    let mut cmin = vec![f64::INFINITY; m.m];
+/// Row minima then column minima of `M` (`n + m` values, one buffer), in one pass.
+pub(crate) fn row_col_minima(m: &CostMatrix) -> Vec<f64> {
+    let mut minima = vec![f64::INFINITY; m.n + m.m];
+    let (rmin, cmin) = minima.split_at_mut(m.n);
     for (i, r) in rmin.iter_mut().enumerate() {
         for (cj, &c) in cmin.iter_mut().zip(m.row(i)) {
             *r = r.min(c);
             *cj = cj.min(c);
         }
     }
-    (rmin, cmin)
+    minima
 }
 
 /// Chamfer distance from a cost matrix with `n, m >= 1`.
 pub fn chamfer(m: &CostMatrix) -> f64 {
-    let (rmin, cmin) = row_col_minima(m);
+    let minima = row_col_minima(m);
+    let (rmin, cmin) = minima.split_at(m.n);
     let a = rmin.iter().sum::<f64>() / m.n as f64;
     let b = cmin.iter().sum::<f64>() / m.m as f64;
     0.5 * (a + b)

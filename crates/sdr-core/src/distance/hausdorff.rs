@@ -13,8 +13,7 @@ use crate::error::Result;
 
 /// Hausdorff distance from a cost matrix with `n, m >= 1`.
 pub fn hausdorff(m: &CostMatrix) -> f64 {
-    let (rmin, cmin) = row_col_minima(m);
-    rmin.iter().chain(cmin.iter()).copied().fold(0.0, f64::max)
+    row_col_minima(m).into_iter().fold(0.0, f64::max)
 }
 
 /// The family's entry in the metric registry (`distance/spec.rs`).

@@ -185,7 +185,8 @@ impl Metric {
     /// [`crate::EmbeddingSet`]): the value of [`Metric::evaluate`], converged
     /// or not. Callers that report convergence use [`evaluate_all`].
     pub fn distance<T: Element>(&self, a: &SetView<'_, T>, b: &SetView<'_, T>) -> Result<f64> {
-        Ok(evaluate_all(std::slice::from_ref(self), a, b)?[0].value)
+        let cost = PairCost::between(a, b, self.needs_intra())?;
+        Ok(self.evaluate(&cost)?.value)
     }
 }
 
