@@ -63,20 +63,12 @@ pub(crate) fn dots_with_norms(
     sq_b: &mut [f64],
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
+    return x86::fused::<x86::F64>(a, b, dim, out, sq_a, sq_b);
+    #[cfg(not(target_arch = "x86_64"))]
     {
-        if dim > 0 && x86::has_avx512() {
-            assert_eq!(
-                out.len(),
-                (a.len() / dim) * (b.len() / dim),
-                "dots: wrong output"
-            );
-            // SAFETY: the features were detected at run time.
-            unsafe { x86::tiled::<x86::F64>(a, b, dim, out, Some((sq_a, sq_b))) };
-            return true;
-        }
+        let _ = (a, b, dim, out, sq_a, sq_b);
+        false
     }
-    let _ = (a, b, dim, out, sq_a, sq_b);
-    false
 }
 
 /// [`dots_with_norms`] for f32 rows, widened in registers (the bits of the
@@ -90,20 +82,12 @@ pub(crate) fn dots_with_norms_f32(
     sq_b: &mut [f64],
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
+    return x86::fused::<x86::Widened>(a, b, dim, out, sq_a, sq_b);
+    #[cfg(not(target_arch = "x86_64"))]
     {
-        if dim > 0 && x86::has_avx512() {
-            assert_eq!(
-                out.len(),
-                (a.len() / dim) * (b.len() / dim),
-                "dots: wrong output"
-            );
-            // SAFETY: the features were detected at run time.
-            unsafe { x86::tiled::<x86::Widened>(a, b, dim, out, Some((sq_a, sq_b))) };
-            return true;
-        }
+        let _ = (a, b, dim, out, sq_a, sq_b);
+        false
     }
-    let _ = (a, b, dim, out, sq_a, sq_b);
-    false
 }
 
 /// `x . x`, the squared norm of a row. Four partial sums over interleaved
@@ -398,6 +382,25 @@ mod x86 {
             }
             i += ra;
         }
+    }
+
+    /// [`tiled`] with the norms, where AVX-512 is present (`false` otherwise).
+    pub(super) fn fused<L: Lanes>(
+        a: &[L::Elem],
+        b: &[L::Elem],
+        dim: usize,
+        out: &mut [f64],
+        sq_a: &mut [f64],
+        sq_b: &mut [f64],
+    ) -> bool {
+        if dim == 0 || !has_avx512() {
+            return false;
+        }
+        let products = (a.len() / dim) * (b.len() / dim);
+        assert_eq!(out.len(), products, "dots: output of the wrong length");
+        // SAFETY: the features were detected at run time.
+        unsafe { tiled::<L>(a, b, dim, out, Some((sq_a, sq_b))) };
+        true
     }
 
     /// Four partial sums over interleaved chunks, then one reduction.
