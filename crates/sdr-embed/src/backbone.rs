@@ -71,21 +71,22 @@ impl Backbone {
         };
         // SAFETY: the file is memory-mapped read-only; SDR never writes model files
         // while an encoder holds them (the fetch script renames complete folders).
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], dtype, device) }
-            .map_err(model_err)?;
+        let st = unsafe { MmapedSafetensors::new(&weights) }.map_err(model_err)?;
+        // The one mapping serves the candle graphs too.
+        let vars =
+            |st: MmapedSafetensors| VarBuilder::from_backend(Box::new(st), dtype, device.clone());
         match model_type.as_str() {
             "mpnet" => {
                 let cfg: mpnet::Config = serde_json::from_value(value).map_err(json_err)?;
                 let candle_graph = std::env::var(GRAPH_ENV).is_ok_and(|v| v == "candle");
                 let backbone = if device.is_cpu() && dtype == DType::F32 && !candle_graph {
-                    // SAFETY: as for `vb` above.
-                    let st = unsafe { MmapedSafetensors::new(&weights) }.map_err(model_err)?;
                     let source = Weights::Mapped(&st);
                     let packed = PackedMpnet::load(&source, &cfg, mixed_bf16).map_err(model_err)?;
                     Backbone::MpnetPacked(packed)
                 } else {
                     Backbone::Mpnet(
-                        mpnet::MpnetModel::load_with(vb, &cfg, mixed_bf16).map_err(model_err)?,
+                        mpnet::MpnetModel::load_with(vars(st), &cfg, mixed_bf16)
+                            .map_err(model_err)?,
                     )
                 };
                 Ok(Loaded {
@@ -104,7 +105,7 @@ impl Backbone {
             }),
             "bert" => {
                 let cfg: bert::Config = serde_json::from_value(value).map_err(json_err)?;
-                let model = bert::BertModel::load(vb, &cfg).map_err(model_err)?;
+                let model = bert::BertModel::load(vars(st), &cfg).map_err(model_err)?;
                 Ok(Loaded {
                     backbone: Backbone::Bert(model),
                     hidden_size: cfg.hidden_size,
