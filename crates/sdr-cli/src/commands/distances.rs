@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{anyhow, Result};
 use rayon::prelude::*;
-use sdr_core::distance::{evaluate_all, Evaluation};
+use sdr_core::distance::{evaluate_all, evaluate_pairs, Evaluation};
 use sdr_core::{EmbeddingSet, Metric, Side};
 use serde::Deserialize;
 
@@ -65,19 +65,27 @@ pub fn run(args: Args) -> Result<()> {
         if chunk.is_empty() {
             break;
         }
-        let results: Vec<Result<Vec<Evaluation>>> = chunk
-            .par_iter()
-            .map(|(no, text)| {
-                compute_line(text, &metrics).map_err(|e| anyhow!("{}:{}: {e}", input.name, no))
-            })
+        let parsed: Vec<Result<(EmbeddingSet, EmbeddingSet)>> =
+            chunk.par_iter().map(|(_, text)| parse_line(text)).collect();
+        // Lines before a bad one are kept: the error stops the run there.
+        let good = parsed.iter().take_while(|p| p.is_ok()).count();
+        let sets: Vec<_> = parsed[..good]
+            .iter()
+            .map(|p| p.as_ref().expect("counted as parsed"))
             .collect();
+        let views: Vec<_> = sets.iter().map(|(a, b)| (a.view(), b.view())).collect();
+        // One batch: each pair's products bring the next pair's rows into cache.
+        let results = evaluate_pairs(&metrics, &views);
         let w = output.writer();
-        for r in results {
-            // Lines before a bad one are kept: the error stops the run there.
-            let values = r?;
+        let name = |k: usize| format!("{}:{}", input.name, chunk[k].0);
+        for (k, r) in results.into_iter().enumerate() {
+            let values = r.map_err(|e| anyhow!("{}: {e}", name(k)))?;
             evaluated += values.len();
             unconverged += values.iter().filter(|e| !e.converged).count();
             write_object(w, &keys, &values)?;
+        }
+        if let Some(Err(e)) = parsed.into_iter().nth(good) {
+            return Err(anyhow!("{}: {e}", name(good)));
         }
     }
     output.finish()?;
@@ -90,6 +98,12 @@ pub fn run(args: Args) -> Result<()> {
 /// Parse one input line and compute `metrics`; the error names the fault
 /// (the caller adds the input name and line number).
 pub fn compute_line(text: &str, metrics: &[Metric]) -> Result<Vec<Evaluation>> {
+    let (a, b) = parse_line(text)?;
+    Ok(evaluate_all(metrics, &a.view(), &b.view())?)
+}
+
+/// One input line as two validated sets of the same dimension.
+fn parse_line(text: &str) -> Result<(EmbeddingSet, EmbeddingSet)> {
     let pair: Pair = parse_json(text)?;
     let a = EmbeddingSet::from_rows(&pair.a, Side::A)?;
     let b = EmbeddingSet::from_rows(&pair.b, Side::B)?;
@@ -100,7 +114,7 @@ pub fn compute_line(text: &str, metrics: &[Metric]) -> Result<Vec<Evaluation>> {
             b.dim()
         ));
     }
-    Ok(evaluate_all(metrics, &a.view(), &b.view())?)
+    Ok((a, b))
 }
 
 fn write_object(w: &mut dyn Write, keys: &[String], values: &[Evaluation]) -> Result<()> {

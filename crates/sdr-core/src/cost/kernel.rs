@@ -14,6 +14,13 @@
 //! to overlap (f32 widening there also competed with the FMAs for the same
 //! pipes).
 //!
+//! Pairs read from memory once each (a batch of pairs, see
+//! [`crate::distance::evaluate_pairs`]) wait on DRAM as long as they
+//! compute: the rows of one pair are a few short streams that the hardware
+//! prefetchers pick up too late. So the fused tiles can also bring the next
+//! pair's rows into L2 (`next`), a few cache lines per chunk step, spread
+//! over the whole product, so the next pair finds its rows in L2.
+//!
 //! Every path computes `dot(x, y)` with the same operation order whatever the
 //! position of `x` and `y` in their blocks (lane-wise accumulation over
 //! chunks of the dimension, then one horizontal sum), and FMA is symmetric in
@@ -33,7 +40,7 @@ pub(crate) fn dots(a: &[f64], b: &[f64], dim: usize, out: &mut [f64]) {
     {
         if x86::has_avx512() {
             // SAFETY: the feature was detected at run time.
-            unsafe { x86::tiled::<x86::F64>(a, b, dim, out, None) };
+            unsafe { x86::tiled::<x86::F64>(a, b, dim, out, None, None) };
             return;
         }
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
@@ -52,8 +59,10 @@ pub(crate) fn dots(a: &[f64], b: &[f64], dim: usize, out: &mut [f64]) {
 
 /// [`dots`] plus the squared norm of every row of `a` and `b`, each the
 /// chain of `dot(x, x)`, accumulated by the tiles that load the rows anyway:
-/// no separate pass reads the rows first. `false` (outputs untouched) where
-/// AVX-512 is missing; callers then use [`dots`] and [`self_dot`].
+/// no separate pass reads the rows first. The rows in `next` are brought
+/// into L2 meanwhile (see the module docs; empty slices for none). `false`
+/// (outputs untouched) where AVX-512 is missing; callers then use [`dots`]
+/// and [`self_dot`].
 pub(crate) fn dots_with_norms(
     a: &[f64],
     b: &[f64],
@@ -61,12 +70,13 @@ pub(crate) fn dots_with_norms(
     out: &mut [f64],
     sq_a: &mut [f64],
     sq_b: &mut [f64],
+    next: [&[f64]; 2],
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
-    return x86::fused::<x86::F64>(a, b, dim, out, sq_a, sq_b);
+    return x86::fused::<x86::F64>(a, b, dim, out, sq_a, sq_b, next);
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (a, b, dim, out, sq_a, sq_b);
+        let _ = (a, b, dim, out, sq_a, sq_b, next);
         false
     }
 }
@@ -80,12 +90,13 @@ pub(crate) fn dots_with_norms_f32(
     out: &mut [f64],
     sq_a: &mut [f64],
     sq_b: &mut [f64],
+    next: [&[f32]; 2],
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
-    return x86::fused::<x86::Widened>(a, b, dim, out, sq_a, sq_b);
+    return x86::fused::<x86::Widened>(a, b, dim, out, sq_a, sq_b, next);
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (a, b, dim, out, sq_a, sq_b);
+        let _ = (a, b, dim, out, sq_a, sq_b, next);
         false
     }
 }
@@ -118,7 +129,7 @@ pub(crate) fn dots_f32(a: &[f32], b: &[f32], dim: usize, out: &mut [f64]) {
             let (na, nb) = (a.len() / dim, b.len() / dim);
             assert_eq!(out.len(), na * nb, "dots: output of the wrong length");
             // SAFETY: the features were detected at run time.
-            unsafe { x86::tiled::<x86::Widened>(a, b, dim, out, None) };
+            unsafe { x86::tiled::<x86::Widened>(a, b, dim, out, None, None) };
             return;
         }
     }
@@ -275,6 +286,7 @@ mod x86 {
         nb: usize,
         sq_a: *mut f64,
         sq_b: *mut f64,
+        ahead: &mut Ahead,
     ) {
         let (full, rest) = (dim / L::W, dim % L::W);
         let mut acc = [[L::zero(); RB]; RA];
@@ -302,6 +314,7 @@ mod x86 {
             };
         }
         for k in 0..full {
+            ahead.issue();
             step!(|t: usize| L::load(b.add(t * dim + L::W * k)), |s: usize| {
                 L::load(a.add(s * dim + L::W * k))
             });
@@ -329,10 +342,67 @@ mod x86 {
         }
     }
 
+    /// Cache lines to bring into L2 while a product runs: the spans still
+    /// to fetch and how many lines to request per chunk step, so that the
+    /// requests spread over the whole product instead of filling the miss
+    /// queues at its start (which stalls the FMAs behind them).
+    pub(super) struct Ahead {
+        spans: [(*const u8, *const u8); 2],
+        at: usize,
+        per_step: usize,
+    }
+
+    impl Ahead {
+        fn none() -> Ahead {
+            Ahead {
+                spans: [(std::ptr::null(), std::ptr::null()); 2],
+                at: 2,
+                per_step: 0,
+            }
+        }
+
+        /// `next` spread over `steps` chunk steps.
+        fn new<T>(next: [&[T]; 2], steps: usize) -> Ahead {
+            let span = |s: &[T]| {
+                let r = s.as_ptr_range();
+                // From the line holding the first byte.
+                let start = (r.start as usize & !63) as *const u8;
+                (start, r.end as *const u8)
+            };
+            let lines: usize = next
+                .iter()
+                .map(|s| std::mem::size_of_val(*s).div_ceil(64) + 1)
+                .sum();
+            Ahead {
+                spans: [span(next[0]), span(next[1])],
+                at: 0,
+                per_step: lines.div_ceil(steps.max(1)),
+            }
+        }
+
+        /// Request this step's share of lines (`prefetcht1`: into L2, so
+        /// the rows the tiles are using stay in L1).
+        #[inline(always)]
+        unsafe fn issue(&mut self) {
+            let mut left = self.per_step;
+            while left > 0 && self.at < 2 {
+                let (cur, end) = &mut self.spans[self.at];
+                if *cur < *end {
+                    _mm_prefetch::<_MM_HINT_T1>(cur.cast());
+                    *cur = cur.wrapping_add(64);
+                    left -= 1;
+                } else {
+                    self.at += 1;
+                }
+            }
+        }
+    }
+
     /// All products `a_i . b_j` into `out`; with `sq`, also the squared norms
     /// of the rows of `a` and `b` (the first tile of each row and column of
     /// tiles accumulates them), so rows are first read by the loop that
-    /// multiplies them and nothing streams from memory on its own.
+    /// multiplies them and nothing streams from memory on its own. The rows
+    /// of `next` are brought into L2 on the way (see [`Ahead`]).
     #[target_feature(enable = "avx512f,avx512vl")]
     pub(super) unsafe fn tiled<L: Lanes>(
         a: &[L::Elem],
@@ -340,8 +410,17 @@ mod x86 {
         dim: usize,
         out: &mut [f64],
         sq: Option<(&mut [f64], &mut [f64])>,
+        next: Option<[&[L::Elem]; 2]>,
     ) {
         let (na, nb) = (a.len() / dim, b.len() / dim);
+        let mut ahead = match next {
+            Some(next) => {
+                // Lines are requested in the full chunk steps only.
+                let steps = na.div_ceil(TA) * nb.div_ceil(TB) * (dim / L::W).max(1);
+                Ahead::new(next, steps)
+            }
+            None => Ahead::none(),
+        };
         let (ap, bp, op) = (a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
         let norms = sq.is_some();
         let (sa, sb) = match sq {
@@ -367,10 +446,10 @@ mod x86 {
                     ($($r:literal, $c:literal);*) => {
                         match (ra, rb, with_a, with_b) {
                             $(
-                                ($r, $c, false, false) => tile::<L, $r, $c, false, false>(x, y, dim, o, nb, qa, qb),
-                                ($r, $c, true, false) => tile::<L, $r, $c, true, false>(x, y, dim, o, nb, qa, qb),
-                                ($r, $c, false, true) => tile::<L, $r, $c, false, true>(x, y, dim, o, nb, qa, qb),
-                                ($r, $c, true, true) => tile::<L, $r, $c, true, true>(x, y, dim, o, nb, qa, qb),
+                                ($r, $c, false, false) => tile::<L, $r, $c, false, false>(x, y, dim, o, nb, qa, qb, &mut ahead),
+                                ($r, $c, true, false) => tile::<L, $r, $c, true, false>(x, y, dim, o, nb, qa, qb, &mut ahead),
+                                ($r, $c, false, true) => tile::<L, $r, $c, false, true>(x, y, dim, o, nb, qa, qb, &mut ahead),
+                                ($r, $c, true, true) => tile::<L, $r, $c, true, true>(x, y, dim, o, nb, qa, qb, &mut ahead),
                             )*
                             _ => unreachable!("tile sizes are 1..=4"),
                         }
@@ -392,14 +471,16 @@ mod x86 {
         out: &mut [f64],
         sq_a: &mut [f64],
         sq_b: &mut [f64],
+        next: [&[L::Elem]; 2],
     ) -> bool {
         if dim == 0 || !has_avx512() {
             return false;
         }
         let products = (a.len() / dim) * (b.len() / dim);
         assert_eq!(out.len(), products, "dots: output of the wrong length");
+        let next = (!next.iter().all(|s| s.is_empty())).then_some(next);
         // SAFETY: the features were detected at run time.
-        unsafe { tiled::<L>(a, b, dim, out, Some((sq_a, sq_b))) };
+        unsafe { tiled::<L>(a, b, dim, out, Some((sq_a, sq_b)), next) };
         true
     }
 
@@ -571,7 +652,10 @@ mod tests {
                 let a = values(na * dim, &mut seed);
                 let b = values(nb * dim, &mut seed);
                 let (mut out, mut sa, mut sb) = (vec![0.0; na * nb], vec![0.0; na], vec![0.0; nb]);
-                if !dots_with_norms(&a, &b, dim, &mut out, &mut sa, &mut sb) {
+                // Rows brought into L2 on the way (here: misaligned spans of
+                // the operands themselves) change nothing.
+                let next = [&b[nb * dim / 2..], &a[1..]];
+                if !dots_with_norms(&a, &b, dim, &mut out, &mut sa, &mut sb, next) {
                     return; // no AVX-512 here: callers take dots + self_dot
                 }
                 let mut plain = vec![0.0; na * nb];
@@ -590,8 +674,17 @@ mod tests {
                 let wide = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<_>>();
                 let (mut o1, mut s1a, mut s1b) = (vec![0.0; na * nb], vec![0.0; na], vec![0.0; nb]);
                 let (mut o2, mut s2a, mut s2b) = (vec![0.0; na * nb], vec![0.0; na], vec![0.0; nb]);
-                dots_with_norms_f32(&na32, &nb32, dim, &mut o1, &mut s1a, &mut s1b);
-                dots_with_norms(&wide(&na32), &wide(&nb32), dim, &mut o2, &mut s2a, &mut s2b);
+                let none: [&[f64]; 2] = [&[], &[]];
+                dots_with_norms_f32(&na32, &nb32, dim, &mut o1, &mut s1a, &mut s1b, [&nb32, &[]]);
+                dots_with_norms(
+                    &wide(&na32),
+                    &wide(&nb32),
+                    dim,
+                    &mut o2,
+                    &mut s2a,
+                    &mut s2b,
+                    none,
+                );
                 assert_eq!((o1, s1a, s1b), (o2, s2a, s2b));
             }
         }

@@ -52,7 +52,8 @@ pub trait Element: Copy + Into<f64> + Send + Sync + sealed::Sealed + 'static {
     fn dots(a: &[Self], b: &[Self], dim: usize, out: &mut [f64]);
     #[doc(hidden)]
     fn self_dot(x: &[Self]) -> f64;
-    /// `dots` plus the rows' squared norms in one pass; `false` if unavailable.
+    /// `dots` plus the rows' squared norms in one pass, bringing the rows of
+    /// `next` into L2 meanwhile; `false` if unavailable.
     #[doc(hidden)]
     fn dots_with_norms(
         a: &[Self],
@@ -61,6 +62,7 @@ pub trait Element: Copy + Into<f64> + Send + Sync + sealed::Sealed + 'static {
         out: &mut [f64],
         sq_a: &mut [f64],
         sq_b: &mut [f64],
+        next: [&[Self]; 2],
     ) -> bool;
     /// Whether a squared norm of this type can leave the range where
     /// `1 / sqrt` is accurate (f64 only: f32 squares stay within 1e-90..1e77).
@@ -90,8 +92,9 @@ impl Element for f64 {
         out: &mut [f64],
         sq_a: &mut [f64],
         sq_b: &mut [f64],
+        next: [&[f64]; 2],
     ) -> bool {
-        kernel::dots_with_norms(a, b, dim, out, sq_a, sq_b)
+        kernel::dots_with_norms(a, b, dim, out, sq_a, sq_b, next)
     }
     const MAY_NEED_RESCALE: bool = true;
     fn from_f64(x: f64) -> f64 {
@@ -113,8 +116,9 @@ impl Element for f32 {
         out: &mut [f64],
         sq_a: &mut [f64],
         sq_b: &mut [f64],
+        next: [&[f32]; 2],
     ) -> bool {
-        kernel::dots_with_norms_f32(a, b, dim, out, sq_a, sq_b)
+        kernel::dots_with_norms_f32(a, b, dim, out, sq_a, sq_b, next)
     }
     const MAY_NEED_RESCALE: bool = false;
     fn from_f64(x: f64) -> f32 {
@@ -329,6 +333,17 @@ fn cost_of(dot: f64, inv_a: f64, inv_b: f64) -> f64 {
 /// Inputs must already be validated (see [`EmbeddingSet`]); the dimensions of
 /// `a` and `b` must agree.
 pub fn cosine_cost<T: Element>(a: &SetView<'_, T>, b: &SetView<'_, T>) -> CostMatrix {
+    cosine_cost_ahead(a, b, None)
+}
+
+/// [`cosine_cost`] that also brings the rows of `next` (the pair a batch
+/// computes next) into L2 while the products run, so that pair does not
+/// wait on memory. Same values, bit for bit.
+pub fn cosine_cost_ahead<T: Element>(
+    a: &SetView<'_, T>,
+    b: &SetView<'_, T>,
+    next: Option<(&SetView<'_, T>, &SetView<'_, T>)>,
+) -> CostMatrix {
     assert_eq!(a.dim, b.dim, "sets of different dimension");
     let mut data = vec![0.0; a.n * b.n];
     let mut norms = vec![0.0; a.n + b.n];
@@ -336,7 +351,10 @@ pub fn cosine_cost<T: Element>(a: &SetView<'_, T>, b: &SetView<'_, T>) -> CostMa
     let (ra, rb) = (&a.data[..a.n * a.dim], &b.data[..b.n * b.dim]);
     // Norms from the products' own pass; squares outside the range where
     // `1 / sqrt` is accurate (huge or tiny f64 rows) take `prepared` below.
-    if T::dots_with_norms(ra, rb, a.dim, &mut data, sq_a, sq_b)
+    let next = next.map_or([&[][..], &[][..]], |(x, y)| {
+        [&x.data[..x.n * x.dim], &y.data[..y.n * y.dim]]
+    });
+    if T::dots_with_norms(ra, rb, a.dim, &mut data, sq_a, sq_b, next)
         && norms.iter().all(|s| (1e-200..=1e200).contains(s))
     {
         norms.iter_mut().for_each(|s| *s = 1.0 / s.sqrt());
@@ -383,9 +401,20 @@ impl PairCost<'static> {
         b: &SetView<'_, T>,
         with_intra: bool,
     ) -> Result<Self> {
+        Self::between_ahead(a, b, with_intra, None)
+    }
+
+    /// [`PairCost::between`] that brings the rows of `next` into L2 while
+    /// the cross products run (see [`cosine_cost_ahead`]).
+    pub fn between_ahead<T: Element>(
+        a: &SetView<'_, T>,
+        b: &SetView<'_, T>,
+        with_intra: bool,
+        next: Option<(&SetView<'_, T>, &SetView<'_, T>)>,
+    ) -> Result<Self> {
         check_pair(a, b)?;
         Ok(PairCost {
-            cross: Cow::Owned(cosine_cost(a, b)),
+            cross: Cow::Owned(cosine_cost_ahead(a, b, next)),
             intra: with_intra
                 .then(|| (Cow::Owned(cosine_cost(a, a)), Cow::Owned(cosine_cost(b, b)))),
         })

@@ -5,9 +5,14 @@
 //! `M~ = M / max(M)` and is 0 when `max(M) = 0`. Masses are uniform,
 //! `p = 1/n`, `q = 1/m`.
 //!
+//! [`evaluate_all`] computes several metrics for one pair from one cost
+//! matrix; [`evaluate_pairs`] and [`Metric::distances`] do the same for many
+//! pairs in parallel.
+//!
 //! [`Metric`] is a parsed metric spec; its [`Display`](std::fmt::Display) is
 //! the canonical spec string used as output key everywhere (`sinkhorn:eps=0.1`).
 
+mod batch;
 pub mod chamfer;
 pub mod gw;
 pub mod hausdorff;
@@ -19,6 +24,7 @@ pub mod sinkhorn;
 mod spec;
 pub mod uot;
 
+pub use batch::{evaluate_pairs, Pair};
 pub use spec::{evaluate_all, Metric, Rho};
 
 /// Outcome of an iterative or exact solver, like POT's `OTResult`.

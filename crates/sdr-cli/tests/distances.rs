@@ -1,0 +1,90 @@
+//! End to end: `sdr distances` over a file of many pairs (computed as one
+//! batch per chunk) gives, line by line, what one pair at a time gives, and a
+//! bad line stops the run with its line number after the lines before it.
+
+use std::process::Command;
+
+use sdr_core::distance::evaluate_all;
+use sdr_core::{EmbeddingSet, Metric, Side};
+
+fn sdr() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_sdr"))
+}
+
+type Set = Vec<Vec<f64>>;
+
+/// `count` pairs of 1-6 rows of 24-d vectors.
+fn pairs(count: usize) -> Vec<(Set, Set)> {
+    let mut seed = 7u64;
+    let mut next = || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+    };
+    (0..count)
+        .map(|k| {
+            let mut set = |n: usize| (0..n).map(|_| (0..24).map(|_| next()).collect()).collect();
+            (set(1 + k % 6), set(1 + (k * 5) % 6))
+        })
+        .collect()
+}
+
+fn line(a: &[Vec<f64>], b: &[Vec<f64>]) -> String {
+    serde_json::json!({"a": a, "b": b}).to_string()
+}
+
+#[test]
+fn a_file_of_pairs_matches_pair_by_pair_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("pairs.jsonl");
+    let all = pairs(300);
+    let text: Vec<String> = all.iter().map(|(a, b)| line(a, b)).collect();
+    std::fs::write(&input, text.join("\n") + "\n").unwrap();
+    let out = sdr()
+        .args(["distances", "-m", "chamfer", "-m", "hung-pen:alpha=0.1"])
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(got.len(), all.len());
+    let metrics = [Metric::Chamfer, Metric::HungPen { alpha: 0.1 }];
+    for ((a, b), row) in all.iter().zip(&got) {
+        let a = EmbeddingSet::from_rows(a, Side::A).unwrap();
+        let b = EmbeddingSet::from_rows(b, Side::B).unwrap();
+        let want = evaluate_all(&metrics, &a.view(), &b.view()).unwrap();
+        assert_eq!(row["chamfer"].as_f64().unwrap(), want[0].value);
+        assert_eq!(row["hung-pen:alpha=0.1"].as_f64().unwrap(), want[1].value);
+    }
+}
+
+#[test]
+fn a_bad_line_stops_the_run_after_the_lines_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("pairs.jsonl");
+    let all = pairs(5);
+    let mut text: Vec<String> = all.iter().map(|(a, b)| line(a, b)).collect();
+    text[3] = r#"{"a": [[0, 0]], "b": [[1, 0]]}"#.to_string();
+    std::fs::write(&input, text.join("\n") + "\n").unwrap();
+    let out = sdr()
+        .args(["distances", "-m", "chamfer"])
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("pairs.jsonl:4") && err.contains("zero vector"),
+        "{err}"
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3);
+}
