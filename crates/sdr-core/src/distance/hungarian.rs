@@ -29,6 +29,8 @@
 //! 2. D. F. Crouse (2016). On implementing 2D rectangular assignment
 //!    algorithms. *IEEE Trans. Aerospace and Electronic Systems* 52(4), 1679–1696.
 
+use std::cell::RefCell;
+
 use super::Evaluation;
 use crate::cost::{CostMatrix, PairCost};
 use crate::distance::logdomain::bad;
@@ -36,23 +38,48 @@ use crate::error::Result;
 
 const NONE: usize = usize::MAX;
 
+/// Working memory of the solver, kept per thread: at report sizes (a dozen
+/// rows) allocating it was a tenth of the solve.
+#[derive(Default)]
+struct Scratch {
+    reals: Vec<f64>,
+    indices: Vec<usize>,
+    flags: Vec<bool>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::default();
+}
+
 /// Optimal assignment for an `nr x nc` cost given by `cost(i, j)`, `nr <= nc`.
-/// Returns `col4row`: the column assigned to each row. Costs are finite
-/// (checked by [`linear_sum_assignment`]); the fallback below only keeps a
-/// non-finite reduced cost from looping.
-fn assign_rows<C: Fn(usize, usize) -> f64>(nr: usize, nc: usize, cost: C) -> Vec<usize> {
+/// Returns `(col4row, row4col)`: the column assigned to each row, and the
+/// row assigned to each column (`NONE` for the `nc - nr` left free), in
+/// `scratch`. Costs are finite (checked by [`linear_sum_assignment`]); the
+/// fallback below only keeps a non-finite reduced cost from looping.
+fn assign_rows<C: Fn(usize, usize) -> f64>(
+    nr: usize,
+    nc: usize,
+    cost: C,
+    scratch: &mut Scratch,
+) -> (&[usize], &[usize]) {
     debug_assert!(nr <= nc);
-    // Three allocations rather than nine: at report sizes (a dozen rows) the
-    // allocator was a visible share of the solve.
-    let mut reals = vec![0.0f64; nr + 2 * nc];
+    let Scratch {
+        reals,
+        indices,
+        flags,
+    } = scratch;
+    reals.clear();
+    reals.resize(nr + 2 * nc, 0.0);
     let (u, rest) = reals.split_at_mut(nr);
     let (v, shortest) = rest.split_at_mut(nc);
-    let mut indices = vec![NONE; 3 * nc];
+    indices.clear();
+    indices.resize(3 * nc + nr, NONE);
     let (path, rest) = indices.split_at_mut(nc);
-    let (row4col, remaining) = rest.split_at_mut(nc);
-    let mut flags = vec![false; nr + nc];
+    let (row4col, rest) = rest.split_at_mut(nc);
+    let (remaining, col4row) = rest.split_at_mut(nc);
+    flags.clear();
+    flags.resize(nr + nc, false);
     let (in_sr, in_sc) = flags.split_at_mut(nr);
-    let mut col4row = vec![NONE; nr];
 
     // Row reduction: u_i = min_j c_ij, v = 0 keeps every reduced cost >= 0, and
     // a row whose cheapest column is still free takes it (a tight edge). The
@@ -154,7 +181,46 @@ fn assign_rows<C: Fn(usize, usize) -> f64>(nr: usize, nc: usize, cost: C) -> Vec
             }
         }
     }
-    col4row
+    (col4row, row4col)
+}
+
+/// Calls `pair(row, col)` for every matched pair of an optimal assignment of
+/// `M`, by increasing row (so sums over the pairs keep one order).
+fn for_each_match(m: &CostMatrix, mut pair: impl FnMut(usize, usize)) -> Result<()> {
+    if let Some(k) = m.data.iter().position(|x| !x.is_finite()) {
+        return Err(bad(
+            "hungarian",
+            format!(
+                "cost entry ({}, {}) is {}; costs must be finite",
+                k / m.m,
+                k % m.m,
+                m.data[k]
+            ),
+        ));
+    }
+    if m.n == 0 || m.m == 0 {
+        return Ok(());
+    }
+    let mut solve = |scratch: &mut Scratch| {
+        if m.n <= m.m {
+            let (col4row, _) = assign_rows(m.n, m.m, |i, j| m.data[i * m.m + j], scratch);
+            col4row.iter().enumerate().for_each(|(i, &j)| pair(i, j));
+        } else {
+            // On M^T the columns are M's rows, in order.
+            let (_, row4col) = assign_rows(m.m, m.n, |i, j| m.data[j * m.m + i], scratch);
+            row4col
+                .iter()
+                .enumerate()
+                .filter(|(_, &c)| c != NONE)
+                .for_each(|(i, &j)| pair(i, j));
+        }
+    };
+    SCRATCH.with(|s| match s.try_borrow_mut() {
+        Ok(mut scratch) => solve(&mut scratch),
+        // Only if `pair` itself solved an assignment: fresh memory then.
+        Err(_) => solve(&mut Scratch::default()),
+    });
+    Ok(())
 }
 
 /// An optimal assignment: the matched pairs `(row, col)` sorted by row, and
@@ -187,45 +253,21 @@ pub struct Assignment {
 /// assert!((a.cost - 0.3).abs() < 1e-15);
 /// ```
 pub fn linear_sum_assignment(m: &CostMatrix) -> Result<Assignment> {
-    if let Some(k) = m.data.iter().position(|x| !x.is_finite()) {
-        return Err(bad(
-            "hungarian",
-            format!(
-                "cost entry ({}, {}) is {}; costs must be finite",
-                k / m.m,
-                k % m.m,
-                m.data[k]
-            ),
-        ));
-    }
-    let pairs = if m.n == 0 || m.m == 0 {
-        Vec::new()
-    } else if m.n <= m.m {
-        let col4row = assign_rows(m.n, m.m, |i, j| m.data[i * m.m + j]);
-        col4row.into_iter().enumerate().collect()
-    } else {
-        let col4row = assign_rows(m.m, m.n, |i, j| m.data[j * m.m + i]);
-        let mut pairs: Vec<(usize, usize)> = col4row
-            .into_iter()
-            .enumerate()
-            .map(|(c, r)| (r, c))
-            .collect();
-        pairs.sort_unstable();
-        pairs
-    };
+    let mut pairs = Vec::with_capacity(m.n.min(m.m));
+    for_each_match(m, |i, j| pairs.push((i, j)))?;
     let cost = pairs.iter().map(|&(i, j)| m.get(i, j)).sum();
     Ok(Assignment { pairs, cost })
 }
 
-/// Sum of the optimal assignment's costs and, for the larger side, whether
-/// each element is matched.
-fn matched_cost(m: &CostMatrix) -> Result<(f64, Vec<bool>)> {
-    let a = linear_sum_assignment(m)?;
-    let mut matched = vec![false; m.n.max(m.m)];
-    for &(i, j) in &a.pairs {
-        matched[if m.n <= m.m { j } else { i }] = true;
-    }
-    Ok((a.cost, matched))
+/// The optimal assignment's total cost (summed by increasing row, as
+/// [`linear_sum_assignment`]) without collecting its pairs.
+fn matched_total(m: &CostMatrix, mut also: impl FnMut(usize, usize)) -> Result<f64> {
+    let mut total = -0.0;
+    for_each_match(m, |i, j| {
+        total += m.get(i, j);
+        also(i, j);
+    })?;
+    Ok(total)
 }
 
 /// Hung-NN distance (paper Eq. hung-nn) on the raw cost matrix `M` (`n, m >= 1`).
@@ -248,7 +290,9 @@ fn matched_cost(m: &CostMatrix) -> Result<(f64, Vec<bool>)> {
 /// # Errors
 /// As [`linear_sum_assignment`] (a non-finite cost).
 pub fn hung_nn(m: &CostMatrix) -> Result<f64> {
-    let (total, matched) = matched_cost(m)?;
+    // Whether each element of the larger side is matched.
+    let mut matched = vec![false; m.n.max(m.m)];
+    let total = matched_total(m, |i, j| matched[if m.n <= m.m { j } else { i }] = true)?;
     let mut extra = 0.0;
     if m.n <= m.m {
         for (j, _) in matched.iter().enumerate().filter(|(_, &k)| !k) {
@@ -278,7 +322,7 @@ pub fn hung_nn(m: &CostMatrix) -> Result<f64> {
 /// # Errors
 /// As [`linear_sum_assignment`] (a non-finite cost).
 pub fn hung_pen(m: &CostMatrix, alpha: f64) -> Result<f64> {
-    let (total, _) = matched_cost(m)?;
+    let total = matched_total(m, |_, _| ())?;
     Ok(total / m.n.min(m.m) as f64 + alpha * m.n.abs_diff(m.m) as f64)
 }
 
