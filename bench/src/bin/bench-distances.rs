@@ -15,8 +15,10 @@ use serde::Deserialize;
 #[derive(Deserialize)]
 struct Meta {
     dim: usize,
-    /// `[n, m]` per pair; vectors are stored a-rows then b-rows, pair after pair.
-    sizes: Vec<[usize; 2]>,
+    /// Rows per set; the sets' rows are stored one set after the other.
+    sets: Vec<usize>,
+    /// The two sets of each pair.
+    pairs: Vec<[usize; 2]>,
 }
 
 fn main() -> Result<()> {
@@ -51,16 +53,26 @@ fn main() -> Result<()> {
         narrow.iter().zip(&data).all(|(&n, &x)| f64::from(n) == x),
         "PAIRS.bin holds values that are not f32 values"
     );
-    let mut pairs = Vec::with_capacity(meta.sizes.len());
+    let mut sets = Vec::with_capacity(meta.sets.len());
     let mut off = 0;
-    for &[n, m] in &meta.sizes {
-        let a = &narrow[off..off + n * meta.dim];
+    for &n in &meta.sets {
+        anyhow::ensure!(
+            off + n * meta.dim <= data.len(),
+            "PAIRS.bin is shorter than PAIRS.json says"
+        );
+        sets.push(SetView::new(&narrow[off..off + n * meta.dim], meta.dim));
         off += n * meta.dim;
-        let b = &narrow[off..off + m * meta.dim];
-        off += m * meta.dim;
-        pairs.push((SetView::new(a, meta.dim), SetView::new(b, meta.dim)));
     }
     anyhow::ensure!(off == data.len(), "PAIRS.bin does not match PAIRS.json");
+    let mut pairs = Vec::with_capacity(meta.pairs.len());
+    for &[i, j] in &meta.pairs {
+        let set = |k: usize| {
+            sets.get(k)
+                .copied()
+                .with_context(|| format!("PAIRS.json: no set {k}"))
+        };
+        pairs.push((set(i)?, set(j)?));
+    }
     drop(data);
     let repeat: usize = match std::env::var("BENCH_REPEAT") {
         Ok(v) => v

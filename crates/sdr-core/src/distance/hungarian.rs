@@ -21,7 +21,11 @@
 //! \[1\] in the rectangular form of Crouse \[2\] (the algorithm behind SciPy's
 //! `linear_sum_assignment`): one Dijkstra-like search per row of the smaller
 //! side, with dual potentials kept feasible, so the result is an optimal
-//! assignment of the floating-point costs (no scaling, no epsilon).
+//! assignment of the floating-point costs (no scaling, no epsilon). As in
+//! \[1\], a row reduction and an augmenting row reduction first match most
+//! rows cheaply; the searches run only from the rows they leave free. Where
+//! several assignments are optimal (ties), the one returned may differ from
+//! SciPy's; its cost does not.
 //!
 //! References:
 //! 1. R. Jonker, A. Volgenant (1987). A shortest augmenting path algorithm for
@@ -102,6 +106,63 @@ fn assign_rows<C: Fn(usize, usize) -> f64>(
         if row4col[arg] == NONE {
             row4col[arg] = i;
             col4row[i] = arg;
+        }
+    }
+
+    // Augmenting row reduction (Jonker and Volgenant's second phase): a free
+    // row takes its cheapest column under the current `v`, lowering that
+    // column's `v` by the gap to the row's second-cheapest so the edge is
+    // tight, and the column's previous row becomes free and goes next. Each
+    // step keeps the invariants above (`v` only decreases, and only on
+    // matched columns); rows still free after it go to the searches, which
+    // cost a dozen row scans each.
+    if nc >= 2 {
+        let free = &mut remaining[..];
+        let mut pending = 0;
+        for i in 0..nr {
+            if col4row[i] == NONE && u[i].is_finite() {
+                free[pending] = i;
+                pending += 1;
+            }
+        }
+        // A bound against float rounding that would stop `v` from moving.
+        let mut budget = 4 * nc;
+        while pending > 0 && budget > 0 {
+            budget -= 1;
+            pending -= 1;
+            let i = free[pending];
+            let (mut u1, mut j1, mut u2, mut j2) = (f64::INFINITY, NONE, f64::INFINITY, NONE);
+            for j in 0..nc {
+                let h = cost(i, j) - v[j];
+                if h < u2 {
+                    if h < u1 {
+                        (u2, j2, u1, j1) = (u1, j1, h, j);
+                    } else {
+                        (u2, j2) = (h, j);
+                    }
+                }
+            }
+            if !(u1.is_finite() && u2.is_finite()) {
+                continue;
+            }
+            let mut owner = row4col[j1];
+            if u1 < u2 {
+                v[j1] -= u2 - u1;
+            } else if owner != NONE {
+                // A tie: the second column is as cheap.
+                j1 = j2;
+                owner = row4col[j1];
+            }
+            u[i] = u2;
+            row4col[j1] = i;
+            col4row[i] = j1;
+            if owner != NONE {
+                col4row[owner] = NONE;
+                if u1 < u2 {
+                    free[pending] = owner;
+                    pending += 1;
+                }
+            }
         }
     }
 
