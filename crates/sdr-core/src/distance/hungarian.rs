@@ -132,8 +132,8 @@ fn assign_rows<C: Fn(usize, usize) -> f64>(
             pending -= 1;
             let i = free[pending];
             let (mut u1, mut j1, mut u2, mut j2) = (f64::INFINITY, NONE, f64::INFINITY, NONE);
-            for j in 0..nc {
-                let h = cost(i, j) - v[j];
+            for (j, &vj) in v.iter().enumerate() {
+                let h = cost(i, j) - vj;
                 if h < u2 {
                     if h < u1 {
                         (u2, j2, u1, j1) = (u1, j1, h, j);
