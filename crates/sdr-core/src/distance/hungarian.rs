@@ -95,9 +95,9 @@ fn assign_rows<C: Fn(usize, usize) -> f64>(
         let (mut best, mut arg) = (f64::INFINITY, NONE);
         for j in 0..nc {
             let c = cost(i, j);
-            if c < best {
-                (best, arg) = (c, j);
-            }
+            let below = c < best;
+            arg = if below { j } else { arg };
+            best = if below { c } else { best };
         }
         if !best.is_finite() {
             continue;
@@ -134,13 +134,12 @@ fn assign_rows<C: Fn(usize, usize) -> f64>(
             let (mut u1, mut j1, mut u2, mut j2) = (f64::INFINITY, NONE, f64::INFINITY, NONE);
             for (j, &vj) in v.iter().enumerate() {
                 let h = cost(i, j) - vj;
-                if h < u2 {
-                    if h < u1 {
-                        (u2, j2, u1, j1) = (u1, j1, h, j);
-                    } else {
-                        (u2, j2) = (h, j);
-                    }
-                }
+                // Selects, not branches: on fresh pairs the outcomes are random.
+                let (below1, below2) = (h < u1, h < u2);
+                j2 = if below1 { j1 } else if below2 { j } else { j2 };
+                u2 = if below1 { u1 } else if below2 { h } else { u2 };
+                j1 = if below1 { j } else { j1 };
+                u1 = if below1 { h } else { u1 };
             }
             if !(u1.is_finite() && u2.is_finite()) {
                 continue;
