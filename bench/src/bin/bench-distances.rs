@@ -1,10 +1,12 @@
 //! Times every metric spec over the pairs written by `bench/distances.py`.
 //!
 //! Usage: `bench-distances PAIRS.json PAIRS.bin [SPEC;SPEC...]` (default: every
-//! metric); prints one JSON object with,
-//! per spec, the seconds for all pairs on one thread and on all threads (the
-//! median of `BENCH_REPEAT` passes, default 3), and the values (for the
-//! parity column of the table).
+//! metric). PAIRS.json holds `dim`, the row count of every set (`sets`) and
+//! the two set indices of every pair (`pairs`); PAIRS.bin the sets' rows, one
+//! set after the other, as little-endian f64 holding f32 values. Prints one
+//! JSON object with, per spec, the seconds for all pairs on one thread and on
+//! all threads (the median of `BENCH_REPEAT` passes, default 3), and the
+//! values (for the parity column of the table).
 
 use std::time::Instant;
 
