@@ -116,7 +116,10 @@ fn bench_stream(c: &mut Criterion) {
         off += m * DIM;
         pairs.push((a, b));
     }
-    let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    let one = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
     let mut g = c.benchmark_group("2000 pairs from memory, 1 thread");
     g.sample_size(20);
     for (name, metric) in [

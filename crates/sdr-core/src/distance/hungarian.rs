@@ -136,8 +136,20 @@ fn assign_rows<C: Fn(usize, usize) -> f64>(
                 let h = cost(i, j) - vj;
                 // Selects, not branches: on fresh pairs the outcomes are random.
                 let (below1, below2) = (h < u1, h < u2);
-                j2 = if below1 { j1 } else if below2 { j } else { j2 };
-                u2 = if below1 { u1 } else if below2 { h } else { u2 };
+                j2 = if below1 {
+                    j1
+                } else if below2 {
+                    j
+                } else {
+                    j2
+                };
+                u2 = if below1 {
+                    u1
+                } else if below2 {
+                    h
+                } else {
+                    u2
+                };
                 j1 = if below1 { j } else { j1 };
                 u1 = if below1 { h } else { u1 };
             }
