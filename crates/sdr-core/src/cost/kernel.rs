@@ -73,12 +73,55 @@ pub(crate) fn dots_with_norms(
     next: [&[f64]; 2],
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
-    return x86::fused::<x86::F64>(a, b, dim, out, sq_a, sq_b, next);
+    return x86::fused::<x86::F64>(a, b, dim, out, Some((sq_a, sq_b)), next);
     #[cfg(not(target_arch = "x86_64"))]
     {
         let _ = (a, b, dim, out, sq_a, sq_b, next);
         false
     }
+}
+
+/// [`dots`] bringing the rows of `next` into L2 meanwhile, for rows whose
+/// norms are known; `false` (output untouched) where AVX-512 is missing.
+pub(crate) fn dots_ahead(
+    a: &[f64],
+    b: &[f64],
+    dim: usize,
+    out: &mut [f64],
+    next: [&[f64]; 2],
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return x86::fused::<x86::F64>(a, b, dim, out, None, next);
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (a, b, dim, out, next);
+        false
+    }
+}
+
+/// [`dots_ahead`] for f32 rows.
+pub(crate) fn dots_ahead_f32(
+    a: &[f32],
+    b: &[f32],
+    dim: usize,
+    out: &mut [f64],
+    next: [&[f32]; 2],
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return x86::fused::<x86::Widened>(a, b, dim, out, None, next);
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (a, b, dim, out, next);
+        false
+    }
+}
+
+/// Whether [`dots_with_norms`] and [`dots_ahead`] run here (AVX-512).
+pub(crate) fn fused_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return x86::has_avx512();
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 /// [`dots_with_norms`] for f32 rows, widened in registers (the bits of the
@@ -93,7 +136,7 @@ pub(crate) fn dots_with_norms_f32(
     next: [&[f32]; 2],
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
-    return x86::fused::<x86::Widened>(a, b, dim, out, sq_a, sq_b, next);
+    return x86::fused::<x86::Widened>(a, b, dim, out, Some((sq_a, sq_b)), next);
     #[cfg(not(target_arch = "x86_64"))]
     {
         let _ = (a, b, dim, out, sq_a, sq_b, next);
@@ -463,14 +506,14 @@ mod x86 {
         }
     }
 
-    /// [`tiled`] with the norms, where AVX-512 is present (`false` otherwise).
+    /// [`tiled`] with the norms (when `sq`) and the next rows, where AVX-512
+    /// is present (`false` otherwise).
     pub(super) fn fused<L: Lanes>(
         a: &[L::Elem],
         b: &[L::Elem],
         dim: usize,
         out: &mut [f64],
-        sq_a: &mut [f64],
-        sq_b: &mut [f64],
+        sq: Option<(&mut [f64], &mut [f64])>,
         next: [&[L::Elem]; 2],
     ) -> bool {
         if dim == 0 || !has_avx512() {
@@ -480,7 +523,7 @@ mod x86 {
         assert_eq!(out.len(), products, "dots: output of the wrong length");
         let next = (!next.iter().all(|s| s.is_empty())).then_some(next);
         // SAFETY: the features were detected at run time.
-        unsafe { tiled::<L>(a, b, dim, out, Some((sq_a, sq_b)), next) };
+        unsafe { tiled::<L>(a, b, dim, out, sq, next) };
         true
     }
 

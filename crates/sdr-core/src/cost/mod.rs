@@ -64,6 +64,9 @@ pub trait Element: Copy + Into<f64> + Send + Sync + sealed::Sealed + 'static {
         sq_b: &mut [f64],
         next: [&[Self]; 2],
     ) -> bool;
+    /// `dots` bringing the rows of `next` into L2; `false` if unavailable.
+    #[doc(hidden)]
+    fn dots_ahead(a: &[Self], b: &[Self], dim: usize, out: &mut [f64], next: [&[Self]; 2]) -> bool;
     /// Whether a squared norm of this type can leave the range where
     /// `1 / sqrt` is accurate (f64 only: f32 squares stay within 1e-90..1e77).
     #[doc(hidden)]
@@ -96,6 +99,9 @@ impl Element for f64 {
     ) -> bool {
         kernel::dots_with_norms(a, b, dim, out, sq_a, sq_b, next)
     }
+    fn dots_ahead(a: &[f64], b: &[f64], dim: usize, out: &mut [f64], next: [&[f64]; 2]) -> bool {
+        kernel::dots_ahead(a, b, dim, out, next)
+    }
     const MAY_NEED_RESCALE: bool = true;
     fn from_f64(x: f64) -> f64 {
         x
@@ -119,6 +125,9 @@ impl Element for f32 {
         next: [&[f32]; 2],
     ) -> bool {
         kernel::dots_with_norms_f32(a, b, dim, out, sq_a, sq_b, next)
+    }
+    fn dots_ahead(a: &[f32], b: &[f32], dim: usize, out: &mut [f64], next: [&[f32]; 2]) -> bool {
+        kernel::dots_ahead_f32(a, b, dim, out, next)
     }
     const MAY_NEED_RESCALE: bool = false;
     fn from_f64(x: f64) -> f32 {
@@ -324,6 +333,69 @@ fn cost_of(dot: f64, inv_a: f64, inv_b: f64) -> f64 {
     ((1.0 - dot * (inv_a * inv_b)) * 0.5).clamp(0.0, 1.0)
 }
 
+#[cfg(test)]
+pub(crate) fn kernel_fused_available() -> bool {
+    kernel::fused_available()
+}
+
+/// The squared norms `x . x` of the rows of `s`, each the bits that
+/// [`cosine_cost`] accumulates for that row in its own tiles, so a batch can
+/// compute them once for a set that several pairs share
+/// ([`cosine_cost_normed`]). `None` where the fused kernels are missing
+/// (no AVX-512): the costs then come from [`cosine_cost`]'s other path.
+pub fn squared_norms<T: Element>(s: &SetView<'_, T>) -> Option<Vec<f64>> {
+    if !kernel::fused_available() || s.dim == 0 {
+        return None;
+    }
+    let mut out = [0.0];
+    Some(
+        s.data[..s.n * s.dim]
+            .chunks_exact(s.dim)
+            .map(|r| {
+                // A 1 x 1 block: the chain of the fused tiles' norms.
+                T::dots(r, r, s.dim, &mut out);
+                out[0]
+            })
+            .collect(),
+    )
+}
+
+/// [`cosine_cost_ahead`] from the rows' squared norms computed beforehand
+/// ([`squared_norms`]): the tiles compute the products only. Same values as
+/// [`cosine_cost`], bit for bit.
+pub fn cosine_cost_normed<T: Element>(
+    a: &SetView<'_, T>,
+    b: &SetView<'_, T>,
+    sq_a: &[f64],
+    sq_b: &[f64],
+    next: Option<(&SetView<'_, T>, &SetView<'_, T>)>,
+) -> CostMatrix {
+    assert_eq!(a.dim, b.dim, "sets of different dimension");
+    assert!(
+        sq_a.len() == a.n && sq_b.len() == b.n,
+        "norms of the wrong length"
+    );
+    let in_range = |s: &[f64]| s.iter().all(|s| (1e-200..=1e200).contains(s));
+    if in_range(sq_a) && in_range(sq_b) {
+        let mut data = vec![0.0; a.n * b.n];
+        let (ra, rb) = (&a.data[..a.n * a.dim], &b.data[..b.n * b.dim]);
+        let rows = next.map_or([&[][..], &[][..]], |(x, y)| {
+            [&x.data[..x.n * x.dim], &y.data[..y.n * y.dim]]
+        });
+        if T::dots_ahead(ra, rb, a.dim, &mut data, rows) {
+            let ib: Vec<f64> = sq_b.iter().map(|s| 1.0 / s.sqrt()).collect();
+            for (row, s) in data.chunks_exact_mut(b.n.max(1)).zip(sq_a) {
+                let x = 1.0 / s.sqrt();
+                for (c, &y) in row.iter_mut().zip(&ib) {
+                    *c = cost_of(*c, x, y);
+                }
+            }
+            return CostMatrix::new(a.n, b.n, data);
+        }
+    }
+    cosine_cost_ahead(a, b, next)
+}
+
 /// Cosine cost matrix `M[i][j] = (1 - cos(a_i, b_j)) / 2`, clamped to `[0, 1]`
 /// against rounding. Raw products run in f64 SIMD (see `kernel`; f32 rows are
 /// widened in registers) and are scaled by `1/|a_i| * 1/|b_j|` (that product
@@ -415,6 +487,23 @@ impl PairCost<'static> {
         check_pair(a, b)?;
         Ok(PairCost {
             cross: Cow::Owned(cosine_cost_ahead(a, b, next)),
+            intra: with_intra
+                .then(|| (Cow::Owned(cosine_cost(a, a)), Cow::Owned(cosine_cost(b, b)))),
+        })
+    }
+
+    /// [`PairCost::between_ahead`] from the rows' squared norms computed
+    /// beforehand (see [`cosine_cost_normed`]).
+    pub fn between_normed<T: Element>(
+        a: &SetView<'_, T>,
+        b: &SetView<'_, T>,
+        (sq_a, sq_b): (&[f64], &[f64]),
+        with_intra: bool,
+        next: Option<(&SetView<'_, T>, &SetView<'_, T>)>,
+    ) -> Result<Self> {
+        check_pair(a, b)?;
+        Ok(PairCost {
+            cross: Cow::Owned(cosine_cost_normed(a, b, sq_a, sq_b, next)),
             intra: with_intra
                 .then(|| (Cow::Owned(cosine_cost(a, a)), Cow::Owned(cosine_cost(b, b)))),
         })
@@ -559,6 +648,47 @@ mod tests {
         let narrow = cosine_cost(&SetView::new(&a, dim), &SetView::new(&b, dim));
         let widened = cosine_cost(&SetView::new(&wa, dim), &SetView::new(&wb, dim));
         assert_eq!(narrow, widened);
+    }
+
+    #[test]
+    fn costs_from_norms_computed_beforehand_are_the_same_bits() {
+        let mut seed = 29;
+        for dim in [5, 768, 771] {
+            for (n, m) in [(1, 1), (3, 7), (4, 4), (9, 12)] {
+                let a: Vec<f32> = (0..n * dim)
+                    .map(|_| (crate::test_support::lcg(&mut seed) - 0.45) as f32)
+                    .collect();
+                let b: Vec<f64> = (0..m * dim)
+                    .map(|_| crate::test_support::lcg(&mut seed) - 0.55)
+                    .collect();
+                let wide: Vec<f64> = a.iter().map(|&x| f64::from(x)).collect();
+                let (va, vw, vb) = (
+                    SetView::new(&a, dim),
+                    SetView::new(&wide, dim),
+                    SetView::new(&b, dim),
+                );
+                let Some(sa) = squared_norms(&va) else {
+                    return; // no AVX-512: batches take cosine_cost's path
+                };
+                let sw = squared_norms(&vw).unwrap();
+                let sb = squared_norms(&vb).unwrap();
+                assert_eq!(sa, sw, "f32 norms are those of the widened rows");
+                let fused = cosine_cost(&vw, &vb);
+                assert_eq!(cosine_cost_normed(&vw, &vb, &sw, &sb, None), fused);
+                assert_eq!(
+                    cosine_cost_normed(&va, &va, &sa, &sa, None),
+                    cosine_cost(&va, &va)
+                );
+                // Rows out of the range where norms are used as they are.
+                let huge: Vec<f64> = b.iter().map(|x| x * 1e150).collect();
+                let vh = SetView::new(&huge, dim);
+                let sh = squared_norms(&vh).unwrap();
+                assert_eq!(
+                    cosine_cost_normed(&vw, &vh, &sw, &sh, None),
+                    cosine_cost(&vw, &vh)
+                );
+            }
+        }
     }
 
     #[test]

@@ -6,13 +6,22 @@
 //! prefetchers pick up too late. Here each pair's cost products also bring
 //! the *next* pair's rows into L2 ([`PairCost::between_ahead`]), so on the
 //! distance benchmark's 460 MB of pairs the wait overlaps the arithmetic
-//! (see bench/README.md). The values are those of [`evaluate_all`] and
+//! (see bench/README.md).
+//!
+//! Where sets repeat across the batch (one reference against K completions,
+//! pairs drawn from a pool of sets), the squared norms of each distinct set
+//! are computed once ([`crate::cost::squared_norms`]) and the tiles compute
+//! products only: a fifth of the multiply-adds at report sizes.
+//!
+//! The values are those of [`evaluate_all`](super::evaluate_all) and
 //! [`Metric::distance`], bit for bit.
+
+use std::collections::HashMap;
 
 use rayon::prelude::*;
 
 use super::{Evaluation, Metric};
-use crate::cost::{Element, PairCost, SetView};
+use crate::cost::{squared_norms, Element, PairCost, SetView};
 use crate::error::Result;
 
 /// A pair of validated sets (see [`crate::EmbeddingSet`]).
@@ -59,14 +68,63 @@ fn each_pair<T: Element, R: Send>(
     intra: bool,
     f: impl Fn(&PairCost<'_>) -> Result<R> + Sync,
 ) -> Vec<Result<R>> {
+    let shared = SharedNorms::of(pairs);
     (0..pairs.len())
         .into_par_iter()
         .map(|k| {
             let (a, b) = &pairs[k];
             let next = pairs.get(k + 1).map(|(x, y)| (x, y));
-            f(&PairCost::between_ahead(a, b, intra, next)?)
+            let cost = match &shared {
+                Some(s) => PairCost::between_normed(a, b, s.of_pair(k), intra, next)?,
+                None => PairCost::between_ahead(a, b, intra, next)?,
+            };
+            f(&cost)
         })
         .collect()
+}
+
+/// The squared row norms of each distinct set of a batch whose sets repeat.
+struct SharedNorms {
+    /// Per pair, the indices of its two sets in `norms`.
+    sets: Vec<[usize; 2]>,
+    norms: Vec<Vec<f64>>,
+}
+
+impl SharedNorms {
+    /// `None` when too few sets repeat (every set once costs a pass of its
+    /// own over rows the tiles read anyway) or the fused kernels are missing.
+    fn of<'a, T: Element>(pairs: &[Pair<'a, T>]) -> Option<SharedNorms> {
+        // The same rows: same address, row count and dimension.
+        let mut index: HashMap<(usize, usize, usize), usize> = HashMap::new();
+        let mut distinct = Vec::new();
+        let mut sets = Vec::with_capacity(pairs.len());
+        for (a, b) in pairs {
+            let mut id = |s: &SetView<'a, T>| {
+                *index
+                    .entry((s.data.as_ptr() as usize, s.n, s.dim))
+                    .or_insert_with(|| {
+                        distinct.push(*s);
+                        distinct.len() - 1
+                    })
+            };
+            sets.push([id(a), id(b)]);
+        }
+        // At least a quarter of the sets repeated (a GRPO group of 8
+        // completions and its reference: 9 distinct sets for 8 pairs).
+        if 4 * distinct.len() > 6 * pairs.len() {
+            return None;
+        }
+        let norms = distinct
+            .par_iter()
+            .map(squared_norms)
+            .collect::<Option<Vec<_>>>()?;
+        Some(SharedNorms { sets, norms })
+    }
+
+    fn of_pair(&self, k: usize) -> (&[f64], &[f64]) {
+        let [a, b] = self.sets[k];
+        (&self.norms[a], &self.norms[b])
+    }
 }
 
 #[cfg(test)]
@@ -124,6 +182,43 @@ mod tests {
                 .unwrap(),
             want
         );
+    }
+
+    #[test]
+    fn shared_sets_give_the_bits_of_one_pair_at_a_time() {
+        let mut seed = 43;
+        let dim = 771;
+        // A pool of 6 sets, one of them scaled far out of the range where
+        // squared norms are used as they are (its pairs take the other path).
+        let sizes = [3usize, 5, 1, 12, 7, 4];
+        let mut pool: Vec<Vec<f64>> = sizes
+            .iter()
+            .map(|&n| (0..n * dim).map(|_| lcg(&mut seed) - 0.5).collect())
+            .collect();
+        pool[4].iter_mut().for_each(|x| *x *= 1e120);
+        let views: Vec<SetView<'_, f64>> = pool.iter().map(|s| SetView::new(s, dim)).collect();
+        let pairs: Vec<_> = (0..30)
+            .map(|k| (views[k % 6], views[(k * 5 + 1) % 6]))
+            .collect();
+        assert!(SharedNorms::of(&pairs).is_some() || !crate::cost::kernel_fused_available());
+        let metrics = [Metric::Chamfer, Metric::HungNn, Metric::Ot];
+        for ((a, b), got) in pairs.iter().zip(evaluate_pairs(&metrics, &pairs)) {
+            assert_eq!(got.unwrap(), evaluate_all(&metrics, a, b).unwrap());
+        }
+        // f32 rows, as the reward holds them.
+        let narrow: Vec<Vec<f32>> = pool[..4]
+            .iter()
+            .map(|s| s.iter().map(|&x| x as f32).collect())
+            .collect();
+        let views: Vec<SetView<'_, f32>> = narrow.iter().map(|s| SetView::new(s, dim)).collect();
+        let pairs: Vec<_> = (0..12)
+            .map(|k| (views[k % 4], views[(k + 1) % 4]))
+            .collect();
+        let want: Vec<f64> = pairs
+            .iter()
+            .map(|(a, b)| Metric::Hausdorff.distance(a, b).unwrap())
+            .collect();
+        assert_eq!(Metric::Hausdorff.distances(&pairs).unwrap(), want);
     }
 
     #[test]
