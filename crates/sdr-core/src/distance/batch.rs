@@ -16,9 +16,8 @@
 //! The values are those of [`evaluate_all`](super::evaluate_all) and
 //! [`Metric::distance`], bit for bit.
 
-use std::collections::HashMap;
-
 use rayon::prelude::*;
+use rustc_hash::FxHashMap;
 
 use super::{Evaluation, Metric};
 use crate::cost::{squared_norms, Element, PairCost, SetView};
@@ -95,7 +94,8 @@ impl SharedNorms {
     /// own over rows the tiles read anyway) or the fused kernels are missing.
     fn of<'a, T: Element>(pairs: &[Pair<'a, T>]) -> Option<SharedNorms> {
         // The same rows: same address, row count and dimension.
-        let mut index: HashMap<(usize, usize, usize), usize> = HashMap::new();
+        let mut index: FxHashMap<(usize, usize, usize), usize> = FxHashMap::default();
+        index.reserve(2 * pairs.len());
         let mut distinct = Vec::new();
         let mut sets = Vec::with_capacity(pairs.len());
         for (a, b) in pairs {
