@@ -2,11 +2,9 @@
 //! deterministic stand-in encoder (no model needed), and the one-line refusal
 //! of a corrupt corpus.
 
-use std::process::Command;
+mod cli;
 
-fn sdr() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_sdr"))
-}
+use cli::sdr;
 
 #[test]
 fn build_info_select_and_refusal() {
@@ -81,16 +79,7 @@ fn build_info_select_and_refusal() {
         .arg(&cands)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = cli::json_lines(&out);
     assert_eq!(lines.len(), 2);
     // Candidate 2 repeats a corpus report exactly: distance 0, chosen.
     assert_eq!(lines[0]["chosen"], 2);

@@ -2,14 +2,11 @@
 //! batch per chunk) gives, line by line, what one pair at a time gives, and a
 //! bad line stops the run with its line number after the lines before it.
 
-use std::process::Command;
+mod cli;
 
+use cli::sdr;
 use sdr_core::distance::evaluate_all;
 use sdr_core::{EmbeddingSet, Metric, Side};
-
-fn sdr() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_sdr"))
-}
 
 type Set = Vec<Vec<f64>>;
 
@@ -46,16 +43,7 @@ fn a_file_of_pairs_matches_pair_by_pair_values() {
         .arg(&input)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let got: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let got = cli::json_lines(&out);
     assert_eq!(got.len(), all.len());
     let metrics = [Metric::Chamfer, Metric::HungPen { alpha: 0.1 }];
     for ((a, b), row) in all.iter().zip(&got) {

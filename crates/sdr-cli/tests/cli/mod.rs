@@ -15,6 +15,16 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// The JSON Lines that a successful run printed; a failed run fails the test
+/// with its stderr.
+pub fn json_lines(o: &Output) -> Vec<serde_json::Value> {
+    assert!(o.status.success(), "{}", stderr(o));
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 /// Whether the model folder is there (`bash scripts/fetch-model.sh`, which the test
 /// script runs); says the test is skipped when it is not.
 pub fn have_model() -> bool {
