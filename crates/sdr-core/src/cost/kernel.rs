@@ -57,66 +57,30 @@ pub(crate) fn dots(a: &[f64], b: &[f64], dim: usize, out: &mut [f64]) {
     }
 }
 
-/// [`dots`] plus the squared norm of every row of `a` and `b`, each the
-/// chain of `dot(x, x)`, accumulated by the tiles that load the rows anyway:
-/// no separate pass reads the rows first. The rows in `next` are brought
-/// into L2 meanwhile (see the module docs; empty slices for none). `false`
-/// (outputs untouched) where AVX-512 is missing; callers then use [`dots`]
-/// and [`self_dot`].
+/// [`dots`] plus, with `sq`, the squared norm of every row of `a` and `b`,
+/// each the chain of `dot(x, x)`, accumulated by the tiles that load the
+/// rows anyway: no separate pass reads the rows first. The rows in `next`
+/// are brought into L2 meanwhile (see the module docs; empty slices for
+/// none). `false` (outputs untouched) where AVX-512 is missing; callers then
+/// use [`dots`] and [`self_dot`].
 pub(crate) fn dots_with_norms(
     a: &[f64],
     b: &[f64],
     dim: usize,
     out: &mut [f64],
-    sq_a: &mut [f64],
-    sq_b: &mut [f64],
+    sq: Option<(&mut [f64], &mut [f64])>,
     next: [&[f64]; 2],
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
-    return x86::fused::<x86::F64>(a, b, dim, out, Some((sq_a, sq_b)), next);
+    return x86::fused::<x86::F64>(a, b, dim, out, sq, next);
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (a, b, dim, out, sq_a, sq_b, next);
+        let _ = (a, b, dim, out, sq, next);
         false
     }
 }
 
-/// [`dots`] bringing the rows of `next` into L2 meanwhile, for rows whose
-/// norms are known; `false` (output untouched) where AVX-512 is missing.
-pub(crate) fn dots_ahead(
-    a: &[f64],
-    b: &[f64],
-    dim: usize,
-    out: &mut [f64],
-    next: [&[f64]; 2],
-) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    return x86::fused::<x86::F64>(a, b, dim, out, None, next);
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (a, b, dim, out, next);
-        false
-    }
-}
-
-/// [`dots_ahead`] for f32 rows.
-pub(crate) fn dots_ahead_f32(
-    a: &[f32],
-    b: &[f32],
-    dim: usize,
-    out: &mut [f64],
-    next: [&[f32]; 2],
-) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    return x86::fused::<x86::Widened>(a, b, dim, out, None, next);
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (a, b, dim, out, next);
-        false
-    }
-}
-
-/// Whether [`dots_with_norms`] and [`dots_ahead`] run here (AVX-512).
+/// Whether [`dots_with_norms`] runs here (AVX-512).
 pub(crate) fn fused_available() -> bool {
     #[cfg(target_arch = "x86_64")]
     return x86::has_avx512();
@@ -131,15 +95,14 @@ pub(crate) fn dots_with_norms_f32(
     b: &[f32],
     dim: usize,
     out: &mut [f64],
-    sq_a: &mut [f64],
-    sq_b: &mut [f64],
+    sq: Option<(&mut [f64], &mut [f64])>,
     next: [&[f32]; 2],
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
-    return x86::fused::<x86::Widened>(a, b, dim, out, Some((sq_a, sq_b)), next);
+    return x86::fused::<x86::Widened>(a, b, dim, out, sq, next);
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (a, b, dim, out, sq_a, sq_b, next);
+        let _ = (a, b, dim, out, sq, next);
         false
     }
 }
@@ -698,7 +661,7 @@ mod tests {
                 // Rows brought into L2 on the way (here: misaligned spans of
                 // the operands themselves) change nothing.
                 let next = [&b[nb * dim / 2..], &a[1..]];
-                if !dots_with_norms(&a, &b, dim, &mut out, &mut sa, &mut sb, next) {
+                if !dots_with_norms(&a, &b, dim, &mut out, Some((&mut sa, &mut sb)), next) {
                     return; // no AVX-512 here: callers take dots + self_dot
                 }
                 let mut plain = vec![0.0; na * nb];
@@ -718,14 +681,20 @@ mod tests {
                 let (mut o1, mut s1a, mut s1b) = (vec![0.0; na * nb], vec![0.0; na], vec![0.0; nb]);
                 let (mut o2, mut s2a, mut s2b) = (vec![0.0; na * nb], vec![0.0; na], vec![0.0; nb]);
                 let none: [&[f64]; 2] = [&[], &[]];
-                dots_with_norms_f32(&na32, &nb32, dim, &mut o1, &mut s1a, &mut s1b, [&nb32, &[]]);
+                dots_with_norms_f32(
+                    &na32,
+                    &nb32,
+                    dim,
+                    &mut o1,
+                    Some((&mut s1a, &mut s1b)),
+                    [&nb32, &[]],
+                );
                 dots_with_norms(
                     &wide(&na32),
                     &wide(&nb32),
                     dim,
                     &mut o2,
-                    &mut s2a,
-                    &mut s2b,
+                    Some((&mut s2a, &mut s2b)),
                     none,
                 );
                 assert_eq!((o1, s1a, s1b), (o2, s2a, s2b));

@@ -52,21 +52,17 @@ pub trait Element: Copy + Into<f64> + Send + Sync + sealed::Sealed + 'static {
     fn dots(a: &[Self], b: &[Self], dim: usize, out: &mut [f64]);
     #[doc(hidden)]
     fn self_dot(x: &[Self]) -> f64;
-    /// `dots` plus the rows' squared norms in one pass, bringing the rows of
-    /// `next` into L2 meanwhile; `false` if unavailable.
+    /// `dots` plus, with `sq`, the rows' squared norms in one pass, bringing
+    /// the rows of `next` into L2 meanwhile; `false` if unavailable.
     #[doc(hidden)]
     fn dots_with_norms(
         a: &[Self],
         b: &[Self],
         dim: usize,
         out: &mut [f64],
-        sq_a: &mut [f64],
-        sq_b: &mut [f64],
+        sq: Option<(&mut [f64], &mut [f64])>,
         next: [&[Self]; 2],
     ) -> bool;
-    /// `dots` bringing the rows of `next` into L2; `false` if unavailable.
-    #[doc(hidden)]
-    fn dots_ahead(a: &[Self], b: &[Self], dim: usize, out: &mut [f64], next: [&[Self]; 2]) -> bool;
     /// Whether a squared norm of this type can leave the range where
     /// `1 / sqrt` is accurate (f64 only: f32 squares stay within 1e-90..1e77).
     #[doc(hidden)]
@@ -93,14 +89,10 @@ impl Element for f64 {
         b: &[f64],
         dim: usize,
         out: &mut [f64],
-        sq_a: &mut [f64],
-        sq_b: &mut [f64],
+        sq: Option<(&mut [f64], &mut [f64])>,
         next: [&[f64]; 2],
     ) -> bool {
-        kernel::dots_with_norms(a, b, dim, out, sq_a, sq_b, next)
-    }
-    fn dots_ahead(a: &[f64], b: &[f64], dim: usize, out: &mut [f64], next: [&[f64]; 2]) -> bool {
-        kernel::dots_ahead(a, b, dim, out, next)
+        kernel::dots_with_norms(a, b, dim, out, sq, next)
     }
     const MAY_NEED_RESCALE: bool = true;
     fn from_f64(x: f64) -> f64 {
@@ -120,14 +112,10 @@ impl Element for f32 {
         b: &[f32],
         dim: usize,
         out: &mut [f64],
-        sq_a: &mut [f64],
-        sq_b: &mut [f64],
+        sq: Option<(&mut [f64], &mut [f64])>,
         next: [&[f32]; 2],
     ) -> bool {
-        kernel::dots_with_norms_f32(a, b, dim, out, sq_a, sq_b, next)
-    }
-    fn dots_ahead(a: &[f32], b: &[f32], dim: usize, out: &mut [f64], next: [&[f32]; 2]) -> bool {
-        kernel::dots_ahead_f32(a, b, dim, out, next)
+        kernel::dots_with_norms_f32(a, b, dim, out, sq, next)
     }
     const MAY_NEED_RESCALE: bool = false;
     fn from_f64(x: f64) -> f32 {
@@ -302,7 +290,7 @@ fn prepared<'a, T: Element>(s: &SetView<'a, T>) -> (Cow<'a, [T]>, Vec<f64>) {
     for i in 0..s.n {
         let row = s.row(i);
         let sq = T::self_dot(row);
-        if (1e-200..=1e200).contains(&sq) {
+        if norm_in_range(&sq) {
             inv.push(1.0 / sq.sqrt());
             continue;
         }
@@ -375,25 +363,40 @@ pub fn cosine_cost_normed<T: Element>(
         sq_a.len() == a.n && sq_b.len() == b.n,
         "norms of the wrong length"
     );
-    let in_range = |s: &[f64]| s.iter().all(|s| (1e-200..=1e200).contains(s));
-    if in_range(sq_a) && in_range(sq_b) {
+    if sq_a.iter().chain(sq_b).all(norm_in_range) {
         let mut data = vec![0.0; a.n * b.n];
         let (ra, rb) = (&a.data[..a.n * a.dim], &b.data[..b.n * b.dim]);
-        let rows = next.map_or([&[][..], &[][..]], |(x, y)| {
-            [&x.data[..x.n * x.dim], &y.data[..y.n * y.dim]]
-        });
-        if T::dots_ahead(ra, rb, a.dim, &mut data, rows) {
-            let ib: Vec<f64> = sq_b.iter().map(|s| 1.0 / s.sqrt()).collect();
-            for (row, s) in data.chunks_exact_mut(b.n.max(1)).zip(sq_a) {
-                let x = 1.0 / s.sqrt();
-                for (c, &y) in row.iter_mut().zip(&ib) {
-                    *c = cost_of(*c, x, y);
-                }
-            }
+        if T::dots_with_norms(ra, rb, a.dim, &mut data, None, rows_of(next)) {
+            let inv: Vec<f64> = sq_a.iter().chain(sq_b).map(|s| 1.0 / s.sqrt()).collect();
+            let (ia, ib) = inv.split_at(a.n);
+            scale_to_costs(&mut data, ia, ib);
             return CostMatrix::new(a.n, b.n, data);
         }
     }
     cosine_cost_ahead(a, b, next)
+}
+
+/// Whether `1 / sqrt` of a squared norm is accurate as it is (huge or tiny
+/// f64 rows take `prepared`).
+fn norm_in_range(sq: &f64) -> bool {
+    (1e-200..=1e200).contains(sq)
+}
+
+/// The rows of the pair a batch computes next, for the kernels to fetch
+/// (empty for none).
+fn rows_of<'a, T>(next: Option<(&SetView<'a, T>, &SetView<'a, T>)>) -> [&'a [T]; 2] {
+    next.map_or([&[][..], &[][..]], |(x, y)| {
+        [&x.data[..x.n * x.dim], &y.data[..y.n * y.dim]]
+    })
+}
+
+/// Raw products in `data` (rows of `inv_b.len()`) to costs, in place.
+fn scale_to_costs(data: &mut [f64], inv_a: &[f64], inv_b: &[f64]) {
+    for (row, &x) in data.chunks_exact_mut(inv_b.len().max(1)).zip(inv_a) {
+        for (c, &y) in row.iter_mut().zip(inv_b) {
+            *c = cost_of(*c, x, y);
+        }
+    }
 }
 
 /// Cosine cost matrix `M[i][j] = (1 - cos(a_i, b_j)) / 2`, clamped to `[0, 1]`
@@ -423,29 +426,18 @@ pub fn cosine_cost_ahead<T: Element>(
     let (ra, rb) = (&a.data[..a.n * a.dim], &b.data[..b.n * b.dim]);
     // Norms from the products' own pass; squares outside the range where
     // `1 / sqrt` is accurate (huge or tiny f64 rows) take `prepared` below.
-    let next = next.map_or([&[][..], &[][..]], |(x, y)| {
-        [&x.data[..x.n * x.dim], &y.data[..y.n * y.dim]]
-    });
-    if T::dots_with_norms(ra, rb, a.dim, &mut data, sq_a, sq_b, next)
-        && norms.iter().all(|s| (1e-200..=1e200).contains(s))
+    if T::dots_with_norms(ra, rb, a.dim, &mut data, Some((sq_a, sq_b)), rows_of(next))
+        && norms.iter().all(norm_in_range)
     {
         norms.iter_mut().for_each(|s| *s = 1.0 / s.sqrt());
         let (ia, ib) = norms.split_at(a.n);
-        for (row, &x) in data.chunks_exact_mut(b.n.max(1)).zip(ia) {
-            for (c, &y) in row.iter_mut().zip(ib) {
-                *c = cost_of(*c, x, y);
-            }
-        }
+        scale_to_costs(&mut data, ia, ib);
         return CostMatrix::new(a.n, b.n, data);
     }
     let (ra, ia) = prepared(a);
     let (rb, ib) = prepared(b);
     T::dots(&ra, &rb, a.dim, &mut data);
-    for (row, &x) in data.chunks_exact_mut(b.n.max(1)).zip(&ia) {
-        for (c, &y) in row.iter_mut().zip(&ib) {
-            *c = cost_of(*c, x, y);
-        }
-    }
+    scale_to_costs(&mut data, &ia, &ib);
     CostMatrix::new(a.n, b.n, data)
 }
 
@@ -484,12 +476,7 @@ impl PairCost<'static> {
         with_intra: bool,
         next: Option<(&SetView<'_, T>, &SetView<'_, T>)>,
     ) -> Result<Self> {
-        check_pair(a, b)?;
-        Ok(PairCost {
-            cross: Cow::Owned(cosine_cost_ahead(a, b, next)),
-            intra: with_intra
-                .then(|| (Cow::Owned(cosine_cost(a, a)), Cow::Owned(cosine_cost(b, b)))),
-        })
+        Self::checked(a, b, with_intra, || cosine_cost_ahead(a, b, next))
     }
 
     /// [`PairCost::between_ahead`] from the rows' squared norms computed
@@ -501,9 +488,22 @@ impl PairCost<'static> {
         with_intra: bool,
         next: Option<(&SetView<'_, T>, &SetView<'_, T>)>,
     ) -> Result<Self> {
+        Self::checked(a, b, with_intra, || {
+            cosine_cost_normed(a, b, sq_a, sq_b, next)
+        })
+    }
+
+    /// The pair's checks, then `cross()` and, when `with_intra`, the intra
+    /// costs.
+    fn checked<T: Element>(
+        a: &SetView<'_, T>,
+        b: &SetView<'_, T>,
+        with_intra: bool,
+        cross: impl FnOnce() -> CostMatrix,
+    ) -> Result<Self> {
         check_pair(a, b)?;
         Ok(PairCost {
-            cross: Cow::Owned(cosine_cost_normed(a, b, sq_a, sq_b, next)),
+            cross: Cow::Owned(cross()),
             intra: with_intra
                 .then(|| (Cow::Owned(cosine_cost(a, a)), Cow::Owned(cosine_cost(b, b)))),
         })
