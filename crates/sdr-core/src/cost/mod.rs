@@ -321,8 +321,9 @@ fn cost_of(dot: f64, inv_a: f64, inv_b: f64) -> f64 {
     ((1.0 - dot * (inv_a * inv_b)) * 0.5).clamp(0.0, 1.0)
 }
 
-#[cfg(test)]
-pub(crate) fn kernel_fused_available() -> bool {
+/// Whether the fused kernels (AVX-512) run here: without them a batch's
+/// shared norms would go unused.
+pub(crate) fn fused_kernels() -> bool {
     kernel::fused_available()
 }
 
@@ -332,7 +333,7 @@ pub(crate) fn kernel_fused_available() -> bool {
 /// ([`cosine_cost_normed`]). `None` where the fused kernels are missing
 /// (no AVX-512): the costs then come from [`cosine_cost`]'s other path.
 pub fn squared_norms<T: Element>(s: &SetView<'_, T>) -> Option<Vec<f64>> {
-    if !kernel::fused_available() || s.dim == 0 {
+    if !fused_kernels() || s.dim == 0 {
         return None;
     }
     let mut out = [0.0];

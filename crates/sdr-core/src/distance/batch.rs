@@ -20,7 +20,7 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use super::{Evaluation, Metric};
-use crate::cost::{squared_norms, Element, PairCost, SetView};
+use crate::cost::{fused_kernels, squared_norms, Element, PairCost, SetView};
 use crate::error::Result;
 
 /// A pair of validated sets (see [`crate::EmbeddingSet`]).
@@ -93,6 +93,9 @@ impl SharedNorms {
     /// `None` when too few sets repeat (every set once costs a pass of its
     /// own over rows the tiles read anyway) or the fused kernels are missing.
     fn of<'a, T: Element>(pairs: &[Pair<'a, T>]) -> Option<SharedNorms> {
+        if !fused_kernels() {
+            return None;
+        }
         // The same rows: same address, row count and dimension.
         let mut index: FxHashMap<(usize, usize, usize), usize> = FxHashMap::default();
         index.reserve(2 * pairs.len());
@@ -200,7 +203,7 @@ mod tests {
         let pairs: Vec<_> = (0..30)
             .map(|k| (views[k % 6], views[(k * 5 + 1) % 6]))
             .collect();
-        assert!(SharedNorms::of(&pairs).is_some() || !crate::cost::kernel_fused_available());
+        assert!(SharedNorms::of(&pairs).is_some() || !fused_kernels());
         let metrics = [Metric::Chamfer, Metric::HungNn, Metric::Ot];
         for ((a, b), got) in pairs.iter().zip(evaluate_pairs(&metrics, &pairs)) {
             assert_eq!(got.unwrap(), evaluate_all(&metrics, a, b).unwrap());
