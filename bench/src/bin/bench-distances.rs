@@ -6,7 +6,9 @@
 //! set after the other, as little-endian f64 holding f32 values. Prints one
 //! JSON object with, per spec, the seconds for all pairs on one thread and on
 //! all threads (the median of `BENCH_REPEAT` passes, default 3), and the
-//! values (for the parity column of the table).
+//! values (for the parity column of the table). Under `"read"`, the same
+//! for reading every pair's rows once with no arithmetic: the memory
+//! system's ceiling on any metric's pairs/s in this layout.
 
 use std::time::Instant;
 
@@ -88,18 +90,42 @@ fn main() -> Result<()> {
     // next one's rows into L2), on a one-thread pool and on all threads.
     let serial = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
     let run = |metric: &Metric| metric.distances(&pairs).expect("benchmark pairs are valid");
+    let median = |t: &[f64]| {
+        let mut t = t.to_vec();
+        t.sort_by(f64::total_cmp);
+        t[t.len() / 2]
+    };
     let mut out = serde_json::Map::new();
+    // Every pair's rows read once, in the order and split the metrics use.
+    let read = || -> f32 {
+        use rayon::prelude::*;
+        (0..pairs.len())
+            .into_par_iter()
+            .map(|k| row_sum(pairs[k].0.data) + row_sum(pairs[k].1.data))
+            .sum()
+    };
+    let mut passes = [Vec::new(), Vec::new()];
+    for _ in 0..repeat {
+        let t = Instant::now();
+        std::hint::black_box(serial.install(read));
+        passes[0].push(t.elapsed().as_secs_f64());
+    }
+    for _ in 0..repeat {
+        let t = Instant::now();
+        std::hint::black_box(read());
+        passes[1].push(t.elapsed().as_secs_f64());
+    }
+    out.insert(
+        "read".into(),
+        serde_json::json!({"single": median(&passes[0]), "parallel": median(&passes[1]),
+            "single_passes": passes[0], "parallel_passes": passes[1]}),
+    );
     for metric in metrics {
         // Warm-up pass so page faults and lazy init don't count.
         metric.distances(&pairs[..50.min(pairs.len())])?;
         // Each pass REPEAT times, the median kept: the all-threads pass reads
         // the pairs from memory with both cores and varies by +-15 % between
         // passes on this VM.
-        let median = |t: &[f64]| {
-            let mut t = t.to_vec();
-            t.sort_by(f64::total_cmp);
-            t[t.len() / 2]
-        };
         let mut values = Vec::new();
         let mut times = Vec::new();
         for _ in 0..repeat {
@@ -129,4 +155,16 @@ fn main() -> Result<()> {
     );
     println!("{}", serde_json::Value::Object(out));
     Ok(())
+}
+
+/// Sum of a set's rows in 16 lanes (vectorised, so only memory bounds it).
+fn row_sum(x: &[f32]) -> f32 {
+    let mut acc = [0f32; 16];
+    let mut chunks = x.chunks_exact(16);
+    for c in &mut chunks {
+        for (s, v) in acc.iter_mut().zip(c) {
+            *s += v;
+        }
+    }
+    acc.iter().sum::<f32>() + chunks.remainder().iter().sum::<f32>()
 }

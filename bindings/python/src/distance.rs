@@ -1,12 +1,16 @@
-//! `sdr.distance`, `sdr.distances`, `sdr.METRICS`: set distances on numpy arrays.
+//! `sdr.distance`, `sdr.distances`, `sdr.METRICS`: set distances on numpy
+//! arrays; `sdr.distance_batch`, `sdr.distances_batch`: many pairs in one call.
 
-use numpy::{PyArray2, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
+use std::borrow::Cow;
+
+use numpy::{PyArray1, PyArray2, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::PyRuntimeWarning;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
-use sdr_core::distance::{evaluate_all, Evaluation};
-use sdr_core::{EmbeddingSet, Metric, Side};
+use pyo3::types::{PyDict, PyTuple};
+use rustc_hash::FxHashMap;
+use sdr_core::distance::{evaluate_all, evaluate_pairs, Evaluation};
+use sdr_core::{EmbeddingSet, Metric, SetView, Side};
 
 use crate::error::ToPy;
 
@@ -79,20 +83,26 @@ fn evaluate(
         .map(|(m, _)| m.to_string())
         .collect();
     if !late.is_empty() {
-        let msg = format!(
-            "{} of {} distances did not converge (last iterate returned): {}",
-            late.len(),
-            out.len(),
-            late.join(", ")
-        );
-        PyErr::warn(
+        warn(
             py,
-            &py.get_type::<PyRuntimeWarning>(),
-            &std::ffi::CString::new(msg)?,
-            1,
+            format!(
+                "{} of {} distances did not converge (last iterate returned): {}",
+                late.len(),
+                out.len(),
+                late.join(", ")
+            ),
         )?;
     }
     Ok(out)
+}
+
+fn warn(py: Python<'_>, msg: String) -> PyResult<()> {
+    PyErr::warn(
+        py,
+        &py.get_type::<PyRuntimeWarning>(),
+        &std::ffi::CString::new(msg)?,
+        1,
+    )
 }
 
 /// Set-to-set distance between the rows of `a` (n x d) and `b` (m x d).
@@ -142,6 +152,252 @@ pub fn distances<'py>(
     let out = PyDict::new(py);
     for (m, v) in metrics.iter().zip(values) {
         out.set_item(m.to_string(), v.value)?;
+    }
+    Ok(out)
+}
+
+/// One array of a batch, read in place where its layout allows.
+///
+/// Held without numpy's dynamic borrow flags: registering and releasing a
+/// borrow per array cost more than the distances of small sets, and those
+/// flags only coordinate Rust extensions. The contract is numpy's own for
+/// operations that release the GIL: the arrays are not written by another
+/// thread during the call (here they are only read, and kept alive by the
+/// references held in `Rows`).
+enum Rows<'py> {
+    F32(Bound<'py, PyArray2<f32>>),
+    F64(Bound<'py, PyArray2<f64>>),
+}
+
+impl Rows<'_> {
+    fn shape(&self) -> (usize, usize) {
+        let s = match self {
+            Rows::F32(a) => a.shape(),
+            Rows::F64(a) => a.shape(),
+        };
+        (s[0], s[1])
+    }
+
+    /// The rows as f32, without a copy (C-contiguous float32 only:
+    /// `as_slice` also accepts Fortran order, whose rows are not rows).
+    fn as_f32(&self) -> Option<&[f32]> {
+        match self {
+            // SAFETY: see the type's contract.
+            Rows::F32(a) if a.is_c_contiguous() => unsafe { a.as_slice() }.ok(),
+            _ => None,
+        }
+    }
+
+    /// The rows as f64: borrowed when C-contiguous float64, else a copy
+    /// (f32 widens exactly, so either way the distances are the same).
+    fn as_f64(&self) -> Cow<'_, [f64]> {
+        match self {
+            // SAFETY: see the type's contract.
+            Rows::F64(a) => match unsafe { a.as_slice() } {
+                Ok(s) if a.is_c_contiguous() => Cow::Borrowed(s),
+                _ => Cow::Owned(unsafe { a.as_array() }.iter().copied().collect()),
+            },
+            Rows::F32(a) => Cow::Owned(
+                unsafe { a.as_array() }
+                    .iter()
+                    .map(|&x| f64::from(x))
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// A 2-D float32/float64 array; `what` names it in errors (made only then).
+fn borrow_rows<'py>(obj: &Bound<'py, PyAny>, what: impl Fn() -> String) -> PyResult<Rows<'py>> {
+    if let Ok(a) = obj.cast::<PyArray2<f32>>() {
+        return Ok(Rows::F32(a.clone()));
+    }
+    if let Ok(a) = obj.cast::<PyArray2<f64>>() {
+        return Ok(Rows::F64(a.clone()));
+    }
+    if let Ok(a) = obj.cast::<PyUntypedArray>() {
+        if a.ndim() != 2 {
+            return Err(PyValueError::new_err(format!(
+                "{} must be a 2-D array (sentences x dimension), got a {}-D array",
+                what(),
+                a.ndim()
+            )));
+        }
+        return Err(PyTypeError::new_err(format!(
+            "{} must have dtype float32 or float64, got {}",
+            what(),
+            a.dtype()
+        )));
+    }
+    Err(PyTypeError::new_err(format!(
+        "{} must be a numpy.ndarray of float32 or float64, got {}",
+        what(),
+        obj.get_type().name()?
+    )))
+}
+
+/// Evaluate `metrics` on every pair of `pairs` (an iterable of `(a, b)`
+/// arrays) off the GIL: one vector of values per metric, in pair order.
+/// Arrays that appear in several pairs are borrowed once and keep one
+/// address, so the batch computes their norms once. The rows are checked
+/// by the pass that computes their norms (`PairCost`), not by a pass of
+/// their own.
+fn evaluate_batch(
+    py: Python<'_>,
+    pairs: &Bound<'_, PyAny>,
+    metrics: &[Metric],
+) -> PyResult<Vec<Vec<f64>>> {
+    let hint = pairs.len().unwrap_or(0);
+    let mut slots: Vec<Rows<'_>> = Vec::with_capacity(2 * hint);
+    let mut seen: FxHashMap<usize, usize> = FxHashMap::default();
+    seen.reserve(2 * hint);
+    let mut index: Vec<[usize; 2]> = Vec::with_capacity(hint);
+    for (k, item) in pairs.try_iter()?.enumerate() {
+        let item = item?;
+        let two: Vec<Bound<'_, PyAny>> = match item.cast::<PyTuple>() {
+            Ok(t) => t.iter().collect(),
+            Err(_) => item.try_iter()?.collect::<PyResult<_>>()?,
+        };
+        if two.len() != 2 {
+            return Err(PyValueError::new_err(format!(
+                "pairs[{k}] must be an (a, b) pair of arrays, got {} items",
+                two.len()
+            )));
+        }
+        let mut ids = [0; 2];
+        for (side, (obj, id)) in two.iter().zip(&mut ids).enumerate() {
+            let key = obj.as_ptr() as usize;
+            *id = match seen.get(&key) {
+                Some(&slot) => slot,
+                None => {
+                    let what = || format!("pairs[{k}][{side}]");
+                    let rows = borrow_rows(obj, what)?;
+                    let (n, dim) = rows.shape();
+                    if n == 0 || dim == 0 {
+                        return Err(PyValueError::new_err(format!(
+                            "{} is empty: a set needs at least one vector of dimension >= 1",
+                            what()
+                        )));
+                    }
+                    slots.push(rows);
+                    seen.insert(key, slots.len() - 1);
+                    slots.len() - 1
+                }
+            };
+        }
+        let (da, db) = (slots[ids[0]].shape().1, slots[ids[1]].shape().1);
+        if da != db {
+            return Err(PyValueError::new_err(format!(
+                "pairs[{k}]: sets have different dimensions: a is {da}-d, b is {db}-d"
+            )));
+        }
+        index.push(ids);
+    }
+    // Zero-copy f32 when every array allows it (encoders emit f32); else f64.
+    let f32_rows: Option<Vec<&[f32]>> = slots.iter().map(Rows::as_f32).collect();
+    let f64_rows: Vec<Cow<'_, [f64]>> = match f32_rows {
+        Some(_) => Vec::new(),
+        None => slots.iter().map(Rows::as_f64).collect(),
+    };
+    let dims: Vec<usize> = slots.iter().map(|s| s.shape().1).collect();
+    let results = py.detach(|| {
+        sdr_reward::install(|| match &f32_rows {
+            Some(rows) => run_batch(rows, &dims, &index, metrics),
+            None => {
+                let rows: Vec<&[f64]> = f64_rows.iter().map(|r| &r[..]).collect();
+                run_batch(&rows, &dims, &index, metrics)
+            }
+        })
+    })?;
+    let mut late = vec![0usize; metrics.len()];
+    let mut values = vec![Vec::with_capacity(index.len()); metrics.len()];
+    for evals in results {
+        for ((e, v), l) in evals.iter().zip(&mut values).zip(&mut late) {
+            v.push(e.value);
+            *l += usize::from(!e.converged);
+        }
+    }
+    let late: Vec<String> = metrics
+        .iter()
+        .zip(&late)
+        .filter(|(_, &l)| l > 0)
+        .map(|(m, l)| format!("{m} on {l} of {} pairs", index.len()))
+        .collect();
+    if !late.is_empty() {
+        warn(
+            py,
+            format!(
+                "distances did not converge (last iterate returned): {}",
+                late.join(", ")
+            ),
+        )?;
+    }
+    Ok(values)
+}
+
+/// Evaluate every pair; an error names the first failing pair in input
+/// order.
+fn run_batch<T: sdr_core::cost::Element>(
+    rows: &[&[T]],
+    dims: &[usize],
+    index: &[[usize; 2]],
+    metrics: &[Metric],
+) -> PyResult<Vec<Vec<Evaluation>>> {
+    let views: Vec<SetView<'_, T>> = rows
+        .iter()
+        .zip(dims)
+        .map(|(r, &d)| SetView::new(r, d))
+        .collect();
+    let pairs: Vec<_> = index.iter().map(|&[i, j]| (views[i], views[j])).collect();
+    evaluate_pairs(metrics, &pairs)
+        .into_iter()
+        .enumerate()
+        .map(|(k, r)| r.map_err(|e| PyValueError::new_err(format!("pairs[{k}]: {e}"))))
+        .collect()
+}
+
+/// `metric` for every `(a, b)` pair of `pairs`, in one call: a float64 array
+/// of one value per pair, in order.
+///
+/// Pairs are computed in parallel off the GIL, each fetching the next
+/// pair's rows while it runs; an array that appears in several pairs (one
+/// reference against K samples) is checked once and its norms computed
+/// once. C-contiguous float32 arrays are read in place; other arrays are
+/// copied as float64 (same values). Raises the errors of ``sdr.distance``,
+/// naming the pair (``pairs[3]: set `b` row 2 is not finite``).
+#[pyfunction]
+#[pyo3(signature = (pairs, metric = "chamfer"))]
+pub fn distance_batch<'py>(
+    py: Python<'py>,
+    pairs: &Bound<'py, PyAny>,
+    metric: &str,
+) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let metric = parse_metric(metric)?;
+    let mut values = evaluate_batch(py, pairs, &[metric])?;
+    Ok(PyArray1::from_vec(py, values.pop().unwrap_or_default()))
+}
+
+/// Several metrics for every `(a, b)` pair of `pairs`, sharing each pair's
+/// cost matrix: ``{canonical spec: float64 array, one value per pair}``.
+/// `metrics=None` means all fifteen configurations of ``sdr.METRICS``.
+#[pyfunction]
+#[pyo3(signature = (pairs, metrics = None))]
+pub fn distances_batch<'py>(
+    py: Python<'py>,
+    pairs: &Bound<'py, PyAny>,
+    metrics: Option<Vec<String>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let metrics: Vec<Metric> = match metrics {
+        None => Metric::all(),
+        Some(specs) => specs
+            .iter()
+            .map(|s| parse_metric(s))
+            .collect::<PyResult<_>>()?,
+    };
+    let values = evaluate_batch(py, pairs, &metrics)?;
+    let out = PyDict::new(py);
+    for (m, v) in metrics.iter().zip(values) {
+        out.set_item(m.to_string(), PyArray1::from_vec(py, v))?;
     }
     Ok(out)
 }

@@ -43,6 +43,8 @@ fn get_parallelism() -> bool {
 fn _sdr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(distance::distance, m)?)?;
     m.add_function(wrap_pyfunction!(distance::distances, m)?)?;
+    m.add_function(wrap_pyfunction!(distance::distance_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(distance::distances_batch, m)?)?;
     m.add("METRICS", distance::metric_names())?;
     m.add_function(wrap_pyfunction!(report::parse_report, m)?)?;
     m.add_function(wrap_pyfunction!(report::split_sentences, m)?)?;

@@ -103,3 +103,98 @@ def test_value_errors():
         sdr.distance(a, b, "chamfre")
     with pytest.raises(ValueError, match="> 0"):
         sdr.distances(a, b, ["sinkhorn:eps=-1"])
+
+
+# --- many pairs in one call -------------------------------------------------
+
+
+def batch_pairs(dtype, count=12, d=16):
+    """Pairs of mixed sizes; the first reference is shared by four samples."""
+    rng = np.random.default_rng(11)
+    ref = rng.normal(size=(5, d)).astype(dtype)
+    out = [(rng.normal(size=(1 + k % 6, d)).astype(dtype), ref) for k in range(4)]
+    for k in range(count - 4):
+        out.append(pair(100 + k, n=1 + k % 5, m=2 + k % 7, d=d, dtype=dtype))
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_batch_equals_one_pair_at_a_time(dtype):
+    pairs = batch_pairs(dtype)
+    got = sdr.distances_batch(pairs)
+    assert list(got) == CANONICAL
+    for spec in CANONICAL:
+        assert got[spec].dtype == np.float64 and got[spec].shape == (len(pairs),)
+        # Same cost matrices, same solvers: bit-equal.
+        assert got[spec].tolist() == [sdr.distance(a, b, spec) for a, b in pairs], spec
+    one = sdr.distance_batch(pairs, "hung-pen:alpha=0.1")
+    assert one.tolist() == got["hung-pen:alpha=0.1"].tolist()
+    assert sdr.distance_batch(pairs).tolist() == got["chamfer"].tolist()
+
+
+def test_batch_shares_a_repeated_set():
+    # One reference against eight samples (the reward's shape): the batch
+    # computes the reference's norms once; the values must not change.
+    rng = np.random.default_rng(5)
+    ref = rng.normal(size=(6, 32)).astype(np.float32)
+    pairs = [(rng.normal(size=(3 + k, 32)).astype(np.float32), ref) for k in range(8)]
+    for spec in ["chamfer", "hung-pen:alpha=0.5", "ot", "gw:eps=0.1"]:
+        assert sdr.distance_batch(pairs, spec).tolist() == [sdr.distance(a, b, spec) for a, b in pairs]
+
+
+def test_batch_mixes_dtypes_and_layouts():
+    pairs = batch_pairs(np.float32, count=6)
+    a, b = pairs[5]
+    mixed = pairs[:5] + [(np.asfortranarray(a.astype(np.float64)), b)]
+    strided = np.hstack([b, b])[:, ::2]
+    assert not strided.flags.c_contiguous
+    mixed.append((a, strided))
+    # Tuples, lists and generators of pairs are all accepted.
+    got = sdr.distance_batch((list(p) for p in mixed), "hausdorff")
+    assert got.tolist() == [sdr.distance(x, y, "hausdorff") for x, y in mixed]
+    # All float32, one of them in Fortran order: read as rows, not columns.
+    f32 = pairs[:5] + [(np.asfortranarray(a), b)]
+    assert sdr.distance_batch(f32, "ot").tolist() == [sdr.distance(x, y, "ot") for x, y in f32]
+
+
+def test_batch_of_nothing_is_empty():
+    assert sdr.distance_batch([]).shape == (0,)
+    assert sdr.distances_batch([], ["ot"])["ot"].shape == (0,)
+
+
+def test_batch_errors_name_the_pair():
+    pairs = batch_pairs(np.float64, count=6)
+    bad = [list(p) for p in pairs]
+    nan = bad[3][1].copy()
+    nan[1, 2] = np.nan
+    bad[3][1] = nan
+    zero = bad[4][0].copy()
+    zero[0] = 0
+    bad[4][0] = zero
+    with pytest.raises(ValueError, match=r"^pairs\[3\]: set `b` row 1 is not finite \(NaN"):
+        sdr.distance_batch(bad)
+    with pytest.raises(ValueError, match=r"^pairs\[3\]: set `a` row 0 is the zero vector"):
+        sdr.distance_batch(bad[:3] + bad[4:])
+    a, b = pairs[0]
+    with pytest.raises(ValueError, match=r"pairs\[1\]: sets have different dimensions: a is 16-d, b is 8-d"):
+        sdr.distance_batch([(a, b), (a, b[:, :8].copy())])
+    with pytest.raises(ValueError, match=r"pairs\[1\]\[0\] is empty"):
+        sdr.distance_batch([(a, b), (np.zeros((0, 16)), b)])
+    with pytest.raises(ValueError, match=r"pairs\[0\] must be an \(a, b\) pair of arrays, got 3 items"):
+        sdr.distance_batch([(a, b, a)])
+    with pytest.raises(TypeError, match=r"pairs\[1\]\[1\] must have dtype float32 or float64, got int64"):
+        sdr.distance_batch([(a, b), (a, b.astype(np.int64))])
+    with pytest.raises(TypeError, match=r"pairs\[0\]\[0\] must be a numpy.ndarray"):
+        sdr.distance_batch([(a.tolist(), b)])
+    with pytest.raises(ValueError, match=r"pairs\[0\]\[1\] must be a 2-D array"):
+        sdr.distance_batch([(a, b[0])])
+    with pytest.raises(ValueError, match="unknown metric `chamfre`"):
+        sdr.distance_batch([(a, b)], "chamfre")
+
+
+def test_converged_batch_raises_no_warning():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sdr.distances_batch(batch_pairs(np.float64), ["sinkhorn:eps=0.01", "gw:eps=0.1"])

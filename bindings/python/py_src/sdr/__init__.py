@@ -7,6 +7,8 @@ embeddings, fifteen set distances) with reward functions for GRPO trainers:
 - ``sdr.verl.compute_score``: verl's ``custom_reward_function``;
 - ``sdr/openrlhf_reward.py``: OpenRLHF's reward-function file (or run
   ``sdr serve`` and point ``--remote_rm_url`` at it);
+- ``sdr.distance`` / ``sdr.distances`` for one pair of embedding sets, and
+  ``sdr.distance_batch`` / ``sdr.distances_batch`` for many pairs in one call;
 - ``sdr.label`` / ``sdr.chexpert_f1``: CheXpert-14 labels by phrase rules and
   CheXpert-rule F1, with no model weights (``sdr.clinical`` adds adapters to
   the optional model-based metrics);
@@ -42,7 +44,9 @@ from ._sdr import (
     build_corpus,
     chexpert_f1,
     distance,
+    distance_batch,
     distances,
+    distances_batch,
     get_parallelism,
     label,
     merge_corpus,
@@ -71,6 +75,8 @@ __all__ = [
     "completion_text",
     "distance",
     "distances",
+    "distance_batch",
+    "distances_batch",
     "explain",
     "get_parallelism",
     "label",

@@ -1,7 +1,7 @@
 # Type stubs of the public `sdr` API (checked against the built module by
 # tests/test_stubs.py).
 import os
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypedDict, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypedDict, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +26,14 @@ def distances(
     b: Union[npt.NDArray[np.float32], npt.NDArray[np.float64]],
     metrics: Optional[Sequence[str]] = None,
 ) -> Dict[str, float]: ...
+_Pairs = Iterable[
+    Sequence[Union[npt.NDArray[np.float32], npt.NDArray[np.float64]]]
+]
+
+def distance_batch(pairs: _Pairs, metric: str = "chamfer") -> npt.NDArray[np.float64]: ...
+def distances_batch(
+    pairs: _Pairs, metrics: Optional[Sequence[str]] = None
+) -> Dict[str, npt.NDArray[np.float64]]: ...
 def parse_report(text: str) -> ParsedReport: ...
 
 class SentenceExplanation(TypedDict, total=False):
@@ -217,6 +225,8 @@ __all__ = [
     "completion_text",
     "distance",
     "distances",
+    "distance_batch",
+    "distances_batch",
     "explain",
     "get_parallelism",
     "label",

@@ -29,6 +29,16 @@ impl std::fmt::Display for RowFault {
     }
 }
 
+impl RowFault {
+    /// The error naming the row.
+    pub fn error(self, set: Side, row: usize) -> SdrError {
+        match self {
+            RowFault::NotFinite => SdrError::NonFiniteVector { set, row },
+            RowFault::Zero => SdrError::ZeroVector { set, row },
+        }
+    }
+}
+
 /// What is wrong with a row, if anything: the one vector check of the
 /// workspace (sets here, Gram rows in [`gram::inverse_norms`]).
 pub fn row_fault<T: Copy + Into<f64>>(row: &[T]) -> Option<RowFault> {
@@ -186,10 +196,8 @@ impl EmbeddingSet {
                     got: v.len(),
                 });
             }
-            match row_fault(v) {
-                Some(RowFault::NotFinite) => return Err(SdrError::NonFiniteVector { set, row }),
-                Some(RowFault::Zero) => return Err(SdrError::ZeroVector { set, row }),
-                None => {}
+            if let Some(fault) = row_fault(v) {
+                return Err(fault.error(set, row));
             }
         }
         Ok(EmbeddingSet { data, dim })
@@ -359,6 +367,17 @@ pub fn cosine_cost_normed<T: Element>(
     sq_b: &[f64],
     next: Option<(&SetView<'_, T>, &SetView<'_, T>)>,
 ) -> CostMatrix {
+    normed_vouched(a, b, sq_a, sq_b, next).0
+}
+
+/// [`cosine_cost_normed`], and whether every row's norm vouched for it.
+fn normed_vouched<T: Element>(
+    a: &SetView<'_, T>,
+    b: &SetView<'_, T>,
+    sq_a: &[f64],
+    sq_b: &[f64],
+    next: Option<(&SetView<'_, T>, &SetView<'_, T>)>,
+) -> (CostMatrix, bool) {
     assert_eq!(a.dim, b.dim, "sets of different dimension");
     assert!(
         sq_a.len() == a.n && sq_b.len() == b.n,
@@ -371,14 +390,16 @@ pub fn cosine_cost_normed<T: Element>(
             let inv: Vec<f64> = sq_a.iter().chain(sq_b).map(|s| 1.0 / s.sqrt()).collect();
             let (ia, ib) = inv.split_at(a.n);
             scale_to_costs(&mut data, ia, ib);
-            return CostMatrix::new(a.n, b.n, data);
+            return (CostMatrix::new(a.n, b.n, data), true);
         }
     }
-    cosine_cost_ahead(a, b, next)
+    ahead_vouched(a, b, next)
 }
 
 /// Whether `1 / sqrt` of a squared norm is accurate as it is (huge or tiny
-/// f64 rows take `prepared`).
+/// f64 rows take `prepared`). A squared norm in this range also vouches for
+/// its row: a NaN or infinite component would make it NaN or infinite (the
+/// squares cannot cancel), an all-zero row would make it 0.
 fn norm_in_range(sq: &f64) -> bool {
     (1e-200..=1e200).contains(sq)
 }
@@ -420,6 +441,16 @@ pub fn cosine_cost_ahead<T: Element>(
     b: &SetView<'_, T>,
     next: Option<(&SetView<'_, T>, &SetView<'_, T>)>,
 ) -> CostMatrix {
+    ahead_vouched(a, b, next).0
+}
+
+/// [`cosine_cost_ahead`], and whether every row's norm vouched for it (see
+/// [`norm_in_range`]); rows it did not vouch for are the caller's to check.
+fn ahead_vouched<T: Element>(
+    a: &SetView<'_, T>,
+    b: &SetView<'_, T>,
+    next: Option<(&SetView<'_, T>, &SetView<'_, T>)>,
+) -> (CostMatrix, bool) {
     assert_eq!(a.dim, b.dim, "sets of different dimension");
     let mut data = vec![0.0; a.n * b.n];
     let mut norms = vec![0.0; a.n + b.n];
@@ -433,13 +464,13 @@ pub fn cosine_cost_ahead<T: Element>(
         norms.iter_mut().for_each(|s| *s = 1.0 / s.sqrt());
         let (ia, ib) = norms.split_at(a.n);
         scale_to_costs(&mut data, ia, ib);
-        return CostMatrix::new(a.n, b.n, data);
+        return (CostMatrix::new(a.n, b.n, data), true);
     }
     let (ra, ia) = prepared(a);
     let (rb, ib) = prepared(b);
     T::dots(&ra, &rb, a.dim, &mut data);
     scale_to_costs(&mut data, &ia, &ib);
-    CostMatrix::new(a.n, b.n, data)
+    (CostMatrix::new(a.n, b.n, data), false)
 }
 
 /// The cost matrices one pair of sets needs: the cross cost `M = d(A, B)`
@@ -456,11 +487,18 @@ pub struct PairCost<'a> {
 }
 
 impl PairCost<'static> {
-    /// Cosine costs of two validated sets (see [`EmbeddingSet`]); the intra
-    /// matrices only when `with_intra` (GW needs them).
+    /// Cosine costs of two sets; the intra matrices only when `with_intra`
+    /// (GW needs them).
+    ///
+    /// The rows need not be validated beforehand (as [`EmbeddingSet`]
+    /// does): the squared norms that the products' pass computes vouch for
+    /// the rows, and rows they do not vouch for (out of range, or no fused
+    /// kernels) are checked one by one, so a batch of borrowed rows costs no
+    /// extra pass over memory.
     ///
     /// # Errors
-    /// An empty set, or sets of different dimension.
+    /// An empty set, sets of different dimension, or a row that is not
+    /// finite or is the zero vector.
     pub fn between<T: Element>(
         a: &SetView<'_, T>,
         b: &SetView<'_, T>,
@@ -477,7 +515,7 @@ impl PairCost<'static> {
         with_intra: bool,
         next: Option<(&SetView<'_, T>, &SetView<'_, T>)>,
     ) -> Result<Self> {
-        Self::checked(a, b, with_intra, || cosine_cost_ahead(a, b, next))
+        Self::checked(a, b, with_intra, || ahead_vouched(a, b, next))
     }
 
     /// [`PairCost::between_ahead`] from the rows' squared norms computed
@@ -489,22 +527,25 @@ impl PairCost<'static> {
         with_intra: bool,
         next: Option<(&SetView<'_, T>, &SetView<'_, T>)>,
     ) -> Result<Self> {
-        Self::checked(a, b, with_intra, || {
-            cosine_cost_normed(a, b, sq_a, sq_b, next)
-        })
+        Self::checked(a, b, with_intra, || normed_vouched(a, b, sq_a, sq_b, next))
     }
 
-    /// The pair's checks, then `cross()` and, when `with_intra`, the intra
-    /// costs.
+    /// The pair's checks, then `cross()`, the rows its norms did not vouch
+    /// for, and, when `with_intra`, the intra costs.
     fn checked<T: Element>(
         a: &SetView<'_, T>,
         b: &SetView<'_, T>,
         with_intra: bool,
-        cross: impl FnOnce() -> CostMatrix,
+        cross: impl FnOnce() -> (CostMatrix, bool),
     ) -> Result<Self> {
         check_pair(a, b)?;
+        let (cross, vouched) = cross();
+        if !vouched {
+            check_rows(a, Side::A)?;
+            check_rows(b, Side::B)?;
+        }
         Ok(PairCost {
-            cross: Cow::Owned(cross()),
+            cross: Cow::Owned(cross),
             intra: with_intra
                 .then(|| (Cow::Owned(cosine_cost(a, a)), Cow::Owned(cosine_cost(b, b)))),
         })
@@ -548,6 +589,16 @@ impl<'a> PairCost<'a> {
             intra: intra.map(|(a, b)| (Cow::Borrowed(a), Cow::Borrowed(b))),
         }
     }
+}
+
+/// The first row of `s` that cannot enter a cosine cost, as an error.
+fn check_rows<T: Element>(s: &SetView<'_, T>, set: Side) -> Result<()> {
+    for (row, v) in s.data[..s.n * s.dim].chunks_exact(s.dim.max(1)).enumerate() {
+        if let Some(fault) = row_fault(v) {
+            return Err(fault.error(set, row));
+        }
+    }
+    Ok(())
 }
 
 /// Check that two sets can be compared; errors name the offending set.

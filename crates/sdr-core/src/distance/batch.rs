@@ -243,4 +243,74 @@ mod tests {
         ));
         assert!(Metric::Chamfer.distances::<f64>(&[]).unwrap().is_empty());
     }
+
+    /// Rows borrowed as they are (the Python batch binding) are checked by
+    /// the pass that computes their norms: a NaN, infinite or all-zero row
+    /// is an error naming it, on every path (fused tiles, shared norms, the
+    /// portable path), and valid rows far out of the norms' range still pass.
+    #[test]
+    fn unchecked_rows_are_checked_on_the_way() {
+        fn run<T: Element + From<f32>>() {
+            let dim = 40;
+            let mut seed = 7;
+            let mut sets: Vec<Vec<T>> = [3usize, 4, 2, 5]
+                .iter()
+                .map(|&n| {
+                    (0..n * dim)
+                        .map(|_| T::from((lcg(&mut seed) - 0.5) as f32))
+                        .collect()
+                })
+                .collect();
+            sets[1][2 * dim + 7] = T::from(f32::NAN);
+            sets[2][dim..].iter_mut().for_each(|x| *x = T::from(0.0));
+            sets[3][4 * dim] = T::from(f32::NEG_INFINITY);
+            let v: Vec<SetView<'_, T>> = sets.iter().map(|s| SetView::new(s, dim)).collect();
+            let want = |k: usize, r: &Result<Vec<Evaluation>>| match (k % 4, r) {
+                (0, Ok(_)) => {}
+                (
+                    1,
+                    Err(SdrError::NonFiniteVector {
+                        set: Side::B,
+                        row: 2,
+                    }),
+                ) => {}
+                (
+                    2,
+                    Err(SdrError::ZeroVector {
+                        set: Side::A,
+                        row: 1,
+                    }),
+                ) => {}
+                (
+                    3,
+                    Err(SdrError::NonFiniteVector {
+                        set: Side::B,
+                        row: 4,
+                    }),
+                ) => {}
+                _ => panic!("pair {k}: {r:?}"),
+            };
+            let pairs = [(v[0], v[0]), (v[0], v[1]), (v[2], v[0]), (v[0], v[3])];
+            let metrics = [Metric::Chamfer, Metric::Gw { eps: 0.1 }];
+            // Every set distinct per pair: norms from the tiles.
+            for (k, r) in evaluate_pairs(&metrics, &pairs).iter().enumerate() {
+                want(k, r);
+            }
+            // Sets repeated across the batch: shared norms.
+            let many: Vec<_> = (0..16).map(|k| pairs[k % 4]).collect();
+            for (k, r) in evaluate_pairs(&metrics, &many).iter().enumerate() {
+                want(k, r);
+            }
+            // One pair at a time (the portable path's check is the same).
+            for (k, (a, b)) in pairs.iter().enumerate() {
+                want(k, &evaluate_all(&metrics, a, b));
+            }
+        }
+        run::<f32>();
+        run::<f64>();
+        // Huge and tiny rows are valid: out of the norms' range, then checked.
+        let (a, b) = ([1e200, 1e200, 1e-300, 0.0], [1.0, 1.0]);
+        let pairs = vec![(SetView::new(&a[..], 2), SetView::new(&b[..], 2)); 2];
+        assert!(Metric::Chamfer.distances(&pairs).is_ok());
+    }
 }
