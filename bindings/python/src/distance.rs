@@ -53,6 +53,14 @@ fn parse_metric(spec: &str) -> PyResult<Metric> {
     spec.parse::<Metric>().py()
 }
 
+/// The specs given, or all fifteen for `None`.
+fn parse_metrics(specs: Option<Vec<String>>) -> PyResult<Vec<Metric>> {
+    match specs {
+        None => Ok(Metric::all()),
+        Some(specs) => specs.iter().map(|s| parse_metric(s)).collect(),
+    }
+}
+
 fn check_dims(a: &EmbeddingSet, b: &EmbeddingSet) -> PyResult<()> {
     if a.dim() != b.dim() {
         return Err(PyValueError::new_err(format!(
@@ -138,13 +146,7 @@ pub fn distances<'py>(
     b: &Bound<'py, PyAny>,
     metrics: Option<Vec<String>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let metrics: Vec<Metric> = match metrics {
-        None => Metric::all(),
-        Some(specs) => specs
-            .iter()
-            .map(|s| parse_metric(s))
-            .collect::<PyResult<_>>()?,
-    };
+    let metrics = parse_metrics(metrics)?;
     let a = read_set(a, Side::A)?;
     let b = read_set(b, Side::B)?;
     check_dims(&a, &b)?;
@@ -387,13 +389,7 @@ pub fn distances_batch<'py>(
     pairs: &Bound<'py, PyAny>,
     metrics: Option<Vec<String>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let metrics: Vec<Metric> = match metrics {
-        None => Metric::all(),
-        Some(specs) => specs
-            .iter()
-            .map(|s| parse_metric(s))
-            .collect::<PyResult<_>>()?,
-    };
+    let metrics = parse_metrics(metrics)?;
     let values = evaluate_batch(py, pairs, &metrics)?;
     let out = PyDict::new(py);
     for (m, v) in metrics.iter().zip(values) {
