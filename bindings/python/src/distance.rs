@@ -180,13 +180,16 @@ impl Rows<'_> {
         (s[0], s[1])
     }
 
-    /// The rows as f32, without a copy (C-contiguous float32 only:
-    /// `as_slice` also accepts Fortran order, whose rows are not rows).
-    fn as_f32(&self) -> Option<&[f32]> {
+    /// The rows of a float32 array: borrowed when C-contiguous (`as_slice`
+    /// also accepts Fortran order, whose rows are not rows), else a copy.
+    fn as_f32(&self) -> Option<Cow<'_, [f32]>> {
         match self {
             // SAFETY: see the type's contract.
-            Rows::F32(a) if a.is_c_contiguous() => unsafe { a.as_slice() }.ok(),
-            _ => None,
+            Rows::F32(a) => Some(match unsafe { a.as_slice() } {
+                Ok(s) if a.is_c_contiguous() => Cow::Borrowed(s),
+                _ => Cow::Owned(unsafe { a.as_array() }.iter().copied().collect()),
+            }),
+            Rows::F64(_) => None,
         }
     }
 
@@ -295,8 +298,8 @@ fn evaluate_batch(
         }
         index.push(ids);
     }
-    // Zero-copy f32 when every array allows it (encoders emit f32); else f64.
-    let f32_rows: Option<Vec<&[f32]>> = slots.iter().map(Rows::as_f32).collect();
+    // f32 when every array is float32 (encoders emit f32), else f64.
+    let f32_rows: Option<Vec<Cow<'_, [f32]>>> = slots.iter().map(Rows::as_f32).collect();
     let f64_rows: Vec<Cow<'_, [f64]>> = match f32_rows {
         Some(_) => Vec::new(),
         None => slots.iter().map(Rows::as_f64).collect(),
@@ -304,7 +307,10 @@ fn evaluate_batch(
     let dims: Vec<usize> = slots.iter().map(|s| s.shape().1).collect();
     let results = py.detach(|| {
         sdr_reward::install(|| match &f32_rows {
-            Some(rows) => run_batch(rows, &dims, &index, metrics),
+            Some(rows) => {
+                let rows: Vec<&[f32]> = rows.iter().map(|r| &r[..]).collect();
+                run_batch(&rows, &dims, &index, metrics)
+            }
             None => {
                 let rows: Vec<&[f64]> = f64_rows.iter().map(|r| &r[..]).collect();
                 run_batch(&rows, &dims, &index, metrics)
