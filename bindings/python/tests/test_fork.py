@@ -45,3 +45,31 @@ def test_forked_child_scores_after_parent_used_the_pool():
     assert out["reward"] == pytest.approx(parent, abs=1e-6)
     assert out["verl"] == pytest.approx(parent_verl, abs=1e-6)
     assert sdr.get_parallelism()  # the parent is unaffected
+
+
+def _batch_child(queue, pairs):
+    try:
+        queue.put({"values": sdr.distance_batch(pairs, "hung-pen:alpha=0.1").tolist()})
+    except BaseException as e:
+        queue.put({"error": repr(e)})
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_forked_child_runs_a_distance_batch():
+    import numpy as np
+
+    rng = np.random.default_rng(8)
+    pairs = [(rng.normal(size=(3 + k % 5, 24)).astype(np.float32),
+              rng.normal(size=(2 + k % 7, 24)).astype(np.float32)) for k in range(64)]
+    parent = sdr.distance_batch(pairs, "hung-pen:alpha=0.1").tolist()  # the parent's pool runs
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_batch_child, args=(queue, pairs))
+    proc.start()
+    proc.join(timeout=60)
+    if proc.is_alive():
+        proc.kill()
+        pytest.fail("the forked child hung in sdr.distance_batch (deadlock)")
+    out = queue.get(timeout=5)
+    assert "error" not in out, out
+    assert out["values"] == parent
