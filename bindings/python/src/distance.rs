@@ -3,7 +3,9 @@
 
 use std::borrow::Cow;
 
-use numpy::{PyArray1, PyArray2, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{
+    PyArray1, PyArray2, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
+};
 use pyo3::exceptions::PyRuntimeWarning;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -14,8 +16,27 @@ use sdr_core::{EmbeddingSet, Metric, SetView, Side};
 
 use crate::error::ToPy;
 
+/// `obj` itself, or for an array whose elements do not sit on whole,
+/// aligned steps (a field of a structured array, a buffer at an odd
+/// offset), `numpy.ascontiguousarray(obj)`: such strides cannot be read
+/// element by element.
+fn ordinary<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    const NPY_ARRAY_ALIGNED: std::ffi::c_int = 0x0100;
+    if let Ok(a) = obj.cast::<PyUntypedArray>() {
+        let size = a.dtype().itemsize() as isize;
+        // SAFETY: a live array object; only its flags are read.
+        let aligned = unsafe { (*a.as_array_ptr()).flags } & NPY_ARRAY_ALIGNED != 0;
+        if !aligned || a.strides().iter().any(|&s| size > 0 && s % size != 0) {
+            let numpy = obj.py().import("numpy")?;
+            return numpy.getattr("ascontiguousarray")?.call1((obj,));
+        }
+    }
+    Ok(obj.clone())
+}
+
 /// Copy a 2-D float32/float64 array into an owned, validated set.
 fn read_set(obj: &Bound<'_, PyAny>, side: Side) -> PyResult<EmbeddingSet> {
+    let obj = &ordinary(obj)?;
     let (data, dim) = if let Ok(a) = obj.cast::<PyArray2<f64>>() {
         let ro = a.readonly();
         let v = ro.as_array();
@@ -214,6 +235,7 @@ impl Rows<'_> {
 
 /// A 2-D float32/float64 array; `what` names it in errors (made only then).
 fn borrow_rows<'py>(obj: &Bound<'py, PyAny>, what: impl Fn() -> String) -> PyResult<Rows<'py>> {
+    let obj = &ordinary(obj)?;
     if let Ok(a) = obj.cast::<PyArray2<f32>>() {
         return Ok(Rows::F32(a.clone()));
     }
@@ -252,7 +274,8 @@ fn evaluate_batch(
     pairs: &Bound<'_, PyAny>,
     metrics: &[Metric],
 ) -> PyResult<Vec<Vec<f64>>> {
-    let hint = pairs.len().unwrap_or(0);
+    // A capacity hint only: `len()` may be absent or absurd (`range(10**12)`).
+    let hint = pairs.len().unwrap_or(0).min(1 << 16);
     let mut slots: Vec<Rows<'_>> = Vec::with_capacity(2 * hint);
     let mut seen: FxHashMap<usize, usize> = FxHashMap::default();
     seen.reserve(2 * hint);
@@ -369,10 +392,14 @@ fn run_batch<T: sdr_core::cost::Element>(
 ///
 /// Pairs are computed in parallel off the GIL, each fetching the next
 /// pair's rows while it runs; an array that appears in several pairs (one
-/// reference against K samples) is checked once and its norms computed
-/// once. C-contiguous float32 arrays are read in place; other arrays are
-/// copied as float64 (same values). Raises the errors of ``sdr.distance``,
-/// naming the pair (``pairs[3]: set `b` row 2 is not finite``).
+/// reference against K samples) has its norms computed once. C-contiguous
+/// arrays are read in place; others are copied (all as float64 when the
+/// batch mixes float32 and float64; same values either way). The arrays
+/// are read after `pairs` has been consumed, while other threads may run:
+/// do not write to them during the call, nor yield one reused buffer.
+/// Raises the errors of ``sdr.distance``, naming the pair (``pairs[3]: set
+/// `b` row 2 is not finite``); type, shape and dimension errors are found
+/// while collecting, before any row is checked.
 #[pyfunction]
 #[pyo3(signature = (pairs, metric = "chamfer"))]
 pub fn distance_batch<'py>(

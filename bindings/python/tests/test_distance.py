@@ -198,3 +198,28 @@ def test_converged_batch_raises_no_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         sdr.distances_batch(batch_pairs(np.float64), ["sinkhorn:eps=0.01", "gw:eps=0.1"])
+
+
+def test_odd_strides_and_offsets_are_read_as_numpy_reads_them():
+    a, b = pair(21, n=4, m=3, d=6)
+    # A float64 field of a structured array: rows 36 bytes apart, not a multiple of 8.
+    rec = np.zeros((4, 6), dtype=[("x", "<f8"), ("pad", "<i4")])
+    rec["x"] = a
+    field = rec["x"]
+    assert field.strides[1] % 8 != 0 or field.strides[0] % 8 != 0
+    want = sdr.distance(a, b, "ot")
+    assert sdr.distance(field, b, "ot") == want
+    assert sdr.distance_batch([(field, b)], "ot").tolist() == [want]
+    # float32 rows in a buffer at an odd offset (not aligned for float32).
+    raw = np.zeros(1 + a.size * 4, dtype=np.uint8)
+    odd = np.frombuffer(raw.data, dtype=np.float32, count=a.size, offset=1).reshape(a.shape)
+    assert not odd.flags.aligned
+    raw[1:] = np.frombuffer(a.astype(np.float32).tobytes(), dtype=np.uint8)
+    want32 = sdr.distance(a.astype(np.float32), b.astype(np.float32), "chamfer")
+    assert sdr.distance(odd, b.astype(np.float32), "chamfer") == want32
+    assert sdr.distance_batch([(odd, b.astype(np.float32))], "chamfer").tolist() == [want32]
+
+
+def test_an_absurd_length_is_only_a_hint():
+    with pytest.raises(TypeError, match=r"pairs\[0\] must be an \(a, b\) pair|not iterable"):
+        sdr.distance_batch(range(10**12))

@@ -603,10 +603,11 @@ fn check_rows<T: Element>(s: &SetView<'_, T>, set: Side) -> Result<()> {
 
 /// Check that two sets can be compared; errors name the offending set.
 pub fn check_pair<T>(a: &SetView<'_, T>, b: &SetView<'_, T>) -> Result<()> {
-    if a.n == 0 {
+    // A hand-built view may claim rows of dimension 0.
+    if a.n == 0 || a.dim == 0 {
         return Err(SdrError::EmptySet { set: Side::A });
     }
-    if b.n == 0 {
+    if b.n == 0 || b.dim == 0 {
         return Err(SdrError::EmptySet { set: Side::B });
     }
     if a.dim != b.dim {

@@ -133,6 +133,7 @@ impl SharedNorms {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cost::check_pair;
     use crate::distance::evaluate_all;
     use crate::error::{SdrError, Side};
     use crate::test_support::lcg;
@@ -301,7 +302,7 @@ mod tests {
             for (k, r) in evaluate_pairs(&metrics, &many).iter().enumerate() {
                 want(k, r);
             }
-            // One pair at a time (the portable path's check is the same).
+            // One pair at a time.
             for (k, (a, b)) in pairs.iter().enumerate() {
                 want(k, &evaluate_all(&metrics, a, b));
             }
@@ -311,6 +312,19 @@ mod tests {
         // Huge and tiny rows are valid: out of the norms' range, then checked.
         let (a, b) = ([1e200, 1e200, 1e-300, 0.0], [1.0, 1.0]);
         let pairs = vec![(SetView::new(&a[..], 2), SetView::new(&b[..], 2)); 2];
-        assert!(Metric::Chamfer.distances(&pairs).is_ok());
+        let d = Metric::Chamfer.distances(&pairs).unwrap();
+        // Row 0 has b's direction; row 1 is 45 degrees off it.
+        let half = (1.0 - 0.5f64.sqrt()) / 2.0;
+        assert!((d[0] - 0.5 * (half / 2.0 + 0.0)).abs() < 1e-15, "{d:?}");
+        // A view that claims rows of dimension 0 is empty, not a set.
+        let zero = SetView {
+            data: &a[..0],
+            n: 3,
+            dim: 0,
+        };
+        assert!(matches!(
+            check_pair(&zero, &SetView::new(&b[..], 2)),
+            Err(SdrError::EmptySet { set: Side::A })
+        ));
     }
 }
