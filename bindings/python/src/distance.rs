@@ -36,38 +36,14 @@ fn ordinary<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
 
 /// Copy a 2-D float32/float64 array into an owned, validated set.
 fn read_set(obj: &Bound<'_, PyAny>, side: Side) -> PyResult<EmbeddingSet> {
-    let obj = &ordinary(obj)?;
-    let (data, dim) = if let Ok(a) = obj.cast::<PyArray2<f64>>() {
-        let ro = a.readonly();
-        let v = ro.as_array();
-        (v.iter().copied().collect::<Vec<f64>>(), v.ncols())
-    } else if let Ok(a) = obj.cast::<PyArray2<f32>>() {
-        let ro = a.readonly();
-        let v = ro.as_array();
-        (v.iter().map(|&x| f64::from(x)).collect(), v.ncols())
-    } else if let Ok(a) = obj.cast::<PyUntypedArray>() {
-        let dtype = a.dtype().to_string();
-        if a.ndim() != 2 {
-            return Err(PyValueError::new_err(format!(
-                "{side} must be a 2-D array (sentences x dimension), got a {}-D array",
-                a.ndim()
-            )));
-        }
-        return Err(PyTypeError::new_err(format!(
-            "{side} must have dtype float32 or float64, got {dtype}"
-        )));
-    } else {
-        return Err(PyTypeError::new_err(format!(
-            "{side} must be a numpy.ndarray of float32 or float64, got {}",
-            obj.get_type().name()?
-        )));
-    };
-    if data.is_empty() {
+    let rows = borrow_rows(obj, || side.to_string())?;
+    let (n, dim) = rows.shape();
+    if n == 0 || dim == 0 {
         return Err(PyValueError::new_err(format!(
             "{side} is empty: a set needs at least one vector of dimension >= 1"
         )));
     }
-    EmbeddingSet::from_flat(data, dim, side).py()
+    EmbeddingSet::from_flat(rows.as_f64().into_owned(), dim, side).py()
 }
 
 fn parse_metric(spec: &str) -> PyResult<Metric> {

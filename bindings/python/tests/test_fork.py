@@ -23,6 +23,21 @@ def _child(queue, reward):
         queue.put({"error": repr(e)})
 
 
+def _in_fork(target, args, timeout, what):
+    """Run `target(queue, *args)` in a forked child; its report, or a failure if it hangs."""
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=target, args=(queue, *args))
+    proc.start()
+    proc.join(timeout=timeout)
+    if proc.is_alive():
+        proc.kill()
+        pytest.fail(f"the forked child hung{what} (deadlock)")
+    out = queue.get(timeout=5)
+    assert "error" not in out, out
+    return out
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_forked_child_scores_after_parent_used_the_pool():
     reward = sdr.SDRReward()
@@ -30,16 +45,7 @@ def test_forked_child_scores_after_parent_used_the_pool():
     parent = reward(completions=[GOOD, OTHER] * 8, solution=[REF] * 16)
     parent_verl = sdr.verl.compute_score(None, GOOD, REF)["score"]
     assert sdr.get_parallelism()
-    ctx = mp.get_context("fork")
-    queue = ctx.Queue()
-    proc = ctx.Process(target=_child, args=(queue, reward))
-    proc.start()
-    proc.join(timeout=180)
-    if proc.is_alive():
-        proc.kill()
-        pytest.fail("the forked child hung (deadlock)")
-    out = queue.get(timeout=5)
-    assert "error" not in out, out
+    out = _in_fork(_child, (reward,), 180, "")
     assert out["parallel"] is False  # the at-fork hook ran
     assert out["rebuilt_in_child"] is True
     assert out["reward"] == pytest.approx(parent, abs=1e-6)
@@ -62,14 +68,5 @@ def test_forked_child_runs_a_distance_batch():
     pairs = [(rng.normal(size=(3 + k % 5, 24)).astype(np.float32),
               rng.normal(size=(2 + k % 7, 24)).astype(np.float32)) for k in range(64)]
     parent = sdr.distance_batch(pairs, "hung-pen:alpha=0.1").tolist()  # the parent's pool runs
-    ctx = mp.get_context("fork")
-    queue = ctx.Queue()
-    proc = ctx.Process(target=_batch_child, args=(queue, pairs))
-    proc.start()
-    proc.join(timeout=60)
-    if proc.is_alive():
-        proc.kill()
-        pytest.fail("the forked child hung in sdr.distance_batch (deadlock)")
-    out = queue.get(timeout=5)
-    assert "error" not in out, out
+    out = _in_fork(_batch_child, (pairs,), 60, " in sdr.distance_batch")
     assert out["values"] == parent
