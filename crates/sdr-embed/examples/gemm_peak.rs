@@ -5,7 +5,7 @@
 //! the CPU has it), and the instruction peaks they are bounded by: independent f32 FMAs
 //! and bf16 dot products (`vdpbf16ps`) on 512-bit registers, on 1 and on all threads.
 //!
-//! `cargo run --release -p sdr-embed --example gemm_peak [--features mkl] -- [M] [reps]`
+//! `cargo run --release -p sdr-embed --example gemm_peak [--features mkl] -- [M] [reps] [K] [N]`
 
 use std::time::Instant;
 
@@ -16,7 +16,8 @@ fn main() -> candle_core::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let m: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(256);
     let reps: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(20);
-    let (k, n) = (768usize, 3072usize);
+    let k: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(768);
+    let n: usize = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(3072);
     let dev = Device::Cpu;
     let x = Tensor::randn(0f32, 1.0, (m, k), &dev)?;
     let w = Tensor::randn(0f32, 0.02, (n, k), &dev)?;
@@ -32,8 +33,14 @@ fn main() -> candle_core::Result<()> {
             Dense::bf16_with(linear(), Some(Bf16Gemm::Avx512))?,
         ));
     }
+    layers.push((
+        "f32 picked (F32Gemm::here)",
+        Dense::for_slices(linear(), false)?,
+    ));
     if sdr_embed::avx512_gemm::supported_f32() {
-        layers.push(("f32 avx512", Dense::for_slices(linear(), false)?));
+        let wv = w.flatten_all()?.to_vec1::<f32>()?;
+        let packed = sdr_embed::avx512_gemm::PackedWeights::f32(&wv, n, k, None);
+        layers.push(("f32 avx512", Dense::Avx512F32(packed)));
     }
     for (name, layer) in layers {
         let _ = layer.forward(&x)?;

@@ -221,6 +221,17 @@ pub fn cpu_has_amx_bf16() -> bool {
         .unwrap_or(false)
 }
 
+/// Whether `/proc/cpuinfo` names an Intel CPU, whose cores MKL's f32 GEMM is tuned for.
+pub fn cpu_is_intel() -> bool {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .map(|s| {
+            s.lines()
+                .filter(|l| l.starts_with("vendor_id"))
+                .any(|l| l.ends_with("GenuineIntel"))
+        })
+        .unwrap_or(false)
+}
+
 /// How the two (or more) cores are used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Parallelism {
