@@ -212,22 +212,22 @@ fn resolve_cpu_precision(
 /// Whether the CPU has AMX-BF16 tiles that the kernel enabled (Linux lists `amx_bf16`
 /// in `/proc/cpuinfo` only then).
 pub fn cpu_has_amx_bf16() -> bool {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .map(|s| {
-            s.lines()
-                .filter(|l| l.starts_with("flags"))
-                .any(|l| l.split_whitespace().any(|f| f == "amx_bf16"))
-        })
-        .unwrap_or(false)
+    cpuinfo_any("flags", |v| v.split_whitespace().any(|f| f == "amx_bf16"))
 }
 
 /// Whether `/proc/cpuinfo` names an Intel CPU, whose cores MKL's f32 GEMM is tuned for.
 pub fn cpu_is_intel() -> bool {
+    cpuinfo_any("vendor_id", |v| v.trim() == "GenuineIntel")
+}
+
+/// Whether a `/proc/cpuinfo` line `key : value` has a value for which `pred` holds
+/// (`false` where the file cannot be read).
+fn cpuinfo_any(key: &str, pred: impl Fn(&str) -> bool) -> bool {
     std::fs::read_to_string("/proc/cpuinfo")
         .map(|s| {
             s.lines()
-                .filter(|l| l.starts_with("vendor_id"))
-                .any(|l| l.ends_with("GenuineIntel"))
+                .filter_map(|l| l.split_once(':'))
+                .any(|(k, v)| k.trim() == key && pred(v))
         })
         .unwrap_or(false)
 }
