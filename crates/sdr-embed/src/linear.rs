@@ -206,6 +206,40 @@ impl Dense {
         }
     }
 
+    /// [`Dense::apply`] without the bias, into `out` (resized to `m x out_dim`; its
+    /// allocation is reused from call to call). Returns the bias that is still to be
+    /// added, so that the pass that reads `Y` next (the activation, the residual
+    /// layer norm, attention's operand copies) adds it, instead of the GEMM reading a
+    /// bias-filled `Y` it first had to write; `None` where the layer has no bias or
+    /// its GEMM has added it already.
+    pub fn apply_unbiased<'a>(
+        &'a self,
+        x: &[f32],
+        m: usize,
+        threads: bool,
+        out: &mut Vec<f32>,
+    ) -> Result<Option<&'a [f32]>> {
+        let k = self.in_dim();
+        if x.len() != m * k {
+            candle_core::bail!("dense layer: input of {} values is not {m} x {k}", x.len())
+        }
+        match self {
+            Dense::F32(w) => {
+                w.gemm_into(x, m, threads, out);
+                Ok(w.bias.as_deref())
+            }
+            #[cfg(feature = "mkl")]
+            Dense::MklBf16(l) => {
+                l.gemm_into(x, m, out);
+                Ok(l.bias.as_deref())
+            }
+            _ => {
+                *out = self.apply(x, m, threads)?;
+                Ok(None)
+            }
+        }
+    }
+
     /// `linear` with its GEMM in bf16 on `gemm` (an error where this build or CPU
     /// lacks it).
     pub fn bf16_with(linear: Linear, gemm: Option<Bf16Gemm>) -> Result<Self> {
@@ -286,18 +320,26 @@ impl F32Weights {
     }
 
     fn forward(&self, x: &[f32], m: usize, threads: bool) -> Vec<f32> {
+        let mut y = Vec::new();
+        self.gemm_into(x, m, threads, &mut y);
+        if let Some(b) = &self.bias {
+            add_bias(&mut y, b);
+        }
+        y
+    }
+
+    /// `y = x Wᵀ` (no bias), `y` resized to `m x n`; what it held is overwritten
+    /// unread.
+    fn gemm_into(&self, x: &[f32], m: usize, threads: bool, y: &mut Vec<f32>) {
         let (n, k) = (self.n, self.k);
-        let mut y = match &self.bias {
-            Some(b) => b.repeat(m),
-            None => vec![0f32; m * n],
-        };
+        y.resize(m * n, 0.0);
         if m == 0 || n == 0 {
-            return y;
+            return;
         }
         #[cfg(feature = "mkl")]
         {
             let _ = (threads, k); // MKL's own threading (see the encoder's `blas_single_threaded`)
-            self.packed.gemm(x, m, &mut y);
+            self.packed.gemm(x, m, y);
         }
         #[cfg(not(feature = "mkl"))]
         {
@@ -306,8 +348,8 @@ impl F32Weights {
             } else {
                 gemm::Parallelism::None
             };
-            // y := 1·y + 1·x·Wᵀ; x is m x k row-major; Wᵀ (k x n) is `w` read with row
-            // stride 1 and column stride k.
+            // y := x·Wᵀ (y not read); x is m x k row-major; Wᵀ (k x n) is `w` read
+            // with row stride 1 and column stride k.
             // SAFETY: every index the strides reach lies inside x (m·k), w (n·k), y (m·n).
             unsafe {
                 gemm::gemm(
@@ -317,7 +359,7 @@ impl F32Weights {
                     y.as_mut_ptr(),
                     1,
                     n as isize,
-                    true,
+                    false,
                     x.as_ptr(),
                     1,
                     k as isize,
@@ -333,7 +375,13 @@ impl F32Weights {
                 )
             };
         }
-        y
+    }
+}
+
+/// `y[r, j] += bias[j]` for every row `r`.
+fn add_bias(y: &mut [f32], bias: &[f32]) {
+    for row in y.chunks_exact_mut(bias.len()) {
+        row.iter_mut().zip(bias).for_each(|(v, b)| *v += b);
     }
 }
 
@@ -441,7 +489,7 @@ mod mkl {
             Self { buf, start, n, k }
         }
 
-        /// `y += x Wᵀ` for `x` of `m` rows (`m x k`; `y`: `m x n`, row-major).
+        /// `y = x Wᵀ` for `x` of `m` rows (`m x k`; `y`: `m x n`, row-major, not read).
         pub fn gemm(&self, x: &[f32], m: usize, y: &mut [f32]) {
             let (n, k) = (self.n, self.k);
             assert!(
@@ -462,7 +510,7 @@ mod mkl {
                     k as i32,
                     self.buf.as_ptr().add(self.start).cast(),
                     n as i32,
-                    1.0,
+                    0.0,
                     y.as_mut_ptr(),
                     n as i32,
                 )
@@ -473,7 +521,7 @@ mod mkl {
     /// `W` as bf16 bits, `[out, in]` row-major, and the f32 bias.
     pub struct Bf16Linear {
         weight: Vec<u16>,
-        bias: Option<Vec<f32>>,
+        pub(super) bias: Option<Vec<f32>>,
         pub(super) out_dim: usize,
         pub(super) in_dim: usize,
     }
@@ -502,12 +550,19 @@ mod mkl {
 
         /// `x`: `m x in_dim` row-major (checked by the caller).
         pub fn forward_slice(&self, x: &[f32], m: usize) -> Vec<f32> {
+            let mut c = Vec::new();
+            self.gemm_into(x, m, &mut c);
+            if let Some(b) = &self.bias {
+                super::add_bias(&mut c, b);
+            }
+            c
+        }
+
+        /// `c = x Wᵀ` (no bias), `c` resized to `m x out_dim` and not read.
+        pub fn gemm_into(&self, x: &[f32], m: usize, c: &mut Vec<f32>) {
             let (n, k) = (self.out_dim, self.in_dim);
             let a: Vec<u16> = x.iter().map(|&v| bf16::from_f32(v).to_bits()).collect();
-            let mut c = match &self.bias {
-                Some(b) => b.repeat(m),
-                None => vec![0f32; m * n],
-            };
+            c.resize(m * n, 0.0);
             if m > 0 {
                 // SAFETY: a is m×k, weight is n×k (used transposed), c is m×n, all
                 // row-major and contiguous with the leading dimensions passed.
@@ -524,13 +579,12 @@ mod mkl {
                         k as i32,
                         self.weight.as_ptr(),
                         k as i32,
-                        1.0,
+                        0.0,
                         c.as_mut_ptr(),
                         n as i32,
                     );
                 }
             }
-            c
         }
     }
 }

@@ -30,6 +30,27 @@ use crate::activation;
 use crate::linear::Dense;
 use crate::mpnet::{relative_position_bucket, Config};
 
+/// A thread's buffers for the outputs of [`PackedMpnet::forward`]'s GEMMs, kept from
+/// one batch to the next: fresh buffers of several MB each cost page faults and the
+/// kernel's page clearing on every batch (2 % of an f32 run on 2 cores).
+#[derive(Default)]
+struct Scratch {
+    qkv: Vec<f32>,
+    attn: Vec<f32>,
+    inner: Vec<f32>,
+    out: Vec<f32>,
+    ctx: Vec<f32>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::default();
+}
+
+/// Largest buffer (values) a thread keeps between batches (32 MB; a batch of 32
+/// report sentences needs a tenth of it), so that one batch of very long inputs
+/// does not pin its memory.
+const SCRATCH_KEEP: usize = 8 << 20;
+
 /// Layer-norm parameters `γ`, `β`, `ε`.
 struct Norm {
     gamma: Vec<f32>,
@@ -241,29 +262,54 @@ impl PackedMpnet {
                 *o = a + b;
             }
         }
-        layer_norm(&mut x, None, &self.emb_norm);
+        layer_norm(&mut x, None, None, &self.emb_norm, threads);
         // Bucket of every offset j - i in -(longest-1)..=(longest-1), shared by layers.
         let buckets: Vec<usize> = (0..(2 * longest).saturating_sub(1))
             .map(|o| {
                 relative_position_bucket(o as i64 - longest as i64 + 1, self.num_buckets) as usize
             })
             .collect();
-        let mut ctx = vec![0f32; t * h];
+        // One buffer per GEMM output, reused by every layer and kept for this thread's
+        // next batch. The biases are added by the pass after each GEMM (see
+        // `Dense::apply_unbiased`).
+        let Scratch {
+            mut qkv,
+            mut attn,
+            mut inner,
+            mut out,
+            mut ctx,
+        } = SCRATCH.with(|c| c.take());
+        ctx.resize(t * h, 0.0); // every value is written by `attention`
+        let no_bias = vec![0f32; 3 * h];
         for layer in &self.layers {
-            let qkv = layer.qkv.apply(&x, t, threads)?;
-            attention(&qkv, &lens, &mut ctx, self, &buckets, longest, threads);
-            let mut attn = layer.o.apply(&ctx, t, threads)?;
-            layer_norm(&mut attn, Some(&x), &layer.attn_norm);
-            let mut inner = layer.ffn_in.apply(&attn, t, threads)?;
-            match self.act {
-                Act::GeluErf => activation::gelu_in_place(&mut inner),
-                Act::GeluTanh => inner.iter_mut().for_each(|v| *v = gelu_tanh(*v)),
-                Act::Relu => inner.iter_mut().for_each(|v| *v = v.max(0.0)),
-            }
-            let mut out = layer.ffn_out.apply(&inner, t, threads)?;
-            layer_norm(&mut out, Some(&attn), &layer.out_norm);
-            x = out;
+            let qkv_bias = layer.qkv.apply_unbiased(&x, t, threads, &mut qkv)?;
+            let qkv_bias = qkv_bias.unwrap_or(&no_bias);
+            attention(
+                &qkv, qkv_bias, &lens, &mut ctx, self, &buckets, longest, threads,
+            );
+            let o_bias = layer.o.apply_unbiased(&ctx, t, threads, &mut attn)?;
+            layer_norm(&mut attn, o_bias, Some(&x), &layer.attn_norm, threads);
+            let in_bias = layer.ffn_in.apply_unbiased(&attn, t, threads, &mut inner)?;
+            activate(&mut inner, in_bias, self.act, threads);
+            let out_bias = layer.ffn_out.apply_unbiased(&inner, t, threads, &mut out)?;
+            layer_norm(&mut out, out_bias, Some(&attn), &layer.out_norm, threads);
+            std::mem::swap(&mut x, &mut out);
         }
+        let keep = |mut v: Vec<f32>| {
+            if v.capacity() > SCRATCH_KEEP {
+                v = Vec::new();
+            }
+            v
+        };
+        SCRATCH.with(|c| {
+            c.replace(Scratch {
+                qkv: keep(qkv),
+                attn: keep(attn),
+                inner: keep(inner),
+                out: keep(out),
+                ctx: keep(ctx),
+            })
+        });
         Ok(x)
     }
 
@@ -294,29 +340,86 @@ fn gelu_tanh(x: f32) -> f32 {
     0.5 * x * (1.0 + (C * (x + 0.044_715 * x * x * x)).tanh())
 }
 
-/// `x ← LN(x + residual)` row by row (mean, then the variance about it, in f32).
-fn layer_norm(x: &mut [f32], residual: Option<&[f32]>, norm: &Norm) {
+/// Rows per job of the row-wise passes (layer norm, activation) when they use the
+/// rayon pool: enough work per job to cover its hand-off.
+const ROWS_PER_JOB: usize = 16;
+
+/// `y ← act(y + bias)` row by row (`bias`: one value per column).
+fn activate(y: &mut [f32], bias: Option<&[f32]>, act: Act, threads: bool) {
+    // Whole rows per job when there is a bias to add; the activation alone is
+    // element-wise.
+    let cols = bias.map_or(1024, <[f32]>::len).max(1);
+    if threads {
+        y.par_chunks_mut(cols * ROWS_PER_JOB)
+            .for_each(|rows| activate_rows(rows, bias, act));
+    } else {
+        activate_rows(y, bias, act)
+    }
+}
+
+fn activate_rows(y: &mut [f32], bias: Option<&[f32]>, act: Act) {
+    if let Some(b) = bias {
+        for row in y.chunks_exact_mut(b.len()) {
+            row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
+        }
+    }
+    match act {
+        Act::GeluErf => activation::gelu_in_place(y),
+        Act::GeluTanh => y.iter_mut().for_each(|v| *v = gelu_tanh(*v)),
+        Act::Relu => y.iter_mut().for_each(|v| *v = v.max(0.0)),
+    }
+}
+
+/// `x ← LN(x + bias + residual)` row by row (mean, then the variance about it, in
+/// f32); `bias` has one value per column.
+fn layer_norm(
+    x: &mut [f32],
+    bias: Option<&[f32]>,
+    residual: Option<&[f32]>,
+    norm: &Norm,
+    threads: bool,
+) {
+    let h = norm.gamma.len();
+    if !threads || h == 0 {
+        return layer_norm_rows(x, bias, residual, norm);
+    }
+    let chunk = h * ROWS_PER_JOB;
+    x.par_chunks_mut(chunk).enumerate().for_each(|(i, rows)| {
+        let res = residual.map(|r| &r[i * chunk..][..rows.len()]);
+        layer_norm_rows(rows, bias, res, norm)
+    });
+}
+
+fn layer_norm_rows(x: &mut [f32], bias: Option<&[f32]>, residual: Option<&[f32]>, norm: &Norm) {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx512f") {
             // SAFETY: the CPU supports AVX-512F (checked just above).
-            unsafe { layer_norm_avx512(x, residual, norm) };
+            unsafe { layer_norm_avx512(x, bias, residual, norm) };
             return;
         }
     }
-    layer_norm_portable(x, residual, norm)
+    layer_norm_portable(x, bias, residual, norm)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn layer_norm_avx512(x: &mut [f32], residual: Option<&[f32]>, norm: &Norm) {
-    layer_norm_portable(x, residual, norm)
+unsafe fn layer_norm_avx512(
+    x: &mut [f32],
+    bias: Option<&[f32]>,
+    residual: Option<&[f32]>,
+    norm: &Norm,
+) {
+    layer_norm_portable(x, bias, residual, norm)
 }
 
 #[inline(always)]
-fn layer_norm_portable(x: &mut [f32], residual: Option<&[f32]>, norm: &Norm) {
+fn layer_norm_portable(x: &mut [f32], bias: Option<&[f32]>, residual: Option<&[f32]>, norm: &Norm) {
     let h = norm.gamma.len();
     for (r, row) in x.chunks_exact_mut(h).enumerate() {
+        if let Some(b) = bias {
+            row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
+        }
         if let Some(res) = residual {
             row.iter_mut()
                 .zip(&res[r * h..(r + 1) * h])
@@ -348,8 +451,10 @@ fn sum16(xs: &[f32], f: impl Fn(f32) -> f32) -> f32 {
 
 /// Self-attention of every sequence and head: reads q, k, v from `qkv`
 /// (`[T, 3·hidden]`), writes the context vectors into `ctx` (`[T, hidden]`).
+#[allow(clippy::too_many_arguments)]
 fn attention(
     qkv: &[f32],
+    qkv_bias: &[f32],
     lens: &[usize],
     ctx: &mut [f32],
     model: &PackedMpnet,
@@ -372,11 +477,13 @@ fn attention(
         {
             if std::arch::is_x86_feature_detected!("avx512f") {
                 // SAFETY: the CPU supports AVX-512F (checked just above).
-                unsafe { sequence_attention_avx512(qkv, t0, len, out, model, buckets, longest) };
+                unsafe {
+                    sequence_attention_avx512(qkv, qkv_bias, t0, len, out, model, buckets, longest)
+                };
                 return;
             }
         }
-        sequence_attention(qkv, t0, len, out, model, buckets, longest)
+        sequence_attention(qkv, qkv_bias, t0, len, out, model, buckets, longest)
     };
     if threads {
         starts.into_par_iter().for_each(one);
@@ -387,8 +494,10 @@ fn attention(
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
 unsafe fn sequence_attention_avx512(
     qkv: &[f32],
+    qkv_bias: &[f32],
     t0: usize,
     len: usize,
     out: &mut [f32],
@@ -396,7 +505,7 @@ unsafe fn sequence_attention_avx512(
     buckets: &[usize],
     longest: usize,
 ) {
-    sequence_attention(qkv, t0, len, out, model, buckets, longest)
+    sequence_attention(qkv, qkv_bias, t0, len, out, model, buckets, longest)
 }
 
 /// Queries per attention tile.
@@ -447,15 +556,18 @@ fn softmax_row(row: &mut [f32], len: usize, bias: &[f32]) {
     row[..len].iter_mut().for_each(|x| *x *= inv);
 }
 
-/// One sequence: tokens `t0..t0 + len` of `qkv`; `out` is its `[len, hidden]` context.
+/// One sequence: tokens `t0..t0 + len` of `qkv` (bias `qkv_bias` still to add);
+/// `out` is its `[len, hidden]` context.
 ///
 /// Per head, both products are tiled GEMMs on zero-padded copies: scores
 /// `S = (Q/√d) Kᵀ` (`[len↑8, len↑16]`) and context `C = softmax(S + B) V`; the bias of
 /// every offset `j − i` is laid out once per head so that query `i`'s biases are one
 /// slice.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn sequence_attention(
     qkv: &[f32],
+    qkv_bias: &[f32],
     t0: usize,
     len: usize,
     out: &mut [f32],
@@ -485,14 +597,19 @@ fn sequence_attention(
     for j in 0..len {
         let base = (t0 + j) * row;
         for head in 0..heads {
-            let src = &qkv[base + head * d..][..d];
-            for (dst, &x) in q[head * qs + j * d..][..d].iter_mut().zip(src) {
-                *dst = x * scale;
+            let at = |part: usize| {
+                let o = part * h + head * d;
+                qkv[base + o..][..d].iter().zip(&qkv_bias[o..][..d])
+            };
+            for (dst, (&x, &b)) in q[head * qs + j * d..][..d].iter_mut().zip(at(0)) {
+                *dst = (x + b) * scale;
             }
-            for (c, &x) in qkv[base + h + head * d..][..d].iter().enumerate() {
-                kt[head * ks + c * lk + j] = x;
+            for (c, (&x, &b)) in at(1).enumerate() {
+                kt[head * ks + c * lk + j] = x + b;
             }
-            v[head * vs + j * dp..][..d].copy_from_slice(&qkv[base + 2 * h + head * d..][..d]);
+            for (dst, (&x, &b)) in v[head * vs + j * dp..][..d].iter_mut().zip(at(2)) {
+                *dst = x + b;
+            }
         }
     }
     for head in 0..heads {
@@ -777,6 +894,25 @@ mod tests {
         for (p, m) in pooled[4 * h..].iter().zip(&mean) {
             assert!((p - m / norm).abs() < 1e-6);
         }
+    }
+
+    #[test]
+    fn buffers_kept_between_batches_change_no_result() {
+        let (cfg, vb) = tiny("gelu", 64, 4);
+        let packed = PackedMpnet::load(&Weights::Vars(vb), &cfg, false).unwrap();
+        let (long, short) = (sequences(30), sequences(3));
+        let run = |seqs: &[Vec<u32>]| {
+            let r: Vec<&[u32]> = seqs.iter().map(|q| q.as_slice()).collect();
+            packed.forward(&r, true).unwrap()
+        };
+        // Each batch alone, on a thread of its own (no buffers kept yet)...
+        let fresh =
+            |seqs: Vec<Vec<u32>>| std::thread::scope(|s| s.spawn(|| run(&seqs)).join().unwrap());
+        let (want_long, want_short) = (fresh(long.clone()), fresh(short.clone()));
+        // ...and one after the other on this one, long, short, long.
+        assert_eq!(run(&long), want_long);
+        assert_eq!(run(&short), want_short);
+        assert_eq!(run(&long), want_long);
     }
 
     #[test]
