@@ -84,13 +84,24 @@ fn each_pair<T: Element, R: Send>(
             .map(|(a, b)| std::mem::size_of_val(a.data) + std::mem::size_of_val(b.data))
             .sum(),
     };
-    let streamed = bytes > STREAMED_BYTES;
+    each_pair_with(pairs, intra, shared.as_ref(), bytes > STREAMED_BYTES, f)
+}
+
+/// [`each_pair`] with the batch's shared norms and its streaming decision
+/// given.
+fn each_pair_with<T: Element, R: Send>(
+    pairs: &[Pair<'_, T>],
+    intra: bool,
+    shared: Option<&SharedNorms>,
+    streamed: bool,
+    f: impl Fn(&PairCost<'_>) -> Result<R> + Sync,
+) -> Vec<Result<R>> {
     (0..pairs.len())
         .into_par_iter()
         .map(|k| {
             let (a, b) = &pairs[k];
             let next = pairs.get(k + 1).filter(|_| streamed).map(|(x, y)| (x, y));
-            let cost = match &shared {
+            let cost = match shared {
                 Some(s) => PairCost::between_normed(a, b, s.of_pair(k), intra, next)?,
                 None => PairCost::between_ahead(a, b, intra, next)?,
             };
@@ -243,6 +254,42 @@ mod tests {
             .map(|(a, b)| Metric::Hausdorff.distance(a, b).unwrap())
             .collect();
         assert_eq!(Metric::Hausdorff.distances(&pairs).unwrap(), want);
+    }
+
+    /// Whether a batch brings the next pair's rows into L2 (large batches) or
+    /// not (batches that fit the caches) changes no bit, on distinct sets and
+    /// on shared ones.
+    #[test]
+    fn streaming_or_not_gives_the_same_bits() {
+        let (mut seed, dim) = (47, 768);
+        let sets: Vec<Vec<f32>> = (0..24)
+            .map(|k| {
+                (0..(1 + k % 12) * dim)
+                    .map(|_| (lcg(&mut seed) - 0.5) as f32)
+                    .collect()
+            })
+            .collect();
+        let views: Vec<SetView<'_, f32>> = sets.iter().map(|s| SetView::new(s, dim)).collect();
+        let distinct: Vec<_> = (0..12).map(|k| (views[2 * k], views[2 * k + 1])).collect();
+        let shared: Vec<_> = (0..40).map(|k| (views[k % 5], views[5 + k % 3])).collect();
+        let metric = Metric::HungPen { alpha: 0.5 };
+        for pairs in [&distinct, &shared] {
+            let norms = SharedNorms::of(pairs);
+            let run = |streamed| {
+                each_pair_with(pairs, false, norms.as_ref(), streamed, |c| {
+                    Ok(metric.evaluate(c)?.value)
+                })
+                .into_iter()
+                .collect::<Result<Vec<f64>>>()
+                .unwrap()
+            };
+            let want: Vec<f64> = pairs
+                .iter()
+                .map(|(a, b)| metric.distance(a, b).unwrap())
+                .collect();
+            assert_eq!(run(true), want);
+            assert_eq!(run(false), want);
+        }
     }
 
     #[test]
