@@ -122,6 +122,9 @@ def main():
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--prompts", type=int, default=64, help="GRPO-like batch: prompts (x 8 samples)")
     ap.add_argument("--skip-grpo", action="store_true")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="time the distinct sentences this many interleaved rounds and keep each "
+                         "run's median (the host's speed moves by 10-20 %% within minutes)")
     ap.add_argument("--st-bf16", action="store_true",
                     help="also time sentence-transformers with bf16 weights (PyTorch's oneDNN bf16 GEMMs)")
     ap.add_argument("--candle-bf16", action="store_true", help="also time candle's (slow) bf16 path")
@@ -136,26 +139,19 @@ def main():
     texts = distinct_sentences(args.n)
     st = SentenceTransformer(args.model, device="cpu")
     st.encode(texts[:32], batch_size=args.batch_size)
-    t = time.perf_counter()
-    ref = st.encode(texts, batch_size=args.batch_size, convert_to_numpy=True)
-    st_dt = time.perf_counter() - t
     n_tok = sum(len(x) for x in st.tokenizer(texts, truncation=True, max_length=384)["input_ids"])
     gflop = n_tok * FLOP_PER_TOKEN / 1e9
     rows = []
 
-    def add(name, n, dt, cos=None, startup=0.0):
+    def add(name, n, dt, cos=None, startup=0.0, spread=None):
         net = max(dt - startup, 1e-9)
-        rows.append((name, n, dt, n / dt, n / net, cos, gflop / net if n == len(texts) else None))
+        rows.append((name, n, dt, n / dt, n / net, cos, gflop / net if n == len(texts) else None,
+                     spread))
 
-    add("sentence-transformers f32", len(texts), st_dt)
+    st16 = None
     if args.st_bf16:
         st16 = SentenceTransformer(args.model, device="cpu", model_kwargs={"torch_dtype": torch.bfloat16})
         st16.encode(texts[:32], batch_size=args.batch_size)
-        t = time.perf_counter()
-        e16 = np.asarray(st16.encode(texts, batch_size=args.batch_size), dtype=np.float32)
-        add("sentence-transformers bf16 (oneDNN)", len(texts), time.perf_counter() - t,
-            float(cos_rows(e16, ref).min()))
-        del st16
     # Start-up (model load, weight packing, 1 sentence) per binary and precision: a bf16
     # encoder packs its weights to bf16 at load, which an f32 start-up would not count.
     startups = {}
@@ -173,18 +169,48 @@ def main():
     print(f"# {n_tok} tokens, {gflop:.0f} GFLOP of dense GEMMs for the {len(texts)} sentences",
           flush=True)
     variants = [(args.sdr, "sdr f32", ["--no-cache"]),
-                (args.sdr, "sdr f32 --parallelism batches", ["--no-cache", "--parallelism", "batches"]),
+                (args.sdr, "sdr f32 --parallelism gemm", ["--no-cache", "--parallelism", "gemm"]),
                 (args.sdr, "sdr bf16 (`--precision bf16`)", ["--no-cache", "--precision", "bf16"])]
     if args.candle_bf16:
         variants.append((args.sdr, "sdr bf16 (candle)", ["--no-cache", "--precision", "bf16-candle"]))
     if args.sdr_mkl:
         variants += [(args.sdr_mkl, "sdr f32 (MKL)", ["--no-cache"]),
                      (args.sdr_mkl, "sdr mixed-bf16 (MKL)", ["--no-cache", "--precision", "mixed-bf16"])]
+    # Every timing `--repeat` times, the rounds interleaved (sentence-transformers, then
+    # each sdr variant, round after round) so that a slow minute of a shared host falls
+    # on all of them; the table keeps each one's median wall time.
+    times, cosines = {}, {}
+    ref = None
+    for r in range(args.repeat):
+        t = time.perf_counter()
+        out = st.encode(texts, batch_size=args.batch_size, convert_to_numpy=True)
+        times.setdefault("st", []).append(time.perf_counter() - t)
+        ref = out if ref is None else ref
+        if st16 is not None:
+            t = time.perf_counter()
+            e16 = np.asarray(st16.encode(texts, batch_size=args.batch_size), dtype=np.float32)
+            times.setdefault("st16", []).append(time.perf_counter() - t)
+            cosines["st16"] = float(cos_rows(e16, ref).min())
+        for exe, name, extra in variants:
+            startup_of(exe, extra)
+            emb, dt = run_sdr(exe, args.model, texts, extra + ["--batch-size", str(args.batch_size)])
+            times.setdefault(name, []).append(dt)
+            cosines[name] = float(cos_rows(emb, ref).min())
+            print(f"  round {r + 1}: {name}: {dt:.1f} s", flush=True)
+
+    def median(key):
+        ts = sorted(times[key])
+        return ts[len(ts) // 2], (ts[0], ts[-1]) if len(ts) > 1 else None
+
+    dt, spread = median("st")
+    add("sentence-transformers f32", len(texts), dt, spread=spread)
+    if st16 is not None:
+        dt, spread = median("st16")
+        add("sentence-transformers bf16 (oneDNN)", len(texts), dt, cosines["st16"], spread=spread)
+        del st16
     for exe, name, extra in variants:
-        startup = startup_of(exe, extra)
-        emb, dt = run_sdr(exe, args.model, texts, extra + ["--batch-size", str(args.batch_size)])
-        add(name, len(texts), dt, float(cos_rows(emb, ref).min()), startup)
-        print(f"  {name}: {dt:.1f} s", flush=True)
+        dt, spread = median(name)
+        add(name, len(texts), dt, cosines[name], startup_of(exe, extra), spread)
 
     if not args.skip_grpo:
         lines = grpo_batch(prompts=args.prompts)
@@ -204,14 +230,18 @@ def main():
             print(f"  {name}: {dt:.1f} s", flush=True)
 
     print()
+    if args.repeat > 1:
+        print(f"wall s: the median of {args.repeat} interleaved rounds (min-max in brackets)")
+        print()
     print(f"| run | items | wall s | items/s | net items/s | x st | min cos vs st | GFLOP/s |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     base = {}
-    for name, n, dt, rate, net, cos, gf in rows:
+    for name, n, dt, rate, net, cos, gf, spread in rows:
         key = "grpo" if name.startswith("GRPO") else "plain"
         base.setdefault(key, rate)
         ratio = net / base[key]
-        print(f"| {name} | {n} | {dt:.1f} | {rate:.1f} | {net:.1f} | {ratio:.2f} | "
+        wall = f"{dt:.1f}" + ("" if spread is None else f" ({spread[0]:.1f}-{spread[1]:.1f})")
+        print(f"| {name} | {n} | {wall} | {rate:.1f} | {net:.1f} | {ratio:.2f} | "
               f"{'' if cos is None else f'{cos:.6f}'} | {'' if gf is None else f'{gf:.0f}'} |")
     print(f"\n# load at end: {os.getloadavg()}")
 
