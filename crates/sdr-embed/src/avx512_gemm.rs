@@ -217,13 +217,19 @@ unsafe impl Sync for OutPtr {}
 
 /// Rows of `x` as bf16 pairs (the tail pair of an odd `k` padded with zero).
 fn pack_rows(x: &[f32], m: usize, k: usize) -> Vec<u32> {
+    let mut a = Vec::new();
+    pack_rows_into(x, m, k, &mut a);
+    a
+}
+
+/// [`pack_rows`] into `a` (resized to `m` rows of `k.div_ceil(2)` pairs, every one
+/// written), so that a caller can keep the allocation.
+pub(crate) fn pack_rows_into(x: &[f32], m: usize, k: usize, a: &mut Vec<u32>) {
     let k2 = k.div_ceil(2);
-    let mut a = vec![0u32; m * k2];
+    a.resize(m * k2, 0);
     for (row, out) in x.chunks_exact(k).zip(a.chunks_exact_mut(k2)) {
         pack_pairs(row, out);
     }
-    debug_assert_eq!(a.len(), m * k2);
-    a
 }
 
 /// One row as bf16 pairs into `out` (`row.len().div_ceil(2)` lanes), with
@@ -439,6 +445,25 @@ mod tests {
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         ((*seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+    }
+
+    /// For an even `k`, packed pairs read as u16 are each value's bf16 bits in order
+    /// (what MKL's bf16 GEMM is handed), whichever conversion ran; a kept buffer of
+    /// another size changes nothing.
+    #[test]
+    fn packed_pairs_are_the_bf16_values_in_order() {
+        let mut seed = 11;
+        let mut kept = vec![7u32; 5];
+        for (m, k) in [(3, 64), (2, 70), (5, 2)] {
+            let x: Vec<f32> = (0..m * k).map(|_| 300.0 * lcg(&mut seed)).collect();
+            pack_rows_into(&x, m, k, &mut kept);
+            let bits: Vec<u16> = kept
+                .iter()
+                .flat_map(|p| [*p as u16, (*p >> 16) as u16])
+                .collect();
+            let want: Vec<u16> = x.iter().map(|&v| bf16::from_f32(v).to_bits()).collect();
+            assert_eq!(bits, want, "{m} x {k}");
+        }
     }
 
     /// The same sum in f64, over the bf16-rounded inputs with `round`: the kernels may
