@@ -659,6 +659,14 @@ mod tests {
                     .map(|(a, b)| (a - b).abs())
                     .fold(0f32, f32::max);
                 assert!(worst < 1e-4, "m={m} threads={threads}: max |diff| {worst}");
+                // Without the bias, into a kept buffer whose old values (NaN, of
+                // another size) must not be read; the bias it returns completes it.
+                let mut kept = vec![f32::NAN; 7 + m];
+                let left = layer.apply_unbiased(&xs, m, threads, &mut kept).unwrap();
+                if let Some(b) = left {
+                    add_bias(&mut kept, b);
+                }
+                assert_eq!(kept, got, "m={m} threads={threads}");
             }
         }
         let e = dense.apply(&[0.0; 3], 1, false).unwrap_err().to_string();
