@@ -190,10 +190,7 @@ impl Dense {
     /// `threads`: whether the GEMM may use the rayon pool (off when the caller already
     /// runs one batch per core).
     pub fn apply(&self, x: &[f32], m: usize, threads: bool) -> Result<Vec<f32>> {
-        let k = self.in_dim();
-        if x.len() != m * k {
-            candle_core::bail!("dense layer: input of {} values is not {m} x {k}", x.len())
-        }
+        let k = self.check_input(x, m)?;
         match self {
             Dense::Candle(l) => {
                 let xs = Tensor::from_slice(x, (m, k), &candle_core::Device::Cpu)?;
@@ -219,10 +216,7 @@ impl Dense {
         threads: bool,
         out: &mut Vec<f32>,
     ) -> Result<Option<&'a [f32]>> {
-        let k = self.in_dim();
-        if x.len() != m * k {
-            candle_core::bail!("dense layer: input of {} values is not {m} x {k}", x.len())
-        }
+        self.check_input(x, m)?;
         match self {
             Dense::F32(w) => {
                 w.gemm_into(x, m, threads, out);
@@ -240,6 +234,15 @@ impl Dense {
                 Ok(None)
             }
         }
+    }
+
+    /// `in_dim`, once `x` is checked to hold `m` rows of it.
+    fn check_input(&self, x: &[f32], m: usize) -> Result<usize> {
+        let k = self.in_dim();
+        if x.len() != m * k {
+            candle_core::bail!("dense layer: input of {} values is not {m} x {k}", x.len())
+        }
+        Ok(k)
     }
 
     /// `linear` with its GEMM in bf16 on `gemm` (an error where this build or CPU
@@ -380,8 +383,11 @@ impl F32Weights {
     }
 }
 
-/// `y[r, j] += bias[j]` for every row `r`.
-fn add_bias(y: &mut [f32], bias: &[f32]) {
+/// `y[r, j] += bias[j]` for every row `r` (nothing for an empty bias).
+pub(crate) fn add_bias(y: &mut [f32], bias: &[f32]) {
+    if bias.is_empty() {
+        return;
+    }
     for row in y.chunks_exact_mut(bias.len()) {
         row.iter_mut().zip(bias).for_each(|(v, b)| *v += b);
     }

@@ -358,10 +358,8 @@ fn activate(y: &mut [f32], bias: Option<&[f32]>, act: Act, threads: bool) {
 }
 
 fn activate_rows(y: &mut [f32], bias: Option<&[f32]>, act: Act) {
-    if let Some(b) = bias.filter(|b| !b.is_empty()) {
-        for row in y.chunks_exact_mut(b.len()) {
-            row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
-        }
+    if let Some(b) = bias {
+        crate::linear::add_bias(y, b);
     }
     match act {
         Act::GeluErf => activation::gelu_in_place(y),

@@ -427,17 +427,17 @@ mod x86 {
         next: Option<[&[L::Elem]; 2]>,
     ) {
         let (na, nb) = (a.len() / dim, b.len() / dim);
+        let norms = sq.is_some();
+        let ta = if norms { TA } else { TA_NO_NORMS };
         let mut ahead = match next {
             Some(next) => {
                 // Lines are requested in the full chunk steps only.
-                let ta = if sq.is_some() { TA } else { TA_NO_NORMS };
                 let steps = na.div_ceil(ta) * nb.div_ceil(TB) * (dim / L::W).max(1);
                 Ahead::new(next, steps)
             }
             None => Ahead::none(),
         };
         let (ap, bp, op) = (a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
-        let norms = sq.is_some();
         let (sa, sb) = match sq {
             Some((sa, sb)) => {
                 assert!(
@@ -448,7 +448,6 @@ mod x86 {
             }
             None => (std::ptr::null_mut(), std::ptr::null_mut()),
         };
-        let ta = if norms { TA } else { TA_NO_NORMS };
         let mut i = 0;
         while i < na {
             let ra = (na - i).min(ta);
