@@ -13,6 +13,11 @@ In one run, on this machine:
 
 `sdr` times are wall-clock of the whole process (model load included); the load time,
 measured on a 1-sentence input, is also printed and subtracted in the `net` column.
+sentence-transformers is timed in this process with its model loaded, so `net` is the
+like-for-like column. `--in-process` adds `sdr.Encoder.embed` timed the same way as
+sentence-transformers (a Python process that has loaded the model first), and
+`--processes` a second table of whole processes on both sides (interpreter start, imports,
+model load, encoding, writing the .npy), sentence-transformers included.
 Needs scripts/requirements-embed-fixtures.txt (sentence-transformers); no network.
 """
 
@@ -107,6 +112,47 @@ def run_sdr(sdr, model, lines, extra, env=None):
         return np.load(out), dt
 
 
+ST_PROCESS = r"""
+import sys, time
+t0 = time.perf_counter()
+import numpy as np
+from sentence_transformers import SentenceTransformer
+model, inp, out, batch = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+texts = open(inp, encoding="utf-8").read().splitlines()
+st = SentenceTransformer(model, device="cpu")
+t1 = time.perf_counter()
+np.save(out, st.encode(texts, batch_size=batch, convert_to_numpy=True))
+print(t1 - t0, time.perf_counter() - t1)
+"""
+
+SDR_IN_PROCESS = r"""
+import sys, time
+import numpy as np
+import sdr
+model, inp, out, precision = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+texts = open(inp, encoding="utf-8").read().splitlines()
+enc = sdr.Encoder(model, precision=precision)
+enc.embed(["warm up"])
+enc.clear_cache()
+t = time.perf_counter()
+np.save(out, enc.embed(texts))
+print(time.perf_counter() - t)
+"""
+
+
+def run_python(script, args_, lines):
+    """Runs `script` in a fresh interpreter on `lines`; (embeddings, wall s, its stdout floats)."""
+    with tempfile.TemporaryDirectory() as d:
+        inp, out = os.path.join(d, "in.txt"), os.path.join(d, "out.npy")
+        with open(inp, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+        t = time.perf_counter()
+        res = subprocess.run([sys.executable, "-c", script, args_[0], inp, out] + args_[1:],
+                             check=True, capture_output=True, text=True)
+        dt = time.perf_counter() - t
+        return np.load(out), dt, [float(x) for x in res.stdout.split()]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sdr", default=os.path.join(ROOT, "target", "release", "sdr"))
@@ -127,6 +173,12 @@ def main():
                          "run's median (the host's speed moves by 10-20 %% within minutes)")
     ap.add_argument("--st-bf16", action="store_true",
                     help="also time sentence-transformers with bf16 weights (PyTorch's oneDNN bf16 GEMMs)")
+    ap.add_argument("--in-process", action="store_true",
+                    help="also time the Python package's `sdr.Encoder.embed` in a process that has "
+                         "loaded the model, as sentence-transformers is timed (needs `sdr` installed)")
+    ap.add_argument("--processes", action="store_true",
+                    help="also time whole processes on both sides: a fresh Python process that "
+                         "imports sentence-transformers, loads the model and encodes, against `sdr embed`")
     ap.add_argument("--candle-bf16", action="store_true", help="also time candle's (slow) bf16 path")
     args = ap.parse_args()
 
@@ -197,6 +249,19 @@ def main():
             times.setdefault(name, []).append(dt)
             cosines[name] = float(cos_rows(emb, ref).min())
             print(f"  round {r + 1}: {name}: {dt:.1f} s", flush=True)
+        for prec in (["f32", "bf16"] if args.in_process else []):
+            name = f"sdr {prec}, Python `sdr.Encoder` (model loaded first)"
+            emb, _, (dt,) = run_python(SDR_IN_PROCESS, [args.model, prec], texts)
+            times.setdefault(name, []).append(dt)
+            cosines[name] = float(cos_rows(emb, ref).min())
+            print(f"  round {r + 1}: {name}: {dt:.1f} s", flush=True)
+        if args.processes:
+            emb, dt, (start, enc) = run_python(ST_PROCESS, [args.model, str(args.batch_size)], texts)
+            times.setdefault("st process", []).append(dt)
+            times.setdefault("st process start", []).append(start)
+            cosines["st process"] = float(cos_rows(emb, ref).min())
+            print(f"  round {r + 1}: sentence-transformers whole process: {dt:.1f} s "
+                  f"(imports and model load {start:.1f} s, encoding {enc:.1f} s)", flush=True)
 
     def median(key):
         ts = sorted(times[key])
@@ -211,6 +276,10 @@ def main():
     for exe, name, extra in variants:
         dt, spread = median(name)
         add(name, len(texts), dt, cosines[name], startup_of(exe, extra), spread)
+    for prec in (["f32", "bf16"] if args.in_process else []):
+        name = f"sdr {prec}, Python `sdr.Encoder` (model loaded first)"
+        dt, spread = median(name)
+        add(name, len(texts), dt, cosines[name], 0.0, spread)
 
     if not args.skip_grpo:
         lines = grpo_batch(prompts=args.prompts)
@@ -243,6 +312,23 @@ def main():
         wall = f"{dt:.1f}" + ("" if spread is None else f" ({spread[0]:.1f}-{spread[1]:.1f})")
         print(f"| {name} | {n} | {wall} | {rate:.1f} | {net:.1f} | {ratio:.2f} | "
               f"{'' if cos is None else f'{cos:.6f}'} | {'' if gf is None else f'{gf:.0f}'} |")
+    if args.processes:
+        # Whole processes on both sides: what a user who runs a command waits for.
+        print()
+        print(f"Whole processes, {len(texts)} distinct sentences (start-up included on both sides; "
+              f"median of {args.repeat} interleaved rounds):")
+        print()
+        print("| process | wall s | sentences/s | x st process | min cos vs st |")
+        print("|---|---:|---:|---:|---:|")
+        st_dt, st_spread = median("st process")
+        start, _ = median("st process start")
+        procs = [(f"sentence-transformers f32 (python: imports and model load {start:.1f} s, then encode)",
+                  st_dt, st_spread, cosines["st process"])]
+        procs += [(f"`sdr embed {' '.join(extra)}`", *median(name), cosines[name])
+                  for _, name, extra in variants]
+        for name, dt, spread, cos in procs:
+            wall = f"{dt:.1f}" + ("" if spread is None else f" ({spread[0]:.1f}-{spread[1]:.1f})")
+            print(f"| {name} | {wall} | {len(texts) / dt:.1f} | {st_dt / dt:.2f} | {cos:.6f} |")
     print(f"\n# load at end: {os.getloadavg()}")
 
 

@@ -410,6 +410,9 @@ mod mkl {
 
     extern "C" {
         fn cblas_sgemm_pack_get_size(identifier: i32, m: i32, n: i32, k: i32) -> usize;
+        // Intel OpenMP (linked with MKL): how long a worker spins after a parallel
+        // region before it sleeps.
+        fn kmp_set_blocktime(msec: i32);
         fn cblas_sgemm_pack(
             layout: i32,
             identifier: i32,
@@ -459,6 +462,18 @@ mod mkl {
         );
     }
 
+    /// Called before MKL's first parallel region: its OpenMP workers sleep as soon as
+    /// a region ends instead of spinning for 200 ms on a core that the rayon pool or
+    /// the trainer beside `sdr` could use. The weights are packed on OpenMP threads
+    /// at load, and a worker then spun into the first batches: an f32 `sdr embed` of
+    /// 1,000 sentences used 0.1-0.3 s less CPU with this (wall time the same within
+    /// the host's noise), `--parallelism gemm` about 3 % less (bench/README.md).
+    fn quiet_openmp() {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        // SAFETY: sets a runtime setting; no memory is passed.
+        ONCE.call_once(|| unsafe { kmp_set_blocktime(0) });
+    }
+
     /// `Wᵀ` (`k x n`) in MKL's packed layout, for `cblas_sgemm_compute`.
     pub struct PackedB {
         buf: Vec<u8>,
@@ -473,6 +488,7 @@ mod mkl {
         /// Packs `Wᵀ` for `w` (`n x k`, row-major).
         pub fn new(w: &[f32], n: usize, k: usize) -> Self {
             assert_eq!(w.len(), n * k, "sgemm pack: weights are not n x k");
+            quiet_openmp();
             // The size of a packed B depends on n and k; m only names A's rows.
             // SAFETY: a size query.
             let bytes = unsafe { cblas_sgemm_pack_get_size(CBLAS_B_MATRIX, 1, n as i32, k as i32) };
@@ -536,6 +552,7 @@ mod mkl {
 
     impl Bf16Linear {
         pub fn new(linear: &Linear) -> Result<Self> {
+            quiet_openmp();
             let w = linear.weight().to_dtype(DType::F32)?;
             let (out_dim, in_dim) = w.dims2()?;
             let weight = w
