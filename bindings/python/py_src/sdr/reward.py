@@ -130,8 +130,9 @@ class SDRReward:
     reference_columns : (str, str), optional
         Separate Findings and Impression columns; overrides `reference_column`.
     name : str, optional
-        ``__name__`` (TRL logs ``rewards/<name>``); default ``sdr_<metric family>``.
-    encoder : callable, optional
+        ``__name__`` (TRL logs ``rewards/<name>``); default ``sdr_<metric family>``
+        (``sdr_exact`` with ``exact=True``).
+    encoder : callable or str, optional
         Bring your own sentence encoder: any callable ``list[str] -> (n, d)``
         array (numpy, a torch tensor on any device, or anything
         ``numpy.asarray`` takes), for example a sentence-transformers model
@@ -140,7 +141,9 @@ class SDRReward:
         deduplication, the reference cache and the distances stay in Rust; the
         callable sees only the distinct sentences that are not cached, once per
         batch (and once at start-up, to learn ``d``). Rows need not be
-        unit-norm. Without it, SDR's own all-mpnet-base-v2 runs on ``device``.
+        unit-norm. A string ``"package.module:attribute"`` names such a callable
+        to import (the form verl and OpenRLHF configurations pass). Without it,
+        SDR's own all-mpnet-base-v2 runs on ``device``.
     device : str
         Where SDR's own encoder runs: ``"cpu"`` (default), ``"cuda"`` or
         ``"cuda:N"`` (a build of the package with the ``cuda`` feature; batches
