@@ -22,7 +22,9 @@ pub(crate) fn embed_err(e: EmbedError) -> PyErr {
             PyFileNotFoundError::new_err(msg)
         }
         EmbedError::Io { .. } => PyOSError::new_err(msg),
-        EmbedError::InvalidOption { .. } => PyValueError::new_err(msg),
+        EmbedError::InvalidOption { .. } | EmbedError::NotACache { .. } => {
+            PyValueError::new_err(msg)
+        }
         _ => PyRuntimeError::new_err(msg),
     }
 }

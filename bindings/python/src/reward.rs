@@ -221,6 +221,9 @@ impl PyRewardScorer {
         let mut scorer = Scorer::with_cache(options, embedder, cache.clone()).py()?;
         let (mut cache_load, mut cache_refused) = (None, false);
         if let (Some(path), Some(cache)) = (cache_path, cache) {
+            // Another kind of file at `cache_path` (a corpus, a typo) is refused here,
+            // before anything could be saved over it.
+            SentenceCache::check_path(&path).py()?;
             let interval = Duration::from_secs_f64(cache_save_interval);
             let (persist, outcome) = py.detach(|| PersistentCache::open(cache, &path, interval));
             cache_refused = matches!(outcome, LoadOutcome::Refused(_));

@@ -93,6 +93,16 @@ def test_damaged_cache_is_refused_then_replaced(tmp_path):
     assert again.cache_info()["refused"] is False
 
 
+def test_another_kind_of_file_is_refused_and_kept(tmp_path):
+    path = tmp_path / "corpus.safetensors"
+    path.write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ")
+    before = path.read_bytes()
+    r = sdr.SDRReward(encoder=Counting(), cache_path=path, encoder_id="c", cache_save_interval=0)
+    with pytest.raises(ValueError, match="not an SDR sentence-cache file"):
+        r.score([GOOD], references=[REF])
+    assert path.read_bytes() == before
+
+
 def test_bad_cache_options():
     with pytest.raises(ValueError, match="encoder_id"):
         sdr.SDRReward(encoder=Counting(), cache_path="x.bin").score([GOOD], references=[REF])

@@ -71,8 +71,89 @@ fn main() {
         Command::Serve(args) => commands::serve::run(args),
     };
     if let Err(err) = result {
-        // One line: the chain of causes joined, so scripts can grep it.
-        eprintln!("sdr: error: {err:#}");
+        eprintln!("sdr: error: {}", one_line(&err));
         std::process::exit(1);
+    }
+}
+
+/// The chain of causes as one line, so scripts can grep it. Many errors print
+/// their source in their own text as well, and some (candle's) append a
+/// backtrace: each text is kept once, and only up to a backtrace.
+fn one_line(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = flatten(&cause.to_string());
+        if text.is_empty() || line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+/// The lines of `text` before any backtrace, joined with ": ".
+fn flatten(text: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for l in text.lines().map(str::trim) {
+        if l == "stack backtrace:" || is_frame(l) {
+            break;
+        }
+        if !l.is_empty() {
+            parts.push(l);
+        }
+    }
+    parts.join(": ")
+}
+
+/// A line of `std::backtrace::Backtrace`'s text: `N: function`.
+fn is_frame(line: &str) -> bool {
+    line.split_once(": ")
+        .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cause_already_in_the_line_is_not_repeated() {
+        let io = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let text = io.to_string();
+        // An error whose own text includes its source, as thiserror's `{source}`.
+        #[derive(Debug)]
+        struct Wrapper(std::io::Error);
+        impl std::fmt::Display for Wrapper {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "/nonexistent: {}", self.0)
+            }
+        }
+        impl std::error::Error for Wrapper {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let err = anyhow::Error::new(Wrapper(io)).context("--rules /nonexistent");
+        assert_eq!(format!("{err:#}").matches(&text).count(), 2, "the bug");
+        assert_eq!(
+            one_line(&err),
+            format!("--rules /nonexistent: /nonexistent: {text}")
+        );
+        // Distinct causes are all kept.
+        let err = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(one_line(&err), "outer: inner");
+    }
+
+    #[test]
+    fn a_backtrace_in_an_error_text_is_cut() {
+        let bt = std::backtrace::Backtrace::force_capture().to_string();
+        let err = anyhow::anyhow!("shape [768, 768], expected [384, 384]\n{bt}").context("model m");
+        assert_eq!(
+            one_line(&err),
+            "model m: shape [768, 768], expected [384, 384]"
+        );
+        assert_eq!(flatten("context\ninner"), "context: inner");
     }
 }

@@ -75,7 +75,7 @@ fn a_cache_dir_is_filled_once_and_read_back() {
     assert_eq!(std::fs::metadata(&file).unwrap().modified().unwrap(), stamp);
 
     // A damaged file costs only time: a notice, the same output, a fresh file.
-    std::fs::write(&file, b"not a cache").unwrap();
+    std::fs::write(&file, b"SDRC2 damaged cache").unwrap();
     let o = sdr()
         .args(["select", "--metric", "chamfer", "--corpus"])
         .arg(&corpus)

@@ -398,3 +398,168 @@ async fn a_persisted_cache_survives_a_restart() {
     }
     assert_eq!(rewards[0], rewards[1]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_of_the_wrong_shape_is_told_what_is_expected() {
+    let srv = start(exact(), Limits::default()).await;
+    let cases: Vec<(&str, serde_json::Value, &str)> = vec![
+        (
+            "/v1/rewards",
+            json!({"completions": [GOOD], "references": [{"findings": "Heart normal."}]}),
+            r#"references[0] has no "impression""#,
+        ),
+        (
+            "/v1/rewards",
+            json!({"completions": [GOOD, GOOD], "references": [REF, {"impression": "x"}]}),
+            r#"references[1] has no "findings""#,
+        ),
+        (
+            "/v1/rewards",
+            json!({"completions": [GOOD], "references": [{"findings": 1, "impression": "x"}]}),
+            "references[0].findings must be a string, not a number",
+        ),
+        (
+            "/v1/rewards",
+            json!({"completions": [GOOD], "references": [7]}),
+            "references[0] must be a report string or",
+        ),
+        (
+            "/v1/rewards",
+            json!([]),
+            r#"the body must be a JSON object {"completions": [...], "references": [...]"#,
+        ),
+        (
+            "/v1/rewards",
+            json!({"references": [REF]}),
+            "missing field `completions`",
+        ),
+        (
+            "/get_reward",
+            json!(["a"]),
+            r#"the body must be a JSON object {"query": [...]"#,
+        ),
+    ];
+    for (path, body, needle) in cases {
+        let (status, out) = post_json(srv.addr, path, &body).await;
+        assert_eq!(status, 400, "{body}: {out}");
+        let msg = out["error"].as_str().unwrap();
+        assert!(msg.contains(needle), "{body}: {msg:?} lacks {needle:?}");
+        for serde_jargon in ["untagged enum", "BatchRequest", "ReferenceIn", "elements"] {
+            assert!(!msg.contains(serde_jargon), "{msg}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn host_names_that_resolve_are_accepted() {
+    use sdr_cli::commands::serve::resolve_host;
+    let local = resolve_host("localhost", 8000).await.unwrap();
+    assert!(
+        local
+            .iter()
+            .all(|a| a.ip().is_loopback() && a.port() == 8000),
+        "{local:?}"
+    );
+    for ip in ["127.0.0.1", "::1", "[::1]"] {
+        assert_eq!(resolve_host(ip, 1).await.unwrap().len(), 1, "{ip}");
+    }
+    for bad in [
+        "no-such-host.invalid",
+        "localhost:80",
+        "",
+        "http://localhost",
+    ] {
+        let msg = resolve_host(bad, 1).await.unwrap_err().to_string();
+        assert!(
+            msg.contains("--host") && msg.contains("IP address"),
+            "{msg}"
+        );
+    }
+}
+
+/// `sdr serve` with `args` until it says where it listens (then it is stopped
+/// with SIGTERM, the way a trainer stops it, after `then` ran), or until it exits.
+/// Returns its stderr and exit status.
+fn run_server(
+    args: &[&std::ffi::OsStr],
+    then: impl FnOnce(std::net::SocketAddr),
+) -> (String, std::process::ExitStatus) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sdr"))
+        .arg("serve")
+        .args(["--host", "localhost", "--port", "0"])
+        .args(args)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut err = String::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        err.push_str(&line);
+        err.push('\n');
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            let addr = rest.split(' ').next().unwrap().parse().unwrap();
+            // Stopped even when `then` fails, so that no server outlives the test.
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| then(addr)));
+            let pid = child.id().to_string();
+            std::process::Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap();
+            if let Err(panic) = outcome {
+                let _ = child.wait();
+                std::panic::resume_unwind(panic);
+            }
+            break;
+        }
+    }
+    for line in lines {
+        err.push_str(&line.unwrap());
+        err.push('\n');
+    }
+    (err, child.wait().unwrap())
+}
+
+#[test]
+fn a_cache_path_holding_another_kind_of_file_stops_the_server_and_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("corpus.safetensors");
+    let precious = b"\x10\x00\x00\x00\x00\x00\x00\x00{\"__metadata__\":{}}".repeat(8);
+    std::fs::write(&corpus, &precious).unwrap();
+    let started = std::cell::Cell::new(false);
+    let (err, status) = run_server(&["--cache".as_ref(), corpus.as_os_str()], |_| {
+        started.set(true)
+    });
+    assert!(!started.get() && !status.success(), "started: {err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].contains("corpus.safetensors")
+            && lines[0].contains("not an SDR sentence-cache file"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&corpus).unwrap(), precious);
+}
+
+#[test]
+fn a_damaged_sentence_cache_is_still_rebuilt() {
+    let _ = encoder(); // fails with the fetch instruction when the model is missing
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache.sdrc");
+    std::fs::write(&cache, b"SDRC2 truncated").unwrap();
+    let (err, status) = run_server(&["--cache".as_ref(), cache.as_os_str()], |addr| {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let (status, out) = rt.block_on(post_json(
+            addr,
+            "/get_reward",
+            &json!({"query": [GOOD], "labels": [REF]}),
+        ));
+        assert_eq!(status, 200, "{out}");
+    });
+    assert!(status.success(), "{err}");
+    assert!(err.contains("starting with an empty cache"), "{err}");
+    let rebuilt =
+        sdr_reward::SentenceCache::new(encoder().identity().unwrap(), encoder().dim(), 1 << 30);
+    assert!(rebuilt.load(&cache).unwrap() > 0, "{err}");
+}

@@ -61,10 +61,7 @@ impl Backbone {
                 file: "model.safetensors",
             });
         }
-        let model_err = |source| EmbedError::Model {
-            dir: dir.to_path_buf(),
-            source,
-        };
+        let model_err = |e: candle_core::Error| EmbedError::model(dir, &e);
         let json_err = |source| EmbedError::Json {
             path: config_path.clone(),
             source,

@@ -14,9 +14,11 @@
 //! File format (`SDRC2`, little-endian): magic, identity length (u32) and bytes,
 //! dimension (u64), count (u64), then per entry the 32-byte key and `dim` f32
 //! values, least recently used first, then the sha256 of everything before it.
+//! A file at a cache path that does not start with `SDRC` is not a cache of any
+//! version: it is refused ([`EmbedError::NotACache`]) and never overwritten.
 
 use std::borrow::Cow;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::num::NonZeroUsize;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -35,6 +37,10 @@ pub type TextKey = [u8; 32];
 pub const ENTRY_OVERHEAD: usize = 128;
 
 const MAGIC: &[u8; 5] = b"SDRC2";
+/// How every version of the format starts: a file that starts otherwise is
+/// someone else's (a corpus given as the cache path, say), never read as a cache
+/// nor replaced by one. Older versions and damaged caches are rebuilt.
+const FAMILY: &[u8; 4] = b"SDRC";
 
 /// The text a sentence is keyed and embedded by: trimmed, with every run of
 /// whitespace collapsed to one space. Word-piece tokenisers split on whitespace
@@ -218,6 +224,8 @@ impl SentenceCache {
             path: path.to_path_buf(),
             source,
         };
+        // The last guard for every caller: a file we did not write is never replaced.
+        Self::check_path(path)?;
         // Snapshot under the lock, least recently used first, so that loading
         // the file into a smaller cache keeps the most recent entries.
         let entries: Vec<(TextKey, Arc<[f32]>)> = {
@@ -252,7 +260,11 @@ impl SentenceCache {
     /// Adds the entries of a file written by [`SentenceCache::save`]; returns how
     /// many. A file of another encoder or dimension, or a damaged one, is an
     /// error naming the path and the fault, and adds nothing.
+    ///
+    /// A file that is no sentence cache at all is [`EmbedError::NotACache`]
+    /// (checked on its first bytes, before a possibly large file is read).
     pub fn load(&self, path: &Path) -> Result<usize> {
+        Self::check_path(path)?;
         let bytes = std::fs::read(path).map_err(|source| EmbedError::Io {
             path: path.to_path_buf(),
             source,
@@ -261,8 +273,15 @@ impl SentenceCache {
             path: path.to_path_buf(),
             fault: fault.to_string(),
         };
-        if bytes.len() < MAGIC.len() + 4 + 16 + 32 || &bytes[..MAGIC.len()] != MAGIC {
-            return Err(damaged("not an SDR sentence-cache file (SDRC2)"));
+        if bytes.len() >= MAGIC.len() && &bytes[..MAGIC.len()] != MAGIC {
+            let version = String::from_utf8_lossy(&bytes[..MAGIC.len()]).into_owned();
+            return Err(damaged(&format!(
+                "format {version}, not {} (another SDR version)",
+                String::from_utf8_lossy(MAGIC)
+            )));
+        }
+        if bytes.len() < MAGIC.len() + 4 + 16 + 32 {
+            return Err(damaged("truncated"));
         }
         let (body, digest) = bytes.split_at(bytes.len() - 32);
         if Sha256::digest(body).as_slice() != digest {
@@ -305,6 +324,41 @@ impl SentenceCache {
             }
         }
         Ok(n)
+    }
+
+    /// Whether `path` may hold this crate's cache: nothing there, or a file that
+    /// starts like one (of any version, damaged or not; an empty file too, which
+    /// holds nothing to lose). A folder, a device or another program's file is
+    /// [`EmbedError::NotACache`]: callers refuse it rather than read or replace it.
+    pub fn check_path(path: &Path) -> Result<()> {
+        let io = |source| EmbedError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let meta = match std::fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io(e)),
+        };
+        let not_a_cache = |what| EmbedError::NotACache {
+            path: path.to_path_buf(),
+            what,
+        };
+        if meta.is_dir() {
+            return Err(not_a_cache("a folder"));
+        }
+        if !meta.is_file() {
+            return Err(not_a_cache("a special file (device, pipe or socket)"));
+        }
+        let mut head = Vec::with_capacity(FAMILY.len());
+        std::fs::File::open(path)
+            .and_then(|f| f.take(FAMILY.len() as u64).read_to_end(&mut head))
+            .map_err(io)?;
+        // A shorter file matching so far is a truncated cache.
+        if head[..] != FAMILY[..head.len()] {
+            return Err(not_a_cache("another kind of file"));
+        }
+        Ok(())
     }
 }
 
@@ -371,8 +425,60 @@ mod tests {
             c.load(&path).unwrap_err(),
             EmbedError::CacheFile { .. }
         ));
-        std::fs::write(&path, b"hello").unwrap();
-        assert!(c.load(&path).unwrap_err().to_string().contains("SDRC2"));
+        std::fs::write(&path, b"SDRC1 an older version of the format, long enough").unwrap();
+        let e = c.load(&path).unwrap_err();
+        assert!(matches!(e, EmbedError::CacheFile { .. }), "{e}");
+        assert!(e.to_string().contains("SDRC1"), "{e}");
+    }
+
+    #[test]
+    fn a_file_that_is_no_cache_is_refused_and_never_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = SentenceCache::new("enc", 2, 1 << 20);
+        c.insert(text_key("a"), v(2, 1.0));
+        // The start of a safetensors corpus: a u64 header length, then JSON.
+        let path = dir.path().join("corpus.safetensors");
+        let corpus = b"\x10\x00\x00\x00\x00\x00\x00\x00{\"__metadata__\":{}}".repeat(4);
+        std::fs::write(&path, &corpus).unwrap();
+        let e = c.load(&path).unwrap_err();
+        assert!(matches!(e, EmbedError::NotACache { .. }), "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("corpus.safetensors") && !msg.contains('\n'),
+            "{msg}"
+        );
+        let e = c.save(&path).unwrap_err();
+        assert!(matches!(e, EmbedError::NotACache { .. }), "{e}");
+        assert_eq!(std::fs::read(&path).unwrap(), corpus, "not overwritten");
+        assert_eq!(c.stats().entries, 1);
+
+        let folder = dir.path().join("folder");
+        std::fs::create_dir(&folder).unwrap();
+        assert!(c
+            .save(&folder)
+            .unwrap_err()
+            .to_string()
+            .contains("a folder"));
+        assert!(matches!(
+            c.load(&folder).unwrap_err(),
+            EmbedError::NotACache { .. }
+        ));
+
+        // Nothing there, an empty file, a truncated magic: a cache may go there.
+        let fresh = dir.path().join("fresh.sdrc");
+        SentenceCache::check_path(&fresh).unwrap();
+        std::fs::write(&fresh, b"").unwrap();
+        assert!(matches!(
+            c.load(&fresh).unwrap_err(),
+            EmbedError::CacheFile { .. }
+        ));
+        std::fs::write(&fresh, b"SDR").unwrap();
+        SentenceCache::check_path(&fresh).unwrap();
+        assert_eq!(c.save(&fresh).unwrap(), 1);
+        assert_eq!(
+            SentenceCache::new("enc", 2, 1 << 20).load(&fresh).unwrap(),
+            1
+        );
     }
 
     #[test]

@@ -39,7 +39,8 @@ pub fn default_model_dir() -> Option<PathBuf> {
 
 /// Finds the model folder: `explicit`, else `$SDR_MODEL`, else the default cache
 /// folder. The folder must exist and hold `config.json`; otherwise the error says
-/// which place was looked at and how to fetch the model.
+/// which place was looked at (or, for a folder that exists, what it lacks) and how
+/// to fetch the model.
 pub fn resolve_model_dir(explicit: Option<&Path>) -> Result<PathBuf> {
     let (dir, origin) = if let Some(p) = explicit {
         (p.to_path_buf(), "from --model")
@@ -57,6 +58,13 @@ pub fn resolve_model_dir(explicit: Option<&Path>) -> Result<PathBuf> {
         }
     };
     if !dir.join("config.json").is_file() {
+        // A folder that exists is not "not found": say what it lacks.
+        if dir.is_dir() {
+            return Err(EmbedError::MissingFile {
+                dir,
+                file: "config.json",
+            });
+        }
         return Err(EmbedError::ModelDirMissing { dir, origin });
     }
     Ok(dir)
@@ -114,6 +122,16 @@ mod tests {
         assert!(msg.contains("/nonexistent/sdr-model"), "{msg}");
         assert!(msg.contains("scripts/fetch-model.sh"), "{msg}");
         assert!(!msg.contains('\n'));
+    }
+
+    #[test]
+    fn a_folder_without_model_files_names_the_missing_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = resolve_model_dir(Some(dir.path())).unwrap_err();
+        assert!(matches!(err, EmbedError::MissingFile { .. }), "{err}");
+        let msg = err.to_string();
+        assert!(msg.contains("has no config.json"), "{msg}");
+        assert!(!msg.contains("not found"), "{msg}");
     }
 
     #[test]

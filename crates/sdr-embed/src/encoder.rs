@@ -115,7 +115,7 @@ impl EncoderDevice {
             EncoderDevice::Cuda(n) => Device::new_cuda(n).map_err(|e| EmbedError::Device {
                 device: self.to_string(),
                 // candle attaches a backtrace to driver errors; the user needs one line.
-                message: e.to_string().lines().next().unwrap_or_default().to_string(),
+                message: crate::error::candle_message(&e),
             }),
             #[cfg(not(feature = "cuda"))]
             EncoderDevice::Cuda(_) => Err(EmbedError::InvalidOption {
@@ -352,11 +352,123 @@ fn read_max_seq_length(dir: &Path) -> Result<Option<usize>> {
         .map(|x| x as usize))
 }
 
+/// The folder of the sentence-transformers `Pooling` module: its `path` in
+/// `modules.json`, else the conventional `1_Pooling`.
+fn pooling_dir(dir: &Path) -> Result<PathBuf> {
+    let path = dir.join("modules.json");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(dir.join("1_Pooling")),
+        Err(source) => return Err(EmbedError::Io { path, source }),
+    };
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|source| EmbedError::Json {
+        path: path.clone(),
+        source,
+    })?;
+    // SDR computes Transformer -> mean Pooling -> Normalize (the output is unit-norm
+    // either way); any other module (a Dense projection, ...) would change the
+    // vectors, so the folder is refused rather than embedded differently.
+    for m in v.as_array().into_iter().flatten() {
+        let kind = m.get("type").and_then(|t| t.as_str()).unwrap_or("");
+        let known = [".Transformer", ".Pooling", ".Normalize"]
+            .iter()
+            .any(|k| kind.ends_with(k));
+        if !known {
+            return Err(EmbedError::UnsupportedConfig {
+                path,
+                message: format!(
+                    "module {kind:?} is not supported (SDR runs Transformer, mean Pooling and Normalize)"
+                ),
+            });
+        }
+    }
+    let module = v.as_array().into_iter().flatten().find(|m| {
+        m.get("type")
+            .and_then(|t| t.as_str())
+            .is_some_and(|t| t.ends_with(".Pooling"))
+    });
+    Ok(
+        match module.and_then(|m| m.get("path")).and_then(|p| p.as_str()) {
+            Some(p) => dir.join(p),
+            None => dir.join("1_Pooling"),
+        },
+    )
+}
+
+/// Refuses a pooling config (`1_Pooling/config.json`) asking for anything but
+/// what [`Encoder`] computes, mean pooling over tokens of `hidden_size`: the
+/// vectors would otherwise differ silently from sentence-transformers'. No file
+/// means mean pooling, the default of the folders SDR was built for.
+fn check_pooling(dir: &Path, hidden_size: usize) -> Result<()> {
+    let path = pooling_dir(dir)?.join("config.json");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => return Err(EmbedError::Io { path, source }),
+    };
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|source| EmbedError::Json {
+            path: path.clone(),
+            source,
+        })?;
+    let refuse = |message: String| EmbedError::UnsupportedConfig {
+        path: path.clone(),
+        message,
+    };
+    let Some(config) = value.as_object() else {
+        return Err(refuse("expected a JSON object".into()));
+    };
+    if let Some(d) = config.get("word_embedding_dimension") {
+        match d.as_u64() {
+            Some(d) if d as usize == hidden_size => {}
+            _ => {
+                return Err(refuse(format!(
+                "word_embedding_dimension {d} differs from the model's hidden_size {hidden_size}"
+            )))
+            }
+        }
+    }
+    // sentence-transformers' default when the key is absent.
+    let mut mean = true;
+    let mut others = Vec::new();
+    for (key, on) in config
+        .iter()
+        .filter(|(k, _)| k.starts_with("pooling_mode_"))
+    {
+        let Some(on) = on.as_bool() else {
+            return Err(refuse(format!("{key} must be true or false, not {on}")));
+        };
+        match (key.as_str(), on) {
+            ("pooling_mode_mean_tokens", on) => mean = on,
+            (_, true) => others.push(key.as_str()),
+            (_, false) => {}
+        }
+    }
+    if !others.is_empty() {
+        return Err(refuse(format!(
+            "asks for {}; SDR implements mean pooling only (pooling_mode_mean_tokens)",
+            others.join(" + ")
+        )));
+    }
+    if !mean {
+        return Err(refuse(
+            "pooling_mode_mean_tokens is not true; SDR implements mean pooling only".into(),
+        ));
+    }
+    Ok(())
+}
+
 impl Encoder {
     /// Loads a sentence-transformers folder (`config.json`, `model.safetensors`,
     /// `tokenizer.json`, `sentence_bert_config.json`) onto `opts.device`.
     pub fn load(dir: &Path, opts: EncoderOptions) -> Result<Self> {
         if !dir.join("config.json").is_file() {
+            if dir.is_dir() {
+                return Err(EmbedError::MissingFile {
+                    dir: dir.to_path_buf(),
+                    file: "config.json",
+                });
+            }
             return Err(EmbedError::ModelDirMissing {
                 dir: dir.to_path_buf(),
                 origin: "no config.json",
@@ -387,6 +499,7 @@ impl Encoder {
             opts.precision == Precision::MixedBf16,
             &device,
         )?;
+        check_pooling(dir, loaded.hidden_size)?;
         let max_len = match opts.max_seq_length {
             Some(n) => n,
             None => read_max_seq_length(dir)?.unwrap_or(loaded.max_position_embeddings),
@@ -539,10 +652,7 @@ impl Encoder {
         let run = |batch: &Vec<usize>| -> Result<Vec<f32>> {
             let rows: Vec<&Tokens> = batch.iter().map(|&i| &tokens[i]).collect();
             self.pooled_batch(&rows, !concurrent)
-                .map_err(|source| EmbedError::Model {
-                    dir: self.dir.clone(),
-                    source,
-                })
+                .map_err(|e| EmbedError::model(&self.dir, &e))
         };
         let outputs: Vec<Vec<f32>> = if concurrent {
             batches
@@ -571,10 +681,7 @@ impl Encoder {
             let rows: Vec<&Tokens> = batch.iter().map(|&i| &tokens[i]).collect();
             let hidden = self
                 .hidden_batch(&rows)
-                .map_err(|source| EmbedError::Model {
-                    dir: self.dir.clone(),
-                    source,
-                })?;
+                .map_err(|e| EmbedError::model(&self.dir, &e))?;
             for (&i, vectors) in batch.iter().zip(hidden) {
                 out[i] = Some(TokenEmbeddings {
                     ids: tokens[i].ids.clone(),
@@ -665,6 +772,102 @@ impl Encoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A folder whose pooling config is `config` (none when `None`).
+    fn pooling_folder(config: Option<&str>) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        if let Some(c) = config {
+            std::fs::create_dir(dir.path().join("1_Pooling")).unwrap();
+            std::fs::write(dir.path().join("1_Pooling/config.json"), c).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn mean_pooling_or_no_pooling_config_is_accepted() {
+        let st = r#"{"word_embedding_dimension": 768, "pooling_mode_cls_token": false,
+            "pooling_mode_mean_tokens": true, "pooling_mode_max_tokens": false,
+            "pooling_mode_mean_sqrt_len_tokens": false}"#;
+        check_pooling(pooling_folder(Some(st)).path(), 768).unwrap();
+        check_pooling(pooling_folder(None).path(), 768).unwrap();
+        check_pooling(pooling_folder(Some("{}")).path(), 384).unwrap();
+    }
+
+    #[test]
+    fn other_poolings_and_a_wrong_dimension_are_refused_naming_the_file() {
+        for (config, says) in [
+            (
+                r#"{"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false}"#,
+                "pooling_mode_cls_token",
+            ),
+            (
+                r#"{"pooling_mode_max_tokens": true, "pooling_mode_mean_tokens": true}"#,
+                "pooling_mode_max_tokens",
+            ),
+            (
+                r#"{"pooling_mode_mean_tokens": false}"#,
+                "mean pooling only",
+            ),
+            (r#"{"pooling_mode_mean_tokens": "yes"}"#, "true or false"),
+            (
+                r#"{"word_embedding_dimension": 384, "pooling_mode_mean_tokens": true}"#,
+                "word_embedding_dimension 384",
+            ),
+            ("[]", "JSON object"),
+        ] {
+            let dir = pooling_folder(Some(config));
+            let e = check_pooling(dir.path(), 768).unwrap_err();
+            let msg = e.to_string();
+            assert!(matches!(e, EmbedError::UnsupportedConfig { .. }), "{msg}");
+            assert!(msg.contains("1_Pooling/config.json"), "{msg}");
+            assert!(msg.contains(says), "{config}: {msg}");
+            assert!(!msg.contains('\n'), "{msg}");
+        }
+    }
+
+    #[test]
+    fn the_pooling_folder_comes_from_modules_json() {
+        let dir = pooling_folder(None);
+        std::fs::write(
+            dir.path().join("modules.json"),
+            r#"[{"idx": 0, "path": "", "type": "sentence_transformers.models.Transformer"},
+                {"idx": 1, "path": "pool", "type": "sentence_transformers.models.Pooling"}]"#,
+        )
+        .unwrap();
+        std::fs::create_dir(dir.path().join("pool")).unwrap();
+        std::fs::write(
+            dir.path().join("pool/config.json"),
+            r#"{"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false}"#,
+        )
+        .unwrap();
+        let msg = check_pooling(dir.path(), 768).unwrap_err().to_string();
+        assert!(msg.contains("pool/config.json"), "{msg}");
+    }
+
+    #[test]
+    fn a_module_beyond_pooling_and_normalize_is_refused() {
+        let dir = pooling_folder(None);
+        std::fs::write(
+            dir.path().join("modules.json"),
+            r#"[{"idx": 0, "path": "", "type": "sentence_transformers.models.Transformer"},
+                {"idx": 1, "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+                {"idx": 2, "path": "2_Dense", "type": "sentence_transformers.models.Dense"},
+                {"idx": 3, "path": "3_Normalize", "type": "sentence_transformers.models.Normalize"}]"#,
+        )
+        .unwrap();
+        let msg = check_pooling(dir.path(), 768).unwrap_err().to_string();
+        assert!(msg.contains("modules.json") && msg.contains("models.Dense"), "{msg}");
+    }
+
+    #[test]
+    fn a_folder_without_config_json_names_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let msg = Encoder::load(dir.path(), EncoderOptions::default())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(msg.contains("has no config.json"), "{msg}");
+    }
 
     #[test]
     fn bf16_resolves_for_build_and_cpu() {

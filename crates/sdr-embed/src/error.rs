@@ -1,6 +1,6 @@
 //! The one error type of `sdr-embed`; every variant names the input it is about.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Errors of model discovery, loading and embedding.
 #[derive(Debug, thiserror::Error)]
@@ -13,8 +13,17 @@ pub enum EmbedError {
     ModelDirMissing { dir: PathBuf, origin: &'static str },
 
     /// A file the model folder must hold is absent.
-    #[error("model folder {dir} has no {file}; re-run `bash scripts/fetch-model.sh`")]
+    #[error(
+        "model folder {dir} has no {file} (a sentence-transformers folder holds config.json, \
+         model.safetensors and tokenizer.json); re-run `bash scripts/fetch-model.sh`"
+    )]
     MissingFile { dir: PathBuf, file: &'static str },
+
+    /// The model folder asks for something this encoder does not do (a pooling
+    /// other than mean pooling, a dimension unlike the weights'), which would
+    /// otherwise give silently different vectors.
+    #[error("{path}: {message}")]
+    UnsupportedConfig { path: PathBuf, message: String },
 
     /// Reading or writing a file failed.
     #[error("{path}: {source}")]
@@ -41,16 +50,19 @@ pub enum EmbedError {
     Tokenizer { what: String, message: String },
 
     /// The network failed (shape or weight mismatch, unsupported dtype, ...).
-    #[error("model {dir}: {source}")]
-    Model {
-        dir: PathBuf,
-        #[source]
-        source: candle_core::Error,
-    },
+    /// Built by [`EmbedError::model`]: candle's error as one line, without the
+    /// backtrace candle attaches when `RUST_BACKTRACE` is set.
+    #[error("model {dir}: {message}")]
+    Model { dir: PathBuf, message: String },
 
     /// A sentence-cache file that cannot be read: not a cache, truncated, damaged.
     #[error("{path}: unusable sentence cache: {fault}")]
     CacheFile { path: PathBuf, fault: String },
+
+    /// A file at a sentence-cache path that is no sentence cache at all (a corpus,
+    /// a folder, ...): neither read nor ever overwritten.
+    #[error("{path}: {what}, not an SDR sentence-cache file; it is left untouched (give the cache another path)")]
+    NotACache { path: PathBuf, what: &'static str },
 
     /// A well-formed sentence-cache file written by another encoder.
     #[error("{path}: sentence cache of encoder {found}, but {expected} is in use")]
@@ -78,5 +90,66 @@ pub enum EmbedError {
     },
 }
 
+impl EmbedError {
+    /// [`EmbedError::Model`] for the model folder `dir`.
+    pub fn model(dir: &Path, err: &candle_core::Error) -> Self {
+        EmbedError::Model {
+            dir: dir.to_path_buf(),
+            message: candle_message(err),
+        }
+    }
+}
+
+/// candle's error as one line: its `Display` appends a backtrace
+/// (`WithBacktrace`) and puts context on lines of its own.
+pub fn candle_message(err: &candle_core::Error) -> String {
+    use candle_core::Error as E;
+    match err {
+        E::WithBacktrace { inner, .. } => candle_message(inner),
+        E::Context { inner, context } => format!("{context}: {}", candle_message(inner)),
+        E::WithPath { inner, path } => format!("{}: {}", path.display(), candle_message(inner)),
+        E::WrappedContext { wrapped, context } => {
+            format!("{context}: {}", one_line(&wrapped.to_string()))
+        }
+        other => one_line(&other.to_string()),
+    }
+}
+
+/// The lines of `text` joined with "; " (wrapped errors of other crates may span lines).
+fn one_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// Result alias of this crate.
 pub type Result<T> = std::result::Result<T, EmbedError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn candle_errors_are_one_line_without_backtrace_or_repetition() {
+        let inner =
+            candle_core::Error::Msg("q.weight: shape [768, 768], expected [384, 384]".into());
+        let traced = candle_core::Error::WithBacktrace {
+            inner: Box::new(inner),
+            backtrace: Box::new(std::backtrace::Backtrace::force_capture()),
+        };
+        assert!(
+            traced.to_string().contains('\n'),
+            "candle's own text spans lines"
+        );
+        let e = EmbedError::model(Path::new("m"), &traced.context("layer 0"));
+        let msg = e.to_string();
+        assert_eq!(
+            msg,
+            "model m: layer 0: q.weight: shape [768, 768], expected [384, 384]"
+        );
+        // No source: a chain printer would otherwise print the message twice.
+        assert!(std::error::Error::source(&e).is_none());
+    }
+}

@@ -67,7 +67,10 @@ impl PersistentCache {
             match cache.load(&path) {
                 Ok(n) => LoadOutcome::Loaded(n),
                 Err(e) => {
-                    writable = !matches!(e, EmbedError::CacheEncoder { .. });
+                    writable = !matches!(
+                        e,
+                        EmbedError::CacheEncoder { .. } | EmbedError::NotACache { .. }
+                    );
                     let mut why = e.to_string();
                     if !writable {
                         why.push_str(" (the file is left as it is; give another path to persist this encoder's cache)");

@@ -106,6 +106,10 @@ pub fn run(args: Args) -> Result<()> {
     if args.format == Format::Npy && args.output.as_deref().is_none_or(|p| p == Path::new("-")) {
         anyhow::bail!("--format npy needs --output FILE");
     }
+    // Before the model loads and anything is written: a bad folder is found at once.
+    if let Some(cd) = &args.cache_dir {
+        crate::common::encoder::check_cache_dir(cd)?;
+    }
     let dir = resolve_model_dir(args.model.as_deref())?;
     let precision = match args.precision {
         PrecisionArg::F32 => Precision::F32,
@@ -135,7 +139,7 @@ pub fn run(args: Args) -> Result<()> {
     let cache_file = match &args.cache_dir {
         Some(cd) => {
             let file = crate::common::encoder::cache_file(&encoder, cd)?;
-            crate::common::encoder::load_cache(&encoder, &file, "sdr embed");
+            crate::common::encoder::load_cache(&encoder, &file, "sdr embed")?;
             Some(file)
         }
         None => None,

@@ -113,8 +113,9 @@ pub struct Args {
     pub cache_mib: f64,
     /// Persist the sentence cache in this file: loaded at start (a file of
     /// another encoder or a damaged one is refused with a one-line message and
-    /// the server starts empty), written atomically every --cache-save-secs
-    /// after a batch and at shutdown.
+    /// the server starts empty; a file that is no sentence cache at all stops the
+    /// server from starting, and is never overwritten), written atomically every
+    /// --cache-save-secs after a batch and at shutdown.
     #[arg(long, value_name = "PATH")]
     pub cache: Option<PathBuf>,
     /// Seconds between saves of --cache.
@@ -191,6 +192,11 @@ pub fn run(args: Args) -> Result<()> {
         args.cache_save_secs.is_finite() && args.cache_save_secs >= 0.0,
         "--cache-save-secs must be a finite number >= 0"
     );
+    // Before the model loads: a file that is no sentence cache (a corpus, say) is
+    // refused, never loaded as empty and overwritten at the first save.
+    if let (Some(path), false) = (&args.cache, args.exact) {
+        SentenceCache::check_path(path).map_err(|e| anyhow::anyhow!("--cache {e}"))?;
+    }
     let embedder: Option<Arc<dyn SentenceEncoder>> = if args.exact {
         None
     } else {
@@ -232,12 +238,10 @@ pub fn run(args: Args) -> Result<()> {
         .build()
         .context("starting the async runtime")?;
     rt.block_on(async move {
-        let addr: SocketAddr = format!("{}:{}", args.host, args.port)
-            .parse()
-            .with_context(|| format!("bad address {}:{}", args.host, args.port))?;
-        let listener = tokio::net::TcpListener::bind(addr)
+        let addrs = resolve_host(&args.host, args.port).await?;
+        let listener = tokio::net::TcpListener::bind(addrs.as_slice())
             .await
-            .with_context(|| format!("cannot listen on {addr}"))?;
+            .with_context(|| format!("--host {} --port {}: cannot listen", args.host, args.port))?;
         let state = AppState::with_cache(options, embedder, limits, cache, persist)?;
         eprintln!(
             "sdr serve: listening on http://{} (POST {}, POST /v1/rewards, GET /health; metric {})",
@@ -253,6 +257,36 @@ pub fn run(args: Args) -> Result<()> {
         }
         result
     })
+}
+
+/// The addresses of `--host` (an IP address, `[v6]` too, or a name that resolves,
+/// such as `localhost`) at `port`.
+pub async fn resolve_host(host: &str, port: u16) -> Result<Vec<SocketAddr>> {
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if let Ok(ip) = bare.parse::<std::net::IpAddr>() {
+        return Ok(vec![SocketAddr::new(ip, port)]);
+    }
+    let bad = || {
+        anyhow::anyhow!(
+            "--host {host}: not an IP address (such as 127.0.0.1 or ::1) nor a host name \
+             that resolves"
+        )
+    };
+    // A name with a port or a path would otherwise resolve to something unintended.
+    if bare.is_empty() || bare.contains([':', '/', ' ']) {
+        return Err(bad());
+    }
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((bare, port))
+        .await
+        .map_err(|_| bad())?
+        .collect();
+    if addrs.is_empty() {
+        return Err(bad());
+    }
+    Ok(addrs)
 }
 
 /// Serve until `shutdown` resolves, then finish the requests in flight.

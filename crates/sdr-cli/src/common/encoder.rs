@@ -56,8 +56,9 @@ pub struct EncoderArgs {
     /// Keep the sentence-embedding cache in this folder across runs (one file per
     /// model weights and precision, the one `sdr embed --cache-dir` uses): sentences
     /// embedded by an earlier command are read back instead of embedded again. Loaded
-    /// at start (a damaged file or one of another encoder is ignored, with a notice),
-    /// written atomically when the command ends.
+    /// at start (a damaged file or one of another encoder is ignored, with a notice;
+    /// a path that is not a folder, or a cache file that is no sentence cache, is an
+    /// error), written atomically when the command ends.
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
 }
@@ -85,6 +86,9 @@ impl EncoderArgs {
         if self.encoder != "mpnet" {
             return sdr_corpus::load_encoder(&self.encoder, self.model.as_deref(), options)
                 .map_err(|e| anyhow!("{e}"));
+        }
+        if let Some(dir) = &self.cache_dir {
+            check_cache_dir(dir)?;
         }
         // Loaded here rather than by `sdr_corpus::load_encoder` for its notice.
         let encoder = load_model(self.model.as_deref(), options, "sdr")?;
@@ -121,14 +125,31 @@ pub fn cache_file(encoder: &Encoder, dir: &Path) -> Result<PathBuf> {
     )))
 }
 
+/// Checks `--cache-dir` before any work is done: a folder, or a path where one can
+/// be made (made now, so that a run does not fail only when it saves at the end).
+pub fn check_cache_dir(dir: &Path) -> Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        anyhow::bail!("--cache-dir {}: not a folder", dir.display());
+    }
+    std::fs::create_dir_all(dir).map_err(|e| {
+        anyhow!(
+            "--cache-dir {}: cannot create the folder: {e}",
+            dir.display()
+        )
+    })
+}
+
 /// Fills `encoder`'s sentence cache from `file` when there is one; a damaged file or
-/// one of another encoder costs only time, with a notice naming it.
-pub fn load_cache(encoder: &Encoder, file: &Path, who: &str) {
+/// one of another encoder costs only time, with a notice naming it. A file that is
+/// no sentence cache at all is an error: it would be overwritten by the save.
+pub fn load_cache(encoder: &Encoder, file: &Path, who: &str) -> Result<()> {
+    sdr_embed::SentenceCache::check_path(file).map_err(|e| anyhow!("--cache-dir: {e}"))?;
     if let (true, Some(cache)) = (file.is_file(), encoder.cache()) {
         if let Err(e) = cache.load(file) {
             eprintln!("{who}: {e}; starting with an empty sentence cache");
         }
     }
+    Ok(())
 }
 
 /// An encoder whose sentence cache is read from a file at start and written back
@@ -140,9 +161,10 @@ struct CachedEncoder {
 
 impl CachedEncoder {
     fn open(encoder: Encoder, dir: &Path) -> Result<Self> {
+        check_cache_dir(dir)?;
         let file =
             cache_file(&encoder, dir).with_context(|| format!("--cache-dir {}", dir.display()))?;
-        load_cache(&encoder, &file, "sdr");
+        load_cache(&encoder, &file, "sdr")?;
         Ok(Self { encoder, file })
     }
 }

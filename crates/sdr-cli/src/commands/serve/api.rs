@@ -247,10 +247,12 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// The body as JSON of type `T`, or a 4xx naming the problem.
+/// The body as JSON of type `T`, or a 4xx naming the problem; `shape` is the
+/// object expected, for the message.
 fn read_json<T: for<'de> Deserialize<'de>>(
     body: Result<Bytes, BytesRejection>,
     limits: &Limits,
+    shape: &str,
 ) -> Result<T, ApiError> {
     let body = body.map_err(|r| {
         if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
@@ -265,8 +267,33 @@ fn read_json<T: for<'de> Deserialize<'de>>(
             ApiError(r.status(), r.body_text())
         }
     })?;
-    serde_json::from_slice(&body).map_err(|e| ApiError::bad(format!("invalid JSON body: {e}")))
+    let value: serde_json::Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad(format!("invalid JSON body: {e}")))?;
+    // serde would describe any other shape in its own terms ("struct X with 3 elements").
+    if !value.is_object() {
+        return Err(ApiError::bad(format!(
+            "the body must be a JSON object {shape}, not {}",
+            json_kind(&value)
+        )));
+    }
+    serde_json::from_value(value)
+        .map_err(|e| ApiError::bad(format!("invalid request: {e}; expected {shape}")))
 }
+
+/// "an array", "a string", ... for messages.
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+const OPENRLHF_SHAPE: &str = r#"{"query": [...], "prompts": [...], "labels": [...]}"#;
+const BATCH_SHAPE: &str = r#"{"completions": [...], "references": [...], "metric": "..."}"#;
 
 /// OpenRLHF's remote reward request.
 #[derive(Deserialize)]
@@ -323,7 +350,7 @@ fn check_len(what: &str, got: usize, expected: usize) -> Result<(), ApiError> {
 
 async fn openrlhf(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
     let run = async {
-        let req: OpenRlhfRequest = read_json(body, &s.inner.limits)?;
+        let req: OpenRlhfRequest = read_json(body, &s.inner.limits, OPENRLHF_SHAPE)?;
         let n = req.query.len();
         check_len("labels", req.labels.len(), n)?;
         if let Some(p) = &req.prompts {
@@ -360,24 +387,42 @@ async fn openrlhf(State(s): State<AppState>, body: Result<Bytes, BytesRejection>
     run.await.into_response()
 }
 
-/// A reference of `/v1/rewards`: a report, or its two sections.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum ReferenceIn {
-    Report(String),
-    Sections {
-        findings: String,
-        impression: String,
-    },
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BatchRequest {
     completions: Vec<String>,
-    references: Vec<ReferenceIn>,
+    /// Read by [`reference_in`], whose messages name the index and the field
+    /// (serde's untagged enums only say that no variant matched).
+    references: Vec<serde_json::Value>,
     #[serde(default)]
     metric: Option<String>,
+}
+
+/// A reference of `/v1/rewards`: a report string, or an object with its two
+/// sections (other keys are ignored).
+fn reference_in(i: usize, v: serde_json::Value) -> Result<OwnedReference, ApiError> {
+    const SHAPE: &str = r#"a report string or {"findings": "...", "impression": "..."}"#;
+    let section = |o: &serde_json::Map<String, serde_json::Value>, key: &str| match o.get(key) {
+        Some(serde_json::Value::String(t)) => Ok(t.clone()),
+        Some(other) => Err(ApiError::bad(format!(
+            "references[{i}].{key} must be a string, not {}",
+            json_kind(other)
+        ))),
+        None => Err(ApiError::bad(format!(
+            "references[{i}] has no \"{key}\" (a reference is {SHAPE})"
+        ))),
+    };
+    match v {
+        serde_json::Value::String(t) => Ok(OwnedReference::Report(t)),
+        serde_json::Value::Object(o) => Ok(OwnedReference::Sections {
+            findings: section(&o, "findings")?,
+            impression: section(&o, "impression")?,
+        }),
+        other => Err(ApiError::bad(format!(
+            "references[{i}] must be {SHAPE}, not {}",
+            json_kind(&other)
+        ))),
+    }
 }
 
 #[derive(Serialize)]
@@ -398,24 +443,16 @@ struct BatchReply {
 
 async fn batch(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
     let run = async {
-        let req: BatchRequest = read_json(body, &s.inner.limits)?;
+        let req: BatchRequest = read_json(body, &s.inner.limits, BATCH_SHAPE)?;
         check_len("references", req.references.len(), req.completions.len())?;
         let scorer = s.scorer_for(req.metric.as_deref())?;
         let metric = scorer.options().config.metric.to_string();
         let references = req
             .references
             .into_iter()
-            .map(|r| match r {
-                ReferenceIn::Report(t) => OwnedReference::Report(t),
-                ReferenceIn::Sections {
-                    findings,
-                    impression,
-                } => OwnedReference::Sections {
-                    findings,
-                    impression,
-                },
-            })
-            .collect();
+            .enumerate()
+            .map(|(i, r)| reference_in(i, r))
+            .collect::<Result<Vec<_>, _>>()?;
         let clinical_on = scorer.options().clinical_weight > 0.0;
         let scores = s.submit(scorer, req.completions, references).await?;
         Ok::<_, ApiError>(Json(BatchReply {
