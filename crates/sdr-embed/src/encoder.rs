@@ -856,7 +856,10 @@ mod tests {
         )
         .unwrap();
         let msg = check_pooling(dir.path(), 768).unwrap_err().to_string();
-        assert!(msg.contains("modules.json") && msg.contains("models.Dense"), "{msg}");
+        assert!(
+            msg.contains("modules.json") && msg.contains("models.Dense"),
+            "{msg}"
+        );
     }
 
     #[test]
