@@ -153,3 +153,181 @@ fn build_info_select_and_refusal() {
         "{err}"
     );
 }
+
+/// The one-line error of a command that must fail.
+fn one_line_error(o: &std::process::Output) -> String {
+    assert!(!o.status.success(), "succeeded: {}", cli::stderr(o));
+    assert_eq!(o.status.code(), Some(1), "{}", cli::stderr(o));
+    let e = cli::stderr(o).trim_end().to_string();
+    assert_eq!(e.lines().count(), 1, "{e}");
+    e
+}
+
+fn build_args(
+    input: &std::path::Path,
+    format: &str,
+    out: &std::path::Path,
+) -> std::process::Command {
+    let mut c = sdr();
+    c.args(["corpus", "build", "--quiet", "--format", format, "--input"])
+        .arg(input)
+        .arg("--out")
+        .arg(out);
+    c
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn corpus_info_on_a_full_stdout_is_a_one_line_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, _) = cli::tiny_study(dir.path());
+    let corpus = dir.path().join("c.safetensors");
+    cli::build_corpus(&csv, &corpus, &["--encoder", "hash-8"]);
+    for json in [false, true] {
+        let full = std::fs::File::create("/dev/full").unwrap();
+        let mut c = sdr();
+        c.args(["corpus", "info"]).arg(&corpus).stdout(full);
+        if json {
+            c.arg("--json");
+        }
+        let e = one_line_error(&c.output().unwrap());
+        assert!(e.starts_with("sdr: error: cannot write output: "), "{e}");
+    }
+}
+
+#[test]
+fn huge_hash_dimension_and_synth_size_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, _) = cli::tiny_study(dir.path());
+    let out = dir.path().join("x.safetensors");
+    let e = one_line_error(
+        &build_args(&csv, "csv", &out)
+            .args(["--encoder", "hash-99999999999"])
+            .output()
+            .unwrap(),
+    );
+    assert!(e.contains("hash-99999999999") && e.contains("65536"), "{e}");
+    let corpus = dir.path().join("c.safetensors");
+    cli::build_corpus(&csv, &corpus, &["--encoder", "hash-8"]);
+    let synth = |n: &str| {
+        sdr()
+            .args(["corpus", "synth", "--n", n, "--from"])
+            .arg(&corpus)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    let e = one_line_error(&synth("99999999999999"));
+    assert!(
+        e.contains("`n` = `99999999999999`") && e.contains("GiB"),
+        "{e}"
+    );
+    assert!(!out.exists());
+    let o = synth("30");
+    assert!(o.status.success(), "{}", cli::stderr(&o));
+}
+
+#[test]
+fn jsonl_keys_match_like_csv_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("r.jsonl");
+    std::fs::write(
+        &src,
+        concat!(
+            r#"{"id": 2, "Findings": "Heart size normal. Lungs are clear.", "Impression": "No acute disease."}"#,
+            "\n",
+            r#"{"id": 3, "Findings": "Left effusion.", "Impression": null}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("j.safetensors");
+    let o = build_args(&src, "jsonl", &out)
+        .args(["--encoder", "hash-8"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", cli::stderr(&o));
+    let info = sdr()
+        .args(["corpus", "info", "--json"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+    assert_eq!(
+        (v["with_findings"].as_u64(), v["with_impression"].as_u64()),
+        (Some(2), Some(1))
+    );
+    // A key no record has is a typo, as a missing CSV column is.
+    let e = one_line_error(
+        &build_args(&src, "jsonl", &dir.path().join("n.safetensors"))
+            .args(["--encoder", "hash-8", "--findings-col", "Nope"])
+            .output()
+            .unwrap(),
+    );
+    assert!(e.contains("r.jsonl") && e.contains("`Nope`"), "{e}");
+}
+
+#[test]
+fn select_names_the_corpus_that_lacks_a_section() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("imp.csv");
+    std::fs::write(
+        &csv,
+        "uid,findings,impression\n2,,No acute disease.\n3,,Left effusion.\n",
+    )
+    .unwrap();
+    let corpus = dir.path().join("c_imp.safetensors");
+    cli::build_corpus(&csv, &corpus, &["--encoder", "hash-8"]);
+    let (_, cands) = cli::tiny_study(dir.path());
+    let e = one_line_error(
+        &sdr()
+            .args(["select", "--encoder", "hash-8", "--quiet", "--corpus"])
+            .arg(&corpus)
+            .arg(&cands)
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        e.contains("c_imp.safetensors: no report in the corpus has a findings section"),
+        "{e}"
+    );
+    assert!(!e.contains("build a corpus from"), "{e}");
+}
+
+#[test]
+fn csv_errors_name_the_line_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("badquote.csv");
+    std::fs::write(&csv, "uid,findings,impression\n1,\"a\n").unwrap();
+    let e = one_line_error(
+        &build_args(&csv, "csv", &dir.path().join("x.safetensors"))
+            .args(["--encoder", "hash-8"])
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        e.ends_with("badquote.csv:2: the record has 2 fields, but the header has 3"),
+        "{e}"
+    );
+}
+
+#[test]
+fn build_refuses_a_bad_out_before_reading() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, _) = cli::tiny_study(dir.path());
+    let e = one_line_error(
+        &build_args(&csv, "csv", &dir.path().join("nodir/x.safetensors"))
+            .args(["--encoder", "hash-8"])
+            .output()
+            .unwrap(),
+    );
+    assert!(e.contains("--out") && e.contains("nodir"), "{e}");
+    let e = one_line_error(
+        &build_args(&csv, "csv", &csv)
+            .args(["--encoder", "hash-8"])
+            .output()
+            .unwrap(),
+    );
+    assert!(e.contains("is also the input"), "{e}");
+}

@@ -191,3 +191,35 @@ fn merge_refuses_missing_repeated_and_mismatched_shards() {
     ));
     assert!(e.contains("fewer than 21 shards"), "{e}");
 }
+
+#[test]
+fn merge_refuses_an_out_that_is_one_of_its_shards() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let input = csv(d);
+    let parts: Vec<PathBuf> = (0..2)
+        .map(|i| d.join(format!("p{i}.safetensors")))
+        .collect();
+    for (i, p) in parts.iter().enumerate() {
+        ok(build(
+            &input,
+            p,
+            &["--encoder", "hash-8", "--shard", &format!("{i}/2")],
+        ));
+    }
+    let before = std::fs::read(&parts[1]).unwrap();
+    // The same file under another spelling is still an input.
+    let alias = d.join(".").join("p1.safetensors");
+    let e = err(merge(&[&parts[0], &parts[1]], &alias));
+    assert!(
+        e.contains("is also the input") && e.contains("p1.safetensors"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read(&parts[1]).unwrap(), before);
+    // A missing output folder fails before the merge.
+    let e = err(merge(
+        &[&parts[0], &parts[1]],
+        &d.join("nodir/m.safetensors"),
+    ));
+    assert!(e.contains("folder") && e.contains("nodir"), "{e}");
+}

@@ -12,12 +12,8 @@ fn score(args: &[&str], input: &str) -> std::process::Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
+    // A run that fails before reading its input closes the pipe early.
+    let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
     child.wait_with_output().unwrap()
 }
 
@@ -127,4 +123,59 @@ fn summary_file_holds_means_corpus_bleu_and_chexpert_rule_f1() {
     }
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("findings corpus BLEU: BLEU-1"), "{err}");
+}
+
+#[test]
+fn empty_input_gives_null_means_never_negative_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.json");
+    let out = score(&["--no-bertscore", "--summary", path.to_str().unwrap()], "");
+    assert!(lines(&out).is_empty());
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(!text.contains("-0.0"), "{text}");
+    let s: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(s["pairs"], 0);
+    for sec in ["findings", "impression"] {
+        let mean = s[sec]["mean"].as_object().unwrap();
+        assert!(
+            !mean.is_empty() && mean.values().all(|v| v.is_null()),
+            "{mean:?}"
+        );
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("-0.0") && !err.contains("NaN"), "{err}");
+}
+
+#[test]
+fn bad_output_paths_fail_first_and_leave_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = dir.path().join("sc2.jsonl");
+    let input = "{\"hyp\": \"x\", \"ref\": \"Findings: A.\\nImpression: B.\"}\n";
+    let bad = dir.path().join("nodir/s.json");
+    let out = score(
+        &[
+            "--no-bertscore",
+            "-o",
+            o.to_str().unwrap(),
+            "--summary",
+            bad.to_str().unwrap(),
+        ],
+        input,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--summary") && err.contains("nodir"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(!o.exists());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    // An output that is a folder is refused too.
+    let out = score(
+        &["--no-bertscore", "-o", dir.path().to_str().unwrap()],
+        input,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("is a folder"),
+        "{err}"
+    );
 }

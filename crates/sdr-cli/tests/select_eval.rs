@@ -187,3 +187,52 @@ fn eval_prints_integer_tokens_and_chexpert_columns() {
     let csv_out = std::fs::read_to_string(dir.path().join("t.csv")).unwrap();
     assert!(csv_out.contains("\r\nbest,21,"), "{csv_out}");
 }
+
+/// The one-line error of a failed run.
+fn one_line_error(out: &Output) -> String {
+    let e = String::from_utf8_lossy(&out.stderr).trim_end().to_string();
+    assert_eq!(out.status.code(), Some(1), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+    e
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn select_eval_full_stdout_is_a_one_line_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, cands, sels) = inputs(dir.path());
+    let out = select_eval(&csv, &cands, &sels, &dir.path().join("o"))
+        .stdout(std::fs::File::create("/dev/full").unwrap())
+        .output()
+        .unwrap();
+    let e = one_line_error(&out);
+    assert!(e.starts_with("sdr: error: cannot write output: "), "{e}");
+}
+
+#[test]
+fn failed_select_eval_leaves_no_folder_and_no_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, cands, sels) = inputs(dir.path());
+    // Bad input: no output folder is made.
+    let out = dir.path().join("a/b");
+    let missing = dir.path().join("missing.jsonl");
+    one_line_error(&select_eval(&csv, &cands, &missing, &out).output().unwrap());
+    assert!(!dir.path().join("a").exists());
+    // A file where the folder would go fails before the scoring.
+    let e = one_line_error(
+        &select_eval(&csv, &cands, &sels, &csv.join("x"))
+            .output()
+            .unwrap(),
+    );
+    assert!(e.contains("--out-dir") && e.contains("not a folder"), "{e}");
+    // One blocked table path: none of the others is written.
+    let out = dir.path().join("o");
+    std::fs::create_dir_all(out.join("impression_strata.md")).unwrap();
+    let e = one_line_error(&select_eval(&csv, &cands, &sels, &out).output().unwrap());
+    assert!(e.contains("impression_strata.md"), "{e}");
+    let left: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, ["impression_strata.md"]);
+}

@@ -26,11 +26,14 @@ pub fn load_encoder(
 ) -> Result<Box<dyn SentenceEncoder>> {
     if let Some(dim) = name.strip_prefix("hash-") {
         return match dim.parse::<usize>() {
-            Ok(d) if d > 0 => Ok(Box::new(HashEncoder::new(d))),
+            Ok(d) if (1..=HashEncoder::MAX_DIM).contains(&d) => Ok(Box::new(HashEncoder::new(d))),
             _ => Err(CorpusError::InvalidOption {
                 name: "encoder",
                 value: name.to_string(),
-                reason: "expected hash-DIM with DIM >= 1".into(),
+                reason: format!(
+                    "expected hash-DIM with DIM from 1 to {}",
+                    HashEncoder::MAX_DIM
+                ),
             }),
         };
     }
@@ -106,6 +109,9 @@ pub struct HashEncoder {
 
 impl HashEncoder {
     pub const NAME: &'static str = "sdr-hash-bow";
+    /// Largest dimension [`load_encoder`] accepts: a stand-in needs no more,
+    /// and a huge one would abort on allocating each sentence's vector.
+    pub const MAX_DIM: usize = 65_536;
 
     pub fn new(dim: usize) -> Self {
         HashEncoder { dim }
@@ -186,6 +192,19 @@ mod tests {
             ])
             .unwrap()
         );
+    }
+
+    #[test]
+    fn hash_dimension_is_bounded() {
+        let opts = sdr_embed::EncoderOptions::default;
+        assert_eq!(
+            load_encoder("hash-65536", None, opts()).unwrap().dim(),
+            65_536
+        );
+        for bad in ["hash-0", "hash-65537", "hash-99999999999", "hash-x"] {
+            let e = load_encoder(bad, None, opts()).err().unwrap().to_string();
+            assert!(e.contains("DIM from 1 to 65536"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -31,7 +31,8 @@ pub enum CorpusError {
         found: String,
         expected: String,
     },
-    /// A record of the source data that cannot be read.
+    /// A record of the source data that cannot be read; `record` is the
+    /// 1-based file line where it starts.
     #[error("{source_name}:{record}: {message}")]
     BadRecord {
         source_name: String,
@@ -44,6 +45,13 @@ pub enum CorpusError {
         column: String,
         available: String,
     },
+    /// A JSON Lines key (section or id) that no record has.
+    #[error("{source_name}: no record has the key `{key}` (exact or case-insensitive; keys seen: {available})")]
+    MissingKey {
+        source_name: String,
+        key: String,
+        available: String,
+    },
     #[error("invalid option `{name}` = `{value}`: {reason}")]
     InvalidOption {
         name: &'static str,
@@ -52,6 +60,13 @@ pub enum CorpusError {
     },
     #[error("{source_name}: no reports to build a corpus from ({reason})")]
     EmptyCorpus { source_name: String, reason: String },
+    /// A corpus in which no report has one of the two sections, which
+    /// scoring aggregates over (e.g. one built from impressions only).
+    #[error("{}no report in the corpus has a {section} section, and scoring needs both sections; rebuild it from reports with a {section} section", path.as_ref().map(|p| format!("{}: ", p.display())).unwrap_or_default())]
+    MissingSection {
+        path: Option<PathBuf>,
+        section: &'static str,
+    },
     /// Embeddings of candidates or corpus that cannot be compared.
     #[error("embedding dimension {got} does not match the corpus's {expected}")]
     Dimension { expected: usize, got: usize },

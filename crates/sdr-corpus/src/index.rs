@@ -54,7 +54,8 @@ pub struct CorpusIndex<'a> {
 
 impl<'a> CorpusIndex<'a> {
     /// Groups reports into distinct sets per section. A section no report has
-    /// is an error (nothing to aggregate over).
+    /// is an error (nothing to aggregate over); [`crate::Corpus::index`]
+    /// names the file in it.
     pub fn new(view: CorpusView<'a>) -> Result<Self> {
         let inv_norm = inverse_norms(view.embeddings, view.dim, "the corpus")?;
         let build = |sec: Section| -> Result<SectionSets> {
@@ -93,9 +94,9 @@ impl<'a> CorpusIndex<'a> {
             }
             let n_reports = mult.iter().map(|&m| m as usize).sum();
             if n_reports == 0 {
-                return Err(CorpusError::EmptyCorpus {
-                    source_name: "corpus".into(),
-                    reason: format!("no report has a {} section", sec.key()),
+                return Err(CorpusError::MissingSection {
+                    path: None,
+                    section: sec.key(),
                 });
             }
             let universe = (0..used.len() as u32)

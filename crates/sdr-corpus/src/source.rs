@@ -171,6 +171,8 @@ pub struct Source {
 }
 
 struct Raw {
+    /// Where the record starts (file line; the file's rank for a folder).
+    line: usize,
     id: String,
     findings: Vec<String>,
     impression: Vec<String>,
@@ -187,11 +189,11 @@ pub fn read_source(path: &Path, opts: &SourceOptions) -> Result<Source> {
     let records = raws.len();
     let mut kept = Vec::new();
     let mut dropped_empty = 0;
-    for (rec, r) in raws.into_iter().enumerate() {
+    for r in raws {
         if opts.split != Split::All {
             let uid: u64 = r.id.trim().parse().map_err(|_| CorpusError::BadRecord {
                 source_name: name.clone(),
-                record: rec + 1,
+                record: r.line,
                 message: format!(
                     "id `{}` is not a non-negative integer, which `--split {}` needs (uid % 10)",
                     r.id,
@@ -263,6 +265,7 @@ fn read_csv(path: &Path, cols: &Columns) -> Result<(String, Vec<Raw>)> {
     };
     let out = (0..t.len())
         .map(|rec| Raw {
+            line: t.line(rec),
             id: match idi {
                 Some(i) => t.field(rec, i).to_string(),
                 None => (rec + 1).to_string(),
@@ -293,6 +296,19 @@ fn json_section(v: Option<&serde_json::Value>) -> std::result::Result<Vec<String
     }
 }
 
+/// The value of key `wanted`: an exact match, else a case-insensitive one
+/// (as [`CsvTable::find`] matches columns).
+fn find_key<'a>(
+    obj: &'a serde_json::Map<String, serde_json::Value>,
+    wanted: &str,
+) -> Option<&'a serde_json::Value> {
+    obj.get(wanted).or_else(|| {
+        obj.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(wanted))
+            .map(|(_, v)| v)
+    })
+}
+
 fn read_jsonl(path: &Path, cols: &Columns) -> Result<(String, Vec<Raw>)> {
     let name = path.display().to_string();
     let bytes = read_all(path)?;
@@ -303,6 +319,10 @@ fn read_jsonl(path: &Path, cols: &Columns) -> Result<(String, Vec<Raw>)> {
         message: format!("not UTF-8 ({e})"),
     })?;
     let mut out = Vec::new();
+    // A section key that no record has is a typo (or another layout), not a
+    // corpus without that section: refused as CSV refuses a missing column.
+    let mut keys_seen = std::collections::BTreeSet::new();
+    let (mut has_findings, mut has_impression) = (false, false);
     for (no, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
@@ -317,12 +337,14 @@ fn read_jsonl(path: &Path, cols: &Columns) -> Result<(String, Vec<Raw>)> {
         let obj = v
             .as_object()
             .ok_or_else(|| bad("expected a JSON object".into()))?;
+        keys_seen.extend(obj.keys().cloned());
         let id_value = match &cols.id {
             Some(k) => Some(
-                obj.get(k)
-                    .ok_or_else(|| bad(format!("no key `{k}` (set by --id-col)")))?,
+                find_key(obj, k).ok_or_else(|| bad(format!("no key `{k}` (set by --id-col)")))?,
             ),
-            None => ["id", "uid", "study_id"].iter().find_map(|k| obj.get(*k)),
+            None => ["uid", "id", "study_id"]
+                .iter()
+                .find_map(|k| find_key(obj, k)),
         };
         let id = match id_value {
             Some(serde_json::Value::String(s)) => s.clone(),
@@ -330,15 +352,32 @@ fn read_jsonl(path: &Path, cols: &Columns) -> Result<(String, Vec<Raw>)> {
             Some(other) => return Err(bad(format!("id must be a string or number, got {other}"))),
             None => (no + 1).to_string(),
         };
-        let findings = json_section(obj.get(&cols.findings))
-            .map_err(|m| bad(format!("`{}`: {m}", cols.findings)))?;
-        let impression = json_section(obj.get(&cols.impression))
-            .map_err(|m| bad(format!("`{}`: {m}", cols.impression)))?;
+        let (f, i) = (
+            find_key(obj, &cols.findings),
+            find_key(obj, &cols.impression),
+        );
+        has_findings |= f.is_some();
+        has_impression |= i.is_some();
+        let findings = json_section(f).map_err(|m| bad(format!("`{}`: {m}", cols.findings)))?;
+        let impression = json_section(i).map_err(|m| bad(format!("`{}`: {m}", cols.impression)))?;
         out.push(Raw {
+            line: no + 1,
             id,
             findings,
             impression,
         });
+    }
+    for (key, found) in [
+        (&cols.findings, has_findings),
+        (&cols.impression, has_impression),
+    ] {
+        if !out.is_empty() && !found {
+            return Err(CorpusError::MissingKey {
+                source_name: name,
+                key: key.clone(),
+                available: keys_seen.into_iter().collect::<Vec<_>>().join(", "),
+            });
+        }
     }
     Ok((sha, out))
 }
@@ -376,7 +415,7 @@ fn read_mimic_dir(dir: &Path) -> Result<(String, Vec<Raw>)> {
     files.sort();
     let mut h = Sha256::new();
     let mut out = Vec::new();
-    for p in &files {
+    for (rank, p) in files.iter().enumerate() {
         let rel = p.strip_prefix(dir).unwrap_or(p);
         let rel_s = rel.to_string_lossy().replace('\\', "/");
         let bytes = read_all(p)?;
@@ -387,6 +426,7 @@ fn read_mimic_dir(dir: &Path) -> Result<(String, Vec<Raw>)> {
         let text = String::from_utf8_lossy(&bytes);
         let parsed = parse_plain(&text);
         out.push(Raw {
+            line: rank + 1,
             id: rel_s.trim_end_matches(".txt").to_string(),
             findings: parsed.findings,
             impression: parsed.impression,
@@ -422,5 +462,74 @@ mod tests {
         assert!(json_section(v.get("c")).unwrap().is_empty());
         assert!(json_section(v.get("zz")).unwrap().is_empty());
         assert!(json_section(v.get("d")).is_err());
+    }
+
+    fn jsonl_opts(findings: &str) -> SourceOptions {
+        SourceOptions {
+            format: SourceFormat::Jsonl,
+            columns: Columns {
+                findings: findings.into(),
+                ..Columns::default()
+            },
+            ..SourceOptions::default()
+        }
+    }
+
+    #[test]
+    fn jsonl_keys_match_exact_then_case_insensitive() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.jsonl");
+        std::fs::write(
+            &p,
+            concat!(
+                r#"{"UID": 12, "Findings": "Lungs clear.", "IMPRESSION": "Normal."}"#,
+                "\n",
+                r#"{"uid": 13, "findings": "Heart big.", "Findings": "ignored", "impression": null}"#,
+                "\n"
+            ),
+        )
+        .unwrap();
+        let s = read_source(&p, &jsonl_opts("findings")).unwrap();
+        assert_eq!(s.reports.len(), 2);
+        assert_eq!(s.reports[0].id, "12");
+        assert_eq!(s.reports[0].findings, ["Lungs clear."]);
+        assert_eq!(s.reports[0].impression, ["Normal."]);
+        // The exact key wins over a case-insensitive one.
+        assert_eq!(s.reports[1].findings, ["Heart big."]);
+    }
+
+    #[test]
+    fn jsonl_key_in_no_record_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.jsonl");
+        std::fs::write(
+            &p,
+            "{\"id\": 1, \"findings\": \"A.\", \"impression\": \"B.\"}\n",
+        )
+        .unwrap();
+        let e = read_source(&p, &jsonl_opts("Nope"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.ends_with("r.jsonl: no record has the key `Nope` (exact or case-insensitive; keys seen: findings, id, impression)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn split_errors_name_the_file_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.jsonl");
+        std::fs::write(
+            &p,
+            "{\"id\": 1, \"findings\": \"A.\"}\n\n{\"id\": \"x\", \"findings\": \"A.\", \"impression\": \"B.\"}\n",
+        )
+        .unwrap();
+        let opts = SourceOptions {
+            split: Split::Train,
+            ..jsonl_opts("findings")
+        };
+        let e = read_source(&p, &opts).unwrap_err().to_string();
+        assert!(e.contains("r.jsonl:3: id `x`"), "{e}");
     }
 }

@@ -8,8 +8,55 @@
 //! with [`crate::rng::SplitMix64`]. The embedding table is the base table:
 //! no new text is invented, and no encoder is needed.
 
+use crate::error::{CorpusError, Result};
 use crate::rng::SplitMix64;
 use crate::store::{CorpusData, CorpusMeta, Section};
+
+/// Largest synthetic corpus [`resample_checked`] makes, in estimated bytes
+/// of the written file (held about twice in memory while it is written).
+pub const MAX_BYTES: u64 = 8 << 30;
+
+/// Expected size in bytes of the file of `n` reports resampled from `base`:
+/// per report its two section offsets, its id and id offset, and its
+/// expected sentence indices; plus the base's embeddings and sentences.
+/// `None` when it overflows `u64`.
+pub fn estimated_bytes(base: &CorpusData, n: usize) -> Option<u64> {
+    let reports = base.n_reports().max(1) as u64;
+    let occurrences = (base.findings_indices.len() + base.impression_indices.len()) as u64;
+    let indices = occurrences.checked_mul(4)?.div_ceil(reports);
+    // Two i64 section offsets, an i64 id offset, "synth-" and up to 20 digits.
+    let per_report = indices.checked_add(8 * 3 + 26)?;
+    let fixed = (base.embeddings.len() as u64).checked_mul(4)?.checked_add(
+        base.sentences
+            .iter()
+            .map(|s| s.len() as u64 + 8)
+            .sum::<u64>(),
+    )?;
+    (n as u64).checked_mul(per_report)?.checked_add(fixed)
+}
+
+/// [`resample`], refusing an `n` whose corpus would exceed [`MAX_BYTES`]
+/// (before allocating anything).
+///
+/// # Errors
+/// [`CorpusError::InvalidOption`] naming `n` and the estimated size.
+pub fn resample_checked(base: &CorpusData, n: usize, seed: u64) -> Result<CorpusData> {
+    match estimated_bytes(base, n) {
+        Some(b) if b <= MAX_BYTES => Ok(resample(base, n, seed)),
+        est => Err(CorpusError::InvalidOption {
+            name: "n",
+            value: n.to_string(),
+            reason: format!(
+                "a corpus of {n} reports resampled from this one would take {}, over the limit of {} GiB",
+                est.map_or_else(
+                    || "more than 2^64 bytes".to_string(),
+                    |b| format!("about {} GiB", b.div_ceil(1 << 30))
+                ),
+                MAX_BYTES >> 30
+            ),
+        }),
+    }
+}
 
 /// `n` reports resampled from `base` with `seed`.
 pub fn resample(base: &CorpusData, n: usize, seed: u64) -> CorpusData {

@@ -25,8 +25,8 @@ impl CsvTable {
     ///
     /// # Errors
     /// [`CorpusError::Io`] when the file cannot be read,
-    /// [`CorpusError::BadRecord`] naming the record (1-based, the header is 0)
-    /// that is not valid CSV.
+    /// [`CorpusError::BadRecord`] naming the 1-based file line where the
+    /// record that is not valid CSV starts.
     pub fn read(path: &Path) -> Result<CsvTable> {
         let name = path.display().to_string();
         let bytes = std::fs::read(path).map_err(|e| CorpusError::io(path, e))?;
@@ -34,21 +34,16 @@ impl CsvTable {
         let mut rdr = csv::ReaderBuilder::new()
             .flexible(false)
             .from_reader(bytes.as_slice());
-        let bad = |record: usize, message: String| CorpusError::BadRecord {
-            source_name: name.clone(),
-            record,
-            message,
-        };
         let headers = rdr
             .headers()
-            .map_err(|e| bad(0, format!("cannot read the header row: {e}")))?
+            .map_err(|e| csv_error(&name, &e, 1))?
             .iter()
             .map(|h| h.trim_start_matches('\u{feff}').trim().to_string())
             .collect();
         let records = rdr
             .records()
             .enumerate()
-            .map(|(rec, row)| row.map_err(|e| bad(rec + 1, e.to_string())))
+            .map(|(rec, row)| row.map_err(|e| csv_error(&name, &e, rec + 2)))
             .collect::<Result<Vec<_>>>()?;
         Ok(CsvTable {
             name,
@@ -76,6 +71,14 @@ impl CsvTable {
         })
     }
 
+    /// The 1-based file line where record `record` (0-based) starts; a quoted
+    /// field holding newlines makes it differ from `record + 2`.
+    pub fn line(&self, record: usize) -> usize {
+        self.records[record]
+            .position()
+            .map_or(record + 2, |p| p.line() as usize)
+    }
+
     /// Number of records (the header excluded).
     pub fn len(&self) -> usize {
         self.records.len()
@@ -94,6 +97,28 @@ impl CsvTable {
     /// as written).
     pub fn raw(&self, record: usize, column: usize) -> &str {
         self.records[record].get(column).unwrap_or("")
+    }
+}
+
+/// A csv error as [`CorpusError::BadRecord`] at the file line it names
+/// (`fallback` when it names none), without the crate's own
+/// "(line: L, byte: B)" text, so the line appears once.
+fn csv_error(name: &str, e: &csv::Error, fallback: usize) -> CorpusError {
+    let line = e.position().map_or(fallback, |p| p.line() as usize);
+    let message = match e.kind() {
+        csv::ErrorKind::UnequalLengths {
+            expected_len, len, ..
+        } => format!("the record has {len} fields, but the header has {expected_len}"),
+        csv::ErrorKind::Utf8 { err, .. } => {
+            format!("field {} is not valid UTF-8", err.field() + 1)
+        }
+        csv::ErrorKind::Io(io) => format!("cannot read: {io}"),
+        _ => e.to_string(),
+    };
+    CorpusError::BadRecord {
+        source_name: name.to_string(),
+        record: line,
+        message,
     }
 }
 
@@ -118,6 +143,30 @@ mod tests {
         assert!(e.contains("no column `problems`"), "{e}");
         std::fs::write(&p, "a,b\n1\n").unwrap();
         let e = CsvTable::read(&p).unwrap_err().to_string();
-        assert!(e.contains(":1:"), "{e}");
+        assert!(
+            e.ends_with("r.csv:2: the record has 1 fields, but the header has 2"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn errors_name_the_file_line_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("q.csv");
+        // An unclosed quote: the record starting on line 2 runs to the end.
+        std::fs::write(&p, "uid,findings,impression\n1,\"a\n").unwrap();
+        let e = CsvTable::read(&p).unwrap_err().to_string();
+        assert!(
+            e.ends_with("q.csv:2: the record has 2 fields, but the header has 3"),
+            "{e}"
+        );
+        assert!(!e.contains("line:"), "{e}");
+        // A quoted newline: the bad record starts on line 4, not record 2 + 1.
+        std::fs::write(&p, "a,b\n1,\"x\ny\"\n2\n").unwrap();
+        let e = CsvTable::read(&p).unwrap_err().to_string();
+        assert!(e.contains("q.csv:4: "), "{e}");
+        std::fs::write(&p, "a,b\n1,\"x\ny\"\n2,z\n").unwrap();
+        let t = CsvTable::read(&p).unwrap();
+        assert_eq!((t.line(0), t.line(1)), (2, 4));
     }
 }

@@ -14,6 +14,7 @@ use std::sync::OnceLock;
 
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
+use sdr_core::io::AtomicFile;
 
 use crate::error::{EvalError, Result};
 
@@ -126,31 +127,35 @@ impl Heatmap {
     /// As [`Heatmap::validate`], [`EvalError::Plot`] when drawing fails and
     /// [`EvalError::Io`] when the file cannot be written.
     pub fn render_png(&self, path: &Path) -> Result<()> {
-        self.validate()?;
-        if !register_font() {
-            return Err(EvalError::Plot {
-                path: path.to_path_buf(),
-                message: "embedded DejaVu Sans font could not be registered".into(),
-            });
-        }
-        let mut drawn = Ok(());
-        let written = sdr_core::io::write_atomic(path, |f| {
-            // plotters writes by path and picks PNG by the extension, which
-            // the temporary file keeps.
-            drawn = self.draw(f.temp_path());
-            drawn
-                .as_ref()
-                .map_err(|_| std::io::Error::other("drawing failed"))
-                .copied()
-        });
-        drawn.map_err(|message| EvalError::Plot {
-            path: path.to_path_buf(),
-            message,
-        })?;
-        written.map_err(|source| EvalError::Io {
+        let io = |source| EvalError::Io {
             path: path.to_path_buf(),
             source,
-        })
+        };
+        let mut file = AtomicFile::create(path).map_err(io)?;
+        self.render_png_into(&mut file)?;
+        file.commit().map_err(io)
+    }
+
+    /// Draws the PNG into `file`'s temporary file, leaving the commit to the
+    /// caller (which can then publish several files only when all are drawn).
+    ///
+    /// # Errors
+    /// As [`Heatmap::validate`], and [`EvalError::Plot`] naming the
+    /// destination when drawing fails.
+    pub fn render_png_into(&self, file: &mut AtomicFile) -> Result<()> {
+        self.validate()?;
+        let plot = |message: String| EvalError::Plot {
+            path: file.dest().to_path_buf(),
+            message,
+        };
+        if !register_font() {
+            return Err(plot(
+                "embedded DejaVu Sans font could not be registered".into(),
+            ));
+        }
+        // plotters writes by path and picks PNG by the extension, which the
+        // temporary file keeps.
+        self.draw(file.temp_path()).map_err(plot)
     }
 
     fn draw(&self, file: &Path) -> std::result::Result<(), String> {

@@ -311,8 +311,8 @@ impl ReportScores {
     /// Corpus aggregates per unit: `{"pairs", "well_formed" (sections only),
     /// "uncertain", "wordnet", "bertscore_model", <unit>: {"mean": {metric:
     /// mean}, "corpus_bleu": {"BLEU-1".."BLEU-4"}, "chexpert_rule": {"macro_14",
-    /// "micro_14", "macro_5", "micro_5"}}}`. Means of an empty list are 0;
-    /// the corpus scores of an empty list are absent (`null`).
+    /// "micro_14", "macro_5", "micro_5"}}}`. The means and corpus scores of
+    /// an empty list are `null`.
     ///
     /// # Errors
     /// Only a bad BLEU smoothing parameter.
@@ -333,7 +333,7 @@ impl ReportScores {
             self.encoder.clone().map_or(Value::Null, Value::from),
         );
         let names = self.scope.names();
-        let count = self.len().max(1) as f64;
+        let count = self.len() as f64;
         for (s, name) in names.iter().enumerate() {
             let rows: Vec<usize> = (0..self.len()).map(|n| n * names.len() + s).collect();
             let mean: Map<String, Value> = self
@@ -341,8 +341,13 @@ impl ReportScores {
                 .iter()
                 .enumerate()
                 .map(|(k, m)| {
+                    if self.is_empty() {
+                        // No pairs, no mean (as the corpus scores below).
+                        return (m.to_string(), Value::Null);
+                    }
                     let sum: f64 = rows.iter().map(|&j| self.values[j][k]).sum();
-                    (m.to_string(), Value::from(sum / count))
+                    // `+ 0.0` turns a -0.0 (an f64 sum starts at -0.0) into 0.0.
+                    (m.to_string(), Value::from(sum / count + 0.0))
                 })
                 .collect();
             let mut unit = Map::new();
@@ -442,6 +447,21 @@ mod tests {
         let sum = s.summary_json().unwrap();
         assert_eq!(sum["whole"]["corpus_bleu"], Value::Null);
         assert!(sum.get("well_formed").is_none());
+        // No pairs: null means, never a -0.0 mean over nothing.
+        let mean = sum["whole"]["mean"].as_object().unwrap();
+        assert_eq!(mean.len(), 10);
+        assert!(mean.values().all(Value::is_null), "{mean:?}");
+        let s = score_pairs(
+            &[],
+            Scope::Sections,
+            &scorer,
+            None,
+            UncertainPolicy::Positive,
+        )
+        .unwrap();
+        let sum = s.summary_json().unwrap();
+        assert!(sum["findings"]["mean"]["ROUGE-L"].is_null());
+        assert!(!serde_json::to_string(&sum).unwrap().contains("-0.0"));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `sdr corpus`: build, inspect and resample reference corpora (SPEC §5).
 
+use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -12,6 +13,7 @@ use sdr_corpus::{
 };
 
 use crate::common::EncoderArgs;
+use crate::textscore::{check_not_an_input, check_output_file, print_stdout};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -119,7 +121,7 @@ pub struct SynthArgs {
     /// A built corpus whose sentences are resampled.
     #[arg(long, value_name = "FILE")]
     pub from: PathBuf,
-    /// Number of synthetic reports.
+    /// Number of synthetic reports (refused when the corpus would exceed 8 GiB).
     #[arg(long, value_name = "N")]
     pub n: usize,
     /// Seed of the resampling.
@@ -159,6 +161,9 @@ fn build(a: BuildArgs) -> Result<()> {
         .map(|s| s.parse::<ShardSpec>())
         .transpose()
         .map_err(|e| anyhow!("--shard: {e}"))?;
+    // A bad --out fails now, not after the embedding.
+    check_output_file("--out", &a.out)?;
+    check_not_an_input("--out", &a.out, &[&a.input])?;
     let t0 = Instant::now();
     let full = read_source(&a.input, &opts)?;
     let (source, shard_info) = match shard {
@@ -233,6 +238,9 @@ fn progress_bar(quiet: bool, template: &str) -> Result<ProgressBar> {
 }
 
 fn merge(a: MergeArgs) -> Result<()> {
+    check_output_file("--out", &a.out)?;
+    let parts: Vec<&Path> = a.parts.iter().map(PathBuf::as_path).collect();
+    check_not_an_input("--out", &a.out, &parts)?;
     let t0 = Instant::now();
     if !a.quiet && !std::io::stderr().is_terminal() {
         eprintln!("sdr corpus: merging {} shard files", a.parts.len());
@@ -262,6 +270,7 @@ fn info(a: InfoArgs) -> Result<()> {
     let with = |o: &[i64]| o.windows(2).filter(|w| w[1] > w[0]).count();
     let nf = with(v.findings.offsets);
     let ni = with(v.impression.offsets);
+    let mut text = String::new();
     if a.json {
         let obj = serde_json::json!({
             "file": a.file.display().to_string(),
@@ -275,40 +284,48 @@ fn info(a: InfoArgs) -> Result<()> {
             "impression_sentences": v.impression.indices.len(),
             "shard": c.shard(),
         });
-        println!("{obj}");
-        return Ok(());
+        writeln!(text, "{obj}")?;
+        return print_stdout(&text);
     }
     let m = c.meta();
-    println!(
+    let t = &mut text;
+    writeln!(
+        t,
         "file               {} ({} bytes)",
         a.file.display(),
         c.file_len()
-    );
-    println!(
+    )?;
+    writeln!(
+        t,
         "reports            {} ({nf} with findings, {ni} with impression)",
         c.n_reports()
-    );
-    println!(
+    )?;
+    writeln!(
+        t,
         "sentences          {} distinct ({} findings + {} impression occurrences)",
         c.n_sentences(),
         v.findings.indices.len(),
         v.impression.indices.len()
-    );
-    println!(
+    )?;
+    writeln!(
+        t,
         "encoder            {} (dim {}, weights sha256 {})",
         m.encoder, m.dim, m.encoder_sha256
-    );
-    println!("segmenter          {}", m.segmenter_version);
-    println!(
+    )?;
+    writeln!(t, "segmenter          {}", m.segmenter_version)?;
+    writeln!(
+        t,
         "source             {} ({}, sha256 {})",
         m.source, m.source_format, m.source_sha256
-    );
-    println!(
+    )?;
+    writeln!(
+        t,
         "split / sample     {} / {} (seed {})",
         m.split, m.sample, m.seed
-    );
+    )?;
     if let Some(s) = c.shard() {
-        println!(
+        writeln!(
+            t,
             "shard              {}/{}: reports {}..{} of {} (selection sha256 {})",
             s.index,
             s.count,
@@ -316,12 +333,12 @@ fn info(a: InfoArgs) -> Result<()> {
             s.first + c.n_reports(),
             s.total,
             s.selection_sha256
-        );
+        )?;
     }
     if c.n_reports() > 0 {
-        println!("first report id    {}", c.id(0));
+        writeln!(t, "first report id    {}", c.id(0))?;
     }
-    Ok(())
+    print_stdout(&text)
 }
 
 /// Reads a mapped corpus back into memory (for resampling).
@@ -345,8 +362,10 @@ fn synth(a: SynthArgs) -> Result<()> {
     if a.n == 0 {
         return Err(anyhow!("--n must be at least 1"));
     }
+    check_output_file("--out", &a.out)?;
+    check_not_an_input("--out", &a.out, &[&a.from])?;
     let base = Corpus::open(&a.from)?;
-    let data = sdr_corpus::synth::resample(&to_data(&base), a.n, a.seed);
+    let data = sdr_corpus::synth::resample_checked(&to_data(&base), a.n, a.seed)?;
     write_data(&data, &a.out)?;
     eprintln!(
         "sdr corpus: {} synthetic reports resampled from {} ({} distinct sentences) -> {}",

@@ -4,10 +4,12 @@
 //! on the whole report (SPEC §8), with the tokens each run generated.
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, Context, Result};
 use sdr_clinical::{chexpert_f1, Labeler, Labels, UncertainPolicy};
+use sdr_core::io::AtomicFile;
 use sdr_core::report::parse_report;
 use sdr_corpus::CsvTable;
 use sdr_eval::baseline::Pool;
@@ -17,7 +19,7 @@ use sdr_eval::table::Table;
 use serde::Deserialize;
 
 use crate::jsonl::{id_text, read_jsonl_file};
-use crate::textscore::{bertscore_pairs, load_bertscore_encoder};
+use crate::textscore::{bertscore_pairs, check_output_file, load_bertscore_encoder, print_stdout};
 
 #[derive(clap::Args)]
 #[command(
@@ -32,7 +34,8 @@ BERTScore-F1 uses all-mpnet-base-v2's last-layer token embeddings (no idf, no re
 an empty section scores 0 on every metric. CheXpert-rule F1 (rule-based CheXpert labels of\n\
 the whole report, Findings and Impression joined; not CheXbert) is corpus-level over the\n\
 run's picks: macro and micro over 14 observations and over 5. Every text is scored once,\n\
-however many runs picked it: give all runs to one call.\n\n\
+however many runs picked it: give all runs to one call. A study appears once per file, and\n\
+token counts are non-negative integers; anything else is an error naming the line.\n\n\
 Example:\n  \
 sdr eval --candidates gen.jsonl --run standard=prune.jsonl#standard_text --run pruning=prune.jsonl -o table.md"
 )]
@@ -88,8 +91,9 @@ pub struct Args {
 struct CandLine {
     id: serde_json::Value,
     candidates: Vec<String>,
+    /// Checked by hand, so that a bad count's error names the field.
     #[serde(default)]
-    tokens: Option<Vec<usize>>,
+    tokens: Option<Vec<serde_json::Value>>,
 }
 
 /// Reference (findings, impression) by study id.
@@ -194,6 +198,22 @@ struct Scored<'a> {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    // Bad output paths fail before the scoring, and leave nothing behind.
+    let outputs = match &args.output {
+        Some(md) => {
+            let csv = md.with_extension("csv");
+            if csv == *md {
+                return Err(anyhow!(
+                    "--output {}: the full-precision CSV goes beside the table under this very name; give the table another extension (.md)",
+                    md.display()
+                ));
+            }
+            check_output_file("--output", md)?;
+            check_output_file("--output", &csv)?;
+            Some((md.clone(), csv))
+        }
+        None => None,
+    };
     let (refs, rname) = load_references(&args)?;
     let cands = load_candidates(&args.candidates, &refs, &rname)?;
     let Runs {
@@ -204,7 +224,7 @@ pub fn run(args: Args) -> Result<()> {
         .iter()
         .map(|s| s.tokens.or_else(|| full_from_runs.get(&s.id).copied()))
         .collect();
-    let full_tokens: Option<usize> = full.iter().copied().sum();
+    let full_tokens = checked_total(&full).map_err(|e| anyhow!("--candidates: {e}"))?;
     let bert = load_bertscore_encoder(args.model.as_deref(), args.no_bertscore)?;
     let pairs = distinct_pairs(&cands, &runs);
     let labeler = Labeler::default();
@@ -231,12 +251,56 @@ pub fn run(args: Args) -> Result<()> {
         table.push_row(name.as_str(), row)?;
     }
     let md = table.to_markdown()?;
-    print!("{md}");
-    if let Some(out) = &args.output {
-        table.write_markdown(out)?;
-        table.write_csv(&out.with_extension("csv"))?;
+    print_stdout(&md)?;
+    if let Some((md_path, csv_path)) = &outputs {
+        // Both files are written before either is committed, so a failure
+        // leaves neither.
+        let files = [(md_path, md), (csv_path, table.to_csv()?)]
+            .into_iter()
+            .map(|(path, text)| {
+                let mut f = AtomicFile::create(path)
+                    .and_then(|mut f| f.write_all(text.as_bytes()).map(|()| f))
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+                f.flush()
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+                Ok((path, f))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        for (path, f) in files {
+            f.commit()
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
     }
     Ok(())
+}
+
+/// The sum of per-study token counts; `None` when one is unknown, an error
+/// when it overflows.
+fn checked_total(counts: &[Option<usize>]) -> Result<Option<usize>> {
+    let mut total = 0usize;
+    for c in counts {
+        let Some(c) = c else { return Ok(None) };
+        total = total
+            .checked_add(*c)
+            .ok_or_else(|| anyhow!("token counts add up to more than {}", usize::MAX))?;
+    }
+    Ok(Some(total))
+}
+
+/// A token count under `key` of a JSON line: absent or null is unknown.
+fn token_count(v: &serde_json::Value, key: &str, at: &str) -> Result<Option<usize>> {
+    match v.get(key) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(t) => count(t, key, at).map(Some),
+    }
+}
+
+/// A token count: anything but a non-negative integer is an error naming
+/// the line and the field, never a count silently ignored.
+fn count(t: &serde_json::Value, field: &str, at: &str) -> Result<usize> {
+    t.as_u64()
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| anyhow!("{at}: \"{field}\" must be a non-negative integer, got {t}"))
 }
 
 /// Reference sections by id, and the CSV's name for error messages.
@@ -259,9 +323,14 @@ fn load_references(args: &Args) -> Result<(Refs, String)> {
 /// The candidate studies, each checked against the references.
 fn load_candidates(path: &Path, refs: &Refs, rname: &str) -> Result<Vec<Study>> {
     let mut cands = Vec::new();
+    let mut first_at: HashMap<String, String> = HashMap::new();
     for (at, v) in read_jsonl_file::<serde_json::Value>(path)? {
         let l: CandLine = serde_json::from_value(v).map_err(|e| anyhow!("{at}: {e}"))?;
         let id = id_text(&l.id);
+        // A repeated study would count twice in every mean.
+        if let Some(first) = first_at.insert(id.clone(), at.clone()) {
+            return Err(anyhow!("{at}: study {id} again (first at {first})"));
+        }
         let r = refs
             .get(&id)
             .ok_or_else(|| anyhow!("{at}: study {id} is not in {rname}"))?;
@@ -273,11 +342,35 @@ fn load_candidates(path: &Path, refs: &Refs, rname: &str) -> Result<Vec<Study>> 
         if l.candidates.is_empty() {
             return Err(anyhow!("{at}: no candidates"));
         }
+        let tokens = match &l.tokens {
+            Some(t) if t.len() != l.candidates.len() => {
+                return Err(anyhow!(
+                    "{at}: \"tokens\" has {} counts for {} candidates",
+                    t.len(),
+                    l.candidates.len()
+                ))
+            }
+            Some(t) => {
+                let counts = t
+                    .iter()
+                    .enumerate()
+                    .map(|(k, c)| count(c, &format!("tokens[{k}]"), &at).map(Some))
+                    .collect::<Result<Vec<_>>>()?;
+                checked_total(&counts).map_err(|e| anyhow!("{at}: \"tokens\": {e}"))?
+            }
+            None => None,
+        };
         cands.push(Study {
             id,
             candidates: l.candidates,
-            tokens: l.tokens.map(|t| t.iter().sum()),
+            tokens,
         });
+    }
+    if cands.is_empty() {
+        return Err(anyhow!(
+            "{}: no studies (the candidates file is empty)",
+            path.display()
+        ));
     }
     Ok(cands)
 }
@@ -304,28 +397,30 @@ fn load_run(
         .split_once('=')
         .ok_or_else(|| anyhow!("--run {spec}: expected NAME=FILE[#FIELD]"))?;
     let (file, field) = rest.split_once('#').unwrap_or((rest, "text"));
-    let mut by_id = HashMap::new();
+    let mut by_id: RunPicks = HashMap::new();
+    let mut first_at: HashMap<String, String> = HashMap::new();
     for (at, v) in read_jsonl_file::<serde_json::Value>(Path::new(file))? {
         let id = v
             .get("id")
             .map(id_text)
             .ok_or_else(|| anyhow!("{at}: no \"id\""))?;
+        // A later line must not silently replace an earlier pick.
+        if let Some(first) = first_at.insert(id.clone(), at.clone()) {
+            return Err(anyhow!("{at}: study {id} again (first at {first})"));
+        }
         let text = v
             .get(field)
             .and_then(|t| t.as_str())
             .ok_or_else(|| anyhow!("{at}: no string field \"{field}\""))?
             .to_string();
-        let num = |k: &str| v.get(k).and_then(|t| t.as_u64()).map(|t| t as usize);
-        if let Some(f) = num("tokens_full") {
+        let full = token_count(&v, "tokens_full", &at)?;
+        let used = token_count(&v, "tokens_used", &at)?;
+        if let Some(f) = full {
             full_from_runs.insert(id.clone(), f);
         }
         // The pick's own cost when the line is the run's own record;
         // another field (standard_text) costs the full K candidates.
-        let used = if field == "text" {
-            num("tokens_used")
-        } else {
-            None
-        };
+        let used = if field == "text" { used } else { None };
         by_id.insert(id, (text, used));
     }
     for s in cands {
@@ -447,7 +542,12 @@ impl Scored<'_> {
                 sum[j] += v[j] / n;
             }
             tokens = match (tokens, used.or(*f)) {
-                (Some(a), Some(b)) => Some(a + b),
+                (Some(a), Some(b)) => Some(a.checked_add(b).ok_or_else(|| {
+                    anyhow!(
+                        "--run {name}: token counts add up to more than {}",
+                        usize::MAX
+                    )
+                })?),
                 _ => None,
             };
         }

@@ -3,9 +3,9 @@
 //! BERTScore on the Findings and on the Impression section (SPEC §7), or on
 //! the whole texts with `--whole`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, Context, Result};
 use sdr_clinical::UncertainPolicy;
 use sdr_eval::bertscore::TokenEncoder;
 use sdr_eval::report::{score_split, split_pair, Scope};
@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::jsonl::{parse_json, Input, Output};
-use crate::textscore::{load_bertscore_encoder, load_wordnet};
+use crate::textscore::{check_output_file, load_bertscore_encoder, load_wordnet};
 
 #[derive(clap::Args)]
 #[command(
@@ -28,7 +28,8 @@ method1 smoothing (epsilon 0.1), uniform weights up to n; ROUGE F1 without stemm
 nltk (with WordNet synonyms when a database is found); chrF++ is sacrebleu's CHRF(word_order=2)\n\
 on a 0-100 scale; BERTScore P/R/F1 uses all-mpnet-base-v2's last-layer token embeddings (no idf,\n\
 no baseline rescaling). A summary of the means and the corpus scores (corpus BLEU, CheXpert-rule\n\
-F1 macro/micro) is printed on stderr; `--summary FILE` writes it as JSON. Python's `sdr.metrics`\n\
+F1 macro/micro) is printed on stderr; `--summary FILE` writes it as JSON (means and corpus\n\
+scores are null when there are no pairs). Python's `sdr.metrics`\n\
 runs the same code (sdr_eval::report)."
 )]
 pub struct Args {
@@ -74,6 +75,13 @@ pub fn run(args: Args) -> Result<()> {
     } else {
         Scope::Sections
     };
+    // Bad output paths fail before the scoring, and leave nothing behind.
+    if let Some(p) = args.output.as_deref().filter(|p| *p != Path::new("-")) {
+        check_output_file("--output", p)?;
+    }
+    if let Some(p) = &args.summary {
+        check_output_file("--summary", p)?;
+    }
     let mut input = Input::open(args.input.as_deref())?;
     let mut ids: Vec<Option<Value>> = Vec::new();
     let mut split = Vec::new();
@@ -105,6 +113,20 @@ pub fn run(args: Args) -> Result<()> {
         encoder.as_ref().map(|e| e as &dyn TokenEncoder),
         policy,
     )?;
+    let summary = scores.summary_json()?;
+    // The summary file is written, uncommitted, before the lines: a failure
+    // of either leaves neither file.
+    let summary_file = match &args.summary {
+        Some(path) => {
+            let mut out = Output::create(Some(path.as_path()))?;
+            serde_json::to_writer_pretty(&mut *out.writer(), &summary)
+                .map_err(std::io::Error::from)
+                .and_then(|()| out.writer().write_all(b"\n"))
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            Some(out)
+        }
+        None => None,
+    };
     let mut output = Output::create(args.output.as_deref())?;
     for (n, id) in ids.into_iter().enumerate() {
         let mut obj = serde_json::Map::new();
@@ -113,15 +135,13 @@ pub fn run(args: Args) -> Result<()> {
         }
         obj.extend(scores.pair_json(n));
         let w = output.writer();
-        serde_json::to_writer(&mut *w, &Value::Object(obj))?;
-        w.write_all(b"\n")?;
+        serde_json::to_writer(&mut *w, &Value::Object(obj))
+            .map_err(std::io::Error::from)
+            .and_then(|()| w.write_all(b"\n"))
+            .context("cannot write output")?;
     }
     output.finish()?;
-    let summary = scores.summary_json()?;
-    if let Some(path) = &args.summary {
-        let mut out = Output::create(Some(path.as_path()))?;
-        serde_json::to_writer_pretty(&mut *out.writer(), &summary)?;
-        out.writer().write_all(b"\n")?;
+    if let Some(out) = summary_file {
         out.finish()?;
     }
     print_summary(&summary, &scores.metrics, scope, args.uncertain_negative);
@@ -151,6 +171,13 @@ fn print_summary(
     );
     for name in scope.names() {
         let unit = &summary[*name];
+        if unit["mean"]
+            .as_object()
+            .is_some_and(|m| m.values().all(Value::is_null))
+        {
+            eprintln!("  mean {name}: none (no pairs)");
+            continue;
+        }
         let cells: Vec<String> = metrics
             .iter()
             .map(|k| format!("{k} {:.4}", num(&unit["mean"][*k])))

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use sdr_core::report::SEGMENTER_VERSION;
 use sdr_core::Metric;
@@ -223,6 +223,13 @@ pub fn run(args: Args) -> Result<()> {
         return Err(anyhow!("--batch must be at least 1"));
     }
     let plan = Plan::new(&args)?;
+    if let Some(p) = args
+        .output
+        .as_deref()
+        .filter(|p| *p != std::path::Path::new("-"))
+    {
+        crate::textscore::check_output_file("--output", p)?;
+    }
     let encoder = args.encoder.load()?;
     let corpus = match (&args.corpus, uses_corpus(&args)) {
         (Some(p), true) => {
@@ -241,10 +248,8 @@ pub fn run(args: Args) -> Result<()> {
         }
         (_, false) => None,
     };
-    let index = corpus
-        .as_ref()
-        .map(|c| CorpusIndex::new(c.view()))
-        .transpose()?;
+    // `Corpus::index` names the file when a section is missing from it.
+    let index = corpus.as_ref().map(Corpus::index).transpose()?;
     let single = !args.all_policies;
     let mut input = Input::open(args.input.as_deref())?;
     let mut output = Output::create(args.output.as_deref())?;
@@ -283,8 +288,10 @@ pub fn run(args: Args) -> Result<()> {
             all_bad += well.iter().all(|w| !w) as usize;
             let obj = record(l, single, &plan.keys, &per_policy, &well);
             let w = output.writer();
-            serde_json::to_writer(&mut *w, &obj)?;
-            w.write_all(b"\n")?;
+            serde_json::to_writer(&mut *w, &obj)
+                .map_err(std::io::Error::from)
+                .and_then(|()| w.write_all(b"\n"))
+                .context("cannot write output")?;
             studies += 1;
             pb.inc(1);
         }

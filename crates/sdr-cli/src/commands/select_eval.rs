@@ -2,12 +2,15 @@
 //! reference reports, next to the two random baselines (SPEC §5, §7), as
 //! Markdown/CSV tables and policy x metric heatmaps (sdr-eval).
 
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
 use rayon::prelude::*;
 use sdr_clinical::{Labeler, Labels, UncertainPolicy};
+use sdr_core::io::AtomicFile;
 use sdr_core::report::parse_report;
 use sdr_corpus::CsvTable;
 use sdr_eval::baseline::Pool;
@@ -22,7 +25,9 @@ use sdr_eval::table::Table;
 use serde::Deserialize;
 
 use crate::jsonl::{id_text, read_jsonl_file};
-use crate::textscore::{bertscore_pairs, load_bertscore_encoder, load_wordnet};
+use crate::textscore::{
+    bertscore_pairs, check_output_dir, load_bertscore_encoder, load_wordnet, print_stdout,
+};
 
 #[derive(clap::Args)]
 #[command(
@@ -178,8 +183,9 @@ struct Row {
 type BertF1 = HashMap<(usize, usize, usize), f64>;
 
 pub fn run(a: Args) -> Result<()> {
-    std::fs::create_dir_all(&a.out_dir)
-        .with_context(|| format!("cannot create {}", a.out_dir.display()))?;
+    // The folder is made only once every table is ready (see `publish`); a
+    // bad path fails here, before the scoring.
+    check_output_dir("--out-dir", &a.out_dir)?;
     let inputs = load_inputs(&a)?;
     let wordnet = load_wordnet(a.wordnet.as_deref())?;
     let scorer = TextScorer::new(Default::default(), wordnet.as_ref());
@@ -197,10 +203,66 @@ pub fn run(a: Args) -> Result<()> {
     for (si, sec) in ["findings", "impression"].into_iter().enumerate() {
         summary.extend(out.section(&rows, &bert_f1, si, sec)?);
     }
-    for l in summary {
-        println!("{l}");
+    publish(&a.out_dir, out.staged.into_inner())?;
+    let mut text = summary.join("\n");
+    text.push_str(&format!("\ntables and heatmaps: {}\n", a.out_dir.display()));
+    print_stdout(&text)
+}
+
+/// A file of the output folder, rendered in memory until [`publish`].
+enum Artifact {
+    Text(String),
+    Png(Heatmap),
+}
+
+/// Writes every artifact into `dir` all or nothing: each goes to a temporary
+/// file first, and the files are renamed into place only when all are
+/// written. On failure the temporary files and the folders this call made
+/// are removed, so a failed run leaves nothing behind.
+fn publish(dir: &Path, files: Vec<(String, Artifact)>) -> Result<()> {
+    for (name, _) in &files {
+        let dest = dir.join(name);
+        if dest.is_dir() {
+            return Err(anyhow!("cannot write {}: is a folder", dest.display()));
+        }
     }
-    println!("tables and heatmaps: {}", a.out_dir.display());
+    // The folders to make, outermost last, to remove them again on failure.
+    let made: Vec<PathBuf> = dir
+        .ancestors()
+        .take_while(|a| !a.as_os_str().is_empty() && !a.exists())
+        .map(Path::to_path_buf)
+        .collect();
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let staged = files
+        .iter()
+        .map(|(name, art)| {
+            let dest = dir.join(name);
+            let at = || format!("cannot write {}", dest.display());
+            let mut f = AtomicFile::create(&dest).with_context(at)?;
+            match art {
+                Artifact::Text(t) => f
+                    .write_all(t.as_bytes())
+                    .and_then(|()| f.flush())
+                    .with_context(at)?,
+                Artifact::Png(hm) => hm.render_png_into(&mut f)?,
+            }
+            Ok((dest, f))
+        })
+        .collect::<Result<Vec<_>>>();
+    let staged = match staged {
+        Ok(s) => s,
+        Err(e) => {
+            // The temporary files are gone with the failed collection.
+            for d in &made {
+                let _ = std::fs::remove_dir(d);
+            }
+            return Err(e);
+        }
+    };
+    for (dest, f) in staged {
+        f.commit()
+            .with_context(|| format!("cannot write {}", dest.display()))?;
+    }
     Ok(())
 }
 
@@ -218,7 +280,7 @@ fn load_inputs(a: &Args) -> Result<Inputs> {
             let reference = Reference {
                 sections: [g(cf), g(cim)],
                 problems: cp.map(g),
-                line: r + 2,
+                line: table.line(r),
             };
             (g(ci), reference)
         })
@@ -401,6 +463,8 @@ struct Output<'a> {
     config: SelectionConfig,
     encoder_name: Option<String>,
     meteor_note: String,
+    /// Every file to write, by name in the output folder (see [`publish`]).
+    staged: RefCell<Vec<(String, Artifact)>>,
 }
 
 impl<'a> Output<'a> {
@@ -436,15 +500,20 @@ impl<'a> Output<'a> {
             config,
             encoder_name,
             meteor_note,
+            staged: RefCell::new(Vec::new()),
         }
     }
 
-    /// Sets the notes and encoder line, then writes `stem`.md and `stem`.csv.
+    fn stage(&self, name: String, art: Artifact) {
+        self.staged.borrow_mut().push((name, art));
+    }
+
+    /// Sets the notes and encoder line, then stages `stem`.md and `stem`.csv.
     fn write(&self, t: &mut Table, notes: &[String], stem: &str) -> Result<()> {
         t.notes = notes.to_vec();
         t.bertscore_encoder = self.encoder_name.clone();
-        t.write_markdown(&self.a.out_dir.join(format!("{stem}.md")))?;
-        t.write_csv(&self.a.out_dir.join(format!("{stem}.csv")))?;
+        self.stage(format!("{stem}.md"), Artifact::Text(t.to_markdown()?));
+        self.stage(format!("{stem}.csv"), Artifact::Text(t.to_csv()?));
         Ok(())
     }
 
@@ -574,12 +643,11 @@ impl<'a> Output<'a> {
                 values: t.rows.iter().map(|r| r.cells.clone()).collect(),
                 bertscore_encoder: self.encoder_name.clone(),
             };
-            hm.render_png(
-                &self
-                    .a
-                    .out_dir
-                    .join(format!("heatmap_{sec}_vs_random_{tag}.png")),
-            )?;
+            hm.validate()?;
+            self.stage(
+                format!("heatmap_{sec}_vs_random_{tag}.png"),
+                Artifact::Png(hm),
+            );
         }
         Ok(())
     }

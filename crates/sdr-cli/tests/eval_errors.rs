@@ -1,0 +1,199 @@
+//! `sdr eval` refuses silently wrong input in one line naming the file, the
+//! line and the field: repeated studies, `tokens` that do not match the
+//! candidates, invalid token counts, an empty candidates file; and a full
+//! stdout or a bad `-o` is an error, not a panic or a half-written pair.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::json;
+
+const CSV: &str = "uid,findings,impression\n\
+1,The heart is normal in size. The lungs are clear.,No acute disease.\n\
+2,The heart is enlarged. The lungs are clear.,Cardiomegaly.\n";
+const GOOD: [&str; 2] = [
+    "Findings: The heart is normal in size. The lungs are clear.\nImpression: No acute disease.",
+    "Findings: The heart is enlarged. The lungs are clear.\nImpression: Cardiomegaly.",
+];
+const BAD: &str = "Findings: Pneumothorax.\nImpression: Pneumothorax.";
+
+fn write_lines(path: &Path, lines: &[serde_json::Value]) {
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(path, text).unwrap();
+}
+
+/// refs.csv, cands.jsonl (good and bad candidate per study) in `dir`.
+fn inputs(dir: &Path) -> (PathBuf, PathBuf) {
+    let csv = dir.join("refs.csv");
+    std::fs::write(&csv, CSV).unwrap();
+    let cands = dir.join("cands.jsonl");
+    let lines: Vec<_> = GOOD
+        .iter()
+        .enumerate()
+        .map(|(i, g)| json!({"id": i + 1, "candidates": [g, BAD], "tokens": [10, 20]}))
+        .collect();
+    write_lines(&cands, &lines);
+    (csv, cands)
+}
+
+fn eval(csv: &Path, cands: &Path, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sdr"))
+        .args(["eval", "--no-bertscore", "--seeds", "5", "--references"])
+        .arg(csv)
+        .arg("--candidates")
+        .arg(cands)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+/// The one-line error of a failed run.
+fn err(o: &Output) -> String {
+    let e = String::from_utf8_lossy(&o.stderr).trim_end().to_string();
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+    e
+}
+
+fn run_line(id: usize, text: &str, used: serde_json::Value) -> serde_json::Value {
+    json!({"id": id, "text": text, "tokens_used": used})
+}
+
+#[test]
+fn a_repeated_study_is_refused_not_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, cands) = inputs(dir.path());
+    let run = dir.path().join("run.jsonl");
+    write_lines(
+        &run,
+        &[
+            run_line(1, GOOD[0], json!(5)),
+            run_line(2, GOOD[1], json!(5)),
+            run_line(2, BAD, json!(5)),
+        ],
+    );
+    let spec = format!("a={}", run.display());
+    let e = err(&eval(&csv, &cands, &["--run", &spec]));
+    assert!(
+        e.contains("run.jsonl:3: study 2 again (first at") && e.contains("run.jsonl:2"),
+        "{e}"
+    );
+    let text = std::fs::read_to_string(&cands).unwrap();
+    std::fs::write(&cands, format!("{text}{}", text.lines().next().unwrap())).unwrap();
+    let e = err(&eval(&csv, &cands, &[]));
+    assert!(e.contains("cands.jsonl:3: study 1 again"), "{e}");
+}
+
+#[test]
+fn tokens_must_match_the_candidates_and_be_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, cands) = inputs(dir.path());
+    write_lines(
+        &cands,
+        &[json!({"id": 1, "candidates": [GOOD[0], BAD], "tokens": [10, 20, 30]})],
+    );
+    let e = err(&eval(&csv, &cands, &[]));
+    assert!(
+        e.contains("cands.jsonl:1: \"tokens\" has 3 counts for 2 candidates"),
+        "{e}"
+    );
+    write_lines(
+        &cands,
+        &[json!({"id": 1, "candidates": [GOOD[0], BAD], "tokens": [10, -1]})],
+    );
+    let e = err(&eval(&csv, &cands, &[]));
+    assert!(
+        e.contains("cands.jsonl:1: \"tokens[1]\" must be a non-negative integer"),
+        "{e}"
+    );
+    write_lines(
+        &cands,
+        &[json!({"id": 1, "candidates": [GOOD[0], BAD], "tokens": [u64::MAX, 1]})],
+    );
+    let e = err(&eval(&csv, &cands, &[]));
+    assert!(
+        e.contains("cands.jsonl:1: \"tokens\": token counts add up"),
+        "{e}"
+    );
+}
+
+#[test]
+fn invalid_tokens_used_is_an_error_naming_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, cands) = inputs(dir.path());
+    let run = dir.path().join("run.jsonl");
+    let spec = format!("a={}", run.display());
+    for bad in [json!(-5), json!("abc"), json!(1e30), json!(2.5)] {
+        write_lines(
+            &run,
+            &[
+                run_line(1, GOOD[0], json!(5)),
+                run_line(2, GOOD[1], bad.clone()),
+            ],
+        );
+        let e = err(&eval(&csv, &cands, &["--run", &spec]));
+        assert!(
+            e.contains("run.jsonl:2: \"tokens_used\" must be a non-negative integer"),
+            "{bad}: {e}"
+        );
+    }
+    // Null still means unknown: the full candidates' tokens count.
+    write_lines(
+        &run,
+        &[
+            run_line(1, GOOD[0], json!(5)),
+            run_line(2, GOOD[1], json!(null)),
+        ],
+    );
+    let o = eval(&csv, &cands, &["--run", &spec]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("| a | 35 |"));
+}
+
+#[test]
+fn an_empty_candidates_file_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, cands) = inputs(dir.path());
+    std::fs::write(&cands, "\n").unwrap();
+    let e = err(&eval(&csv, &cands, &[]));
+    assert!(
+        e.contains("cands.jsonl: no studies (the candidates file is empty)"),
+        "{e}"
+    );
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_stdout_is_a_one_line_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, cands) = inputs(dir.path());
+    let o = Command::new(env!("CARGO_BIN_EXE_sdr"))
+        .args(["eval", "--no-bertscore", "--seeds", "5", "--references"])
+        .arg(&csv)
+        .arg("--candidates")
+        .arg(&cands)
+        .stdout(std::fs::File::create("/dev/full").unwrap())
+        .output()
+        .unwrap();
+    let e = err(&o);
+    assert!(e.starts_with("sdr: error: cannot write output: "), "{e}");
+}
+
+#[test]
+fn bad_output_paths_fail_first_and_leave_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, cands) = inputs(dir.path());
+    let md = dir.path().join("nodir/t.md");
+    let e = err(&eval(&csv, &cands, &["-o", md.to_str().unwrap()]));
+    assert!(e.contains("--output") && e.contains("nodir"), "{e}");
+    // The CSV beside the table must not be the table itself.
+    let same = dir.path().join("t.csv");
+    let e = err(&eval(&csv, &cands, &["-o", same.to_str().unwrap()]));
+    assert!(e.contains("t.csv"), "{e}");
+    // A blocked CSV path: the table is not written either.
+    std::fs::create_dir(dir.path().join("u.csv")).unwrap();
+    let md = dir.path().join("u.md");
+    let e = err(&eval(&csv, &cands, &["-o", md.to_str().unwrap()]));
+    assert!(e.contains("u.csv") && e.contains("folder"), "{e}");
+    assert!(!md.exists());
+}
