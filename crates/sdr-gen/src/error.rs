@@ -74,6 +74,9 @@ pub enum GenError {
         candidate: usize,
         cause: String,
     },
+    /// A candidate's stream failed after it began (pruning cannot choose it).
+    #[error("candidate {candidate} failed: {cause}")]
+    Candidate { candidate: usize, cause: String },
     /// The partial-output scorer failed.
     #[error("scoring partial outputs: {0}")]
     Score(#[source] Box<dyn std::error::Error + Send + Sync>),

@@ -17,12 +17,14 @@
 //! survivor covers at the cost of its tokens.
 //!
 //! A candidate that has ended stays in the pool with its final text, scored
-//! as a complete report: `+∞` unless both sections hold a sentence.
+//! as a complete report: `+∞` unless both sections hold a sentence. One whose
+//! stream failed ([`End::Error`]) scores `+∞`: its text is cut, not a report;
+//! if it is chosen all the same (every survivor failed), [`prune()`] fails.
 //! Token saving `= 1 − tokens(pruning) / tokens(K full candidates)`.
 
 use serde::Serialize;
 
-use crate::{CandidateState, GenError, LockStep, Partial};
+use crate::{CandidateState, End, GenError, LockStep, Partial};
 
 /// Scores partial outputs against the training corpus; lower is better.
 pub trait PartialScorer {
@@ -135,7 +137,7 @@ pub struct PruneOutcome {
 
 /// The scores of the active candidates' outputs so far. An ended candidate
 /// is complete: like full best-of-K (SPEC §5), it needs both sections, else
-/// it scores +inf; so does a NaN.
+/// it scores +inf; so do a NaN and a failed candidate.
 fn round_scores(
     run: &LockStep<'_>,
     scorer: &mut dyn PartialScorer,
@@ -158,8 +160,11 @@ fn round_scores(
         .zip(active)
         .zip(&partials)
         .map(|((s, &i), p)| {
-            let ended = !run.states()[i].is_live();
-            if s.is_nan() || (ended && (p.findings.is_empty() || p.impression.is_empty())) {
+            let state = &run.states()[i];
+            let ended = !state.is_live();
+            let failed = matches!(state.end, Some(End::Error(_)));
+            if s.is_nan() || failed || (ended && (p.findings.is_empty() || p.impression.is_empty()))
+            {
                 f64::INFINITY
             } else {
                 s
@@ -235,6 +240,12 @@ pub fn prune(
         });
         active[best]
     };
+    if let Some(End::Error(cause)) = &run.states()[chosen].end {
+        return Err(GenError::Candidate {
+            candidate: chosen,
+            cause: cause.clone(),
+        });
+    }
     let tokens_produced = (0..k).map(|i| run.produced(i)).sum();
     let candidates = run.into_states();
     let tokens_used = candidates.iter().map(|c| c.tokens).sum();

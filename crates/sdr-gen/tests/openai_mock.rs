@@ -29,6 +29,8 @@ enum Step {
 enum Reply {
     Status(u16, Vec<(&'static str, String)>, String),
     Sse(Vec<Step>),
+    /// No answer (not even headers) for this long.
+    Stall(Duration),
 }
 
 /// What the mock saw of one request.
@@ -126,6 +128,10 @@ async fn handle(State(st): State<Arc<MockState>>, headers: HeaderMap, body: Byte
         seen.len() - 1
     };
     match (st.script)(n, &body) {
+        Reply::Stall(d) => {
+            tokio::time::sleep(d).await;
+            Response::new(Body::empty())
+        }
         Reply::Status(code, hdrs, text) => {
             let mut r = Response::builder().status(StatusCode::from_u16(code).unwrap());
             for (k, v) in hdrs {
@@ -603,6 +609,113 @@ fn done_without_finish_reason_is_an_error() {
     assert_eq!(text, "Find");
     assert!(
         matches!(&end, End::Error(m) if m.contains("finish_reason")),
+        "{end:?}"
+    );
+}
+
+/// The batch error of candidate 0, whose request gets `reply`.
+fn start_error(reply: impl Fn() -> Reply + Send + Sync + 'static) -> String {
+    let mock = Mock::start(move |_, _| reply());
+    let cfg = OpenAiConfig {
+        idle_timeout: Duration::from_millis(300),
+        ..config(&mock.base)
+    };
+    let mut backend = OpenAiBackend::new(cfg).unwrap();
+    let mut c = backend.start(&request(1)).unwrap();
+    let err = c.next(&[0]).unwrap_err();
+    assert!(matches!(err, GenError::Server { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(msg.contains("candidate 0") && !msg.contains('\n'), "{msg}");
+    msg
+}
+
+#[test]
+fn a_200_that_is_not_a_stream_fails_the_request() {
+    let html = || {
+        Reply::Status(
+            200,
+            vec![("content-type", "text/html; charset=utf-8".into())],
+            "<html>\n<body>Please log in</body></html>".into(),
+        )
+    };
+    let msg = start_error(html);
+    assert!(
+        msg.contains("response is not an event stream (Content-Type text/html)"),
+        "{msg}"
+    );
+    assert!(msg.contains("<body>Please log in"), "{msg}");
+    let json = |body: &'static str| {
+        move || {
+            Reply::Status(
+                200,
+                vec![("content-type", "application/json".into())],
+                body.into(),
+            )
+        }
+    };
+    let msg = start_error(json(r#"{"object": "chat.completion", "choices": []}"#));
+    assert!(msg.contains("no choices"), "{msg}");
+    let msg = start_error(json(r#"{"error": {"message": "quota exceeded"}}"#));
+    assert!(msg.contains("server error: quota exceeded"), "{msg}");
+    let msg = start_error(json("<html>not json</html>"));
+    assert!(
+        msg.contains("neither an event stream nor a chat completion"),
+        "{msg}"
+    );
+    // Accepted, then silent: no headers within the idle timeout.
+    let t0 = Instant::now();
+    let msg = start_error(|| Reply::Stall(Duration::from_secs(20)));
+    assert!(msg.contains("idle timeout: no response for 0.3 s"), "{msg}");
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+}
+
+#[test]
+fn a_whole_json_answer_is_taken_as_the_candidate() {
+    let mock = Mock::start(|_, body| {
+        let answer = json!({
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"role": "assistant",
+                "content": format!("Lungs clear, seed {}.", body["seed"])},
+                "finish_reason": "length"}],
+            "usage": {"completion_tokens": 9},
+        });
+        Reply::Status(
+            200,
+            vec![("content-type", "application/json".into())],
+            answer.to_string(),
+        )
+    });
+    let mut backend = OpenAiBackend::new(config(&mock.base)).unwrap();
+    let mut c = backend.start(&request(2)).unwrap();
+    let first = c.next(&[0]).unwrap().remove(0);
+    assert_eq!((first.text.as_str(), first.tokens), ("Lungs", 1));
+    let (text, tokens, end) = drain(c.as_mut(), 0);
+    assert_eq!(format!("{}{text}", first.text), "Lungs clear, seed 7.");
+    // Six pseudo-tokens; the server counted nine.
+    assert_eq!((tokens + 1, end), (9, End::Length));
+    assert_eq!(c.produced(0), 9);
+    assert_eq!(drain(c.as_mut(), 1).0, "Lungs clear, seed 8.");
+}
+
+#[test]
+fn a_stream_without_choices_names_what_was_missing() {
+    let mock = Mock::start(|n, _| match n {
+        0 => Reply::Sse(vec![Step::Data(json!({"choices": []}).to_string()), done()]),
+        _ => Reply::Sse(vec![]),
+    });
+    let mut backend = OpenAiBackend::new(config(&mock.base)).unwrap();
+    let mut c = backend.start(&request(1)).unwrap();
+    let (text, _, end) = drain(c.as_mut(), 0);
+    assert_eq!(text, "");
+    assert!(
+        matches!(&end, End::Error(m) if m.contains("none of its 1 chunks had a choice")),
+        "{end:?}"
+    );
+    drop(c);
+    let mut c = backend.start(&request(1)).unwrap();
+    let (_, _, end) = drain(c.as_mut(), 0);
+    assert!(
+        matches!(&end, End::Error(m) if m.contains("closed without a single chunk")),
         "{end:?}"
     );
 }

@@ -1,7 +1,7 @@
 //! Pruning invariants (SPEC §6) on replayed candidates with scripted scores.
 
 use sdr_gen::replay::{Replay, Stored};
-use sdr_gen::{prune, End, GenError, LockStep, Partial, PruneConfig};
+use sdr_gen::{prune, Candidates, End, GenError, LockStep, Partial, Piece, PruneConfig};
 
 fn report(n_findings: usize, tag: &str) -> String {
     let f: Vec<String> = (0..n_findings)
@@ -273,4 +273,93 @@ fn an_ended_candidate_missing_a_section_scores_infinity() {
     assert_eq!(out.chosen, 1);
     let json = serde_json::to_string(&out.rounds[0]).unwrap();
     assert!(json.contains("\"scores\":[null,1.0,2.0]"), "{json}");
+}
+
+/// A replay whose candidate `failing` breaks off with an error after `after` pieces.
+struct Breaks {
+    inner: Replay,
+    failing: usize,
+    after: usize,
+    seen: usize,
+}
+
+impl Candidates for Breaks {
+    fn k(&self) -> usize {
+        self.inner.k()
+    }
+
+    fn next(&mut self, ids: &[usize]) -> Result<Vec<Piece>, GenError> {
+        let mut out = self.inner.next(ids)?;
+        for (p, &id) in out.iter_mut().zip(ids) {
+            if id == self.failing {
+                self.seen += 1;
+                if self.seen == self.after {
+                    p.end = Some(End::Error("stream closed before a finish_reason".into()));
+                    self.inner.cancel(id);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn cancel(&mut self, id: usize) {
+        self.inner.cancel(id)
+    }
+
+    fn produced(&self, id: usize) -> usize {
+        self.inner.produced(id)
+    }
+}
+
+#[test]
+fn a_failed_candidate_is_never_chosen() {
+    // Candidate 0 scores best and holds both sections, but its stream fails
+    // at its last token: a cut text, scored +inf, so it drops first.
+    let texts = vec![
+        "Findings: c0 finding 0.\nImpression: c0 impression.".to_string(),
+        report(6, "c1"),
+        report(6, "c2"),
+    ];
+    let failing = Breaks {
+        inner: replay(&texts),
+        failing: 0,
+        after: sdr_gen::replay::pseudo_token_ends(&texts[0]).len(),
+        seen: 0,
+    };
+    let config = PruneConfig {
+        warmup: 2,
+        ..PruneConfig::default()
+    };
+    let mut scorer = |parts: &[Partial]| by_tag(parts);
+    let out = prune(
+        LockStep::new(Box::new(failing)),
+        &mut scorer,
+        config,
+        |_| {},
+    )
+    .unwrap();
+    assert!(matches!(&out.candidates[0].end, Some(End::Error(_))));
+    assert!(out.rounds[0].scores[0].is_infinite());
+    assert_eq!(out.rounds[0].dropped, [0, 2]);
+    assert_eq!(out.chosen, 1);
+
+    // The only candidate fails: an error naming it, not a cut report.
+    let one = vec![report(3, "c0")];
+    let failing = Breaks {
+        inner: replay(&one),
+        failing: 0,
+        after: 5,
+        seen: 0,
+    };
+    let e = prune(
+        LockStep::new(Box::new(failing)),
+        &mut scorer,
+        PruneConfig::default(),
+        |_| {},
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "candidate 0 failed: stream closed before a finish_reason"
+    );
 }

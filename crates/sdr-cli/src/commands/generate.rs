@@ -3,13 +3,15 @@
 //! `sdr select`, `sdr prune --replay` and `sdr eval` read.
 
 use std::collections::HashSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{anyhow, Result};
-use sdr_gen::LockStep;
+use sdr_gen::{CandidateState, End, LockStep};
 
-use crate::common::{progress_every, BackendArgs, GenRecord, Journal, Kept, Study, StudyArgs};
+use crate::common::{
+    partial_path, progress_every, BackendArgs, GenRecord, Journal, Kept, Study, StudyArgs,
+};
 use crate::jsonl::parse_json;
 
 #[derive(clap::Args)]
@@ -22,6 +24,11 @@ token_ends are byte offsets after each token (for `sdr prune --replay`); sentenc
 tokens generated when each sentence was seen complete.\n\n\
 Each study is written to FILE.partial as soon as it completes; FILE appears when the run ends.\n\
 A stopped run continues with the same command plus --resume.\n\n\
+A candidate whose stream fails (breaks off, times out, sends malformed chunks or no finish_reason)\n\
+is reported on stderr and its study is left out, not written with an empty or cut report; the\n\
+run goes on, then exits non-zero with FILE.partial kept, and --resume generates the studies left\n\
+out. A request the server refuses after the retries stops the run; so do 3 studies in a row whose\n\
+every candidate failed.\n\n\
 Examples:\n  \
 sdr generate --limit 50 -k 8 --prompt p2 --context indication -o gen.jsonl\n  \
 sdr generate --limit 50 -k 8 --prompt p2 --context indication -o gen.jsonl --resume\n  \
@@ -85,11 +92,58 @@ fn already_done(
                 rec.id
             ));
         }
+        // Written by a version that kept failed candidates as reports.
+        if let Some((i, msg)) = failures(&rec.finish).into_iter().next() {
+            return Err(anyhow!(
+                "{}: study {} holds failed candidate {i} ({msg}); delete that line so that \
+                 --resume generates the study again",
+                k.at,
+                rec.id
+            ));
+        }
         if !done.insert(rec.id.clone()) {
             return Err(anyhow!("{}: study {} appears twice", k.at, rec.id));
         }
     }
     Ok(done)
+}
+
+/// After this many studies in a row whose every candidate failed, the run
+/// stops: the server is broken, and each further study would only wait out
+/// its timeout.
+const GIVE_UP_AFTER: usize = 3;
+
+/// The candidates that ended in an error, with the error.
+fn failures(finish: &[Option<End>]) -> Vec<(usize, &str)> {
+    finish
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match e {
+            Some(End::Error(m)) => Some((i, m.as_str())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// One stderr line per distinct error of a study's failed candidates.
+fn report_failures(study: &str, states: &[CandidateState]) -> usize {
+    let ends: Vec<Option<End>> = states.iter().map(|s| s.end.clone()).collect();
+    let failed = failures(&ends);
+    let mut kinds: Vec<(&str, Vec<String>)> = Vec::new();
+    for &(i, msg) in &failed {
+        match kinds.iter_mut().find(|(m, _)| *m == msg) {
+            Some((_, ids)) => ids.push(i.to_string()),
+            None => kinds.push((msg, vec![i.to_string()])),
+        }
+    }
+    for (msg, ids) in kinds {
+        let s = if ids.len() == 1 { "" } else { "s" };
+        eprintln!(
+            "generate: study {study}: candidate{s} {} failed: {msg}",
+            ids.join(", ")
+        );
+    }
+    failed.len()
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -113,6 +167,7 @@ pub fn run(args: Args) -> Result<()> {
     let t0 = Instant::now();
     let mut total_tokens = 0usize;
     let mut generated = 0usize;
+    let (mut failed, mut failed_studies, mut all_failed_in_a_row) = (0usize, 0usize, 0usize);
     for (si, study) in studies.iter().enumerate() {
         if done.contains(&study.id) {
             continue;
@@ -138,6 +193,24 @@ pub fn run(args: Args) -> Result<()> {
         .map_err(|e| anyhow!("study {}: {e}", study.id))?;
         let states = run.into_states();
         total_tokens += states.iter().map(|s| s.tokens).sum::<usize>();
+        // A failed candidate is not a report: the study stays out of the
+        // output, so that --resume generates it again.
+        let n_failed = report_failures(&study.id, &states);
+        if n_failed > 0 {
+            failed += n_failed;
+            failed_studies += 1;
+            all_failed_in_a_row = if n_failed == states.len() {
+                all_failed_in_a_row + 1
+            } else {
+                0
+            };
+            pb.inc(1);
+            if all_failed_in_a_row == GIVE_UP_AFTER {
+                break;
+            }
+            continue;
+        }
+        all_failed_in_a_row = 0;
         let rec = GenRecord::new(
             study,
             describe.clone(),
@@ -150,7 +223,12 @@ pub fn run(args: Args) -> Result<()> {
         generated += 1;
         pb.inc(1);
     }
-    out.finish()?;
+    if failed == 0 {
+        out.finish()?;
+    } else {
+        // Kept as FILE.partial: FILE appears only for a complete run.
+        drop(out);
+    }
     pb.finish_and_clear();
     if !args.quiet {
         let secs = t0.elapsed().as_secs_f64();
@@ -163,6 +241,28 @@ pub fn run(args: Args) -> Result<()> {
             total_tokens as f64 / secs,
             describe
         );
+    }
+    if failed > 0 {
+        let stopped = if all_failed_in_a_row == GIVE_UP_AFTER {
+            format!("; stopped after {GIVE_UP_AFTER} studies in a row whose every candidate failed")
+        } else {
+            String::new()
+        };
+        let count =
+            |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        let kept = match args.output.as_deref().filter(|p| *p != Path::new("-")) {
+            Some(dest) => format!(
+                "{} keeps {}: rerun with --resume to generate the rest",
+                partial_path(dest).display(),
+                count(done.len() + generated, "complete study", "complete studies")
+            ),
+            None => "their studies were not written".into(),
+        };
+        return Err(anyhow!(
+            "{} failed in {} (named above){stopped}; {kept}",
+            count(failed, "candidate", "candidates"),
+            count(failed_studies, "study", "studies"),
+        ));
     }
     Ok(())
 }

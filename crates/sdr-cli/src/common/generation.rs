@@ -61,7 +61,7 @@ pub struct BackendArgs {
     /// openai: the environment variable holding the API key (sent as a bearer token; never printed).
     #[arg(long, default_value = "OPENAI_API_KEY", value_name = "VAR")]
     pub api_key_env: String,
-    /// openai: seconds without a streamed chunk before a candidate fails.
+    /// openai: seconds without a response or a streamed chunk before a candidate fails.
     #[arg(long, default_value_t = 60.0, value_name = "SECS")]
     pub timeout: f64,
     /// openai: retries on connection errors, 429 and 5xx, with exponential backoff.

@@ -17,6 +17,10 @@
 //!   afterwards would duplicate text. A candidate that cannot be started is
 //!   an `Err` of the batch; one whose stream breaks ends with [`End::Error`]
 //!   and keeps its text.
+//! - A 2xx answer must be an event stream (or carry no Content-Type): a
+//!   whole JSON completion (a server that ignores `"stream": true`) is taken
+//!   as the complete answer, cut into pseudo-tokens; anything else (an HTML
+//!   page from a proxy) fails the candidate naming its Content-Type.
 //!
 //! The backend owns a tokio runtime; each candidate is a task that forwards
 //! pieces over a channel, and [`Candidates::next`] blocks on that channel.
@@ -53,7 +57,7 @@ pub struct OpenAiConfig {
     pub api_key_env: String,
     /// Time to establish a connection.
     pub connect_timeout: Duration,
-    /// Longest wait for the next stream chunk (including the first).
+    /// Longest wait for the response headers and for each stream chunk.
     pub idle_timeout: Duration,
     /// Longest time for one whole request, stream included.
     pub request_timeout: Duration,

@@ -82,6 +82,26 @@ pub(super) struct Usage {
     pub completion_tokens: Option<usize>,
 }
 
+/// A whole (non-streamed) chat completion: what a server that ignores
+/// `"stream": true` answers with.
+#[derive(Debug, Deserialize)]
+pub(super) struct Completion {
+    #[serde(default)]
+    pub choices: Vec<FullChoice>,
+    #[serde(default)]
+    pub usage: Option<Usage>,
+    #[serde(default)]
+    pub error: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct FullChoice {
+    #[serde(default)]
+    pub message: Option<Delta>,
+    #[serde(default)]
+    pub finish_reason: Option<String>,
+}
+
 /// How a `finish_reason` ends the candidate.
 pub(super) fn end_of(reason: &str) -> End {
     match reason {
