@@ -111,12 +111,18 @@ fn select_eval_writes_chexpert_columns_and_strata() {
         .position(|h| *h == "CheXpert-rule F1 micro-14")
         .unwrap();
     assert_eq!(good[micro], "1");
-    // Strata: one normal and two abnormal studies.
+    // Strata: one normal and two abnormal studies; of those, one with a single
+    // finding and one with two (SPEC 7).
     assert!(read("findings_values_normal.md").contains("1 normal test studies"));
     assert!(read("findings_values_abnormal.md").contains("2 abnormal test studies"));
+    assert!(read("findings_values_single_finding.md").contains("1 single finding test studies"));
+    assert!(
+        read("impression_values_multiple_findings.md").contains("1 multiple findings test studies")
+    );
     for name in [
         "findings_vs_random_wf_normal.csv",
         "impression_vs_random_all_abnormal.md",
+        "impression_vs_random_wf_single_finding.csv",
         "heatmap_findings_vs_random_wf.png",
     ] {
         assert!(out.join(name).exists(), "{name}");
@@ -124,13 +130,16 @@ fn select_eval_writes_chexpert_columns_and_strata() {
     let strata = read("impression_strata.md");
     assert!(strata.contains("best policy: good@min"), "{strata}");
     assert!(
-        strata.contains("normal: CheXpert-rule F1 macro-14"),
+        strata.contains("no finding: CheXpert-rule F1 macro-14")
+            && strata.contains("multiple findings: CheXpert-rule F1 macro-14"),
         "{strata}"
     );
     assert!(
-        strata.contains("all n = 3, normal n = 1, abnormal n = 2"),
+        strata
+            .contains("all n = 3, no finding n = 1, single finding n = 1, multiple findings n = 1"),
         "{strata}"
     );
+    assert!(!strata.contains("abnormal"), "{strata}");
 
     // Uncertain as absent is an option, and the note says so.
     let out2 = dir.path().join("out2");

@@ -20,7 +20,7 @@ use sdr_eval::scores::{TextScorer, TEXT_METRICS};
 use sdr_eval::selection::{
     strata_table, summarize, SelectionConfig, SelectionStudy, SelectionSummary,
 };
-use sdr_eval::strata::Abnormality;
+use sdr_eval::strata::{stratum_from_problems, Abnormality, Stratum};
 use sdr_eval::table::Table;
 use serde::Deserialize;
 
@@ -36,12 +36,14 @@ S_values.{md,csv}           every policy's mean metric value, and the two random
 S_vs_random_all.{md,csv}    improvement over a uniform pick among all K candidates, in %\n  \
 S_vs_random_wf.{md,csv}     improvement over a uniform pick among the well-formed candidates, in %\n  \
 heatmap_S_vs_random_all.png, heatmap_S_vs_random_wf.png\n  \
-S_values_G, S_vs_random_all_G, S_vs_random_wf_G (.md, .csv) for G in normal, abnormal\n  \
-S_strata.{md,csv}           best policy vs random per stratum (BERTScore-F1, ROUGE-L, METEOR,\n                              CheXpert-rule F1)\n\
+S_values_G, S_vs_random_all_G, S_vs_random_wf_G (.md, .csv) for G in normal, abnormal,\n  \
+                            single_finding, multiple_findings\n  \
+S_strata.{md,csv}           best policy vs random per stratum (no finding / single finding /\n                              multiple findings; BERTScore-F1, ROUGE-L, METEOR,\n                              CheXpert-rule F1)\n\
 and prints a summary. A candidate's section is what the parser extracts from it (empty\n\
 when missing), scored against the reference section; studies whose reference lacks a\n\
 section are skipped for that section. Strata come from the reference CSV's `Problems`\n\
-column (`normal` vs anything else), when it has one. Columns: BLEU-1..4, ROUGE-1/2/L,\n\
+column, when it has one: `normal` vs anything else, and (SPEC 7) no finding / one\n\
+finding / several distinct findings. Columns: BLEU-1..4, ROUGE-1/2/L,\n\
 METEOR, chrF++, BERTScore-F1 (all-mpnet-base-v2 last layer, no idf; each candidate\n\
 scored once) as means over studies, and CheXpert-rule F1 (rule-based labels, not\n\
 CheXbert) macro / micro over 14 and over 5 observations, corpus-level over the chosen\n\
@@ -176,6 +178,7 @@ struct Row {
     reference: [String; 2],
     reference_labels: [Labels; 2],
     abnormality: Option<Abnormality>,
+    stratum: Option<Stratum>,
     chosen: Vec<usize>,
 }
 
@@ -342,12 +345,13 @@ fn score_study(
             s.well_formed.len()
         ));
     }
-    let abnormality = match &reference.problems {
-        Some(p) => Some(
-            Abnormality::from_problems(p)
-                .map_err(|e| anyhow!("{}:{}: {e}", a.references.display(), reference.line))?,
+    let at = |e| anyhow!("{}:{}: {e}", a.references.display(), reference.line);
+    let (abnormality, stratum) = match &reference.problems {
+        Some(p) => (
+            Some(Abnormality::from_problems(p).map_err(at)?),
+            Some(stratum_from_problems(p).map_err(at)?),
         ),
-        None => None,
+        None => (None, None),
     };
     let hyps = candidate_sections(texts);
     let text = text_scores(scorer, &hyps, &reference.sections, &id)?;
@@ -363,6 +367,7 @@ fn score_study(
         reference: reference.sections.clone(),
         reference_labels,
         abnormality,
+        stratum,
         chosen,
     })
 }
@@ -541,17 +546,26 @@ impl<'a> Output<'a> {
                 self.a.references.display()
             ));
         }
-        // Groups: all studies, then normal and abnormal when known.
+        // Groups: all studies, then when known normal and abnormal, and the SPEC's
+        // finding strata (no finding is the normal group: its tables are those).
         let mut groups: Vec<(String, Vec<&SelectionStudy>)> =
             vec![("all".into(), studies.iter().map(|(_, s)| s).collect())];
+        let members = |keep: &dyn Fn(&Row) -> bool| -> Vec<&SelectionStudy> {
+            studies
+                .iter()
+                .filter(|(r, _)| keep(&rows[*r]))
+                .map(|(_, s)| s)
+                .collect()
+        };
         if self.has_problems {
             for ab in Abnormality::ALL {
-                let g: Vec<&SelectionStudy> = studies
-                    .iter()
-                    .filter(|(r, _)| rows[*r].abnormality == Some(ab))
-                    .map(|(_, s)| s)
-                    .collect();
-                groups.push((ab.label().to_string(), g));
+                groups.push((
+                    ab.label().to_string(),
+                    members(&|r| r.abnormality == Some(ab)),
+                ));
+            }
+            for st in [Stratum::SingleFinding, Stratum::MultipleFindings] {
+                groups.push((st.label().to_string(), members(&|r| r.stratum == Some(st))));
             }
         }
         let mut summaries: Vec<(String, SelectionSummary)> = Vec::new();
@@ -565,7 +579,21 @@ impl<'a> Output<'a> {
             self.group_tables(sec, group, &sm)?;
             summaries.push((group.clone(), sm));
         }
-        self.strata(sec, &summaries)?;
+        // The stratified view (paper appendix, SPEC 7): all, no finding, single
+        // finding, multiple findings.
+        let strata: Vec<(String, &SelectionSummary)> = summaries
+            .iter()
+            .filter(|(g, _)| g != Abnormality::Abnormal.label())
+            .map(|(g, s)| {
+                let name = if g == Abnormality::Normal.label() {
+                    Stratum::NoFinding.label().to_string()
+                } else {
+                    g.clone()
+                };
+                (name, s)
+            })
+            .collect();
+        self.strata(sec, &strata)?;
         Ok(self.summary_lines(sec, &summaries[0].1))
     }
 
@@ -605,7 +633,7 @@ impl<'a> Output<'a> {
             (String::new(), String::new(), String::new())
         } else {
             (
-                format!("_{group}"),
+                format!("_{}", group.replace(' ', "_")),
                 format!(" ({group} studies)"),
                 format!("{group} "),
             )
@@ -654,7 +682,7 @@ impl<'a> Output<'a> {
 
     /// The paper's stratified headline view (per group: BERTScore-F1,
     /// ROUGE-L, METEOR and CheXpert-rule F1 of the best policy vs random).
-    fn strata(&self, sec: &str, summaries: &[(String, SelectionSummary)]) -> Result<()> {
+    fn strata(&self, sec: &str, summaries: &[(String, &SelectionSummary)]) -> Result<()> {
         let headline: Vec<&str> = [
             "BERTScore-F1",
             "ROUGE-L",
@@ -664,11 +692,9 @@ impl<'a> Output<'a> {
         .into_iter()
         .filter(|c| self.metric_cols.iter().any(|m| m == c) || c.starts_with("CheXpert"))
         .collect();
-        let refs_groups: Vec<(String, &SelectionSummary)> =
-            summaries.iter().map(|(g, s)| (g.clone(), s)).collect();
         let mut st = strata_table(
             format!("Selection on the {sec} section by stratum: best policy vs random (well-formed only)"),
-            &refs_groups,
+            summaries,
             self.keys,
             &headline,
             Pool::WellFormed,
@@ -678,10 +704,10 @@ impl<'a> Output<'a> {
             .map(|(g, s)| format!("{g} n = {}", s.n_studies))
             .collect();
         let mut notes = vec![format!(
-            "Strata by the reference CSV's `Problems` column (`normal` vs anything else); {}. The best policy maximises the mean improvement over random across all (stratum x metric) cells of this table.",
+            "Strata by the reference CSV's `Problems` column: no finding (`normal` only), single finding (one distinct label besides `normal`), multiple findings; {}. The best policy maximises the mean improvement over random across all (stratum x metric) cells of this table.",
             counts.join(", ")
         )];
-        let all = &summaries[0].1;
+        let all = summaries[0].1;
         notes.extend(
             self.base_notes(sec, all.n_studies, all.n_well_formed, "")
                 .into_iter()
