@@ -197,3 +197,41 @@ fn bad_output_paths_fail_first_and_leave_nothing() {
     assert!(e.contains("u.csv") && e.contains("folder"), "{e}");
     assert!(!md.exists());
 }
+
+/// A candidate that failed in generation (`finish: {"error": ...}`, as files
+/// written before `sdr generate` left such studies out hold them) is refused by
+/// every command that would score its cut text as a report.
+#[test]
+fn candidates_that_failed_in_generation_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, _) = inputs(dir.path());
+    let cands = dir.path().join("failed.jsonl");
+    write_lines(
+        &cands,
+        &[
+            json!({"id": 1, "candidates": [GOOD[0], ""], "finish": ["stop", {"error": "idle timeout"}]}),
+            json!({"id": 2, "candidates": [GOOD[1], BAD], "finish": ["stop", "length"]}),
+        ],
+    );
+    let e = err(&eval(
+        &csv,
+        &cands,
+        &["--run", &format!("x={}", cands.display())],
+    ));
+    assert!(
+        e.contains("failed.jsonl:1")
+            && e.contains("candidate 1 failed")
+            && e.contains("idle timeout"),
+        "{e}"
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_sdr"))
+        .args(["select", "--consensus", "--encoder", "hash-64"])
+        .arg(&cands)
+        .output()
+        .unwrap();
+    let e = err(&o);
+    assert!(
+        e.contains("failed.jsonl:1") && e.contains("candidate 1 failed"),
+        "{e}"
+    );
+}

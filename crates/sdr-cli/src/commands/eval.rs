@@ -94,6 +94,9 @@ struct CandLine {
     /// Checked by hand, so that a bad count's error names the field.
     #[serde(default)]
     tokens: Option<Vec<serde_json::Value>>,
+    /// `sdr generate`'s end of each candidate; an `{"error": ...}` is refused.
+    #[serde(default)]
+    finish: Vec<serde_json::Value>,
 }
 
 /// Reference (findings, impression) by study id.
@@ -342,6 +345,7 @@ fn load_candidates(path: &Path, refs: &Refs, rname: &str) -> Result<Vec<Study>> 
         if l.candidates.is_empty() {
             return Err(anyhow!("{at}: no candidates"));
         }
+        crate::common::refuse_failed(&at, &id, &l.finish)?;
         let tokens = match &l.tokens {
             Some(t) if t.len() != l.candidates.len() => {
                 return Err(anyhow!(

@@ -118,6 +118,9 @@ struct ReplayLine {
     candidates: Vec<String>,
     #[serde(default)]
     token_ends: Option<Vec<Vec<usize>>>,
+    /// `sdr generate`'s end of each candidate; an `{"error": ...}` is refused.
+    #[serde(default)]
+    finish: Vec<serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -310,6 +313,7 @@ fn replay(args: &Args, path: &Path, run: &mut Run<'_>) -> Result<()> {
     for (no, line) in lines {
         let where_ = format!("{name}:{}", no + 1);
         let l: ReplayLine = parse_json(line).map_err(|e| anyhow!("{where_}: {e}"))?;
+        crate::common::refuse_failed(&where_, &crate::jsonl::id_text(&l.id), &l.finish)?;
         let t = Instant::now();
         let k = l.candidates.len();
         if let Some(te) = &l.token_ends {

@@ -78,6 +78,9 @@ pub struct Args {
 struct Line {
     id: serde_json::Value,
     candidates: Vec<String>,
+    /// `sdr generate`'s end of each candidate; an `{"error": ...}` is refused.
+    #[serde(default)]
+    finish: Vec<serde_json::Value>,
 }
 
 fn num(v: f64) -> serde_json::Value {
@@ -270,6 +273,8 @@ pub fn run(args: Args) -> Result<()> {
                 if l.candidates.is_empty() {
                     return Err(anyhow!("{}:{no}: `candidates` is empty", input.name));
                 }
+                let at = format!("{}:{no}", input.name);
+                crate::common::refuse_failed(&at, &crate::jsonl::id_text(&l.id), &l.finish)?;
                 Ok((*no, l))
             })
             .collect::<Result<_>>()?;

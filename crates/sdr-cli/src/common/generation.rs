@@ -188,6 +188,27 @@ impl StudyArgs {
 }
 
 /// The default local model file.
+/// The first candidate of a generation record whose `finish` entry is an
+/// error (`{"error": "..."}`, a request that failed after its retries), with the
+/// error. Files written before `sdr generate` left such studies out hold them as
+/// cut or empty texts, which no command may score as reports.
+pub fn failed_candidate(finish: &[serde_json::Value]) -> Option<(usize, String)> {
+    finish.iter().enumerate().find_map(|(k, f)| {
+        let e = f.get("error")?;
+        Some((k, e.as_str().map_or_else(|| e.to_string(), str::to_string)))
+    })
+}
+
+/// [`failed_candidate`] as the error of study `id` at `at` (`file:line`).
+pub fn refuse_failed(at: &str, id: &str, finish: &[serde_json::Value]) -> Result<()> {
+    match failed_candidate(finish) {
+        Some((k, e)) => Err(anyhow!(
+            "{at}: study {id}: candidate {k} failed in generation ({e}); regenerate the study (`sdr generate --resume` redoes failed studies) or drop it"
+        )),
+        None => Ok(()),
+    }
+}
+
 pub fn default_gguf() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("SDR_GGUF") {
         return Some(PathBuf::from(p));

@@ -12,7 +12,7 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 
 pub use encoder::EncoderArgs;
-pub use generation::{default_gguf, BackendArgs, GenRecord, Study, StudyArgs};
+pub use generation::{default_gguf, refuse_failed, BackendArgs, GenRecord, Study, StudyArgs};
 pub use journal::{partial_path, Journal, Kept};
 
 /// A progress bar over `n` studies, hidden with `quiet`; a line every 10
