@@ -10,8 +10,8 @@ use pyo3::types::PyDict;
 use sdr_core::report::SEGMENTER_VERSION;
 use sdr_core::Metric;
 use sdr_corpus::{
-    Aggregation, Corpus, CorpusError, CorpusIndex, CorpusScorer, PartialScores, PartialSections,
-    Policy, SentenceEncoder,
+    Aggregation, Corpus, CorpusError, CorpusScorer, PartialScores, PartialSections, Policy,
+    SentenceEncoder,
 };
 
 use crate::corpus::{corpus_err, load_encoder};
@@ -82,7 +82,7 @@ impl PyPruneScorer {
         let scored = py
             .detach(|| -> Result<PartialScores, CorpusError> {
                 // Indexing is linear in the corpus; the index borrows the map.
-                let index = CorpusIndex::new(self.corpus.view())?;
+                let index = self.corpus.index()?;
                 let scorer = CorpusScorer::new(&index, self.encoder.as_ref(), self.policy);
                 let parts: Vec<PartialSections<'_, String>> = partials
                     .iter()

@@ -293,6 +293,22 @@ fn select_names_the_corpus_that_lacks_a_section() {
         "{e}"
     );
     assert!(!e.contains("build a corpus from"), "{e}");
+    // Pruning reads the corpus the same way.
+    let e = one_line_error(
+        &sdr()
+            .args(["prune", "--encoder", "hash-8", "--quiet", "--replay"])
+            .arg(&cands)
+            .arg("--corpus")
+            .arg(&corpus)
+            .arg("-o")
+            .arg(dir.path().join("pruned.jsonl"))
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        e.contains("c_imp.safetensors: no report in the corpus has a findings section"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -261,7 +261,7 @@ pub fn run(args: Args) -> Result<()> {
         &encoder.weights_sha256()?,
         SEGMENTER_VERSION,
     )?;
-    let index = CorpusIndex::new(corpus.view())?;
+    let index = corpus.index()?;
     let mut run = Run {
         scorer: CorpusScorer::new(&index, encoder.as_ref(), policy),
         index: &index,
