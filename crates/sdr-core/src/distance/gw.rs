@@ -304,8 +304,6 @@ struct Workspace {
     kv: Vec<f64>,
     u: Vec<f64>,
     v: Vec<f64>,
-    u_prev: Vec<f64>,
-    v_prev: Vec<f64>,
     ktu: Vec<f64>,
     tmp: Vec<f64>,
     grad_t: Vec<f64>,
@@ -319,8 +317,6 @@ impl Workspace {
             kv: vec![0.0; n],
             u: vec![0.0; n],
             v: vec![0.0; m],
-            u_prev: vec![0.0; n],
-            v_prev: vec![0.0; m],
             ktu: vec![0.0; m],
             tmp: vec![0.0; n * m],
             grad_t: vec![0.0; n * m],
@@ -329,8 +325,9 @@ impl Workspace {
 }
 
 /// POT's `sinkhorn_knopp` with its defaults (1000 sweeps, 1e-9 on the L2
-/// column-marginal error every 10 sweeps, numerical-error fallback to the
-/// previous scalings). Writes the plan into `plan`.
+/// column-marginal error every 10 sweeps). Where the scalings stop being
+/// finite, POT keeps the previous ones; here the problem is solved again in the
+/// log domain ([`log_domain_plan`]). Writes the plan into `plan`.
 #[allow(clippy::too_many_arguments)]
 fn sinkhorn_knopp(
     cost: &[f64],
@@ -352,8 +349,6 @@ fn sinkhorn_knopp(
     // `K^T u` computed by the convergence check is reused by the next sweep.
     let mut ktu_fresh = false;
     for ii in 0..INNER_MAX_ITER {
-        ws.u_prev.copy_from_slice(&ws.u);
-        ws.v_prev.copy_from_slice(&ws.v);
         if !ktu_fresh {
             mul_transposed(&ws.k, n, m, &ws.u, &mut ws.ktu);
         }
