@@ -13,7 +13,7 @@ use sdr_corpus::{
 };
 
 use crate::common::EncoderArgs;
-use crate::textscore::{check_not_an_input, check_output_file, print_stdout};
+use crate::common::{check_not_an_input, check_output_file, print_stdout};
 
 #[derive(clap::Args)]
 pub struct Args {

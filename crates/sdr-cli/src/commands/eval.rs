@@ -18,8 +18,9 @@ use sdr_eval::scores::TextScorer;
 use sdr_eval::table::Table;
 use serde::Deserialize;
 
+use crate::common::{check_output_file, print_stdout};
 use crate::jsonl::{id_text, read_jsonl_file};
-use crate::textscore::{bertscore_pairs, check_output_file, load_bertscore_encoder, print_stdout};
+use crate::textscore::{bertscore_pairs, load_bertscore_encoder};
 
 #[derive(clap::Args)]
 #[command(

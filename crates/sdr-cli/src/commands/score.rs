@@ -13,8 +13,9 @@ use sdr_eval::scores::TextScorer;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::common::check_output_file;
 use crate::jsonl::{parse_json, Input, Output};
-use crate::textscore::{check_output_file, load_bertscore_encoder, load_wordnet};
+use crate::textscore::{load_bertscore_encoder, load_wordnet};
 
 #[derive(clap::Args)]
 #[command(

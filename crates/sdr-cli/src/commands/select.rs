@@ -231,7 +231,7 @@ pub fn run(args: Args) -> Result<()> {
         .as_deref()
         .filter(|p| *p != std::path::Path::new("-"))
     {
-        crate::textscore::check_output_file("--output", p)?;
+        crate::common::check_output_file("--output", p)?;
     }
     let encoder = args.encoder.load()?;
     let corpus = match (&args.corpus, uses_corpus(&args)) {

@@ -24,10 +24,9 @@ use sdr_eval::strata::{stratum_from_problems, Abnormality, Stratum};
 use sdr_eval::table::Table;
 use serde::Deserialize;
 
+use crate::common::{check_output_dir, print_stdout};
 use crate::jsonl::{id_text, read_jsonl_file};
-use crate::textscore::{
-    bertscore_pairs, check_output_dir, load_bertscore_encoder, load_wordnet, print_stdout,
-};
+use crate::textscore::{bertscore_pairs, load_bertscore_encoder, load_wordnet};
 
 #[derive(clap::Args)]
 #[command(

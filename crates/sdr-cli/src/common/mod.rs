@@ -4,6 +4,7 @@
 pub mod encoder;
 mod generation;
 mod journal;
+mod output;
 
 use std::cell::{Cell, RefCell};
 use std::io::IsTerminal;
@@ -14,6 +15,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 pub use encoder::EncoderArgs;
 pub use generation::{default_gguf, refuse_failed, BackendArgs, GenRecord, Study, StudyArgs};
 pub use journal::{partial_path, Journal, Kept};
+pub use output::{check_not_an_input, check_output_dir, check_output_file, print_stdout};
 
 /// A progress bar over `n` studies, hidden with `quiet`; a line every 10
 /// studies when stderr is not a terminal (see [`Progress`]).
