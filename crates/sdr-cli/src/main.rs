@@ -5,6 +5,7 @@
 
 use clap::{Parser, Subcommand};
 use sdr_cli::commands;
+use sdr_cli::common::log_line;
 
 #[derive(Parser)]
 #[command(
@@ -71,7 +72,7 @@ fn main() {
         Command::Serve(args) => commands::serve::run(args),
     };
     if let Err(err) = result {
-        eprintln!("sdr: error: {}", one_line(&err));
+        log_line(format_args!("sdr: error: {}", one_line(&err)));
         std::process::exit(1);
     }
 }

@@ -117,23 +117,43 @@ fn studies(dir: &Path, n: usize) -> PathBuf {
     p
 }
 
+/// `sdr generate` of `studies` into `out`, K = 2, with progress and summary.
+fn command(server: &Server, studies: &Path, out: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sdr"));
+    c.args([
+        "generate",
+        "--backend",
+        "openai",
+        "--base-url",
+        &server.base,
+    ])
+    .args(["-k", "2", "--retries", "0", "--timeout", "1"])
+    .arg("--studies")
+    .arg(studies)
+    .arg("-o")
+    .arg(out);
+    c
+}
+
 fn generate(server: &Server, studies: &Path, out: &Path, extra: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sdr"))
-        .args([
-            "generate",
-            "--backend",
-            "openai",
-            "--base-url",
-            &server.base,
-        ])
-        .args(["-k", "2", "--retries", "0", "--timeout", "1", "--quiet"])
-        .arg("--studies")
-        .arg(studies)
-        .arg("-o")
-        .arg(out)
+    command(server, studies, out)
+        .arg("--quiet")
         .args(extra)
         .output()
         .unwrap()
+}
+
+/// A server on which study s1's candidate 1 breaks off mid-report until
+/// `fixed` is set; the other candidates are fine.
+fn s1_breaks_off(fixed: &Arc<AtomicBool>) -> Server {
+    let is_fixed = Arc::clone(fixed);
+    Server::start(move |seed| match seed {
+        1001 if !is_fixed.load(Ordering::SeqCst) => sse(&format!(
+            "data: {}\n\n",
+            serde_json::json!({"choices": [{"index": 0, "delta": {"content": "Findings: Lungs"}}]})
+        )),
+        _ => good(seed),
+    })
 }
 
 fn records(path: &Path) -> Vec<serde_json::Value> {
@@ -215,17 +235,8 @@ fn resume_generates_the_studies_whose_candidates_failed() {
     let dir = tempfile::tempdir().unwrap();
     let studies = studies(dir.path(), 3);
     let out = dir.path().join("g.jsonl");
-    // Study s1's candidate 1 breaks off mid-report until the server is
-    // fixed; the others are fine.
     let fixed = Arc::new(AtomicBool::new(false));
-    let is_fixed = Arc::clone(&fixed);
-    let server = Server::start(move |seed| match seed {
-        1001 if !is_fixed.load(Ordering::SeqCst) => sse(&format!(
-            "data: {}\n\n",
-            serde_json::json!({"choices": [{"index": 0, "delta": {"content": "Findings: Lungs"}}]})
-        )),
-        _ => good(seed),
-    });
+    let server = s1_breaks_off(&fixed);
     let o = generate(&server, &studies, &out, &[]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "{err}");
@@ -248,16 +259,141 @@ fn resume_generates_the_studies_whose_candidates_failed() {
     let o = generate(&server, &studies, &out, &["--resume"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(server.requests.load(Ordering::SeqCst), 8, "only s1 again");
+    // In the studies' order, as a run without the failure writes them.
     let recs = records(&out);
     let ids: Vec<_> = recs.iter().map(|r| r["id"].clone()).collect();
-    assert_eq!(ids, ["s0", "s2", "s1"]);
+    assert_eq!(ids, ["s0", "s1", "s2"]);
     assert_eq!(
-        recs[2]["candidates"][1],
+        recs[1]["candidates"][1],
         "Findings: Lungs clear. Impression: Normal 1001."
     );
     assert!(recs
         .iter()
         .all(|r| r["finish"] == serde_json::json!(["stop", "stop"])));
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "only the studies and the output: {names:?}");
+}
+
+#[test]
+fn failure_lines_stand_in_order_among_the_progress_lines_of_a_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let studies = studies(dir.path(), 3);
+    let out = dir.path().join("g.jsonl");
+    let server = s1_breaks_off(&Arc::new(AtomicBool::new(false)));
+    // stderr is a pipe: progress comes as lines, here one per study.
+    let o = command(&server, &studies, &out)
+        .args(["--progress-every", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    let want = [
+        "generating: 1/3 studies",
+        "generate: study s1: candidate 1 failed: stream closed before a finish_reason",
+        "generating: 2/3 studies",
+        "generating: 3/3 studies",
+        "generate: 2 studies x 2 candidates",
+        "sdr: error: 1 candidate failed in 1 study",
+    ];
+    assert_eq!(lines.len(), want.len(), "{err}");
+    for (line, want) in lines.iter().zip(want) {
+        assert!(line.starts_with(want), "{line:?} is not {want:?}:\n{err}");
+    }
+}
+
+/// `text` with its ANSI escape sequences (ESC [ ... final byte) taken out.
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            if chars.next() == Some('[') {
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[test]
+fn failure_lines_on_a_terminal_do_not_land_on_the_progress_bar() {
+    // A terminal for stderr: util-linux `script` runs the command on a
+    // pseudo-terminal and copies what it shows to its stdout.
+    let have_script = Command::new("script")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have_script {
+        eprintln!("skipped: no `script` (util-linux) for a pseudo-terminal");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let studies = studies(dir.path(), 3);
+    let out = dir.path().join("g.jsonl");
+    let server = s1_breaks_off(&Arc::new(AtomicBool::new(false)));
+    let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
+    let c = command(&server, &studies, &out);
+    let line = std::iter::once(c.get_program())
+        .chain(c.get_args())
+        .map(|a| quote(a.to_str().unwrap()))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let o = Command::new("script")
+        .args(["--quiet", "--return", "--command", &line, "/dev/null"])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{shown:?}");
+    let failure = "generate: study s1: candidate 1 failed";
+    let at = shown.find(failure).unwrap_or_else(|| panic!("{shown:?}"));
+    // The bar was drawn (else this test shows nothing) ...
+    assert!(shown[..at].contains("generating"), "{shown:?}");
+    // ... and cleared before the line: nothing visible stands before it on
+    // its line.
+    let line_start = shown[..at].rfind(['\n', '\r']).map_or(0, |i| i + 1);
+    let before = strip_ansi(&shown[line_start..at]);
+    assert!(before.trim().is_empty(), "{before:?} in {shown:?}");
+}
+
+#[test]
+fn a_closed_stderr_is_no_panic() {
+    // `sdr generate ... 2>&1 | head -1` once `head` has exited: every write
+    // to stderr fails (EPIPE).
+    let dir = tempfile::tempdir().unwrap();
+    let studies = studies(dir.path(), 3);
+    let out = dir.path().join("g.jsonl");
+    let server = s1_breaks_off(&Arc::new(AtomicBool::new(false)));
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let status = command(&server, &studies, &out)
+        .args(["--progress-every", "1"])
+        .stderr(writer)
+        .status()
+        .unwrap();
+    // The run's own failure (exit 1), not a panic (101) on its first line.
+    assert_eq!(status.code(), Some(1));
+    let partial = dir.path().join("g.jsonl.partial");
+    let ids: Vec<_> = records(&partial).iter().map(|r| r["id"].clone()).collect();
+    assert_eq!(ids, ["s0", "s2"]);
+    // An argument error, before any work.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let status = Command::new(env!("CARGO_BIN_EXE_sdr"))
+        .args(["generate", "--resume"])
+        .stderr(writer)
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(1));
 }
 
 #[test]

@@ -125,7 +125,10 @@ impl PersistentCache {
             .unwrap_or(true);
         if due {
             if let Err(e) = self.save() {
-                eprintln!("sdr: could not save the sentence cache: {e}");
+                // Not `eprintln!`: it panics on a closed stderr (a server whose log
+                // pipe went away), and a lost log line must not stop training.
+                let line = format!("sdr: could not save the sentence cache: {e}\n");
+                let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
                 *self.last_save.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
             }
         }

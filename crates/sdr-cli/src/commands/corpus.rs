@@ -13,7 +13,7 @@ use sdr_corpus::{
 };
 
 use crate::common::EncoderArgs;
-use crate::common::{check_not_an_input, check_output_file, print_stdout};
+use crate::common::{check_not_an_input, check_output_file, log_line, print_stdout};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -175,7 +175,7 @@ fn build(a: BuildArgs) -> Result<()> {
     };
     let log = !a.quiet && !std::io::stderr().is_terminal();
     if let (Some(s), true) = (&shard_info, log) {
-        eprintln!(
+        log_line(format_args!(
             "sdr corpus: shard {}/{}: reports {}..{} of {} from {}",
             s.index,
             s.count,
@@ -183,7 +183,7 @@ fn build(a: BuildArgs) -> Result<()> {
             s.first + source.reports.len(),
             s.total,
             a.input.display()
-        );
+        ));
     }
     let encoder = a.encoder.load()?;
     let pb = progress_bar(
@@ -211,7 +211,7 @@ fn build(a: BuildArgs) -> Result<()> {
         None => String::new(),
     };
     let with = |o: &[i64]| o.windows(2).filter(|w| w[1] > w[0]).count();
-    eprintln!(
+    log_line(format_args!(
         "sdr corpus: {what}{} reports ({} with findings, {} with impression; {} records read, {} without either section dropped), {} distinct sentences, encoder {} -> {} in {:.1}s",
         data.n_reports(),
         with(&data.findings_offsets),
@@ -222,7 +222,7 @@ fn build(a: BuildArgs) -> Result<()> {
         data.meta.encoder,
         a.out.display(),
         t0.elapsed().as_secs_f64()
-    );
+    ));
     Ok(())
 }
 
@@ -243,7 +243,10 @@ fn merge(a: MergeArgs) -> Result<()> {
     check_not_an_input("--out", &a.out, &parts)?;
     let t0 = Instant::now();
     if !a.quiet && !std::io::stderr().is_terminal() {
-        eprintln!("sdr corpus: merging {} shard files", a.parts.len());
+        log_line(format_args!(
+            "sdr corpus: merging {} shard files",
+            a.parts.len()
+        ));
     }
     let pb = progress_bar(
         a.quiet,
@@ -252,7 +255,7 @@ fn merge(a: MergeArgs) -> Result<()> {
     let data = merge_files(&a.parts, Some(&pb))?;
     pb.finish_and_clear();
     write_data(&data, &a.out)?;
-    eprintln!(
+    log_line(format_args!(
         "sdr corpus: merged {} shards: {} reports, {} distinct sentences, encoder {} -> {} in {:.1}s",
         a.parts.len(),
         data.n_reports(),
@@ -260,7 +263,7 @@ fn merge(a: MergeArgs) -> Result<()> {
         data.meta.encoder,
         a.out.display(),
         t0.elapsed().as_secs_f64()
-    );
+    ));
     Ok(())
 }
 
@@ -367,13 +370,13 @@ fn synth(a: SynthArgs) -> Result<()> {
     let base = Corpus::open(&a.from)?;
     let data = sdr_corpus::synth::resample_checked(&to_data(&base), a.n, a.seed)?;
     write_data(&data, &a.out)?;
-    eprintln!(
+    log_line(format_args!(
         "sdr corpus: {} synthetic reports resampled from {} ({} distinct sentences) -> {}",
         a.n,
         a.from.display(),
         data.sentences.len(),
         a.out.display()
-    );
+    ));
     Ok(())
 }
 

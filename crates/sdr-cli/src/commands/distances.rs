@@ -9,7 +9,7 @@ use sdr_core::distance::{evaluate_all, evaluate_pairs, Evaluation};
 use sdr_core::{EmbeddingSet, Metric, Side};
 use serde::Deserialize;
 
-use crate::common::convergence_warning;
+use crate::common::{convergence_warning, log_line};
 use crate::jsonl::{parse_json, Input, Output};
 
 #[derive(clap::Args)]
@@ -90,7 +90,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     output.finish()?;
     if let Some(line) = convergence_warning(unconverged, evaluated) {
-        eprintln!("{line}");
+        log_line(line);
     }
     Ok(())
 }

@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sdr_embed::{resolve_model_dir, Encoder, EncoderOptions, Parallelism, Precision};
 
+use crate::common::log_line;
 use crate::jsonl::{Input, Output};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -134,7 +135,7 @@ pub fn run(args: Args) -> Result<()> {
     };
     let encoder = Encoder::load(&dir, opts)?;
     if let Some(notice) = encoder.notice() {
-        eprintln!("sdr embed: {notice}");
+        log_line(format_args!("sdr embed: {notice}"));
     }
     let cache_file = match &args.cache_dir {
         Some(cd) => {

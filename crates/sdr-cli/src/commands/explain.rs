@@ -21,7 +21,7 @@ use sdr_reward::{parse_reference, Reference, ReferenceSections};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::common::EncoderArgs;
+use crate::common::{log_line, EncoderArgs};
 use crate::jsonl::{id_text, parse_json, Input, Output};
 
 #[derive(clap::Args)]
@@ -148,7 +148,7 @@ pub fn run(args: Args) -> Result<()> {
             .write_all(page::render(&studies, &options, &encoder.name()).as_bytes())?;
         out.finish()?;
     }
-    eprintln!(
+    log_line(format_args!(
         "sdr explain: {count} {} ({malformed} malformed), {missing} missing and {unsupported} \
          unsupported sentences at threshold {}{}",
         if count == 1 { "study" } else { "studies" },
@@ -158,7 +158,7 @@ pub fn run(args: Args) -> Result<()> {
         } else {
             ""
         }
-    );
+    ));
     Ok(())
 }
 

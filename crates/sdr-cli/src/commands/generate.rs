@@ -10,7 +10,8 @@ use anyhow::{anyhow, Result};
 use sdr_gen::{CandidateState, End, LockStep};
 
 use crate::common::{
-    partial_path, progress_every, BackendArgs, GenRecord, Journal, Kept, Study, StudyArgs,
+    log_line, partial_path, progress_every, BackendArgs, GenRecord, Journal, Kept, Progress, Study,
+    StudyArgs,
 };
 use crate::jsonl::parse_json;
 
@@ -22,7 +23,8 @@ use crate::jsonl::parse_json;
 \"seconds\": 4.2}\n\
 token_ends are byte offsets after each token (for `sdr prune --replay`); sentence_tokens are the\n\
 tokens generated when each sentence was seen complete.\n\n\
-Each study is written to FILE.partial as soon as it completes; FILE appears when the run ends.\n\
+Each study is written to FILE.partial as soon as it completes; FILE appears when the run ends,\n\
+with the studies in input order (those a resumed run generated again included).\n\
 A stopped run continues with the same command plus --resume.\n\n\
 A candidate whose stream fails (breaks off, times out, sends malformed chunks or no finish_reason)\n\
 is reported on stderr and its study is left out, not written with an empty or cut report; the\n\
@@ -55,16 +57,18 @@ pub struct Args {
     pub quiet: bool,
 }
 
-/// The studies a resumed run already has, checked against this run's
-/// settings so that one file never mixes two configurations.
+/// The studies a resumed run already has (their indices, in file order),
+/// checked against this run's settings so that one file never mixes two
+/// configurations.
 fn already_done(
     kept: &[Kept],
     studies: &[Study],
     args: &Args,
     describe: &str,
     prompt: &str,
-) -> Result<HashSet<String>> {
-    let mut done = HashSet::new();
+) -> Result<Vec<usize>> {
+    let mut done = Vec::new();
+    let mut seen = HashSet::new();
     for k in kept {
         let rec: GenRecord = parse_json(&k.line).map_err(|e| anyhow!("{}: {e}", k.at))?;
         let index = studies
@@ -101,9 +105,10 @@ fn already_done(
                 rec.id
             ));
         }
-        if !done.insert(rec.id.clone()) {
+        if !seen.insert(index) {
             return Err(anyhow!("{}: study {} appears twice", k.at, rec.id));
         }
+        done.push(index);
     }
     Ok(done)
 }
@@ -125,8 +130,9 @@ fn failures(finish: &[Option<End>]) -> Vec<(usize, &str)> {
         .collect()
 }
 
-/// One stderr line per distinct error of a study's failed candidates.
-fn report_failures(study: &str, states: &[CandidateState]) -> usize {
+/// One stderr line per distinct error of a study's failed candidates,
+/// printed above the progress bar.
+fn report_failures(study: &str, states: &[CandidateState], pb: &Progress) -> usize {
     let ends: Vec<Option<End>> = states.iter().map(|s| s.end.clone()).collect();
     let failed = failures(&ends);
     let mut kinds: Vec<(&str, Vec<String>)> = Vec::new();
@@ -138,10 +144,10 @@ fn report_failures(study: &str, states: &[CandidateState]) -> usize {
     }
     for (msg, ids) in kinds {
         let s = if ids.len() == 1 { "" } else { "s" };
-        eprintln!(
+        pb.println(format_args!(
             "generate: study {study}: candidate{s} {} failed: {msg}",
             ids.join(", ")
-        );
+        ));
     }
     failed.len()
 }
@@ -152,15 +158,17 @@ pub fn run(args: Args) -> Result<()> {
     template.text()?;
     let mut backend = args.backend.load()?;
     let describe = backend.describe();
-    let (mut out, done) = Journal::open(args.output.as_deref(), args.resume, |kept| {
+    // The index of each study in the output, in file order.
+    let (mut out, mut order) = Journal::open(args.output.as_deref(), args.resume, |kept| {
         already_done(kept, &studies, &args, &describe, &template.name())
     })?;
+    let done: HashSet<usize> = order.iter().copied().collect();
     if args.resume && !args.quiet {
-        eprintln!(
+        log_line(format_args!(
             "resume: {} of {} studies already generated",
             done.len(),
             studies.len()
-        );
+        ));
     }
     let pb = progress_every(studies.len(), args.quiet, "generating", args.progress_every);
     pb.inc(done.len() as u64);
@@ -169,7 +177,7 @@ pub fn run(args: Args) -> Result<()> {
     let mut generated = 0usize;
     let (mut failed, mut failed_studies, mut all_failed_in_a_row) = (0usize, 0usize, 0usize);
     for (si, study) in studies.iter().enumerate() {
-        if done.contains(&study.id) {
+        if done.contains(&si) {
             continue;
         }
         let req = args.backend.request(study, si, &template)?;
@@ -195,7 +203,7 @@ pub fn run(args: Args) -> Result<()> {
         total_tokens += states.iter().map(|s| s.tokens).sum::<usize>();
         // A failed candidate is not a report: the study stays out of the
         // output, so that --resume generates it again.
-        let n_failed = report_failures(&study.id, &states);
+        let n_failed = report_failures(&study.id, &states, &pb);
         if n_failed > 0 {
             failed += n_failed;
             failed_studies += 1;
@@ -220,11 +228,13 @@ pub fn run(args: Args) -> Result<()> {
             t.elapsed().as_secs_f64(),
         );
         out.append(&serde_json::to_string(&rec)?)?;
+        order.push(si);
         generated += 1;
         pb.inc(1);
     }
     if failed == 0 {
-        out.finish()?;
+        // As a run without failures would have written it.
+        out.finish_in_order(&order)?;
     } else {
         // Kept as FILE.partial: FILE appears only for a complete run.
         drop(out);
@@ -232,7 +242,7 @@ pub fn run(args: Args) -> Result<()> {
     pb.finish_and_clear();
     if !args.quiet {
         let secs = t0.elapsed().as_secs_f64();
-        eprintln!(
+        log_line(format_args!(
             "generate: {} studies x {} candidates, {} tokens in {:.1} s ({:.1} tokens/s) with {}",
             generated,
             args.backend.k,
@@ -240,7 +250,7 @@ pub fn run(args: Args) -> Result<()> {
             secs,
             total_tokens as f64 / secs,
             describe
-        );
+        ));
     }
     if failed > 0 {
         let stopped = if all_failed_in_a_row == GIVE_UP_AFTER {

@@ -17,8 +17,8 @@ use sdr_gen::{prune, GenError, LockStep, Partial, PruneConfig, PruneOutcome, Rou
 use serde::{Deserialize, Serialize};
 
 use crate::common::{
-    convergence_warning, failure_warning, progress_bar, BackendArgs, EncoderArgs, GenRecord,
-    StudyArgs,
+    convergence_warning, failure_warning, log_line, progress_bar, BackendArgs, EncoderArgs,
+    GenRecord, StudyArgs,
 };
 use crate::jsonl::{id_text, parse_json, Output};
 
@@ -287,14 +287,14 @@ pub fn run(args: Args) -> Result<()> {
     } = run.stats;
     run.out.finish()?;
     if !args.quiet {
-        eprintln!("{summary}");
+        log_line(&summary);
     }
     let warnings = [
         convergence_warning(convergence.unconverged, evaluated),
         failure_warning(convergence.failed, evaluated),
     ];
     for line in warnings.into_iter().flatten() {
-        eprintln!("{line}");
+        log_line(line);
     }
     Ok(())
 }

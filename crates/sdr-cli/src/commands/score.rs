@@ -13,7 +13,7 @@ use sdr_eval::scores::TextScorer;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::common::check_output_file;
+use crate::common::{check_output_file, log_line};
 use crate::jsonl::{parse_json, Input, Output};
 use crate::textscore::{load_bertscore_encoder, load_wordnet};
 
@@ -157,7 +157,7 @@ fn print_summary(
     uncertain_negative: bool,
 ) {
     let num = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
-    eprintln!(
+    log_line(format_args!(
         "sdr score: {} pairs{}; METEOR {} WordNet",
         summary["pairs"],
         match summary.get("well_formed") {
@@ -169,37 +169,37 @@ fn print_summary(
         } else {
             "without"
         }
-    );
+    ));
     for name in scope.names() {
         let unit = &summary[*name];
         if unit["mean"]
             .as_object()
             .is_some_and(|m| m.values().all(Value::is_null))
         {
-            eprintln!("  mean {name}: none (no pairs)");
+            log_line(format_args!("  mean {name}: none (no pairs)"));
             continue;
         }
         let cells: Vec<String> = metrics
             .iter()
             .map(|k| format!("{k} {:.4}", num(&unit["mean"][*k])))
             .collect();
-        eprintln!("  mean {name}: {}", cells.join(", "));
+        log_line(format_args!("  mean {name}: {}", cells.join(", ")));
         if let Some(b) = unit["corpus_bleu"].as_object() {
             let cells: Vec<String> = b
                 .iter()
                 .map(|(k, v)| format!("{k} {:.4}", num(v)))
                 .collect();
-            eprintln!("  {name} corpus BLEU: {}", cells.join(", "));
+            log_line(format_args!("  {name} corpus BLEU: {}", cells.join(", ")));
         }
         if let Some(c) = unit["chexpert_rule"].as_object() {
-            eprintln!(
+            log_line(format_args!(
                 "  {name} CheXpert-rule F1 (corpus, uncertain as {}): macro-14 {:.4}, micro-14 {:.4}, macro-5 {:.4}, micro-5 {:.4}",
                 if uncertain_negative { "absent" } else { "present" },
                 num(&c["macro_14"]),
                 num(&c["micro_14"]),
                 num(&c["macro_5"]),
                 num(&c["micro_5"])
-            );
+            ));
         }
     }
 }

@@ -14,7 +14,7 @@ use sdr_corpus::{
 };
 use serde::Deserialize;
 
-use crate::common::{convergence_warning, failure_warning, EncoderArgs};
+use crate::common::{convergence_warning, failure_warning, log_line, EncoderArgs};
 use crate::jsonl::{parse_json, Input, Output};
 
 #[derive(clap::Args)]
@@ -304,18 +304,18 @@ pub fn run(args: Args) -> Result<()> {
     pb.finish_and_clear();
     output.finish()?;
     if !args.quiet {
-        eprintln!(
+        log_line(format_args!(
             "sdr select: {studies} studies, {} policies, {all_bad} with every candidate malformed (first kept), {:.2}s",
             plan.keys.len(),
             t0.elapsed().as_secs_f64()
-        );
+        ));
     }
     let warnings = [
         convergence_warning(stats.convergence.unconverged, stats.evaluated),
         failure_warning(stats.convergence.failed, stats.evaluated),
     ];
     for line in warnings.into_iter().flatten() {
-        eprintln!("{line}");
+        log_line(line);
     }
     Ok(())
 }

@@ -24,7 +24,7 @@ use sdr_eval::strata::{stratum_from_problems, Abnormality, Stratum};
 use sdr_eval::table::Table;
 use serde::Deserialize;
 
-use crate::common::{check_output_dir, print_stdout};
+use crate::common::{check_output_dir, log_line, print_stdout};
 use crate::jsonl::{id_text, read_jsonl_file};
 use crate::textscore::{bertscore_pairs, load_bertscore_encoder, load_wordnet};
 
@@ -196,10 +196,10 @@ pub fn run(a: Args) -> Result<()> {
     let bert_f1 = bertscore_rows(&rows, bert.as_ref())?;
     let out = Output::new(&a, &inputs, bert.is_some(), wordnet.is_some());
     if !inputs.has_problems {
-        eprintln!(
+        log_line(format_args!(
             "sdr select-eval: {} has no `Problems` column: no normal / abnormal tables",
             a.references.display()
-        );
+        ));
     }
     let mut summary = Vec::new();
     for (si, sec) in ["findings", "impression"].into_iter().enumerate() {
@@ -570,7 +570,9 @@ impl<'a> Output<'a> {
         let mut summaries: Vec<(String, SelectionSummary)> = Vec::new();
         for (group, members) in &groups {
             if members.is_empty() {
-                eprintln!("sdr select-eval: {sec}: no {group} study; no {group} tables");
+                log_line(format_args!(
+                    "sdr select-eval: {sec}: no {group} study; no {group} tables"
+                ));
                 continue;
             }
             let sm =

@@ -57,6 +57,8 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use sdr_reward::{PersistentCache, RewardOptions, SentenceCache, SentenceEncoder};
 
+use crate::common::log_line;
+
 pub use api::{router, AppState};
 pub use batcher::Limits;
 
@@ -224,11 +226,11 @@ pub fn run(args: Args) -> Result<()> {
         (Some(path), Some(cache)) => {
             let interval = Duration::from_secs_f64(args.cache_save_secs);
             let (p, outcome) = PersistentCache::open(cache.clone(), path, interval);
-            eprintln!("sdr serve: {}", outcome.message(path));
+            log_line(format_args!("sdr serve: {}", outcome.message(path)));
             Some(Arc::new(p))
         }
         (Some(_), None) => {
-            eprintln!("sdr serve: --cache ignored: exact-match rewards embed nothing");
+            log_line("sdr serve: --cache ignored: exact-match rewards embed nothing");
             None
         }
         _ => None,
@@ -243,16 +245,18 @@ pub fn run(args: Args) -> Result<()> {
             .await
             .with_context(|| format!("--host {} --port {}: cannot listen", args.host, args.port))?;
         let state = AppState::with_cache(options, embedder, limits, cache, persist)?;
-        eprintln!(
+        log_line(format_args!(
             "sdr serve: listening on http://{} (POST {}, POST /v1/rewards, GET /health; metric {})",
             listener.local_addr()?,
             args.path,
             options.config.metric
-        );
+        ));
         let result = serve(listener, state.clone(), &args.path, shutdown_signal()).await;
         match state.save_cache() {
-            Some(Ok(n)) if n > 0 => eprintln!("sdr serve: saved {n} cached sentences"),
-            Some(Err(e)) => eprintln!("sdr serve: could not save the sentence cache: {e}"),
+            Some(Ok(n)) if n > 0 => log_line(format_args!("sdr serve: saved {n} cached sentences")),
+            Some(Err(e)) => log_line(format_args!(
+                "sdr serve: could not save the sentence cache: {e}"
+            )),
             _ => {}
         }
         result
@@ -323,5 +327,5 @@ pub async fn shutdown_signal() {
         _ = ctrl_c => {},
         _ = term => {},
     }
-    eprintln!("sdr serve: shutting down (finishing requests in flight)");
+    log_line("sdr serve: shutting down (finishing requests in flight)");
 }

@@ -8,6 +8,8 @@ use anyhow::{anyhow, Context, Result};
 use sdr_corpus::SentenceEncoder;
 use sdr_embed::{Encoder, EncoderDevice, EncoderOptions, Precision};
 
+use super::log_line;
+
 /// `--precision` of the commands that embed for a corpus or a reward: the two that
 /// matter there (`sdr embed` has the others).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -108,7 +110,7 @@ pub fn load_model(model: Option<&Path>, options: EncoderOptions, who: &str) -> R
     let dir = sdr_embed::resolve_model_dir(model).map_err(|e| hint(&e))?;
     let encoder = Encoder::load(&dir, options).map_err(|e| hint(&e))?;
     if let Some(notice) = encoder.notice() {
-        eprintln!("{who}: {notice}");
+        log_line(format_args!("{who}: {notice}"));
     }
     Ok(encoder)
 }
@@ -146,7 +148,9 @@ pub fn load_cache(encoder: &Encoder, file: &Path, who: &str) -> Result<()> {
     sdr_embed::SentenceCache::check_path(file).map_err(|e| anyhow!("--cache-dir: {e}"))?;
     if let (true, Some(cache)) = (file.is_file(), encoder.cache()) {
         if let Err(e) = cache.load(file) {
-            eprintln!("{who}: {e}; starting with an empty sentence cache");
+            log_line(format_args!(
+                "{who}: {e}; starting with an empty sentence cache"
+            ));
         }
     }
     Ok(())
@@ -173,7 +177,7 @@ impl Drop for CachedEncoder {
     fn drop(&mut self) {
         if let Some(cache) = self.encoder.cache().filter(|c| c.is_dirty()) {
             if let Err(e) = cache.save(&self.file) {
-                eprintln!("sdr: could not save the sentence cache: {e}");
+                log_line(format_args!("sdr: could not save the sentence cache: {e}"));
             }
         }
     }

@@ -1,12 +1,15 @@
 //! Output that survives a stop: JSON Lines written to `FILE.partial` one
 //! record at a time (flushed and synced), moved to `FILE` when the run
-//! completes, and picked up again by `--resume`.
+//! completes (put back in input order first if a resumed run appended
+//! records out of it), and picked up again by `--resume`.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
+
+use super::log_line;
 
 /// Where records go: a journal file, or standard output (no resume).
 pub struct Journal {
@@ -93,7 +96,9 @@ impl Journal {
         }
         let checked = check(&kept)?;
         if let Some(at) = cut {
-            eprintln!("resume: {at}: dropping a record cut off by the stop");
+            log_line(format_args!(
+                "resume: {at}: dropping a record cut off by the stop"
+            ));
         }
         if checked_from.as_ref() == Some(&dest) {
             std::fs::copy(&dest, &partial).with_context(|| format!("cannot copy {d} to {p}"))?;
@@ -141,6 +146,20 @@ impl Journal {
 
     /// Moves the complete journal to its name.
     pub fn finish(self) -> Result<()> {
+        self.finish_with(None)
+    }
+
+    /// [`Journal::finish`] with the records in the order of `ranks`, the
+    /// rank of each record in file order (blank lines aside): a resumed run
+    /// appends the studies an earlier run left out after the others. Where
+    /// they are out of order, `FILE.partial` is first replaced, atomically,
+    /// by its records in order, so that a stop at any point loses none.
+    /// Standard output is written as it comes.
+    pub fn finish_in_order(self, ranks: &[usize]) -> Result<()> {
+        self.finish_with(Some(ranks))
+    }
+
+    fn finish_with(self, ranks: Option<&[usize]>) -> Result<()> {
         match self.sink {
             Sink::Stdout(mut w) => w.flush().context("cannot write output"),
             Sink::File {
@@ -151,12 +170,39 @@ impl Journal {
                 file.sync_all()
                     .with_context(|| format!("cannot write {}", partial.display()))?;
                 drop(file);
+                if let Some(ranks) = ranks.filter(|r| !r.is_sorted()) {
+                    reorder(&partial, ranks)?;
+                }
                 std::fs::rename(&partial, &dest).with_context(|| {
                     format!("cannot move {} to {}", partial.display(), dest.display())
                 })
             }
         }
     }
+}
+
+/// Rewrites the records (non-blank lines) of `path` sorted by `ranks`,
+/// atomically: the file holds the old order or the new one, never a part.
+fn reorder(path: &Path, ranks: &[usize]) -> Result<()> {
+    let at = path.display();
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {at}"))?;
+    let records: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    if records.len() != ranks.len() {
+        return Err(anyhow!(
+            "{at}: {} records where {} were written; the file changed during the run",
+            records.len(),
+            ranks.len()
+        ));
+    }
+    let mut ranked: Vec<(usize, &str)> = ranks.iter().copied().zip(records).collect();
+    ranked.sort_by_key(|&(rank, _)| rank);
+    sdr_core::io::write_atomic(path, |f| {
+        ranked.iter().try_for_each(|(_, line)| {
+            f.write_all(line.as_bytes())
+                .and_then(|()| f.write_all(b"\n"))
+        })
+    })
+    .with_context(|| format!("cannot write {at}"))
 }
 
 #[cfg(test)]
@@ -206,5 +252,42 @@ mod tests {
         j.finish().unwrap();
         assert_eq!(std::fs::read_to_string(&dest).unwrap(), text);
         assert!(Journal::open(None, true, keep).is_err());
+    }
+
+    #[test]
+    fn finish_in_order_puts_records_out_of_order_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("gen.jsonl");
+        let keep = |k: &[Kept]| -> Result<usize> { Ok(k.len()) };
+        // A stopped run kept studies 0 and 2 (a blank line between them).
+        let partial = partial_path(&dest);
+        std::fs::write(&partial, "{\"id\": \"0\"}\n\n{\"id\": \"2\"}\n").unwrap();
+        let (mut j, kept) = Journal::open(Some(&dest), true, keep).unwrap();
+        assert_eq!(kept, 2);
+        j.append("{\"id\": \"1\"}").unwrap();
+        j.finish_in_order(&[0, 2, 1]).unwrap();
+        assert!(!partial.exists());
+        let text = std::fs::read_to_string(&dest).unwrap();
+        assert_eq!(text, "{\"id\": \"0\"}\n{\"id\": \"1\"}\n{\"id\": \"2\"}\n");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no file left over"
+        );
+        // Records already in order are moved as they are.
+        let (mut j, _) = Journal::open(Some(&dest), true, keep).unwrap();
+        j.append("{\"id\": \"3\"}").unwrap();
+        j.finish_in_order(&[0, 1, 2, 3]).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&dest).unwrap(),
+            format!("{text}{{\"id\": \"3\"}}\n")
+        );
+        // A count that does not match the file is an error, with the
+        // partial file kept as it was.
+        let (j, _) = Journal::open(Some(&dest), true, keep).unwrap();
+        let before = std::fs::read(&partial).unwrap();
+        let e = j.finish_in_order(&[1, 0]).unwrap_err().to_string();
+        assert!(e.contains("4 records where 2 were written"), "{e}");
+        assert_eq!(std::fs::read(&partial).unwrap(), before);
     }
 }

@@ -15,7 +15,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 pub use encoder::EncoderArgs;
 pub use generation::{default_gguf, refuse_failed, BackendArgs, GenRecord, Study, StudyArgs};
 pub use journal::{partial_path, Journal, Kept};
-pub use output::{check_not_an_input, check_output_dir, check_output_file, print_stdout};
+pub use output::{check_not_an_input, check_output_dir, check_output_file, log_line, print_stdout};
 
 /// A progress bar over `n` studies, hidden with `quiet`; a line every 10
 /// studies when stderr is not a terminal (see [`Progress`]).
@@ -82,12 +82,20 @@ impl Progress {
                 let eta = secs / done.max(1) as f64 * l.total.saturating_sub(done) as f64;
                 let msg = l.message.borrow();
                 let sep = if msg.is_empty() { "" } else { ", " };
-                eprintln!(
+                log_line(format_args!(
                     "{}: {done}/{} studies, {secs:.0} s, eta {eta:.0} s{sep}{msg}",
                     l.what, l.total
-                );
+                ));
             }
         }
+    }
+
+    /// Prints `line` on stderr above the bar: the bar is cleared first and
+    /// drawn again after, so that the line does not land on it. Printed
+    /// also where no bar is drawn (a log, `--quiet`), which
+    /// `ProgressBar::println` would skip.
+    pub fn println(&self, line: impl std::fmt::Display) {
+        self.bar.suspend(|| log_line(line));
     }
 
     pub fn set_message(&self, message: String) {

@@ -1,5 +1,6 @@
-//! Output checks made before any work, and stdout writes that fail in one
-//! line instead of panicking (`corpus`, `eval`, `score`, `select`, `select-eval`).
+//! Output checks made before any work, stdout writes that fail in one line
+//! instead of panicking (`corpus`, `eval`, `score`, `select`, `select-eval`),
+//! and stderr lines that never panic (every command).
 
 use std::io::Write;
 use std::path::Path;
@@ -13,6 +14,16 @@ pub fn print_stdout(text: &str) -> Result<()> {
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
         .context("cannot write output")
+}
+
+/// Writes `line` and a newline to standard error. A closed stderr (`sdr ...
+/// 2>&1 | head -1` after `head` exits) is ignored, where `eprintln!` would
+/// panic: a log line is never worth aborting a run, or turning its error
+/// into a panic. Lines printed while a progress bar is drawn go through
+/// [`super::Progress::println`] instead.
+pub fn log_line(line: impl std::fmt::Display) {
+    // One write for the whole line: stderr is unbuffered.
+    let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
 }
 
 /// Refuses, before any work is done, an output file `path` (given as
