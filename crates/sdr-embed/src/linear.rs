@@ -474,6 +474,15 @@ mod mkl {
         ONCE.call_once(|| unsafe { kmp_set_blocktime(0) });
     }
 
+    /// The `m` that B is packed for. MKL lays a packed B out for the kernel it would
+    /// pick at that `m`. Packed for `m = 1`, every product over a batch's hundreds of
+    /// token rows copied B again into the large-`m` kernel's panels
+    /// (`mkl_blas_avx512_sgemm_scopy_down48_ea`, 8-9 % of an f32 `sdr embed`'s CPU time
+    /// in perf). Packed for 256, one thread ran the encoder's four shapes at 200-210
+    /// GFLOP/s from m = 192 up (185-190 before), and no slower at any m from 1 to 1024
+    /// (16-128 were worse). The results are bit-identical (bench/README.md).
+    const PACK_ROWS: i32 = 256;
+
     /// `Wᵀ` (`k x n`) in MKL's packed layout, for `cblas_sgemm_compute`.
     pub struct PackedB {
         buf: Vec<u8>,
@@ -489,9 +498,9 @@ mod mkl {
         pub fn new(w: &[f32], n: usize, k: usize) -> Self {
             assert_eq!(w.len(), n * k, "sgemm pack: weights are not n x k");
             quiet_openmp();
-            // The size of a packed B depends on n and k; m only names A's rows.
             // SAFETY: a size query.
-            let bytes = unsafe { cblas_sgemm_pack_get_size(CBLAS_B_MATRIX, 1, n as i32, k as i32) };
+            let bytes =
+                unsafe { cblas_sgemm_pack_get_size(CBLAS_B_MATRIX, PACK_ROWS, n as i32, k as i32) };
             let mut buf = vec![0u8; bytes + 64];
             let start = buf.as_ptr().align_offset(64);
             // SAFETY: `w` is n x k row-major, i.e. Wᵀ (k x n) transposed with ld = k;
@@ -501,7 +510,7 @@ mod mkl {
                     CBLAS_ROW_MAJOR,
                     CBLAS_B_MATRIX,
                     CBLAS_TRANS,
-                    1,
+                    PACK_ROWS,
                     n as i32,
                     k as i32,
                     1.0,

@@ -358,13 +358,17 @@ fn activate(y: &mut [f32], bias: Option<&[f32]>, act: Act, threads: bool) {
 }
 
 fn activate_rows(y: &mut [f32], bias: Option<&[f32]>, act: Act) {
-    if let Some(b) = bias {
-        crate::linear::add_bias(y, b);
-    }
+    let bias = bias.unwrap_or_default();
     match act {
-        Act::GeluErf => activation::gelu_in_place(y),
-        Act::GeluTanh => y.iter_mut().for_each(|v| *v = gelu_tanh(*v)),
-        Act::Relu => y.iter_mut().for_each(|v| *v = v.max(0.0)),
+        Act::GeluErf => activation::gelu_bias_in_place(y, bias),
+        Act::GeluTanh => {
+            crate::linear::add_bias(y, bias);
+            y.iter_mut().for_each(|v| *v = gelu_tanh(*v))
+        }
+        Act::Relu => {
+            crate::linear::add_bias(y, bias);
+            y.iter_mut().for_each(|v| *v = v.max(0.0))
+        }
     }
 }
 
