@@ -151,8 +151,11 @@ impl Dense {
                 Some(Bf16Gemm::Avx512) if avx512_gemm::supported() => {
                     Ok(Dense::Avx512Bf16(PackedWeights::bf16(w, n, k, bias)))
                 }
+                #[cfg(feature = "mkl")]
+                Some(Bf16Gemm::Mkl) => {
+                    Ok(Dense::MklBf16(mkl::Bf16Linear::from_slice(w, n, k, bias)))
+                }
                 gemm => {
-                    // MKL keeps its own bf16 copy, built from a candle layer.
                     let weight = Tensor::from_slice(w, (n, k), &candle_core::Device::Cpu)?;
                     let bias = bias
                         .map(|b| Tensor::from_vec(b, n, &candle_core::Device::Cpu))
@@ -164,7 +167,7 @@ impl Dense {
         if F32Gemm::here() == F32Gemm::Avx512 {
             return Ok(Dense::Avx512F32(PackedWeights::f32(w, n, k, bias)));
         }
-        Ok(Dense::F32(F32Weights::new(w.to_vec(), bias, n, k)))
+        Ok(Dense::F32(F32Weights::new(w, bias, n, k)))
     }
 
     pub fn in_dim(&self) -> usize {
@@ -313,12 +316,14 @@ pub struct F32Weights {
 }
 
 impl F32Weights {
-    fn new(w: Vec<f32>, bias: Option<Vec<f32>>, n: usize, k: usize) -> Self {
+    /// Borrows `w` (read in place from the checkpoint, say): MKL packs it straight
+    /// into its layout, and only the other builds keep a copy.
+    fn new(w: &[f32], bias: Option<Vec<f32>>, n: usize, k: usize) -> Self {
         Self {
             #[cfg(feature = "mkl")]
-            packed: mkl::PackedB::new(&w, n, k),
+            packed: mkl::PackedB::new(w, n, k),
             #[cfg(not(feature = "mkl"))]
-            w,
+            w: w.to_vec(),
             bias,
             n,
             k,
@@ -396,7 +401,7 @@ pub(crate) fn add_bias(y: &mut [f32], bias: &[f32]) {
 
 #[cfg(feature = "mkl")]
 mod mkl {
-    use candle_core::{DType, Result};
+    use candle_core::Result;
     use candle_nn::Linear;
     use half::bf16;
 
@@ -575,19 +580,25 @@ mod mkl {
 
     impl Bf16Linear {
         pub fn new(linear: &Linear) -> Result<Self> {
+            let (w, n, k, bias) = super::f32_parts(linear)?;
+            Ok(Self::from_slice(&w, n, k, bias))
+        }
+
+        /// From f32 `w` (`n x k`, out x in, row-major, e.g. read in place from the
+        /// checkpoint) and the bias: no candle tensor and no f32 copy on the way.
+        pub fn from_slice(
+            w: &[f32],
+            out_dim: usize,
+            in_dim: usize,
+            bias: Option<Vec<f32>>,
+        ) -> Self {
             quiet_openmp();
-            let w = linear.weight().to_dtype(DType::F32)?;
-            let (out_dim, in_dim) = w.dims2()?;
-            let weight: Vec<u16> = w
-                .flatten_all()?
-                .to_vec1::<f32>()?
-                .into_iter()
-                .map(|x| bf16::from_f32(x).to_bits())
-                .collect();
-            let bias = match linear.bias() {
-                Some(b) => Some(b.to_dtype(DType::F32)?.to_vec1::<f32>()?),
-                None => None,
-            };
+            // The activations' vectorised rounding (to nearest even, as
+            // `bf16::from_f32`): rows of `in_dim.div_ceil(2)` pairs, so the leading
+            // dimension is even.
+            let mut pairs = Vec::new();
+            crate::avx512_gemm::pack_rows_into(w, out_dim, in_dim, &mut pairs);
+            let ld = 2 * in_dim.div_ceil(2);
             // Packed once here: `cblas_gemm_bf16bf16f32` packed `W` again on every
             // call (`gemm_bf16bf16f32_copy_right32`, a tenth of the bf16 encoder's
             // time in perf); packed, an `sdr embed --precision bf16` of 1,000
@@ -598,8 +609,9 @@ mod mkl {
                 unsafe { cblas_gemm_bf16bf16f32_pack_get_size(CBLAS_B_MATRIX, PACK_ROWS, n, k) };
             let mut packed = vec![0u8; bytes + 64];
             let packed_start = packed.as_ptr().align_offset(64);
-            // SAFETY: `weight` is n x k row-major (Wᵀ transposed, ld = k); the
-            // destination holds `bytes` from a 64-byte boundary.
+            // SAFETY: `pairs` holds n rows of `ld` bf16 values, W (n x k) row-major,
+            // i.e. Wᵀ transposed; the destination holds `bytes` from a 64-byte
+            // boundary.
             unsafe {
                 cblas_gemm_bf16bf16f32_pack(
                     CBLAS_ROW_MAJOR,
@@ -608,18 +620,18 @@ mod mkl {
                     PACK_ROWS,
                     n,
                     k,
-                    weight.as_ptr(),
-                    k,
+                    pairs.as_ptr().cast(),
+                    ld as i32,
                     packed.as_mut_ptr().add(packed_start).cast(),
                 )
             };
-            Ok(Self {
+            Self {
                 packed,
                 packed_start,
                 bias,
                 out_dim,
                 in_dim,
-            })
+            }
         }
 
         /// `x`: `m x in_dim` row-major (checked by the caller).
@@ -711,7 +723,7 @@ mod tests {
         // The path CPUs without AVX-512 take (MKL's packed B, or the `gemm` crate),
         // whatever this CPU has.
         let (w, n2, k2, bias) = f32_parts(&linear).unwrap();
-        let portable = Dense::F32(F32Weights::new(w, bias, n2, k2));
+        let portable = Dense::F32(F32Weights::new(&w, bias, n2, k2));
         for m in [1usize, 5, 12, 100, 257] {
             let x = Tensor::randn(0f32, 1.0, (m, k), &dev).unwrap();
             let want = linear.forward(&x).unwrap().flatten_all().unwrap();
@@ -743,5 +755,40 @@ mod tests {
         }
         let e = dense.apply(&[0.0; 3], 1, false).unwrap_err().to_string();
         assert!(e.contains("not 1 x 200"), "{e}");
+    }
+
+    /// MKL's bf16 layer built from slices (packed once, the odd-`k` rows padded to
+    /// pairs) against the product of the bf16-rounded operands in f64.
+    #[cfg(feature = "mkl")]
+    #[test]
+    fn mkl_bf16_from_slices_is_the_bf16_rounded_product_for_odd_and_even_k() {
+        use half::bf16;
+        let round = |v: f32| bf16::from_f32(v).to_f32() as f64;
+        for (n, k) in [(5usize, 7usize), (33, 64), (9, 129)] {
+            let w: Vec<f32> = (0..n * k)
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) / 97.0)
+                .collect();
+            let bias: Vec<f32> = (0..n).map(|j| j as f32 * 0.01 - 0.02).collect();
+            let layer = Dense::MklBf16(mkl::Bf16Linear::from_slice(&w, n, k, Some(bias.clone())));
+            for m in [1usize, 3, 300] {
+                let x: Vec<f32> = (0..m * k)
+                    .map(|i| ((i * 53 % 89) as f32 - 44.0) / 61.0)
+                    .collect();
+                let got = layer.apply(&x, m, false).unwrap();
+                for r in 0..m {
+                    for j in 0..n {
+                        let want: f64 = bias[j] as f64
+                            + (0..k)
+                                .map(|c| round(x[r * k + c]) * round(w[j * k + c]))
+                                .sum::<f64>();
+                        let g = got[r * n + j] as f64;
+                        assert!(
+                            (g - want).abs() <= 1e-4 * want.abs().max(1.0),
+                            "n={n} k={k} m={m} ({r}, {j}): {g} against {want}"
+                        );
+                    }
+                }
+            }
+        }
     }
 }
