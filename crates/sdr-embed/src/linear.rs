@@ -495,7 +495,7 @@ mod mkl {
     /// (`mkl_blas_avx512_sgemm_scopy_down48_ea`, 8-9 % of an f32 `sdr embed`'s CPU time
     /// in perf). Packed for 256, one thread ran the encoder's four shapes at 200-210
     /// GFLOP/s from m = 192 up (185-190 before), and no slower at any m from 1 to 1024
-    /// (16-128 were worse). The results are bit-identical (bench/README.md).
+    /// (packed for 16-64, most products ran slower than packed for 1). The results are bit-identical (bench/README.md).
     const PACK_ROWS: i32 = 256;
 
     /// `Wᵀ` (`k x n`) in MKL's packed layout, for `cblas_sgemm_compute`.
