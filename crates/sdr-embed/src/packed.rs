@@ -510,6 +510,48 @@ unsafe fn sequence_attention_avx512(
     sequence_attention(qkv, qkv_bias, t0, len, out, model, buckets, longest)
 }
 
+/// `kt` (`d x lk`) = `krows` (`lk x d`) transposed: 16 keys at a time with one AVX-512
+/// gather per head dimension, where the CPU has it.
+#[inline(always)]
+fn transpose_keys(krows: &[f32], d: usize, lk: usize, kt: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if lk.is_multiple_of(16)
+            && d * 15 < i32::MAX as usize
+            && std::arch::is_x86_feature_detected!("avx512f")
+        {
+            // SAFETY: AVX-512F is checked just above; every gathered index is below
+            // `lk * d` (rows j0..j0 + 16 <= lk, column c < d).
+            unsafe { transpose_keys_avx512(krows, d, lk, kt) };
+            return;
+        }
+    }
+    for j in 0..lk {
+        for c in 0..d {
+            kt[c * lk + j] = krows[j * d + c];
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn transpose_keys_avx512(krows: &[f32], d: usize, lk: usize, kt: &mut [f32]) {
+    use std::arch::x86_64::*;
+    assert!(krows.len() >= lk * d && kt.len() >= lk * d);
+    let step = d as i32;
+    let idx = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32(step),
+    );
+    for j0 in (0..lk).step_by(16) {
+        let base = krows.as_ptr().add(j0 * d);
+        for c in 0..d {
+            let col = _mm512_i32gather_ps::<4>(idx, base.add(c).cast());
+            _mm512_storeu_ps(kt.as_mut_ptr().add(c * lk + j0), col);
+        }
+    }
+}
+
 /// Queries per attention tile.
 const TQ: usize = 8;
 /// Keys (for the scores) or head dimensions (for the context) per attention tile.
@@ -589,6 +631,8 @@ fn sequence_attention(
     let (qs, ks, vs) = (lq * d, d * lk, lk * dp);
     let mut q = vec![0f32; heads * qs];
     let mut kt = vec![0f32; heads * ks];
+    // Keys as rows first (contiguous writes, as for q and v), then transposed per head.
+    let mut krows = vec![0f32; heads * ks];
     let mut v = vec![0f32; heads * vs];
     let mut scores = vec![0f32; lq * lk];
     let mut ctx = vec![0f32; lq * dp];
@@ -606,13 +650,16 @@ fn sequence_attention(
             for (dst, (&x, &b)) in q[head * qs + j * d..][..d].iter_mut().zip(at(0)) {
                 *dst = (x + b) * scale;
             }
-            for (c, (&x, &b)) in at(1).enumerate() {
-                kt[head * ks + c * lk + j] = x + b;
+            for (dst, (&x, &b)) in krows[head * ks + j * d..][..d].iter_mut().zip(at(1)) {
+                *dst = x + b;
             }
             for (dst, (&x, &b)) in v[head * vs + j * dp..][..d].iter_mut().zip(at(2)) {
                 *dst = x + b;
             }
         }
+    }
+    for head in 0..heads {
+        transpose_keys(&krows[head * ks..][..ks], d, lk, &mut kt[head * ks..][..ks]);
     }
     for head in 0..heads {
         let (q, kt, v) = (
