@@ -495,15 +495,37 @@ mod mkl {
     /// (`mkl_blas_avx512_sgemm_scopy_down48_ea`, 8-9 % of an f32 `sdr embed`'s CPU time
     /// in perf). Packed for 256, one thread ran the encoder's four shapes at 200-210
     /// GFLOP/s from m = 192 up (185-190 before), and no slower at any m from 1 to 1024
-    /// (packed for 16-64, most products ran slower than packed for 1). The results are bit-identical (bench/README.md).
+    /// (packed for 16-64, most products ran slower than packed for 1). The results are
+    /// bit-identical (bench/README.md).
     const PACK_ROWS: i32 = 256;
+
+    /// Storage of one packed matrix: `bytes` from a 64-byte boundary (MKL asks for
+    /// aligned storage), in a heap block that never moves once packed, as MKL also
+    /// requires.
+    struct PackBuf {
+        buf: Vec<u8>,
+        start: usize,
+    }
+
+    impl PackBuf {
+        fn new(bytes: usize) -> Self {
+            let buf = vec![0u8; bytes + 64];
+            let start = buf.as_ptr().align_offset(64);
+            Self { buf, start }
+        }
+
+        fn ptr<T>(&self) -> *const T {
+            self.buf[self.start..].as_ptr().cast()
+        }
+
+        fn ptr_mut<T>(&mut self) -> *mut T {
+            self.buf[self.start..].as_mut_ptr().cast()
+        }
+    }
 
     /// `Wᵀ` (`k x n`) in MKL's packed layout, for `cblas_sgemm_compute`.
     pub struct PackedB {
-        buf: Vec<u8>,
-        /// Offset of the 64-byte aligned start inside `buf` (MKL asks for aligned
-        /// storage; the heap block never moves after packing, as MKL also requires).
-        start: usize,
+        buf: PackBuf,
         n: usize,
         k: usize,
     }
@@ -516,8 +538,7 @@ mod mkl {
             // SAFETY: a size query.
             let bytes =
                 unsafe { cblas_sgemm_pack_get_size(CBLAS_B_MATRIX, PACK_ROWS, n as i32, k as i32) };
-            let mut buf = vec![0u8; bytes + 64];
-            let start = buf.as_ptr().align_offset(64);
+            let mut buf = PackBuf::new(bytes);
             // SAFETY: `w` is n x k row-major, i.e. Wᵀ (k x n) transposed with ld = k;
             // the destination holds `bytes` from a 64-byte boundary.
             unsafe {
@@ -531,10 +552,10 @@ mod mkl {
                     1.0,
                     w.as_ptr(),
                     k as i32,
-                    buf.as_mut_ptr().add(start).cast(),
+                    buf.ptr_mut(),
                 )
             };
-            Self { buf, start, n, k }
+            Self { buf, n, k }
         }
 
         /// `y = x Wᵀ` for `x` of `m` rows (`m x k`; `y`: `m x n`, row-major, not read).
@@ -556,7 +577,7 @@ mod mkl {
                     k as i32,
                     x.as_ptr(),
                     k as i32,
-                    self.buf.as_ptr().add(self.start).cast(),
+                    self.buf.ptr(),
                     n as i32,
                     0.0,
                     y.as_mut_ptr(),
@@ -568,11 +589,8 @@ mod mkl {
 
     /// `W` as bf16 bits, `[out, in]` row-major, and the f32 bias.
     pub struct Bf16Linear {
-        /// `Wᵀ` in MKL's packed bf16 layout (see [`PACK_ROWS`]); the heap block never
-        /// moves after packing.
-        packed: Vec<u8>,
-        /// Offset of the 64-byte aligned start inside `packed`.
-        packed_start: usize,
+        /// `Wᵀ` in MKL's packed bf16 layout (see [`PACK_ROWS`]).
+        packed: PackBuf,
         bias: Option<Vec<f32>>,
         pub(super) out_dim: usize,
         pub(super) in_dim: usize,
@@ -607,8 +625,7 @@ mod mkl {
             // SAFETY: a size query.
             let bytes =
                 unsafe { cblas_gemm_bf16bf16f32_pack_get_size(CBLAS_B_MATRIX, PACK_ROWS, n, k) };
-            let mut packed = vec![0u8; bytes + 64];
-            let packed_start = packed.as_ptr().align_offset(64);
+            let mut packed = PackBuf::new(bytes);
             // SAFETY: `pairs` holds n rows of `ld` bf16 values, W (n x k) row-major,
             // i.e. Wᵀ transposed; the destination holds `bytes` from a 64-byte
             // boundary.
@@ -622,12 +639,11 @@ mod mkl {
                     k,
                     pairs.as_ptr().cast(),
                     ld as i32,
-                    packed.as_mut_ptr().add(packed_start).cast(),
+                    packed.ptr_mut(),
                 )
             };
             Self {
                 packed,
-                packed_start,
                 bias,
                 out_dim,
                 in_dim,
@@ -678,7 +694,7 @@ mod mkl {
                         1.0,
                         a,
                         k as i32,
-                        self.packed.as_ptr().add(self.packed_start).cast(),
+                        self.packed.ptr(),
                         k as i32,
                         1.0,
                         c.as_mut_ptr(),
