@@ -19,11 +19,12 @@ export SDR_REQUIRE_WORDNET=1
 if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi
 echo "== disk free for target/: $(df -h . | awk 'NR==2 {print $4}')"
 
-echo "== cargo fmt --check"
+echo "== $(date +%T) cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy"
+echo "== $(date +%T) cargo clippy"
 cargo clippy --workspace --all-targets -q -- -D warnings
-echo "== cargo test"
+echo "== $(date +%T) cargo test"
 cargo test --workspace --no-fail-fast 2>&1
-echo "== python bindings (maturin wheel + pytest)"
-bash scripts/test-python.sh
+echo "== $(date +%T) python bindings (maturin wheel + pytest)"
+# The test profile: the CLI and the wheel reuse the crates `cargo test` built.
+SDR_CARGO_PROFILE=test bash scripts/test-python.sh
