@@ -7,9 +7,9 @@
 #                     a warm folder makes this a few-seconds rebuild
 #   SDR_PY_VENV       the venv (default: ./.venv; created when missing)
 #   PYTHON            interpreter that creates the venv (default: python3)
-#   SDR_CARGO_PROFILE cargo profile of the CLI and the wheel (default: release);
-#                     scripts/test.sh passes `test`, so both reuse what
-#                     `cargo test` just compiled instead of a second full build
+#   SDR_BIN           the CLI the tests compare against; when unset, built here
+#                     (cargo build --release). scripts/test.sh passes the one
+#                     `cargo test` just built, instead of a second full build.
 # Needs PyPI for maturin, numpy and pytest on the first run, and the model
 # (scripts/fetch-model.sh, run here; idempotent).
 set -euo pipefail
@@ -30,20 +30,21 @@ fi
 
 bash scripts/fetch-model.sh
 
-PROFILE=${SDR_CARGO_PROFILE:-release}
-# Cargo puts the dev and test profiles' artefacts in debug/.
-case "$PROFILE" in dev | test) OUTDIR=debug ;; *) OUTDIR=$PROFILE ;; esac
+if [ -z "${SDR_BIN:-}" ]; then
+  echo "== cargo build --release -p sdr-cli (the CLI the tests compare against)"
+  cargo build --release -q -p sdr-cli
+  SDR_BIN=$CARGO_TARGET_DIR/release/sdr
+fi
+[ -x "$SDR_BIN" ] || { echo "test-python: SDR_BIN=$SDR_BIN is not an executable" >&2; exit 1; }
+echo "== the CLI under test: $SDR_BIN"
 
-echo "== cargo build --profile $PROFILE -p sdr-cli (the CLI the tests compare against)"
-cargo build --profile "$PROFILE" -q -p sdr-cli
-
-echo "== maturin build --profile $PROFILE"
+echo "== maturin build --release"
 WHEELS=$CARGO_TARGET_DIR/wheels-sdr
 rm -rf "$WHEELS"
-"$VENV/bin/maturin" build --profile "$PROFILE" -q -m bindings/python/Cargo.toml \
+"$VENV/bin/maturin" build --release -q -m bindings/python/Cargo.toml \
   -i "$VENV/bin/python" -o "$WHEELS"
 "$VENV/bin/python" -m pip install -q --force-reinstall --no-deps "$WHEELS"/sdr-*.whl
 
 echo "== pytest bindings/python/tests"
 cd bindings/python
-SDR_BIN=$CARGO_TARGET_DIR/$OUTDIR/sdr "$VENV/bin/python" -m pytest -q tests "$@"
+SDR_BIN=$SDR_BIN "$VENV/bin/python" -m pytest -q tests "$@"

@@ -26,5 +26,7 @@ cargo clippy --workspace --all-targets -q -- -D warnings
 echo "== $(date +%T) cargo test"
 cargo test --workspace --no-fail-fast 2>&1
 echo "== $(date +%T) python bindings (maturin wheel + pytest)"
-# The test profile: the CLI and the wheel reuse the crates `cargo test` built.
-SDR_CARGO_PROFILE=test bash scripts/test-python.sh
+# The CLI that `cargo test` built for the CLI's integration tests (the test
+# profile: optimised, with overflow checks), not a second full build of it.
+SDR_BIN=${CARGO_TARGET_DIR:-$PWD/target}/debug/sdr bash scripts/test-python.sh
+echo "== $(date +%T) all tests passed"
