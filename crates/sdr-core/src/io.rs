@@ -3,12 +3,18 @@
 //!
 //! The data goes to a temporary file in the destination's folder (so the
 //! final rename stays on one file system), is flushed and `fsync`ed, gets
-//! mode 0644 (a temporary file is created 0600), and is then renamed over the
-//! destination: a reader sees the old file or the whole new one, never a
-//! partial one, even after a crash. On error or drop the temporary file is
-//! removed.
+//! the mode of the file it replaces (0644 for a new one; a temporary file is
+//! created 0600), and is then renamed over the destination: a reader sees the
+//! old file or the whole new one, never a partial one, even after a crash. On
+//! error or drop the temporary file is removed.
+//!
+//! A destination that is a symbolic link is resolved first, so the link
+//! stays and its target is replaced. A destination that is not a regular
+//! file (`/dev/null`, `/dev/stdout`, a FIFO, a terminal) is written in place:
+//! renaming over it would replace the device or pipe, and a stream has no
+//! partial state to protect.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -19,25 +25,91 @@ use tempfile::NamedTempFile;
 /// untouched and removes the temporary file.
 pub struct AtomicFile {
     dest: PathBuf,
-    tmp: BufWriter<NamedTempFile>,
+    sink: Sink,
+}
+
+enum Sink {
+    /// A regular file (or none yet): temporary file, then rename over
+    /// `target` (the destination with its symbolic links followed), keeping
+    /// the replaced file's `mode`.
+    Replace {
+        tmp: BufWriter<NamedTempFile>,
+        target: PathBuf,
+        mode: Option<u32>,
+    },
+    /// A device, FIFO or `/proc` stream: written in place.
+    InPlace(BufWriter<File>),
+}
+
+/// How many symbolic links [`resolve_links`] follows (as Linux's `ELOOP`).
+const MAX_LINKS: usize = 40;
+
+/// Follows `path`'s symbolic links to the path a rename must replace; a
+/// dangling link resolves to the file it names.
+fn resolve_links(path: &Path) -> io::Result<PathBuf> {
+    let mut p = path.to_path_buf();
+    for _ in 0..MAX_LINKS {
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let target = std::fs::read_link(&p)?;
+                p = match p.parent() {
+                    Some(dir) if target.is_relative() => dir.join(target),
+                    _ => target,
+                };
+            }
+            _ => return Ok(p),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "too many levels of symbolic links",
+    ))
+}
+
+/// Whether `dest` must be written in place: an existing non-regular file,
+/// or a path under `/dev` or `/proc` (`/dev/stdout` names a stream, and its
+/// link target `pipe:[N]` is no file a rename could replace).
+fn is_stream(dest: &Path) -> io::Result<bool> {
+    if dest.starts_with("/dev") || dest.starts_with("/proc") {
+        return Ok(true);
+    }
+    match std::fs::metadata(dest) {
+        Ok(m) if m.is_dir() => Err(io::Error::new(
+            io::ErrorKind::IsADirectory,
+            "is a folder, not a file",
+        )),
+        Ok(m) => Ok(!m.is_file()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 impl AtomicFile {
-    /// Starts writing `dest`: creates the temporary file beside it.
+    /// Starts writing `dest`: creates the temporary file beside it (beside
+    /// the target of a symbolic link), or opens a device or FIFO in place.
     ///
     /// # Errors
-    /// When the destination's folder does not exist or is not writable.
+    /// When the destination's folder does not exist or is not writable, or
+    /// the destination is a folder.
     pub fn create(dest: &Path) -> io::Result<AtomicFile> {
-        let dir = match dest.parent() {
+        if is_stream(dest)? {
+            let f = OpenOptions::new().write(true).open(dest)?;
+            return Ok(AtomicFile {
+                dest: dest.to_path_buf(),
+                sink: Sink::InPlace(BufWriter::with_capacity(1 << 16, f)),
+            });
+        }
+        let target = resolve_links(dest)?;
+        let dir = match target.parent() {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
         };
-        let name = dest
+        let name = target
             .file_name()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file path"))?;
         // `.name.XXXXXX.tmp.ext`: hidden, and with the destination's
         // extension for writers that pick a format by it (PNG).
-        let suffix = match dest.extension() {
+        let suffix = match target.extension() {
             Some(ext) => format!(".tmp.{}", ext.to_string_lossy()),
             None => ".tmp".to_string(),
         };
@@ -45,61 +117,95 @@ impl AtomicFile {
             .prefix(&format!(".{}.", name.to_string_lossy()))
             .suffix(&suffix)
             .tempfile_in(dir)?;
+        let mode = existing_mode(&target);
         Ok(AtomicFile {
             dest: dest.to_path_buf(),
-            tmp: BufWriter::with_capacity(1 << 20, tmp),
+            sink: Sink::Replace {
+                tmp: BufWriter::with_capacity(1 << 20, tmp),
+                target,
+                mode,
+            },
         })
     }
 
-    /// The temporary file's path, for writers that take a path (image
-    /// encoders, `safetensors`); they must write it in place (truncate, not
-    /// replace).
+    /// The path to write for writers that take a path (image encoders,
+    /// `safetensors`): the temporary file, or the device itself; they must
+    /// write it in place (truncate, not replace).
     pub fn temp_path(&self) -> &Path {
-        self.tmp.get_ref().path()
+        match &self.sink {
+            Sink::Replace { tmp, .. } => tmp.get_ref().path(),
+            Sink::InPlace(_) => &self.dest,
+        }
     }
 
-    /// The destination.
+    /// The destination, as given.
     pub fn dest(&self) -> &Path {
         &self.dest
     }
 
-    /// Flushes, syncs, sets mode 0644 and renames the file into place.
+    /// Flushes, syncs, sets the mode and renames the file into place (for a
+    /// device or FIFO: flushes).
     ///
     /// # Errors
     /// The I/O error of the step that failed; the destination is unchanged.
     pub fn commit(self) -> io::Result<()> {
-        let tmp = self
-            .tmp
-            .into_inner()
-            .map_err(io::IntoInnerError::into_error)?;
-        let file: &File = tmp.as_file();
-        file.sync_all()?;
-        set_readable(file)?;
-        tmp.persist(&self.dest).map_err(|e| e.error)?;
-        Ok(())
+        match self.sink {
+            Sink::InPlace(mut w) => w.flush(),
+            Sink::Replace { tmp, target, mode } => {
+                let tmp = tmp.into_inner().map_err(io::IntoInnerError::into_error)?;
+                let file: &File = tmp.as_file();
+                file.sync_all()?;
+                set_mode(file, mode)?;
+                tmp.persist(&target).map_err(|e| e.error)?;
+                Ok(())
+            }
+        }
+    }
+
+    fn writer(&mut self) -> &mut dyn Write {
+        match &mut self.sink {
+            Sink::Replace { tmp, .. } => tmp,
+            Sink::InPlace(w) => w,
+        }
     }
 }
 
 impl Write for AtomicFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.tmp.write(buf)
+        self.writer().write(buf)
     }
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        self.tmp.write_all(buf)
+        self.writer().write_all(buf)
     }
     fn flush(&mut self) -> io::Result<()> {
-        self.tmp.flush()
+        self.writer().flush()
     }
 }
 
+/// The permission bits of the regular file being replaced, so that an
+/// output kept private (0600) stays private.
 #[cfg(unix)]
-fn set_readable(f: &File) -> io::Result<()> {
+fn existing_mode(path: &Path) -> Option<u32> {
     use std::os::unix::fs::PermissionsExt;
-    f.set_permissions(std::fs::Permissions::from_mode(0o644))
+    std::fs::metadata(path)
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.permissions().mode() & 0o7777)
 }
 
 #[cfg(not(unix))]
-fn set_readable(_: &File) -> io::Result<()> {
+fn existing_mode(_: &Path) -> Option<u32> {
+    None
+}
+
+#[cfg(unix)]
+fn set_mode(f: &File, mode: Option<u32>) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    f.set_permissions(std::fs::Permissions::from_mode(mode.unwrap_or(0o644)))
+}
+
+#[cfg(not(unix))]
+fn set_mode(_: &File, _: Option<u32>) -> io::Result<()> {
     Ok(())
 }
 
@@ -163,6 +269,61 @@ mod tests {
         write_atomic(&p, |f| f.write_all(b"x")).unwrap();
         let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o644);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn replacing_keeps_the_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("private.txt");
+        std::fs::write(&p, b"old").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        write_atomic(&p, |f| f.write_all(b"new")).unwrap();
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn symlinks_stay_and_their_targets_are_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target.txt");
+        std::fs::write(&target, b"old").unwrap();
+        let link = dir.path().join("link.txt");
+        std::os::unix::fs::symlink("target.txt", &link).unwrap();
+        write_atomic(&link, |f| f.write_all(b"new")).unwrap();
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(std::fs::read(&target).unwrap(), b"new");
+        // A dangling link gets its target created.
+        let dangling = dir.path().join("dangling");
+        std::os::unix::fs::symlink("made.txt", &dangling).unwrap();
+        write_atomic(&dangling, |f| f.write_all(b"x")).unwrap();
+        assert_eq!(std::fs::read(dir.path().join("made.txt")).unwrap(), b"x");
+        assert_eq!(entries(dir.path()), 4);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn devices_are_written_in_place() {
+        let null = Path::new("/dev/null");
+        if !null.exists() {
+            return;
+        }
+        write_atomic(null, |f| f.write_all(b"discarded")).unwrap();
+        let m = std::fs::metadata(null).unwrap();
+        assert!(!m.is_file(), "/dev/null must stay a device");
+    }
+
+    #[test]
+    fn a_folder_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = write_atomic(dir.path(), |f| f.write_all(b"x")).unwrap_err();
+        assert!(e.to_string().contains("folder"), "{e}");
+        assert_eq!(entries(dir.path()), 0);
     }
 
     #[test]
