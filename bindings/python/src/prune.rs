@@ -55,11 +55,7 @@ impl PyPruneScorer {
         let encoder = load_encoder(py, encoder, model_dir, device, precision)?;
         let corpus = Corpus::open(&corpus).map_err(corpus_err)?;
         corpus
-            .check_compatible(
-                &encoder.name(),
-                &encoder.weights_sha256().map_err(crate::error::embed_err)?,
-                SEGMENTER_VERSION,
-            )
+            .check_encoder(encoder.as_ref(), SEGMENTER_VERSION)
             .map_err(corpus_err)?;
         Ok(PyPruneScorer {
             corpus,

@@ -1,6 +1,8 @@
 //! JSON Lines input and output shared by the subcommands.
 //!
 //! Errors always name the input (file name or `<stdin>`) and the 1-based line.
+//! A UTF-8 byte-order mark at the start of an input is skipped, as the CSV
+//! reader does: editors on Windows write one.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
@@ -53,6 +55,9 @@ impl Input {
                 break;
             }
             *line_no += 1;
+            if *line_no == 1 && buf.starts_with(BOM.as_bytes()) {
+                buf.drain(..BOM.len());
+            }
             let text = String::from_utf8(std::mem::take(&mut buf))
                 .map_err(|_| anyhow::anyhow!("{}:{}: not valid UTF-8", self.name, line_no))?;
             if text.trim().is_empty() {
@@ -72,6 +77,19 @@ impl Input {
             .with_context(|| format!("{}: read failed or not UTF-8", self.name))?;
         Ok(s)
     }
+}
+
+/// The UTF-8 byte-order mark.
+const BOM: &str = "\u{feff}";
+
+/// The whole file at `path` as text, without a byte-order mark.
+pub fn read_text(path: &Path) -> Result<String> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(match text.strip_prefix(BOM) {
+        Some(rest) => rest.to_string(),
+        None => text,
+    })
 }
 
 /// Parse one JSON line into `T`. The error says where in the line it failed
@@ -97,7 +115,7 @@ pub fn id_text(v: &serde_json::Value) -> String {
 /// for error messages.
 pub fn read_jsonl_file<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<(String, T)>> {
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {name}"))?;
+    let text = read_text(path)?;
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())

@@ -23,6 +23,7 @@ pub fn load_bertscore_encoder(
     if skip {
         return Ok(None);
     }
+    crate::common::encoder::check_model_arg(model)?;
     let dir = sdr_embed::resolve_model_dir(model).map_err(|e| {
         anyhow!("{e} (run scripts/fetch-model.sh, pass --model DIR, or --no-bertscore)")
     })?;

@@ -92,3 +92,70 @@ fn a_cache_dir_is_filled_once_and_read_back() {
     );
     assert!(std::fs::metadata(&file).unwrap().len() > 100);
 }
+
+/// Needs the model. The help says a cache file of another encoder is ignored:
+/// it is neither read nor replaced by this encoder's cache at the end.
+#[test]
+fn a_cache_file_of_another_encoder_is_left_as_it_is() {
+    if !have_model() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, cands) = tiny_study(dir.path());
+    let corpus = dir.path().join("c.safetensors");
+    build_corpus(&csv, &corpus, &[]);
+    let cache = dir.path().join("cache");
+    let select = || {
+        sdr()
+            .args(["select", "--quiet", "--corpus"])
+            .arg(&corpus)
+            .arg("--cache-dir")
+            .arg(&cache)
+            .arg(&cands)
+            .output()
+            .unwrap()
+    };
+    let o = select();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let files: Vec<_> = std::fs::read_dir(&cache).unwrap().flatten().collect();
+    assert_eq!(files.len(), 1);
+    let file = files[0].path();
+    // This encoder's file name, another encoder's cache inside.
+    let other = sdr_embed::SentenceCache::unbounded("another-encoder", 4);
+    other.insert(
+        sdr_embed::text_key("The lungs are clear."),
+        vec![1.0f32, 0.0, 0.0, 0.0].into(),
+    );
+    other.save(&file).unwrap();
+    let before = std::fs::read(&file).unwrap();
+    let sentences = dir.path().join("s.txt");
+    std::fs::write(&sentences, "Heart size normal.\nA new sentence.\n").unwrap();
+    let embed = sdr()
+        .arg("embed")
+        .arg(&sentences)
+        .arg("--cache-dir")
+        .arg(&cache)
+        .arg("-o")
+        .arg(dir.path().join("e.jsonl"))
+        .output()
+        .unwrap();
+    for o in [select(), embed] {
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        let notices: Vec<_> = err
+            .lines()
+            .filter(|l| l.contains("another-encoder"))
+            .collect();
+        assert_eq!(notices.len(), 1, "{err}");
+        assert!(
+            notices[0].contains("starting with an empty sentence cache, which is not saved"),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read(&file).unwrap(),
+            before,
+            "the file was replaced"
+        );
+        assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 1);
+    }
+}

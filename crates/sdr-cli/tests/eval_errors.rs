@@ -235,3 +235,38 @@ fn candidates_that_failed_in_generation_are_refused() {
         "{e}"
     );
 }
+
+#[test]
+fn arguments_are_checked_first_and_a_missing_default_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, cands) = inputs(dir.path());
+    let spec = |name: &str| format!("{name}={}", cands.display());
+    // Run names must tell the rows apart.
+    let e = err(&eval(&csv, &cands, &["--run", &spec("")]));
+    assert!(e.contains("expected NAME=FILE[#FIELD]"), "{e}");
+    let e = err(&eval(
+        &csv,
+        &cands,
+        &["--run", &spec("std"), "--run", &spec("std")],
+    ));
+    assert!(e.contains("the name std is given twice"), "{e}");
+    // From a folder without the default references: the option and its
+    // default are named, after the arguments are checked.
+    let sdr = || {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_sdr"));
+        c.current_dir(dir.path())
+            .args(["eval", "--no-bertscore", "--candidates"])
+            .arg(&cands);
+        c
+    };
+    let e = err(&sdr().arg("--run").arg("foo").output().unwrap());
+    assert!(e.contains("--run foo: expected NAME=FILE"), "{e}");
+    let e = err(&sdr().args(["--seeds", "0"]).output().unwrap());
+    assert!(e.ends_with("--seeds 0: must be at least 1"), "{e}");
+    let e = err(&sdr().arg("--run").arg(spec("a")).output().unwrap());
+    assert_eq!(
+        e,
+        "sdr: error: --references (default data/iu-xray/indiana_reports.csv, relative to the \
+         current folder): not found; pass --references FILE"
+    );
+}

@@ -467,3 +467,89 @@ fn resume_refuses_a_record_with_a_failed_candidate() {
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert_eq!(server.requests.load(Ordering::SeqCst), 0);
 }
+
+#[test]
+fn argument_and_output_errors_come_first_and_leave_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let studies = studies(dir.path(), 1);
+    let server = Server::start(good);
+    let out = dir.path().join("g.jsonl");
+    // As `generate`, without its -k.
+    let run = |dest: &Path, args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_sdr"))
+            .args([
+                "generate",
+                "--backend",
+                "openai",
+                "--base-url",
+                &server.base,
+            ])
+            .args(["--quiet", "--studies"])
+            .arg(&studies)
+            .arg("-o")
+            .arg(dest)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    for (args, want) in [
+        (&["-k", "0"][..], "-k 0: must be at least 1"),
+        (&["--temperature=-1"], "--temperature -1: must be finite"),
+        (
+            &["--temperature", "NaN"],
+            "--temperature NaN: must be finite",
+        ),
+        (&["--top-p", "2"], "--top-p 2: must be in (0, 1]"),
+        (&["--top-p", "0"], "--top-p 0: must be in (0, 1]"),
+        (
+            &["--repetition-penalty", "0"],
+            "--repetition-penalty 0: must be",
+        ),
+        (&["--max-tokens", "0"], "--max-tokens 0: must be at least 1"),
+    ] {
+        let o = run(&out, args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    }
+    // No FILE.partial: the corrected run starts without --resume.
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names, ["studies.jsonl"]);
+    // An output that cannot be written is refused before any study is generated.
+    let folder = dir.path().join("adir");
+    std::fs::create_dir(&folder).unwrap();
+    for (dest, want) in [
+        (folder.clone(), "adir: is a folder, not a file"),
+        (dir.path().join("nope/g.jsonl"), "does not exist"),
+        (studies.clone(), "is also the input"),
+    ] {
+        let o = run(&dest, &[]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains("--output") && err.contains(want), "{err}");
+    }
+    assert_eq!(server.requests.load(Ordering::SeqCst), 0);
+    assert!(!dir.path().join("adir.partial").exists());
+    // A default --studies missing from the current folder is named as such.
+    let o = Command::new(env!("CARGO_BIN_EXE_sdr"))
+        .current_dir(dir.path())
+        .args([
+            "generate",
+            "--backend",
+            "openai",
+            "--base-url",
+            &server.base,
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        err.trim_end(),
+        "sdr: error: --studies (default data/iu-xray/indiana_reports.csv, relative to the \
+         current folder): not found; pass --studies FILE"
+    );
+}

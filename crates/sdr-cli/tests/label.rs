@@ -112,11 +112,20 @@ fn labels_file_and_stdin_and_names_bad_lines() {
 fn user_rules_replace_the_bundled_ones() {
     let dir = tempfile::tempdir().unwrap();
     let rules = dir.path().join("rules.json");
+    // Every observation needs a phrase; those of the others match nothing here.
+    let others: Vec<String> = sdr_clinical::Observation::ALL[1..]
+        .iter()
+        .filter(|o| o.name() != "Pleural Other")
+        .map(|o| format!(r#""{}": {{"mentions": ["zzz{}"]}}"#, o.name(), o.index()))
+        .collect();
     std::fs::write(
         &rules,
-        r#"{"version": 1,
-            "observations": {"Pleural Other": {"mentions": ["pleural mouse"]}},
-            "cues": {"negation_before": ["no"]}}"#,
+        format!(
+            r#"{{"version": 1,
+            "observations": {{"Pleural Other": {{"mentions": ["pleural mouse"]}}, {}}},
+            "cues": {{"negation_before": ["no"]}}}}"#,
+            others.join(", ")
+        ),
     )
     .unwrap();
     let input = dir.path().join("in.jsonl");
@@ -163,6 +172,31 @@ fn user_rules_replace_the_bundled_ones() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(
         err.contains("--rules") && err.contains("unknown observation `Effusion`"),
+        "{err}"
+    );
+
+    // Observations left without rules would be null in every report.
+    std::fs::write(
+        &rules,
+        r#"{"version": 1, "observations": {"Pleural Other": {"mentions": ["pleural mouse"]}},
+            "cues": {}}"#,
+    )
+    .unwrap();
+    let out = sdr()
+        .arg("label")
+        .arg("--rules")
+        .arg(&rules)
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("rules.json")
+            && err.contains("for 12 of the 13 observations")
+            && err.contains("Enlarged Cardiomediastinum, Cardiomegaly,")
+            && err.contains("Support Devices"),
         "{err}"
     );
 }

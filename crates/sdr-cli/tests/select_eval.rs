@@ -245,3 +245,79 @@ fn failed_select_eval_leaves_no_folder_and_no_table() {
         .collect();
     assert_eq!(left, ["impression_strata.md"]);
 }
+
+#[test]
+fn select_eval_refuses_bad_selections_naming_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, cands, sels) = inputs(dir.path());
+    let text = std::fs::read_to_string(&sels).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let bad = dir.path().join("bad.jsonl");
+    let run = |content: String| {
+        std::fs::write(&bad, content).unwrap();
+        one_line_error(
+            &select_eval(&csv, &cands, &bad, &dir.path().join("o"))
+                .output()
+                .unwrap(),
+        )
+    };
+    // A repeated study would count twice in every mean.
+    let e = run(format!("{text}{}\n", lines[0]));
+    assert!(
+        e.contains("bad.jsonl:4: study 1 again (first at ") && e.ends_with("bad.jsonl:1)"),
+        "{e}"
+    );
+    // A policy missing on one line, named.
+    let e = run(format!(
+        "{}\n{}\n",
+        lines[0],
+        lines[1].replace(r#""bad@min":{"chosen":1},"#, "")
+    ));
+    assert!(
+        e.ends_with("bad.jsonl:2: study 2: policy bad@min is missing (the first line has it)"),
+        "{e}"
+    );
+    // A choice out of range.
+    let e = run(format!(
+        "{}\n",
+        lines[0].replace(r#""chosen":1"#, r#""chosen":7"#)
+    ));
+    assert!(
+        e.ends_with("bad.jsonl:1: study 1: policy bad@min chose 7 of 3 candidates"),
+        "{e}"
+    );
+    // One policy's `sdr select` output.
+    let e = run(
+        "{\"id\": 1, \"policy\": \"chamfer@min\", \"chosen\": 0, \"well_formed\": [true, true, false]}\n"
+            .into(),
+    );
+    assert!(
+        e.ends_with("bad.jsonl:1: no \"policies\": select-eval needs the output of `sdr select --all-policies`"),
+        "{e}"
+    );
+    // A repeated study among the candidates.
+    let ctext = std::fs::read_to_string(&cands).unwrap();
+    std::fs::write(&cands, format!("{ctext}{}", ctext.lines().next().unwrap())).unwrap();
+    let e = one_line_error(
+        &select_eval(&csv, &cands, &sels, &dir.path().join("o"))
+            .output()
+            .unwrap(),
+    );
+    assert!(e.contains("cands.jsonl:4: study 1 again (first at"), "{e}");
+    // --seeds 0, before anything is read.
+    let e = one_line_error(
+        &sdr()
+            .args(["select-eval", "--seeds", "0", "--references"])
+            .arg(&csv)
+            .arg("--candidates")
+            .arg(dir.path().join("missing"))
+            .arg("--selections")
+            .arg(&sels)
+            .arg("--out-dir")
+            .arg(dir.path().join("o"))
+            .output()
+            .unwrap(),
+    );
+    assert!(e.ends_with("--seeds 0: must be at least 1"), "{e}");
+    assert!(!dir.path().join("o").exists());
+}

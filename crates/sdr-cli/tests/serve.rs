@@ -243,6 +243,245 @@ async fn overload_is_shed_with_503_and_retry_after() {
     // The slot is released: the next request is scored.
     let (status, _) = post_json(addr, "/get_reward", &body).await;
     assert_eq!(status, 200);
+    // A request larger than the queue could never be queued: 413, not 503.
+    let two = json!({"query": [REF, REF], "labels": [REF, REF]});
+    let (status, out) = post_json(addr, "/get_reward", &two).await;
+    assert_eq!(status, 413, "{out}");
+    assert!(
+        out["error"]
+            .as_str()
+            .unwrap()
+            .contains("2 samples in one request; the limit is 1 (--max-queued-samples)"),
+        "{out}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn too_many_sentences_are_refused_naming_the_sample() {
+    let limits = Limits {
+        max_sentences_per_sample: 10,
+        max_request_sentences: 25,
+        ..Limits::default()
+    };
+    let srv = start(exact(), limits).await;
+    // REF has 4 sentences; GOOD 3.
+    let long = |n: usize| {
+        let f: String = (0..n).map(|i| format!("Finding {i}. ")).collect();
+        format!("<think>{f}</think><answer>Normal.</answer>")
+    };
+    let body = json!({"completions": [GOOD, long(6)], "references": [REF, REF]});
+    let (status, out) = post_json(srv.addr, "/v1/rewards", &body).await;
+    assert_eq!(status, 413, "{out}");
+    let msg = out["error"].as_str().unwrap();
+    assert!(
+        msg.contains("sample 1 has 11 sentences (completion 7, reference 4)")
+            && msg.contains("--max-sentences-per-sample"),
+        "{msg}"
+    );
+    // 7 + 7 + 7 + 7 > 25: the request, at its fourth sample.
+    let body = json!({"query": [GOOD, GOOD, GOOD, GOOD], "labels": [REF, REF, REF, REF]});
+    let (status, out) = post_json(srv.addr, "/get_reward", &body).await;
+    assert_eq!(status, 413, "{out}");
+    let msg = out["error"].as_str().unwrap();
+    assert!(
+        msg.contains("samples 0 to 3 have 28 sentences") && msg.contains("--max-request-sentences"),
+        "{msg}"
+    );
+    // A malformed completion is never embedded: its sentences do not count.
+    let malformed = "Finding. ".repeat(50);
+    let body = json!({"completions": [malformed, GOOD], "references": [REF, REF]});
+    let (status, out) = post_json(srv.addr, "/v1/rewards", &body).await;
+    assert_eq!((status, floats(&out["rewards"])[0]), (200, 0.0), "{out}");
+
+    // The defaults refuse the 3,000-sentence completion of the review.
+    let srv = start(exact(), Limits::default()).await;
+    let body = json!({"completions": [long(3000)], "references": [REF]});
+    let (status, out) = post_json(srv.addr, "/v1/rewards", &body).await;
+    assert_eq!(status, 413, "{out}");
+    assert!(out["error"].as_str().unwrap().contains("sample 0"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_method_is_a_405_with_a_message() {
+    let srv = start(exact(), Limits::default()).await;
+    for (method, path) in [
+        ("GET", "/v1/rewards"),
+        ("GET", "/get_reward"),
+        ("POST", "/health"),
+    ] {
+        let (status, head, text) = request_full(srv.addr, method, path, b"").await;
+        assert_eq!(status, 405, "{method} {path}: {text}");
+        let v: serde_json::Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text:?}"));
+        assert!(
+            v["error"].as_str().unwrap().contains("method not allowed"),
+            "{v}"
+        );
+        assert!(head.to_lowercase().contains("allow: "), "{head}");
+    }
+}
+
+/// A stand-in encoder that takes `per_sentence` of wall time per sentence (and
+/// no CPU, so timings hold on a loaded machine), with `sdr-hash-bow` vectors.
+struct Slow {
+    inner: sdr_corpus::HashEncoder,
+    per_sentence: Duration,
+}
+
+impl sdr_reward::SentenceEncoder for Slow {
+    fn name(&self) -> String {
+        "slow-hash".into()
+    }
+    fn weights_sha256(&self) -> sdr_embed::Result<String> {
+        Ok("none".into())
+    }
+    fn dim(&self) -> usize {
+        self.inner.dim
+    }
+    fn embed(&self, texts: &[&str]) -> sdr_embed::Result<Vec<f32>> {
+        std::thread::sleep(self.per_sentence * texts.len() as u32);
+        self.inner.embed(texts)
+    }
+}
+
+/// Limits of the `Slow` servers: chunks of 8 sentences (80 ms), room for
+/// 2,000-sentence samples.
+fn slow_limits(timeout: Duration) -> Limits {
+    Limits {
+        timeout,
+        encode_chunk: 8,
+        max_sentences_per_sample: 10_000,
+        ..Limits::default()
+    }
+}
+
+/// A server on `Slow` (10 ms a sentence); stops when the sender is dropped.
+async fn start_slow(limits: Limits) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
+    use sdr_cli::commands::serve::{serve, AppState};
+    let enc = std::sync::Arc::new(Slow {
+        inner: sdr_corpus::HashEncoder::new(16),
+        per_sentence: Duration::from_millis(10),
+    });
+    let state = AppState::new(RewardOptions::default(), Some(enc), limits).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        serve(listener, state, "/get_reward", async {
+            let _ = rx.await;
+        })
+        .await
+    });
+    (addr, tx)
+}
+
+/// Send `body` to `/v1/rewards` without waiting for the reply; dropping the
+/// stream is a client that leaves.
+async fn send_and_leave_open(
+    addr: std::net::SocketAddr,
+    body: &serde_json::Value,
+) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let body = body.to_string();
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /v1/rewards HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(body.as_bytes()).await.unwrap();
+    s
+}
+
+/// One sample whose completion has `n` distinct sentences (`n` x 10 ms of
+/// `Slow`'s time), all sentences prefixed with `tag`.
+fn sample_of(tag: &str, n: usize) -> serde_json::Value {
+    let f: String = (0..n).map(|i| format!("{tag} finding {i}. ")).collect();
+    let c = format!("<think>{f}</think><answer>{tag} impression.</answer>");
+    json!({"completions": [c], "references": [REF]})
+}
+
+/// `/health`'s count of sentences embedded.
+async fn embedded(addr: std::net::SocketAddr) -> u64 {
+    let (_, h) = request(addr, "GET", "/health", b"").await;
+    let h: serde_json::Value = serde_json::from_str(&h).unwrap();
+    h["cache"]["embedded"].as_u64().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_timed_out_no_longer_holds_the_encoder() {
+    // The review's case: one request needs 10 s of encoder time (1,000
+    // sentences), and times out after 2 s. Its work must stop there, so that
+    // the next client is served at once instead of timing out too.
+    let (addr, _stop) = start_slow(slow_limits(Duration::from_secs(2))).await;
+    let (status, out) = post_json(addr, "/v1/rewards", &sample_of("huge", 1000)).await;
+    assert_eq!(status, 504, "{out}");
+    let t0 = std::time::Instant::now();
+    let (status, out) = post_json(addr, "/v1/rewards", &sample_of("small", 3)).await;
+    assert_eq!(status, 200, "after {:?}: {out}", t0.elapsed());
+    assert!(floats(&out["rewards"])[0] > 1.0, "{out}");
+    // Within its own timeout (2 s), far below the 8 s the huge request had left.
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    // The huge request's chunks stopped (8 sentences a chunk): far from 1,000.
+    let n = embedded(addr).await;
+    assert!(n < 600, "{n} sentences embedded");
+    // And the encoder stays free.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(embedded(addr).await, n);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_whose_client_left_no_longer_holds_the_encoder() {
+    let (addr, _stop) = start_slow(slow_limits(Duration::from_secs(120))).await;
+    let s = send_and_leave_open(addr, &sample_of("gone", 2000)).await;
+    // Encoding has started; the client gives up.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    drop(s);
+    let t0 = std::time::Instant::now();
+    let (status, out) = post_json(addr, "/v1/rewards", &sample_of("next", 3)).await;
+    assert_eq!(status, 200, "{out}");
+    // Without the stop it would wait for the ~19 s left of the first request.
+    assert!(t0.elapsed() < Duration::from_secs(8), "{:?}", t0.elapsed());
+    let n = embedded(addr).await;
+    assert!(n < 1000, "{n} sentences embedded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_batched_with_one_that_left_are_still_scored() {
+    // What a lone request gets.
+    let (addr, _stop) = start_slow(slow_limits(Duration::from_secs(120))).await;
+    let (status, alone) = post_json(addr, "/v1/rewards", &sample_of("same", 5)).await;
+    assert_eq!(status, 200, "{alone}");
+    // A small request in the batch of a huge one (a 1 s --max-wait-ms puts
+    // them together) whose client leaves: the small one is scored without it.
+    let limits = Limits {
+        max_wait: Duration::from_secs(1),
+        ..slow_limits(Duration::from_secs(120))
+    };
+    let (addr, _stop) = start_slow(limits).await;
+    let huge = send_and_leave_open(addr, &sample_of("huge", 2000)).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let small = tokio::spawn(async move {
+        let t0 = std::time::Instant::now();
+        let reply = post_json(addr, "/v1/rewards", &sample_of("same", 5)).await;
+        (reply, t0.elapsed())
+    });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    drop(huge);
+    let ((status, out), took) = small.await.unwrap();
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(out["rewards"], alone["rewards"]);
+    assert_eq!(out["findings"], alone["findings"]);
+    // 20 s of work were left in the huge request when it left.
+    assert!(took < Duration::from_secs(8), "{took:?}");
+    let (_, h) = request(addr, "GET", "/health", b"").await;
+    let h: serde_json::Value = serde_json::from_str(&h).unwrap();
+    assert_eq!(
+        (h["batches"].as_u64(), h["requests"].as_u64()),
+        (Some(1), Some(2)),
+        "{h}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -562,4 +801,89 @@ fn a_damaged_sentence_cache_is_still_rebuilt() {
     let rebuilt =
         sdr_reward::SentenceCache::new(encoder().identity().unwrap(), encoder().dim(), 1 << 30);
     assert!(rebuilt.load(&cache).unwrap() > 0, "{err}");
+}
+
+#[test]
+fn options_that_would_make_the_server_useless_are_refused_at_start() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--max-body-bytes", "0"],
+            "--max-body-bytes 0: must be at least 1024",
+        ),
+        (
+            &["--max-sentences-per-sample", "1"],
+            "--max-sentences-per-sample 1: must be at least 4",
+        ),
+        (
+            &["--max-request-sentences", "0"],
+            "--max-request-sentences 0: must be at least 4",
+        ),
+        (
+            &["--max-wait-ms", "500", "--timeout-ms", "500"],
+            "--max-wait-ms 500 must be below --timeout-ms 500",
+        ),
+        (
+            &["--max-concurrency", "0"],
+            "--max-concurrency must be between 1 and",
+        ),
+        (
+            &["--format-weight", "NaN"],
+            "--format-weight NaN: must be a finite number >= 0",
+        ),
+        (
+            &["--format-weight", "0", "--semantic-weight", "0"],
+            "every reward would be 0",
+        ),
+        (&["--cache-save-secs", "1e30"], "--cache-save-secs must be"),
+        (&["--cache-mib=-1"], "--cache-mib -1: must be"),
+    ];
+    for (args, needle) in cases {
+        let mut all: Vec<&std::ffi::OsStr> = vec!["--exact".as_ref()];
+        all.extend(args.iter().map(std::ffi::OsStr::new));
+        let started = std::cell::Cell::new(false);
+        let (err, status) = run_server(&all, |_| started.set(true));
+        assert!(
+            !started.get() && !status.success(),
+            "{args:?} started: {err}"
+        );
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(lines.len(), 1, "{args:?}: {err}");
+        assert!(lines[0].contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn help_documents_the_formats_and_the_errors() {
+    let help = |flag: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sdr"))
+            .args(["serve", flag])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let long = help("--help");
+    for needle in [
+        r#"{"query": [string], "prompts": [string], "labels": [string]}"#,
+        r#"{"completions": [string], "references": [reference], "metric": "ot"}"#,
+        r#"{"findings": string, "impression":"#,
+        r#"{"rewards": [R], "scores": [R], "extra_logs": {"format": [R_fmt]"#,
+        r#"Errors are {"error": "message"}"#,
+        "R = λ_fmt·R_fmt + λ_sem·(R_F + R_I)",
+        "λ_fmt, the weight of the format term",
+        "Largest request body, in bytes",
+        "--max-sentences-per-sample",
+        "--max-request-sentences",
+    ] {
+        assert!(long.contains(needle), "--help lacks {needle:?}:\n{long}");
+    }
+    for status in ["400", "404", "405", "413", "503", "504"] {
+        assert!(
+            long.contains(&format!("\n  {status}  ")),
+            "--help lacks {status}"
+        );
+    }
+    // -h points to --help, --help to nothing.
+    assert!(help("-h").contains("sdr serve --help"));
+    assert!(!long.contains("sdr serve --help"), "{long}");
 }

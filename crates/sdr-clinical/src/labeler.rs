@@ -288,6 +288,7 @@ impl Labeler {
                 }
             }
         }
+        check_complete(&rules)?;
         Ok(Labeler {
             mentions: mentions.build()?,
             cues: cues.build()?,
@@ -492,6 +493,30 @@ impl Labeler {
             Label::Positive
         }
     }
+}
+
+/// Rejects rules that leave an observation (No Finding aside, which is set
+/// from the others) without a phrase that names it: it would be `null` in
+/// every report, and No Finding 1 where it is present.
+fn check_complete(rules: &RulesFile) -> Result<()> {
+    let missing: Vec<&str> = Observation::ALL[1..]
+        .iter()
+        .map(|o| o.name())
+        .filter(|name| {
+            rules
+                .observations
+                .get(*name)
+                .is_none_or(|r| r.mentions.is_empty() && r.anatomy.is_empty())
+        })
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(ClinicalError::RulesJson(format!(
+        "no mentions or anatomy phrases for {} of the 13 observations (all but No Finding need some): {}",
+        missing.len(),
+        missing.join(", ")
+    )))
 }
 
 /// Rejects an attribute phrase that contains an anatomy phrase of its
@@ -873,9 +898,47 @@ mod tests {
         let json = r#"{"version":1,"observations":{},"cues":{"negation_before":["no"],"uncertainty_after":["no"]}}"#;
         let e = Labeler::from_rules_json(json).unwrap_err();
         assert!(e.to_string().contains("`no`"), "{e}");
-        let json = r#"{"version":1,"observations":{"Edema":{"mentions":["edema"]}},"cues":{"negation_before":["no"]}}"#;
-        let l = Labeler::from_rules_json(json).unwrap();
+        let json = rules_with(
+            r#""Edema":{"mentions":["edema"]}"#,
+            r#""negation_before":["no"]"#,
+        );
+        let l = Labeler::from_rules_json(&json).unwrap();
         assert_eq!(l.label("No edema.")[Edema], Some(Negative));
         assert_eq!(l.label("Edema.")[Edema], Some(Positive));
+    }
+
+    /// Rules with `edema` (the JSON of Edema's entry), and a placeholder
+    /// mention for each other observation; `cues` is the cues object's body.
+    fn rules_with(edema: &str, cues: &str) -> String {
+        let others: Vec<String> = Observation::ALL[1..]
+            .iter()
+            .filter(|o| **o != Edema)
+            .map(|o| format!(r#""{}":{{"mentions":["zz{}"]}}"#, o.name(), o.index()))
+            .collect();
+        format!(
+            r#"{{"version":1,"observations":{{{edema},{}}},"cues":{{{cues}}}}}"#,
+            others.join(",")
+        )
+    }
+
+    #[test]
+    fn rules_missing_an_observation_are_refused_naming_it() {
+        let e = Labeler::from_rules_json(r#"{"version":1,"observations":{},"cues":{}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("for 13 of the 13 observations"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+        // One left out, and one with no phrase that names it.
+        let json = rules_with(r#""Fracture":{"mentions":["fracture"]}"#, "")
+            .replace(r#""Fracture":{"mentions":["zz12"]},"#, "");
+        let e = Labeler::from_rules_json(&json).unwrap_err().to_string();
+        assert!(
+            e.ends_with("for 1 of the 13 observations (all but No Finding need some): Edema"),
+            "{e}"
+        );
+        let json = rules_with(r#""Edema":{"unmentions":["edema fluid"]}"#, "");
+        let e = Labeler::from_rules_json(&json).unwrap_err().to_string();
+        assert!(e.ends_with(": Edema"), "{e}");
+        assert!(Labeler::from_rules_json(BUNDLED_RULES).is_ok());
     }
 }

@@ -67,6 +67,15 @@ pub enum CorpusError {
         path: Option<PathBuf>,
         section: &'static str,
     },
+    /// A corpus whose vectors have another dimension than the encoder's
+    /// (a header edited by hand, say), whose distances would be meaningless.
+    #[error("{path}: corpus holds {found}-dimensional embeddings, but encoder `{encoder}` in use makes {expected}-dimensional ones; rebuild it with `sdr corpus build`")]
+    DimMismatch {
+        path: PathBuf,
+        encoder: String,
+        found: usize,
+        expected: usize,
+    },
     /// Embeddings of candidates or corpus that cannot be compared.
     #[error("embedding dimension {got} does not match the corpus's {expected}")]
     Dimension { expected: usize, got: usize },

@@ -2,7 +2,7 @@
 //! cosine cost read from them: `sdr_core::cost::gram`, with the corpus's
 //! error for a bad row.
 
-pub use sdr_core::cost::gram::{cost, gram};
+pub use sdr_core::cost::gram::{cost, gram, intra_cost};
 
 use crate::error::{CorpusError, Result};
 

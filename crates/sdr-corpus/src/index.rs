@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use sdr_core::CostMatrix;
 
 use crate::error::{CorpusError, Result};
-use crate::gram::{cost, inverse_norms};
+use crate::gram::{intra_cost, inverse_norms};
 use crate::store::{CorpusView, Section};
 
 /// The distinct sets of one section.
@@ -139,26 +139,14 @@ impl<'a> CorpusIndex<'a> {
         let ss = self.section(sec);
         ss.intra[s].get_or_init(|| {
             let rows = ss.set(s);
-            let m = rows.len();
-            let mut data = vec![0.0; m * m];
-            for i in 0..m {
-                for j in i..m {
-                    let dot: f32 = self
-                        .row(rows[i])
-                        .iter()
-                        .zip(self.row(rows[j]))
-                        .map(|(a, b)| a * b)
-                        .sum();
-                    let c = cost(
-                        dot,
-                        self.inv_norm[rows[i] as usize],
-                        self.inv_norm[rows[j] as usize],
-                    );
-                    data[i * m + j] = c;
-                    data[j * m + i] = c;
-                }
-            }
-            CostMatrix::new(m, m, data)
+            let inv: Vec<f64> = rows.iter().map(|&r| self.inv_norm[r as usize]).collect();
+            intra_cost(rows.len(), &inv, |i, j| {
+                self.row(rows[i])
+                    .iter()
+                    .zip(self.row(rows[j]))
+                    .map(|(a, b)| a * b)
+                    .sum()
+            })
         })
     }
 }

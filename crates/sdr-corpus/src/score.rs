@@ -26,7 +26,7 @@ use crate::agg::{mean_of_smallest, Aggregation, Policy};
 use crate::bounds::{self, BoundKind};
 use crate::convergence::{Convergence, Tally};
 use crate::error::{CorpusError, Result};
-use crate::gram::{cost, gram, inverse_norms};
+use crate::gram::{cost, gram, intra_cost, inverse_norms};
 use crate::index::{CorpusIndex, SectionSets};
 use crate::store::Section;
 
@@ -165,17 +165,7 @@ fn intra_of_rows(stack: &Stack, rows: &Range<usize>) -> CostMatrix {
     let sub = &stack.rows[rows.start * d..rows.end * d];
     let g = gram(sub, sub, d);
     let n = rows.len();
-    let mut data = vec![0.0; n * n];
-    for i in 0..n {
-        for j in 0..n {
-            data[i * n + j] = cost(
-                g[i * n + j],
-                stack.inv[rows.start + i],
-                stack.inv[rows.start + j],
-            );
-        }
-    }
-    CostMatrix::new(n, n, data)
+    intra_cost(n, &stack.inv[rows.clone()], |i, j| g[i * n + j])
 }
 
 /// Aggregate a full distance vector over the sets of a section.

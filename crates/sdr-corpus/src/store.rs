@@ -382,6 +382,10 @@ impl Corpus {
     /// fault is one [`CorpusError::BadCorpus`] naming the file.
     pub fn open(path: &Path) -> Result<Corpus> {
         let file = File::open(path).map_err(|e| CorpusError::io(path, e))?;
+        // A folder opens, but does not map ("No such device").
+        if file.metadata().is_ok_and(|m| m.is_dir()) {
+            return Err(CorpusError::bad(path, "a folder, not a corpus file"));
+        }
         // SAFETY: the file is opened read-only; like every memory-mapped
         // reader we rely on it not being truncated while mapped (the writer
         // replaces files by rename, which leaves an open map intact).
@@ -664,9 +668,31 @@ impl Corpus {
         self.text(&self.sentences_bytes, &self.sentences_offsets, s)
     }
 
+    /// [`Corpus::check_compatible`] with `encoder`, and refuses a corpus whose
+    /// vectors have another dimension than the encoder's, which the recorded
+    /// name and hash do not rule out (a hash stand-in's header edited by hand).
+    pub fn check_encoder(
+        &self,
+        encoder: &dyn crate::SentenceEncoder,
+        segmenter: &str,
+    ) -> Result<()> {
+        let name = encoder.name();
+        self.check_compatible(&name, &encoder.weights_sha256()?, segmenter)?;
+        if self.meta.dim != encoder.dim() {
+            return Err(CorpusError::DimMismatch {
+                path: self.path.clone(),
+                encoder: name,
+                found: self.meta.dim,
+                expected: encoder.dim(),
+            });
+        }
+        Ok(())
+    }
+
     /// Refuses a corpus built with another encoder (name or weights hash), the same
     /// model at another precision (`encoder` is a [`crate::recorded_name`]) or
-    /// another sentence segmenter than the ones in use.
+    /// another sentence segmenter than the ones in use. [`Corpus::check_encoder`]
+    /// checks the dimension too.
     pub fn check_compatible(
         &self,
         encoder: &str,
@@ -707,5 +733,57 @@ impl Corpus {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{build_corpus, BuildInfo, HashEncoder, SentenceEncoder, Source, SourceReport};
+    use sdr_core::report::SEGMENTER_VERSION;
+
+    #[test]
+    fn a_dimension_unlike_the_encoders_and_a_folder_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = Source {
+            name: "r.csv".into(),
+            sha256: "0".into(),
+            reports: vec![SourceReport {
+                id: "1".into(),
+                findings: vec!["Lungs are clear.".into()],
+                impression: vec!["Normal.".into()],
+            }],
+            records: 1,
+            dropped_empty: 0,
+        };
+        let info = BuildInfo {
+            source_format: "csv".into(),
+            split: "all".into(),
+            sample: None,
+            seed: 0,
+        };
+        let mut data = build_corpus(&source, &HashEncoder::new(8), &info, None).unwrap();
+        let path = dir.path().join("c.safetensors");
+        data.write(&path).unwrap();
+        let c = Corpus::open(&path).unwrap();
+        c.check_encoder(&HashEncoder::new(8), SEGMENTER_VERSION)
+            .unwrap();
+        // An 8-d corpus whose header names the 16-d stand-in: name and hash
+        // match, the vectors do not.
+        data.meta.encoder = HashEncoder::new(16).name();
+        data.write(&path).unwrap();
+        let c = Corpus::open(&path).unwrap();
+        let e = c
+            .check_encoder(&HashEncoder::new(16), SEGMENTER_VERSION)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("c.safetensors")
+                && e.contains("8-dimensional")
+                && e.contains("16-dimensional"),
+            "{e}"
+        );
+        let e = Corpus::open(dir.path()).err().unwrap().to_string();
+        assert!(e.contains("a folder, not a corpus file"), "{e}");
     }
 }

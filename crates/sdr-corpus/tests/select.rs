@@ -218,3 +218,53 @@ fn consensus_prefers_the_central_candidate() {
         [f64::INFINITY, 0.0]
     );
 }
+
+/// Identical one-sentence sections compare at cost exactly 0 through the f32
+/// Gram matrix, so the OT family's `max(M) = 0` rule gives 0 (SPEC §3), not
+/// the f32 noise normalised up to 1.
+#[test]
+fn identical_single_sentences_score_zero_in_the_ot_family() {
+    let enc = HashEncoder::new(768);
+    let one = || Some(cand(&enc, &["Heart size normal."], &["No acute disease."]));
+    let cands = vec![one(), one()];
+    for spec in [
+        "ot",
+        "sinkhorn:eps=0.1",
+        "uot:eps=0.1,tau=1",
+        "pot:rho=adaptive",
+        "chamfer",
+    ] {
+        let metric: Metric = spec.parse().unwrap();
+        let s = consensus_scores(&cands, &metric, 768).unwrap().scores;
+        assert_eq!(s, [0.0, 0.0], "{spec}");
+    }
+}
+
+/// GW through the Gram matrix follows the f64 path where a set has two rows:
+/// the intra costs are exactly `[[0, 1], [1, 0]]` once normalised, so the
+/// mirror descent stays at its starting plan as POT's does.
+#[test]
+fn gw_of_two_row_sets_matches_the_f64_path() {
+    let enc = HashEncoder::new(768);
+    let mut rng = SplitMix64::new(17);
+    let metric: Metric = "gw:eps=0.1".parse().unwrap();
+    for n in [2, 3, 5] {
+        let f: Vec<String> = (0..2).map(|_| common::random_sentence(&mut rng)).collect();
+        let g: Vec<String> = (0..n).map(|_| common::random_sentence(&mut rng)).collect();
+        let fr: Vec<&str> = f.iter().map(String::as_str).collect();
+        let gr: Vec<&str> = g.iter().map(String::as_str).collect();
+        let x = cand(&enc, &fr, &fr);
+        let y = cand(&enc, &gr, &gr);
+        let s = consensus_scores(&[Some(x.clone()), Some(y.clone())], &metric, 768)
+            .unwrap()
+            .scores;
+        let set = |v: &[f32], side| EmbeddingSet::from_flat(widen(v), 768, side).unwrap();
+        let mut want = 0.0;
+        for sec in sdr_corpus::Section::BOTH {
+            let a = set(x.section(sec), Side::A);
+            let b = set(y.section(sec), Side::B);
+            want += metric.distance(&a.view(), &b.view()).unwrap();
+        }
+        assert!((s[0] - want).abs() < 1e-5, "2x{n}: {} vs {want}", s[0]);
+    }
+}

@@ -35,6 +35,15 @@ pub enum RewardError {
     /// A sentence cache given to a scorer holds vectors of another encoder.
     #[error("sentence cache of {cache} cannot serve encoder {encoder}")]
     CacheMismatch { cache: String, encoder: String },
+    /// [`crate::Scorer::score_until`]'s caller asked it to stop (its client
+    /// left, say); the sentences embedded so far are in the sentence cache.
+    #[error("scoring stopped at the caller's request, after embedding {embedded} new sentences")]
+    Stopped {
+        /// New sentences embedded (and cached) before the stop.
+        embedded: usize,
+        /// Encoder seconds they took.
+        encode_seconds: f64,
+    },
     /// The encoder returned a matrix of the wrong shape.
     #[error("encoder returned {got} values for {texts} texts of dimension {dim}")]
     EncoderShape {
@@ -55,6 +64,7 @@ impl RewardError {
                 | RewardError::EncoderShape { .. }
                 | RewardError::External { .. }
                 | RewardError::CacheMismatch { .. }
+                | RewardError::Stopped { .. }
         )
     }
 }

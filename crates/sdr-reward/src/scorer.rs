@@ -16,9 +16,11 @@
 //! sentence the scorer has embedded, completions and references alike: a policy
 //! repeats "The lungs are clear." within a group and across steps, so the
 //! encoder sees each distinct sentence once per run, and a sentence keeps the
-//! same vector (the same bits) for as long as it is cached. With `exact` set, the
-//! section terms are the exact-match baseline `R_exact` instead and no encoder is
-//! needed.
+//! same vector (the same bits) for as long as it is cached. A server can have
+//! the new sentences embedded in chunks and give the call up between two
+//! ([`Scorer::score_until`]), so that a departed client's batch does not hold
+//! the encoder. With `exact` set, the section terms are the exact-match
+//! baseline `R_exact` instead and no encoder is needed.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -320,6 +322,27 @@ impl Scorer {
         completions: &[&str],
         references: &[Reference<'_>],
     ) -> Result<(Vec<RewardBreakdown>, BatchStats)> {
+        self.score_until(completions, references, usize::MAX, &|| false)
+    }
+
+    /// [`Scorer::score`] that can be given up part-way, for a server whose
+    /// client may leave: the new sentences are embedded `chunk` at a time, each
+    /// chunk cached as soon as it is done, and `stop` is asked before every
+    /// chunk and before the distances. The rewards are those of `score` (a
+    /// sentence's vector does not depend on its chunk beyond the encoder's own
+    /// batching). `chunk = usize::MAX` is one encoder call, as `score` makes.
+    ///
+    /// # Errors
+    /// Those of `score`, and [`RewardError::Stopped`] when `stop` said so;
+    /// what was embedded until then stays cached, so a retry without the
+    /// departed client's samples does not embed it again.
+    pub fn score_until(
+        &self,
+        completions: &[&str],
+        references: &[Reference<'_>],
+        chunk: usize,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<(Vec<RewardBreakdown>, BatchStats)> {
         if completions.len() != references.len() {
             return Err(RewardError::LengthMismatch {
                 what: "references",
@@ -334,7 +357,7 @@ impl Scorer {
         let (mut out, stats) = if self.options.exact {
             self.score_exact(&gens, &refs)?
         } else {
-            self.score_semantic(&gens, &refs)?
+            self.score_semantic(&gens, &refs, chunk.max(1), stop)?
         };
         if let Some(labeler) = &self.labeler {
             self.add_clinical(labeler, &gens, &refs, &mut out);
@@ -414,6 +437,8 @@ impl Scorer {
         &self,
         gens: &[ParsedReport],
         refs: &[ReferenceSections],
+        chunk: usize,
+        stop: &dyn Fn() -> bool,
     ) -> Result<(Vec<RewardBreakdown>, BatchStats)> {
         let (Some(embedder), Some(cache)) = (self.embedder.as_ref(), self.cache.as_deref()) else {
             return Err(RewardError::NoEncoder {
@@ -458,26 +483,36 @@ impl Scorer {
         stats.distinct = slots.len();
         stats.embedded = fresh.len();
 
-        let fresh_data = if fresh.is_empty() {
-            Vec::new()
-        } else {
-            let texts: Vec<&str> = fresh.iter().map(|(_, t)| t.as_ref()).collect();
+        let mut fresh_data: Vec<f32> = Vec::with_capacity(fresh.len() * dim);
+        let stopped = |embedded: usize, encode_seconds: f64| RewardError::Stopped {
+            embedded,
+            encode_seconds,
+        };
+        for (k, part) in fresh.chunks(chunk).enumerate() {
+            if stop() {
+                return Err(stopped(k * chunk, stats.encode_seconds));
+            }
+            let texts: Vec<&str> = part.iter().map(|(_, t)| t.as_ref()).collect();
             let t0 = Instant::now();
             let data = embedder.embed(&texts)?;
-            stats.encode_seconds = t0.elapsed().as_secs_f64();
-            if data.len() != fresh.len() * dim {
+            stats.encode_seconds += t0.elapsed().as_secs_f64();
+            if data.len() != part.len() * dim {
                 return Err(RewardError::EncoderShape {
-                    texts: fresh.len(),
+                    texts: part.len(),
                     dim,
                     got: data.len(),
                 });
             }
-            data
-        };
-        // Every sentence embedded goes into the cache, so that the next batch
-        // (and any later occurrence) reuses these exact bits.
-        for (j, (key, _)) in fresh.iter().enumerate() {
-            cache.insert(*key, fresh_data[j * dim..(j + 1) * dim].into());
+            // Every sentence embedded goes into the cache at once, so that the
+            // next batch (and any later occurrence, or a retry after a stop)
+            // reuses these exact bits.
+            for (j, (key, _)) in part.iter().enumerate() {
+                cache.insert(*key, data[j * dim..(j + 1) * dim].into());
+            }
+            fresh_data.extend_from_slice(&data);
+        }
+        if stop() {
+            return Err(stopped(fresh.len(), stats.encode_seconds));
         }
 
         // Sets stay f32, as the encoder gave them: the cost kernel widens in
@@ -793,6 +828,65 @@ mod tests {
         assert_eq!(e.to_string(), "reference 1: section `impression` is empty");
         assert!(RewardOptions::new("chamfre", 1.0, 1.0, false).is_err());
         assert!(RewardOptions::new("chamfer", 1.0, f64::NAN, false).is_err());
+    }
+
+    /// Completions of `n` distinct sentences each (two sections).
+    fn long_completions(n: usize, k: usize) -> Vec<String> {
+        (0..k)
+            .map(|c| {
+                let f: String = (0..n).map(|i| format!("Heart normal {c} {i}. ")).collect();
+                format!("<think>{f}</think><answer>No acute disease {c}.</answer>")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn chunked_embedding_gives_the_same_rewards() {
+        let comps = long_completions(7, 3);
+        let comps: Vec<&str> = comps.iter().map(String::as_str).collect();
+        let refs = vec![Reference::Report(REF); comps.len()];
+        let whole = words();
+        let s = Scorer::new(RewardOptions::default(), Some(whole.clone())).unwrap();
+        let (a, sa) = s.score(&comps, &refs).unwrap();
+        assert_eq!(whole.calls.load(Ordering::SeqCst), 1);
+        let chunked = words();
+        let t = Scorer::new(RewardOptions::default(), Some(chunked.clone())).unwrap();
+        let (b, sb) = t.score_until(&comps, &refs, 4, &|| false).unwrap();
+        assert_eq!(a, b);
+        assert_eq!((sa.distinct, sa.embedded), (sb.distinct, sb.embedded));
+        // 3 x 8 completion sentences + 3 of the reference, 4 per call.
+        assert_eq!(sb.embedded, 27);
+        assert_eq!(chunked.calls.load(Ordering::SeqCst), 7);
+    }
+
+    #[test]
+    fn a_stopped_call_keeps_what_it_embedded() {
+        let comps = long_completions(9, 2);
+        let comps: Vec<&str> = comps.iter().map(String::as_str).collect();
+        let refs = vec![Reference::Report(REF); comps.len()];
+        let w = words();
+        let s = Scorer::new(RewardOptions::default(), Some(w.clone())).unwrap();
+        // Stop before the third chunk: two calls of 5 sentences were made.
+        let e = s
+            .score_until(&comps, &refs, 5, &|| w.calls.load(Ordering::SeqCst) >= 2)
+            .unwrap_err();
+        assert!(
+            matches!(e, RewardError::Stopped { embedded: 10, .. }),
+            "{e}"
+        );
+        assert!(!e.is_input_error());
+        assert_eq!(w.texts.load(Ordering::SeqCst), 10);
+        assert_eq!(s.cached_sentences(), 10);
+        // A retry embeds only the rest, and scores as a fresh scorer does.
+        let (r, stats) = s.score(&comps, &refs).unwrap();
+        assert_eq!((stats.embedded, stats.cache_hits), (13, 10));
+        let fresh = Scorer::new(RewardOptions::default(), Some(words())).unwrap();
+        assert_eq!(r, fresh.score(&comps, &refs).unwrap().0);
+        // Asked to stop at once: nothing is embedded.
+        let u = Scorer::new(RewardOptions::default(), Some(words())).unwrap();
+        let e = u.score_until(&comps, &refs, 5, &|| true).unwrap_err();
+        assert!(matches!(e, RewardError::Stopped { embedded: 0, .. }), "{e}");
+        assert_eq!(u.cached_sentences(), 0);
     }
 
     #[test]

@@ -166,6 +166,14 @@ fn build(a: BuildArgs) -> Result<()> {
     check_not_an_input("--out", &a.out, &[&a.input])?;
     let t0 = Instant::now();
     let full = read_source(&a.input, &opts)?;
+    if let Some(n) = a.sample.filter(|&n| n > full.reports.len()) {
+        log_line(format_args!(
+            "sdr corpus: warning: --sample {n}: only {} reports selected from {} (split {}); keeping all of them",
+            full.reports.len(),
+            a.input.display(),
+            split.name()
+        ));
+    }
     let (source, shard_info) = match shard {
         Some(spec) => {
             let (part, info) = shard_source(&full, spec)?;

@@ -9,7 +9,7 @@ use sdr_core::distance::{evaluate_all, evaluate_pairs, Evaluation};
 use sdr_core::{EmbeddingSet, Metric, Side};
 use serde::Deserialize;
 
-use crate::common::{convergence_warning, log_line};
+use crate::common::{check_outputs, convergence_warning, log_line, or_stdin};
 use crate::jsonl::{parse_json, Input, Output};
 
 #[derive(clap::Args)]
@@ -56,6 +56,10 @@ pub fn run(args: Args) -> Result<()> {
         .iter()
         .map(|m| serde_json::to_string(&m.to_string()).expect("string serialises"))
         .collect();
+    check_outputs(
+        &[("--output", args.output.as_deref())],
+        &[or_stdin(args.input.as_deref())],
+    )?;
     let mut input = Input::open(args.input.as_deref())?;
     let mut output = Output::create(args.output.as_deref())?;
     let mut line_no = 0;

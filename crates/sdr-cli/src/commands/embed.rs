@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sdr_embed::{resolve_model_dir, Encoder, EncoderOptions, Parallelism, Precision};
 
-use crate::common::log_line;
+use crate::common::{check_outputs, log_line, or_stdin};
 use crate::jsonl::{Input, Output};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -107,6 +107,11 @@ pub fn run(args: Args) -> Result<()> {
     if args.format == Format::Npy && args.output.as_deref().is_none_or(|p| p == Path::new("-")) {
         anyhow::bail!("--format npy needs --output FILE");
     }
+    check_outputs(
+        &[("--output", args.output.as_deref())],
+        &[or_stdin(args.input.as_deref())],
+    )?;
+    crate::common::encoder::check_model_arg(args.model.as_deref())?;
     // Before the model loads and anything is written: a bad folder is found at once.
     if let Some(cd) = &args.cache_dir {
         crate::common::encoder::check_cache_dir(cd)?;
@@ -140,8 +145,7 @@ pub fn run(args: Args) -> Result<()> {
     let cache_file = match &args.cache_dir {
         Some(cd) => {
             let file = crate::common::encoder::cache_file(&encoder, cd)?;
-            crate::common::encoder::load_cache(&encoder, &file, "sdr embed")?;
-            Some(file)
+            crate::common::encoder::load_cache(&encoder, &file, "sdr embed")?.then_some(file)
         }
         None => None,
     };

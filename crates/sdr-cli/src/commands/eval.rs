@@ -18,7 +18,7 @@ use sdr_eval::scores::TextScorer;
 use sdr_eval::table::Table;
 use serde::Deserialize;
 
-use crate::common::{check_output_file, print_stdout};
+use crate::common::{check_input, check_outputs, print_stdout};
 use crate::jsonl::{id_text, read_jsonl_file};
 use crate::textscore::{bertscore_pairs, load_bertscore_encoder};
 
@@ -42,11 +42,7 @@ sdr eval --candidates gen.jsonl --run standard=prune.jsonl#standard_text --run p
 )]
 pub struct Args {
     /// Reference reports: IU X-ray style CSV (id, findings, impression columns).
-    #[arg(
-        long,
-        default_value = "data/iu-xray/indiana_reports.csv",
-        value_name = "CSV"
-    )]
+    #[arg(long, default_value = DEFAULT_REFERENCES, value_name = "CSV")]
     pub references: PathBuf,
     /// Id column of the reference CSV.
     #[arg(long, default_value = "uid", value_name = "NAME")]
@@ -87,6 +83,9 @@ pub struct Args {
     #[arg(long)]
     pub uncertain_negative: bool,
 }
+
+/// `--references` when not given: relative to the current folder.
+const DEFAULT_REFERENCES: &str = "data/iu-xray/indiana_reports.csv";
 
 #[derive(Deserialize)]
 struct CandLine {
@@ -202,7 +201,12 @@ struct Scored<'a> {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    // Bad output paths fail before the scoring, and leave nothing behind.
+    // Arguments, and bad output paths, fail before any input is read or
+    // scored, and leave nothing behind.
+    if args.seeds == 0 {
+        return Err(anyhow!("--seeds 0: must be at least 1"));
+    }
+    let specs = run_specs(&args.runs)?;
     let outputs = match &args.output {
         Some(md) => {
             let csv = md.with_extension("csv");
@@ -212,18 +216,26 @@ pub fn run(args: Args) -> Result<()> {
                     md.display()
                 ));
             }
-            check_output_file("--output", md)?;
-            check_output_file("--output", &csv)?;
             Some((md.clone(), csv))
         }
         None => None,
     };
+    let mut inputs = vec![Some(args.references.as_path()), Some(&args.candidates)];
+    inputs.extend(specs.iter().map(|s| Some(Path::new(s.file))));
+    check_outputs(
+        &[
+            ("--output", outputs.as_ref().map(|(md, _)| md.as_path())),
+            ("--output", outputs.as_ref().map(|(_, csv)| csv.as_path())),
+        ],
+        &inputs,
+    )?;
+    check_input("--references", &args.references, DEFAULT_REFERENCES)?;
     let (refs, rname) = load_references(&args)?;
     let cands = load_candidates(&args.candidates, &refs, &rname)?;
     let Runs {
         runs,
         full_from_runs,
-    } = load_runs(&args.runs, &cands)?;
+    } = load_runs(&specs, &cands)?;
     let full: Vec<Option<usize>> = cands
         .iter()
         .map(|s| s.tokens.or_else(|| full_from_runs.get(&s.id).copied()))
@@ -380,7 +392,34 @@ fn load_candidates(path: &Path, refs: &Refs, rname: &str) -> Result<Vec<Study>> 
     Ok(cands)
 }
 
-fn load_runs(specs: &[String], cands: &[Study]) -> Result<Runs> {
+/// One `--run NAME=FILE[#FIELD]`.
+struct RunSpec<'a> {
+    name: &'a str,
+    file: &'a str,
+    field: &'a str,
+}
+
+/// Every `--run`, parsed and checked before any file is read: a name that is
+/// empty or given twice would make rows that cannot be told apart.
+fn run_specs(specs: &[String]) -> Result<Vec<RunSpec<'_>>> {
+    let mut out: Vec<RunSpec<'_>> = Vec::new();
+    for spec in specs {
+        let (name, rest) = spec
+            .split_once('=')
+            .filter(|(n, f)| !n.trim().is_empty() && !f.is_empty())
+            .ok_or_else(|| anyhow!("--run {spec}: expected NAME=FILE[#FIELD]"))?;
+        if out.iter().any(|s| s.name == name) {
+            return Err(anyhow!(
+                "--run {spec}: the name {name} is given twice; give each run its own name"
+            ));
+        }
+        let (file, field) = rest.split_once('#').unwrap_or((rest, "text"));
+        out.push(RunSpec { name, file, field });
+    }
+    Ok(out)
+}
+
+fn load_runs(specs: &[RunSpec<'_>], cands: &[Study]) -> Result<Runs> {
     let mut runs = Vec::new();
     let mut full_from_runs = HashMap::new();
     for spec in specs {
@@ -394,14 +433,11 @@ fn load_runs(specs: &[String], cands: &[Study]) -> Result<Runs> {
 
 /// One --run NAME=FILE[#FIELD]: its pick for every candidate study.
 fn load_run(
-    spec: &str,
+    spec: &RunSpec<'_>,
     cands: &[Study],
     full_from_runs: &mut HashMap<String, usize>,
 ) -> Result<(String, RunPicks)> {
-    let (name, rest) = spec
-        .split_once('=')
-        .ok_or_else(|| anyhow!("--run {spec}: expected NAME=FILE[#FIELD]"))?;
-    let (file, field) = rest.split_once('#').unwrap_or((rest, "text"));
+    let RunSpec { name, file, field } = *spec;
     let mut by_id: RunPicks = HashMap::new();
     let mut first_at: HashMap<String, String> = HashMap::new();
     for (at, v) in read_jsonl_file::<serde_json::Value>(Path::new(file))? {

@@ -21,7 +21,7 @@ use sdr_reward::{parse_reference, Reference, ReferenceSections};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::common::{log_line, EncoderArgs};
+use crate::common::{check_outputs, log_line, or_stdin, EncoderArgs};
 use crate::jsonl::{id_text, parse_json, Input, Output};
 
 #[derive(clap::Args)]
@@ -84,6 +84,13 @@ pub fn run(args: Args) -> Result<()> {
     let metric: Metric = args.metric.parse().map_err(|e| anyhow!("--metric: {e}"))?;
     let options =
         ExplainOptions::new(metric, args.threshold).map_err(|e| anyhow!("--threshold: {e}"))?;
+    check_outputs(
+        &[
+            ("--output", args.output.as_deref()),
+            ("--html", args.html.as_deref()),
+        ],
+        &[or_stdin(args.input.as_deref())],
+    )?;
     let encoder = args.encoder.load()?;
     let mut input = Input::open(args.input.as_deref())?;
     let json_out = if args.html.is_some() && args.output.is_none() {

@@ -10,8 +10,8 @@ use anyhow::{anyhow, Result};
 use sdr_gen::{CandidateState, End, LockStep};
 
 use crate::common::{
-    log_line, partial_path, progress_every, BackendArgs, GenRecord, Journal, Kept, Progress, Study,
-    StudyArgs,
+    check_outputs, log_line, partial_path, progress_every, BackendArgs, GenRecord, Journal, Kept,
+    Progress, Study, StudyArgs,
 };
 use crate::jsonl::parse_json;
 
@@ -153,6 +153,19 @@ fn report_failures(study: &str, states: &[CandidateState], pb: &Progress) -> usi
 }
 
 pub fn run(args: Args) -> Result<()> {
+    // Arguments and paths before any work, and before FILE.partial is made:
+    // an argument error leaves nothing behind.
+    args.backend.check()?;
+    args.studies.check()?;
+    let dest = args.output.as_deref().filter(|p| *p != Path::new("-"));
+    if args.resume && dest.is_none() {
+        return Err(anyhow!("--resume needs an output file (-o FILE)"));
+    }
+    let partial = dest.map(partial_path);
+    check_outputs(
+        &[("--output", dest), ("--output", partial.as_deref())],
+        &[Some(&args.studies.studies), args.studies.prompt_file()],
+    )?;
     let studies = args.studies.load()?;
     let template = args.studies.template();
     template.text()?;

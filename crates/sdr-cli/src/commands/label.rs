@@ -8,6 +8,7 @@ use sdr_clinical::{Labeler, Labels};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::common::{check_outputs, or_stdin};
 use crate::jsonl::{parse_json, Input, Output};
 
 #[derive(clap::Args)]
@@ -16,7 +17,8 @@ use crate::jsonl::{parse_json, Input, Output};
 (not mentioned). Reports with template tags or Findings:/Impression: headers are labelled on those\n\
 two sections; bare text is labelled whole. No Finding is 1 when no observation but Support Devices\n\
 is positive or uncertain. The bundled rules are data/clinical/chexpert_rules.json (docs/SPEC.md\n\
-section 8); --rules takes an edited copy.\n\n\
+section 8); --rules takes an edited copy, which must give every observation but No Finding at least\n\
+one mention or anatomy phrase.\n\n\
 Input line:  {\"id\": 7, \"text\": \"Findings: Mild cardiomegaly. No effusion.\\nImpression: Cardiomegaly.\"}\n\
 Output line: {\"id\": 7, \"labels\": {\"No Finding\": null, \"Enlarged Cardiomediastinum\": null, \"Cardiomegaly\": 1, ..., \"Pleural Effusion\": 0, ...}}\n\n\
 \"id\" is optional and copied through as given. The labels object always holds all 14 observations\n\
@@ -62,6 +64,10 @@ fn label_line(labeler: &Labeler, line: &str) -> Result<OutLine> {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    check_outputs(
+        &[("--output", args.output.as_deref())],
+        &[or_stdin(args.input.as_deref()), args.rules.as_deref()],
+    )?;
     let labeler = match &args.rules {
         Some(path) => {
             Labeler::from_rules_path(path).with_context(|| format!("--rules {}", path.display()))?

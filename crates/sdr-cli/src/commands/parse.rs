@@ -7,6 +7,7 @@ use rayon::prelude::*;
 use sdr_core::report::{parse_plain, parse_report, parse_template, ParsedReport};
 use serde::Deserialize;
 
+use crate::common::{check_outputs, or_stdin};
 use crate::jsonl::{parse_json, Input, Output};
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -56,6 +57,10 @@ pub fn parse_line(text: &str, layout: Layout) -> Result<ParsedReport> {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    check_outputs(
+        &[("--output", args.output.as_deref())],
+        &[or_stdin(args.input.as_deref())],
+    )?;
     let mut input = Input::open(args.input.as_deref())?;
     let mut output = Output::create(args.output.as_deref())?;
     let mut line_no = 0;

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, Result};
 use sdr_core::report::SEGMENTER_VERSION;
 use sdr_core::Metric;
 use sdr_corpus::{
@@ -17,10 +17,10 @@ use sdr_gen::{prune, GenError, LockStep, Partial, PruneConfig, PruneOutcome, Rou
 use serde::{Deserialize, Serialize};
 
 use crate::common::{
-    convergence_warning, failure_warning, log_line, progress_bar, BackendArgs, EncoderArgs,
-    GenRecord, StudyArgs,
+    check_outputs, convergence_warning, failure_warning, knn_warning, log_line, progress_bar,
+    BackendArgs, EncoderArgs, GenRecord, StudyArgs,
 };
-use crate::jsonl::{id_text, parse_json, Output};
+use crate::jsonl::{id_text, parse_json, read_text, Output};
 
 #[derive(clap::Args)]
 #[command(
@@ -246,22 +246,33 @@ pub fn run(args: Args) -> Result<()> {
         .map_err(|e| anyhow!("--metric {}: {e}", args.metric))?;
     let agg: Aggregation = args.agg.parse().map_err(|e| anyhow!("--agg: {e}"))?;
     let policy = Policy { metric, agg };
-    let config = PruneConfig {
-        warmup: args.warmup,
-        fraction: args.fraction,
-        survivors: args.survivors,
-    };
-    config
-        .validate()
-        .map_err(|e| anyhow!("--warmup/--fraction/--survivors: {e}"))?;
+    let config = prune_config(&args)?;
+    // Arguments and paths before any work: live runs refuse a bad request, a
+    // missing --studies or a bad -o before the model loads.
+    let is_live = args.replay.is_none();
+    if is_live {
+        args.backend.check()?;
+        args.studies.check()?;
+    }
+    let studies = is_live.then_some(args.studies.studies.as_path());
+    let prompt = is_live.then(|| args.studies.prompt_file()).flatten();
+    check_outputs(
+        &[("--output", args.output.as_deref())],
+        &[
+            args.replay.as_deref(),
+            Some(&args.corpus),
+            args.full.as_deref(),
+            studies,
+            prompt,
+        ],
+    )?;
     let encoder = args.encoder.load()?;
     let corpus = Corpus::open(&args.corpus)?;
-    corpus.check_compatible(
-        &encoder.name(),
-        &encoder.weights_sha256()?,
-        SEGMENTER_VERSION,
-    )?;
+    corpus.check_encoder(encoder.as_ref(), SEGMENTER_VERSION)?;
     let index = corpus.index()?;
+    if let Some(line) = knn_warning(&policy.agg, &index) {
+        log_line(line);
+    }
     let mut run = Run {
         scorer: CorpusScorer::new(&index, encoder.as_ref(), policy),
         index: &index,
@@ -299,11 +310,34 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
+/// The pruning settings; each bad one is refused naming its option.
+fn prune_config(args: &Args) -> Result<PruneConfig> {
+    let config = PruneConfig {
+        warmup: args.warmup,
+        fraction: args.fraction,
+        survivors: args.survivors,
+    };
+    if config.warmup == 0 {
+        return Err(anyhow!("--warmup 0: must be at least 1 sentence"));
+    }
+    if config.survivors == 0 {
+        return Err(anyhow!("--survivors 0: must be at least 1 candidate"));
+    }
+    if !(config.fraction > 0.0 && config.fraction < 1.0) {
+        return Err(anyhow!("--fraction {}: must be in (0, 1)", config.fraction));
+    }
+    // sdr-gen's own rules, should they ever be stricter.
+    config
+        .validate()
+        .map_err(|e| anyhow!("--warmup/--fraction/--survivors: {e}"))?;
+    Ok(config)
+}
+
 /// `--replay FILE`: prune over stored candidates, with standard best-of-K
 /// under the same policy alongside.
 fn replay(args: &Args, path: &Path, run: &mut Run<'_>) -> Result<()> {
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {name}"))?;
+    let text = read_text(path)?;
     let lines: Vec<(usize, &str)> = text
         .lines()
         .enumerate()
@@ -370,7 +404,7 @@ fn full_tokens(path: Option<&Path>) -> Result<HashMap<String, usize>> {
         return Ok(HashMap::new());
     };
     let name = p.display().to_string();
-    let text = std::fs::read_to_string(p).with_context(|| format!("cannot read {name}"))?;
+    let text = read_text(p)?;
     let mut m = HashMap::new();
     for (no, line) in text
         .lines()

@@ -3,7 +3,7 @@
 //! BERTScore on the Findings and on the Impression section (SPEC §7), or on
 //! the whole texts with `--whole`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{anyhow, Context, Result};
 use sdr_clinical::UncertainPolicy;
@@ -13,7 +13,7 @@ use sdr_eval::scores::TextScorer;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::common::{check_output_file, log_line};
+use crate::common::{check_outputs, log_line, or_stdin};
 use crate::jsonl::{parse_json, Input, Output};
 use crate::textscore::{load_bertscore_encoder, load_wordnet};
 
@@ -23,7 +23,8 @@ use crate::textscore::{load_bertscore_encoder, load_wordnet};
 Output line: {\"id\": 7, \"format_valid\": true, \"findings\": {\"BLEU-1\": ..., ..., \"BERTScore-F1\": ...}, \"impression\": {...}}\n\n\
 Both texts are parsed as reports (the <think>/<answer> template or Findings:/Impression: headers);\n\
 a hypothesis section that is missing scores 0 on every metric; a reference without both sections\n\
-is an error naming its line. `--whole` scores the raw texts instead (output key \"whole\").\n\n\
+is an error naming its line. `--whole` scores the raw texts instead (output key \"whole\"; an\n\
+empty reference is an error).\n\n\
 Metrics (sdr-eval): tokens are lower-cased [a-z0-9]+ runs; BLEU-n is nltk's sentence BLEU with\n\
 method1 smoothing (epsilon 0.1), uniform weights up to n; ROUGE F1 without stemming; METEOR as\n\
 nltk (with WordNet synonyms when a database is found); chrF++ is sacrebleu's CHRF(word_order=2)\n\
@@ -77,12 +78,13 @@ pub fn run(args: Args) -> Result<()> {
         Scope::Sections
     };
     // Bad output paths fail before the scoring, and leave nothing behind.
-    if let Some(p) = args.output.as_deref().filter(|p| *p != Path::new("-")) {
-        check_output_file("--output", p)?;
-    }
-    if let Some(p) = &args.summary {
-        check_output_file("--summary", p)?;
-    }
+    check_outputs(
+        &[
+            ("--output", args.output.as_deref()),
+            ("--summary", args.summary.as_deref()),
+        ],
+        &[or_stdin(args.input.as_deref())],
+    )?;
     let mut input = Input::open(args.input.as_deref())?;
     let mut ids: Vec<Option<Value>> = Vec::new();
     let mut split = Vec::new();
@@ -95,6 +97,11 @@ pub fn run(args: Args) -> Result<()> {
         for (no, text) in chunk {
             let at = format!("{}:{}", input.name, no);
             let l: Line = parse_json(&text).map_err(|e| anyhow!("{at}: {e}"))?;
+            // Scored, it would give 0 everywhere, or a perfect CheXpert-rule F1
+            // against an empty hypothesis.
+            if args.whole && l.reference.trim().is_empty() {
+                return Err(anyhow!("{at}: the reference (\"ref\") is empty"));
+            }
             split.push(split_pair(&l.hyp, &l.reference, scope).map_err(|e| anyhow!("{at}: {e}"))?);
             ids.push(l.id);
         }

@@ -1,6 +1,7 @@
 //! `sdr select`: best-of-K selection of candidate reports by their set
 //! distance to a reference corpus (paper §3.3, SPEC §5), or by consensus.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -14,7 +15,10 @@ use sdr_corpus::{
 };
 use serde::Deserialize;
 
-use crate::common::{convergence_warning, failure_warning, log_line, EncoderArgs};
+use crate::common::{
+    check_outputs, convergence_warning, failure_warning, knn_warning, log_line, or_stdin,
+    EncoderArgs,
+};
 use crate::jsonl::{parse_json, Input, Output};
 
 #[derive(clap::Args)]
@@ -50,11 +54,11 @@ pub struct Args {
     pub agg: String,
     /// Score all 45 policies (15 metric specs x min, avg, knn:k=5) in one pass;
     /// with --consensus, the 15 consensus policies are added.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["metric", "agg"])]
     pub all_policies: bool,
     /// Consensus (minimum Bayes risk): pick the candidate with the smallest
     /// mean set distance to the other well-formed candidates; no corpus needed.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "agg")]
     pub consensus: bool,
     /// Compute every corpus distance (no lower-bound pruning for min / knn);
     /// results are identical, only slower. For checking and timing.
@@ -226,22 +230,15 @@ pub fn run(args: Args) -> Result<()> {
         return Err(anyhow!("--batch must be at least 1"));
     }
     let plan = Plan::new(&args)?;
-    if let Some(p) = args
-        .output
-        .as_deref()
-        .filter(|p| *p != std::path::Path::new("-"))
-    {
-        crate::common::check_output_file("--output", p)?;
-    }
+    check_outputs(
+        &[("--output", args.output.as_deref())],
+        &[or_stdin(args.input.as_deref()), args.corpus.as_deref()],
+    )?;
     let encoder = args.encoder.load()?;
     let corpus = match (&args.corpus, uses_corpus(&args)) {
         (Some(p), true) => {
             let c = Corpus::open(p)?;
-            c.check_compatible(
-                &encoder.name(),
-                &encoder.weights_sha256()?,
-                SEGMENTER_VERSION,
-            )?;
+            c.check_encoder(encoder.as_ref(), SEGMENTER_VERSION)?;
             Some(c)
         }
         (None, true) => {
@@ -254,6 +251,14 @@ pub fn run(args: Args) -> Result<()> {
     // `Corpus::index` names the file when a section is missing from it.
     let index = corpus.as_ref().map(Corpus::index).transpose()?;
     let single = !args.all_policies;
+    if let (Some(ix), [policy]) = (&index, &plan.policies[..]) {
+        if let Some(line) = knn_warning(&policy.agg, ix) {
+            log_line(line);
+        }
+    }
+    // Line of each study id: a repeated study would be selected, and then
+    // evaluated, twice.
+    let mut first_at: HashMap<String, usize> = HashMap::new();
     let mut input = Input::open(args.input.as_deref())?;
     let mut output = Output::create(args.output.as_deref())?;
     let pb = progress(args.quiet)?;
@@ -274,7 +279,14 @@ pub fn run(args: Args) -> Result<()> {
                     return Err(anyhow!("{}:{no}: `candidates` is empty", input.name));
                 }
                 let at = format!("{}:{no}", input.name);
-                crate::common::refuse_failed(&at, &crate::jsonl::id_text(&l.id), &l.finish)?;
+                let id = crate::jsonl::id_text(&l.id);
+                if let Some(first) = first_at.insert(id.clone(), *no) {
+                    return Err(anyhow!(
+                        "{at}: study {id} again (first at {}:{first})",
+                        input.name
+                    ));
+                }
+                crate::common::refuse_failed(&at, &id, &l.finish)?;
                 Ok((*no, l))
             })
             .collect::<Result<_>>()?;

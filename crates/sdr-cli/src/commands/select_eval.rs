@@ -25,7 +25,7 @@ use sdr_eval::table::Table;
 use serde::Deserialize;
 
 use crate::common::{check_output_dir, log_line, print_stdout};
-use crate::jsonl::{id_text, read_jsonl_file};
+use crate::jsonl::{id_text, parse_json, read_jsonl_file, read_text};
 use crate::textscore::{bertscore_pairs, load_bertscore_encoder, load_wordnet};
 
 #[derive(clap::Args)]
@@ -141,8 +141,27 @@ mod indexmap_free {
     }
 }
 
-fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
-    Ok(read_jsonl_file(path)?.into_iter().map(|(_, v)| v).collect())
+/// The lines of `sdr select --all-policies` output, each with its `file:line`;
+/// a line without `policies` (one policy's output) says what is needed.
+fn read_selections(path: &Path) -> Result<Vec<(String, SelLine)>> {
+    let name = path.display().to_string();
+    let text = read_text(path)?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(no, l)| {
+            let at = format!("{name}:{}", no + 1);
+            let sel = parse_json::<SelLine>(l).map_err(|e| {
+                let v = parse_json::<serde_json::Value>(l).ok();
+                if v.is_some_and(|v| v.is_object() && v.get("policies").is_none()) {
+                    anyhow!("{at}: no \"policies\": select-eval needs the output of `sdr select --all-policies`")
+                } else {
+                    anyhow!("{at}: {e}")
+                }
+            })?;
+            Ok((at, sel))
+        })
+        .collect()
 }
 
 /// Family label of a policy key (`sinkhorn:eps=0.1@min` -> `sinkhorn`).
@@ -185,6 +204,9 @@ struct Row {
 type BertF1 = HashMap<(usize, usize, usize), f64>;
 
 pub fn run(a: Args) -> Result<()> {
+    if a.seeds == 0 {
+        return Err(anyhow!("--seeds 0: must be at least 1"));
+    }
     // The folder is made only once every table is ready (see `publish`); a
     // bad path fails here, before the scoring.
     check_output_dir("--out-dir", &a.out_dir)?;
@@ -287,21 +309,54 @@ fn load_inputs(a: &Args) -> Result<Inputs> {
             (g(ci), reference)
         })
         .collect();
-    let cands: HashMap<String, Vec<String>> = read_jsonl::<CandLine>(&a.candidates)?
-        .into_iter()
-        .map(|c| (id_text(&c.id), c.candidates))
-        .collect();
-    let sels: Vec<SelLine> = read_jsonl(&a.selections)?;
+    // A repeated study would count twice in every mean: refused in both files.
+    let mut cands: HashMap<String, Vec<String>> = HashMap::new();
+    let mut first_at: HashMap<String, String> = HashMap::new();
+    for (at, c) in read_jsonl_file::<CandLine>(&a.candidates)? {
+        let id = id_text(&c.id);
+        if let Some(first) = first_at.insert(id.clone(), at.clone()) {
+            return Err(anyhow!("{at}: study {id} again (first at {first})"));
+        }
+        cands.insert(id, c.candidates);
+    }
+    let sels = read_selections(&a.selections)?;
     let first = sels
         .first()
         .ok_or_else(|| anyhow!("{}: no selections", a.selections.display()))?;
-    let keys: Vec<String> = first.policies.0.iter().map(|(k, _)| k.clone()).collect();
+    let keys: Vec<String> = first.1.policies.0.iter().map(|(k, _)| k.clone()).collect();
     if keys.is_empty() {
         return Err(anyhow!(
             "{}: no policies (run sdr select --all-policies)",
             a.selections.display()
         ));
     }
+    // Every line checked here, in file order, so that an error names its line.
+    let mut first_at: HashMap<String, String> = HashMap::new();
+    for (at, s) in &sels {
+        let id = id_text(&s.id);
+        if let Some(first) = first_at.insert(id.clone(), at.clone()) {
+            return Err(anyhow!("{at}: study {id} again (first at {first})"));
+        }
+        let texts = cands
+            .get(&id)
+            .ok_or_else(|| anyhow!("{at}: study {id}: not in {}", a.candidates.display()))?;
+        if !refs.contains_key(&id) {
+            return Err(anyhow!(
+                "{at}: study {id}: not in {}",
+                a.references.display()
+            ));
+        }
+        if texts.len() != s.well_formed.len() {
+            return Err(anyhow!(
+                "{at}: study {id}: {} candidates in {} but {} well_formed flags",
+                texts.len(),
+                a.candidates.display(),
+                s.well_formed.len()
+            ));
+        }
+        chosen_indices(&keys, s, &id, texts.len()).map_err(|e| anyhow!("{at}: {e}"))?;
+    }
+    let sels = sels.into_iter().map(|(_, s)| s).collect();
     Ok(Inputs {
         refs,
         has_problems: cp.is_some(),
@@ -415,10 +470,21 @@ fn text_scores(
 /// Each policy's pick, checked against the first line's policies and the
 /// candidate count.
 fn chosen_indices(keys: &[String], s: &SelLine, id: &str, n: usize) -> Result<Vec<usize>> {
+    let line = &s.policies.0;
+    if let Some(k) = keys.iter().find(|k| !line.iter().any(|(k2, _)| k2 == *k)) {
+        return Err(anyhow!(
+            "study {id}: policy {k} is missing (the first line has it)"
+        ));
+    }
+    if let Some((k, _)) = line.iter().find(|(k, _)| !keys.contains(k)) {
+        return Err(anyhow!("study {id}: policy {k} is not on the first line"));
+    }
     let mut chosen = Vec::with_capacity(keys.len());
-    for (k, (k2, c)) in keys.iter().zip(&s.policies.0) {
+    for (k, (k2, c)) in keys.iter().zip(line) {
         if k != k2 {
-            return Err(anyhow!("study {id}: policies differ from the first line's"));
+            return Err(anyhow!(
+                "study {id}: policies in another order than on the first line"
+            ));
         }
         if c.chosen >= n {
             return Err(anyhow!(

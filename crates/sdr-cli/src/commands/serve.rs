@@ -32,19 +32,27 @@
 //! OpenRLHF sends one sample per request, many requests at once. Requests
 //! are queued to one batcher task, which takes the first waiting request,
 //! then keeps collecting for at most `--max-wait-ms` or until `--max-batch`
-//! samples, and scores the lot in one call (one encoder call over the
-//! distinct sentences). Each request then gets its own slice of the results.
+//! samples, and scores the lot in one call (its distinct new sentences go to
+//! the encoder in chunks of `Limits::encode_chunk`). Each request then gets its
+//! own slice of the results.
 //!
 //! # Limits
 //! Body size (`--max-body-bytes`, 413), samples per request
-//! (`--max-request-samples`, 413), concurrent requests in flight
-//! (`--max-concurrency`, further ones wait), a per-request timeout
-//! (`--timeout-ms`, 504), samples waiting to be scored (`--max-queued-samples`:
-//! beyond it, 503 with `Retry-After: 1` at once, so overload is shed quickly and
-//! memory stays bounded; clients should retry after the delay). Bad input is a 4xx with `{"error": "..."}`: malformed
-//! JSON, length mismatches, a reference with an empty section (named by its
-//! index in the request), an unknown metric. SIGINT / SIGTERM stop accepting
-//! connections and let requests in flight finish.
+//! (`--max-request-samples`, 413), sentences per sample and per request
+//! (`--max-sentences-per-sample`, `--max-request-sentences`, 413 naming the
+//! sample: the work grows with sentences, and 8 MiB hold hundreds of
+//! thousands), concurrent requests in flight (`--max-concurrency`, further ones
+//! wait), a per-request timeout (`--timeout-ms`, 504), samples waiting to be
+//! scored (`--max-queued-samples`: beyond it, 503 with `Retry-After: 1` at
+//! once, so overload is shed quickly and memory stays bounded; clients should
+//! retry after the delay). A request that timed out or whose client left is
+//! dropped from its batch at the next encoder chunk ([`Limits::encode_chunk`]),
+//! so it does not hold the encoder while the other clients time out too. Bad
+//! input is a 4xx with `{"error": "..."}`: malformed JSON, length mismatches, a
+//! reference with an empty section (named by its index in the request), an
+//! unknown metric, a wrong method (405). `sdr serve --help` has the same for
+//! users. SIGINT / SIGTERM stop accepting connections and let requests in
+//! flight finish.
 
 mod api;
 mod batcher;
@@ -62,10 +70,58 @@ use crate::common::log_line;
 pub use api::{router, AppState};
 pub use batcher::Limits;
 
+/// `sdr serve -h`: where the rest is.
+const AFTER_HELP: &str = "OpenRLHF: --remote_rm_url http://HOST:PORT/get_reward (OpenRLHF \
+0.10.2+: --reward.remote_url). The reward, the request and reply formats and the error replies: \
+sdr serve --help.";
+
+/// `sdr serve --help`: what a client needs besides the options.
+const AFTER_LONG_HELP: &str = r#"OpenRLHF: --remote_rm_url http://HOST:PORT/get_reward (OpenRLHF 0.10.2+: --reward.remote_url).
+
+Reward of a completion against its reference (SPEC §4):
+  R = λ_fmt·R_fmt + λ_sem·(R_F + R_I)   (+ λ_clin·F1 with --clinical-weight > 0)
+  R_fmt      1 when the completion follows <think>FINDINGS</think><answer>IMPRESSION</answer>,
+             else 0, and then R = 0
+  R_F, R_I   1 - min(D, 1), D the --metric distance between the sentence sets of the completion's
+             and the reference's Findings (Impression); with --exact, exact match instead
+  λ_fmt, λ_sem, λ_clin are --format-weight, --semantic-weight, --clinical-weight; the defaults
+  (1, 1, 0) give R in [0, 3].
+
+Requests (JSON bodies):
+  POST /get_reward (--path), OpenRLHF's remote reward protocol:
+    {"query": [string], "prompts": [string], "labels": [string]}
+    query[i] is prompt + completion: when it starts with prompts[i], the rest is the completion,
+    otherwise the whole query is ("prompts" may be left out). labels[i] is the reference report,
+    in the template or with "Findings:" / "Impression:" headers.
+    Reply: {"rewards": [R], "scores": [R], "extra_logs": {"format": [R_fmt], "findings": [R_F],
+    "impression": [R_I], "unconverged": [n], "failed": [n]}}, one number per sample, and
+    "clinical": [F1] with --clinical-weight > 0. unconverged / failed count the sections (0-2)
+    whose solver stopped before converging (its last iterate is used) / whose distance was not
+    finite (their term is 0).
+  POST /v1/rewards, a plain batch:
+    {"completions": [string], "references": [reference], "metric": "ot"}
+    a reference is a report string (as labels above) or {"findings": string, "impression":
+    string}; "metric" may be left out (--metric; the weights are the server's); no other key.
+    Reply: {"metric": spec, "rewards": [R], "format": [R_fmt], "findings": [R_F],
+    "impression": [R_I], "unconverged": [n], "failed": [n]}, and "clinical" as above.
+  GET /health: {"status": "ok", "metric", "exact", "format_weight", "semantic_weight",
+    "clinical_weight", "model", "batches", "requests", "samples", "cache": {"entries", "bytes",
+    "max_bytes", "evictions", "distinct", "hits", "hit_rate", "embedded", "encode_seconds",
+    "path", "writable"}}
+
+Errors are {"error": "message"} with the status:
+  400  not JSON, a missing, mistyped or unknown field, lists of different lengths, a reference
+       with an empty section or a broken template (named by its index), an unknown metric
+  404  no such path
+  405  wrong method (POST the two reward paths, GET /health)
+  413  over --max-body-bytes, --max-request-samples (--max-queued-samples if lower),
+       --max-sentences-per-sample (naming the sample) or --max-request-sentences
+  500  the encoder failed
+  503  over --max-queued-samples, with Retry-After: 1 (retry after 1 s)
+  504  not scored within --timeout-ms; the rest of its encoder work is given up"#;
+
 #[derive(clap::Args, Debug, Clone)]
-#[command(after_help = "OpenRLHF: --remote_rm_url http://HOST:PORT/get_reward \
-(OpenRLHF 0.10.2+: --reward.remote_url). See `sdr serve --help` and the module docs \
-for the request and reply formats.")]
+#[command(after_help = AFTER_HELP, after_long_help = AFTER_LONG_HELP)]
 pub struct Args {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
@@ -79,19 +135,21 @@ pub struct Args {
     /// Metric spec of the reward (SPEC §3), e.g. chamfer, ot, sinkhorn:eps=0.1.
     #[arg(long, default_value = "chamfer")]
     pub metric: String,
-    /// lambda_fmt.
-    #[arg(long, default_value_t = 1.0)]
+    /// λ_fmt, the weight of the format term in R = λ_fmt·R_fmt + λ_sem·(R_F + R_I).
+    ///
+    /// R_fmt is 1 when the completion follows the template, else 0 (see below).
+    #[arg(long, default_value_t = 1.0, value_name = "WEIGHT")]
     pub format_weight: f64,
-    /// lambda_sem.
-    #[arg(long, default_value_t = 1.0)]
+    /// λ_sem, the weight of the two section terms R_F + R_I (each 1 - min(D, 1)).
+    #[arg(long, default_value_t = 1.0, value_name = "WEIGHT")]
     pub semantic_weight: f64,
     /// Exact-match baseline R_exact instead of set distances (no model needed).
     #[arg(long)]
     pub exact: bool,
-    /// lambda_clin (beyond the paper): adds lambda_clin x the CheXpert-14
-    /// example F1 of rule-based labels between completion and reference,
-    /// reported as `clinical`. 0 keeps the paper's reward.
-    #[arg(long, default_value_t = 0.0)]
+    /// λ_clin (beyond the paper): adds λ_clin × the CheXpert-14 example F1 of
+    /// rule-based labels between completion and reference, reported as
+    /// `clinical`. 0 keeps the paper's reward.
+    #[arg(long, default_value_t = 0.0, value_name = "WEIGHT")]
     pub clinical_weight: f64,
     /// Model folder (default: $SDR_MODEL, then ~/.cache/sdr/models/all-mpnet-base-v2).
     #[arg(long)]
@@ -111,7 +169,7 @@ pub struct Args {
     /// Memory bound of the sentence cache, in MiB. Every sentence the server
     /// embeds (completions and references, for every client and metric) is
     /// kept, least recently used evicted first; 0 turns caching off.
-    #[arg(long, default_value_t = sdr_reward::DEFAULT_CACHE_MIB)]
+    #[arg(long, default_value_t = sdr_reward::DEFAULT_CACHE_MIB, value_name = "MIB")]
     pub cache_mib: f64,
     /// Persist the sentence cache in this file: loaded at start (a file of
     /// another encoder or a damaged one is refused with a one-line message and
@@ -121,48 +179,118 @@ pub struct Args {
     #[arg(long, value_name = "PATH")]
     pub cache: Option<PathBuf>,
     /// Seconds between saves of --cache.
-    #[arg(long, default_value_t = 300.0)]
+    #[arg(long, default_value_t = 300.0, value_name = "SECONDS")]
     pub cache_save_secs: f64,
     /// Largest micro-batch, in samples.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_name = "SAMPLES")]
     pub max_batch: usize,
-    /// Longest wait for more requests before a micro-batch is scored.
-    #[arg(long, default_value_t = 5)]
+    /// Longest wait for more requests before a micro-batch is scored, in
+    /// milliseconds; below --timeout-ms.
+    #[arg(long, default_value_t = 5, value_name = "MS")]
     pub max_wait_ms: u64,
-    /// Largest request body.
-    #[arg(long, default_value_t = 8 << 20)]
+    /// Largest request body, in bytes (the default is 8 MiB; at least 1024).
+    #[arg(long, default_value_t = 8 << 20, value_name = "BYTES")]
     pub max_body_bytes: usize,
     /// Most samples in one request.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 4096, value_name = "SAMPLES")]
     pub max_request_samples: usize,
+    /// Most sentences in one sample: its completion's (when it follows the
+    /// template) and its reference's, after sentence splitting (413 beyond,
+    /// naming the sample; at least 4).
+    ///
+    /// Bounds the distance work of a sample; a 1024-token completion of
+    /// two-token sentences still fits the default.
+    #[arg(long, default_value_t = 1024, value_name = "SENTENCES")]
+    pub max_sentences_per_sample: usize,
+    /// Most sentences in one request, counted as for --max-sentences-per-sample
+    /// (413 beyond; at least 4).
+    ///
+    /// Bounds the encoder work of a request; the default allows the largest
+    /// request (--max-request-samples) 16 sentences per sample.
+    #[arg(long, default_value_t = 65_536, value_name = "SENTENCES")]
+    pub max_request_sentences: usize,
     /// Most requests handled at once; further ones wait.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 1024, value_name = "REQUESTS")]
     pub max_concurrency: usize,
-    /// Per-request timeout.
-    #[arg(long, default_value_t = 120_000)]
+    /// Per-request timeout, in milliseconds, queueing included (504 beyond).
+    ///
+    /// The encoder work of a request that timed out, or whose client
+    /// disconnected, is given up after the chunk of sentences in progress (one
+    /// encoder batch per core), so the other clients are served.
+    #[arg(long, default_value_t = 120_000, value_name = "MS")]
     pub timeout_ms: u64,
     /// Most samples waiting to be scored; beyond it requests get 503 with
     /// `Retry-After: 1` at once instead of queueing (bounds memory and latency).
-    #[arg(long, default_value_t = 65_536)]
+    /// A request of more samples than this gets 413: it could never be queued.
+    #[arg(long, default_value_t = 65_536, value_name = "SAMPLES")]
     pub max_queued_samples: usize,
 }
 
+/// Smallest `--max-body-bytes`: less refuses all but the shortest one-sample
+/// requests.
+const MIN_BODY_BYTES: usize = 1024;
+
+/// Smallest sentence limits: a reference has at least one sentence per
+/// section, and so has a well-formed completion.
+const MIN_SENTENCES: usize = 4;
+
 impl Args {
-    /// Limits and options from the arguments (checked).
+    /// Limits and options from the arguments (checked: a value that would make
+    /// the server refuse every request, or never answer, is an error).
     pub fn limits(&self) -> Result<Limits> {
+        for (name, value) in [
+            ("--format-weight", self.format_weight),
+            ("--semantic-weight", self.semantic_weight),
+            ("--clinical-weight", self.clinical_weight),
+        ] {
+            anyhow::ensure!(
+                value.is_finite() && value >= 0.0,
+                "{name} {value}: must be a finite number >= 0"
+            );
+        }
+        anyhow::ensure!(
+            self.format_weight + self.semantic_weight + self.clinical_weight > 0.0,
+            "--format-weight, --semantic-weight and --clinical-weight are all 0: every reward \
+             would be 0"
+        );
+        anyhow::ensure!(
+            self.cache_mib.is_finite() && self.cache_mib >= 0.0,
+            "--cache-mib {}: must be a finite number >= 0",
+            self.cache_mib
+        );
         anyhow::ensure!(self.max_batch >= 1, "--max-batch must be at least 1");
+        anyhow::ensure!(
+            self.max_body_bytes >= MIN_BODY_BYTES,
+            "--max-body-bytes {}: must be at least {MIN_BODY_BYTES} (bytes)",
+            self.max_body_bytes
+        );
         anyhow::ensure!(
             self.max_request_samples >= 1,
             "--max-request-samples must be at least 1"
         );
+        for (name, value) in [
+            ("--max-sentences-per-sample", self.max_sentences_per_sample),
+            ("--max-request-sentences", self.max_request_sentences),
+        ] {
+            anyhow::ensure!(
+                value >= MIN_SENTENCES,
+                "{name} {value}: must be at least {MIN_SENTENCES} (a reference and a \
+                 well-formed completion have 2 sentences or more each)"
+            );
+        }
+        // tower's limit is a semaphore, which panics beyond this.
+        let most = tokio::sync::Semaphore::MAX_PERMITS;
         anyhow::ensure!(
-            self.max_concurrency >= 1,
-            "--max-concurrency must be at least 1"
+            (1..=most).contains(&self.max_concurrency),
+            "--max-concurrency must be between 1 and {most}"
         );
         anyhow::ensure!(self.timeout_ms >= 1, "--timeout-ms must be at least 1");
         anyhow::ensure!(
-            self.max_queued_samples >= 1,
-            "--max-queued-samples must be at least 1"
+            self.max_wait_ms < self.timeout_ms,
+            "--max-wait-ms {} must be below --timeout-ms {}: a lone request would time out \
+             waiting for company",
+            self.max_wait_ms,
+            self.timeout_ms
         );
         anyhow::ensure!(
             self.path.starts_with('/') && !matches!(self.path.as_str(), "/health" | "/v1/rewards"),
@@ -173,11 +301,26 @@ impl Args {
             max_wait: Duration::from_millis(self.max_wait_ms),
             max_body_bytes: self.max_body_bytes,
             max_request_samples: self.max_request_samples,
+            max_sentences_per_sample: self.max_sentences_per_sample,
+            max_request_sentences: self.max_request_sentences,
+            encode_chunk: encode_chunk(self.device),
             max_concurrency: self.max_concurrency,
             timeout: Duration::from_millis(self.timeout_ms),
             max_queued_samples: self.max_queued_samples,
         })
     }
+}
+
+/// New sentences per encoder call: one batch per core on a CPU (all cores
+/// busy for one batch's time, 1-3 s with all-mpnet-base-v2 on 2 loaded cores;
+/// as fast overall as one call for the lot, and the same vectors), two
+/// batches on a GPU. Between calls an abandoned request is dropped.
+fn encode_chunk(device: sdr_embed::EncoderDevice) -> usize {
+    let batches = match device {
+        sdr_embed::EncoderDevice::Cpu => rayon::current_num_threads(),
+        _ => 2,
+    };
+    device.default_batch_size() * batches.max(1)
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -189,11 +332,10 @@ pub fn run(args: Args) -> Result<()> {
         args.exact,
     )
     .and_then(|o| o.with_clinical_weight(args.clinical_weight))
-    .with_context(|| format!("--metric {} / weights", args.metric))?;
-    anyhow::ensure!(
-        args.cache_save_secs.is_finite() && args.cache_save_secs >= 0.0,
-        "--cache-save-secs must be a finite number >= 0"
-    );
+    .with_context(|| format!("--metric {}", args.metric))?;
+    // Duration::from_secs_f64 panics beyond its range.
+    let save_interval = Duration::try_from_secs_f64(args.cache_save_secs)
+        .map_err(|_| anyhow::anyhow!("--cache-save-secs must be a finite number >= 0"))?;
     // Before the model loads: a file that is no sentence cache (a corpus, say) is
     // refused, never loaded as empty and overwritten at the first save.
     if let (Some(path), false) = (&args.cache, args.exact) {
@@ -224,8 +366,7 @@ pub fn run(args: Args) -> Result<()> {
     };
     let persist = match (&args.cache, &cache) {
         (Some(path), Some(cache)) => {
-            let interval = Duration::from_secs_f64(args.cache_save_secs);
-            let (p, outcome) = PersistentCache::open(cache.clone(), path, interval);
+            let (p, outcome) = PersistentCache::open(cache.clone(), path, save_interval);
             log_line(format_args!("sdr serve: {}", outcome.message(path)));
             Some(Arc::new(p))
         }

@@ -60,7 +60,8 @@ pub struct EncoderArgs {
     /// embedded by an earlier command are read back instead of embedded again. Loaded
     /// at start (a damaged file or one of another encoder is ignored, with a notice;
     /// a path that is not a folder, or a cache file that is no sentence cache, is an
-    /// error), written atomically when the command ends.
+    /// error), written atomically when the command ends (except over a file of another
+    /// encoder, which is left as it is).
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
 }
@@ -86,6 +87,15 @@ impl EncoderArgs {
             ..Default::default()
         };
         if self.encoder != "mpnet" {
+            // The stand-ins keep no cache, but a bad path is refused all the same,
+            // as the help says (and nothing is made for them).
+            if let Some(dir) = self
+                .cache_dir
+                .as_deref()
+                .filter(|d| d.exists() && !d.is_dir())
+            {
+                anyhow::bail!("--cache-dir {}: not a folder", dir.display());
+            }
             return sdr_corpus::load_encoder(&self.encoder, self.model.as_deref(), options)
                 .map_err(|e| anyhow!("{e}"));
         }
@@ -104,6 +114,7 @@ impl EncoderArgs {
 /// Loads the model folder (`model`, else `$SDR_MODEL`, else the default) and prints
 /// the encoder's notice (a precision replaced on this CPU) on stderr, after `who: `.
 pub fn load_model(model: Option<&Path>, options: EncoderOptions, who: &str) -> Result<Encoder> {
+    check_model_arg(model)?;
     let hint = |e: &dyn std::fmt::Display| {
         anyhow!("{e} (run scripts/fetch-model.sh, or pass --model DIR)")
     };
@@ -113,6 +124,19 @@ pub fn load_model(model: Option<&Path>, options: EncoderOptions, who: &str) -> R
         log_line(format_args!("{who}: {notice}"));
     }
     Ok(encoder)
+}
+
+/// Refuses a `--model` that is a file, which the model lookup would report as a
+/// folder not found.
+pub fn check_model_arg(model: Option<&Path>) -> Result<()> {
+    match model {
+        Some(p) if p.exists() && !p.is_dir() => Err(anyhow!(
+            "--model {}: is a file, not a model folder (a sentence-transformers folder \
+             holding config.json, model.safetensors and tokenizer.json)",
+            p.display()
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The cache file of `encoder` in `dir`: model name, weights hash and precision, so
@@ -144,23 +168,36 @@ pub fn check_cache_dir(dir: &Path) -> Result<()> {
 /// Fills `encoder`'s sentence cache from `file` when there is one; a damaged file or
 /// one of another encoder costs only time, with a notice naming it. A file that is
 /// no sentence cache at all is an error: it would be overwritten by the save.
-pub fn load_cache(encoder: &Encoder, file: &Path, who: &str) -> Result<()> {
+///
+/// Returns whether the cache may be saved to `file` at the end: not when the file
+/// holds another encoder's cache, which is ignored and left as it is (a damaged
+/// file holds nothing to keep, and is replaced).
+pub fn load_cache(encoder: &Encoder, file: &Path, who: &str) -> Result<bool> {
     sdr_embed::SentenceCache::check_path(file).map_err(|e| anyhow!("--cache-dir: {e}"))?;
     if let (true, Some(cache)) = (file.is_file(), encoder.cache()) {
-        if let Err(e) = cache.load(file) {
-            log_line(format_args!(
+        match cache.load(file) {
+            Ok(_) => {}
+            Err(e @ sdr_embed::EmbedError::CacheEncoder { .. }) => {
+                log_line(format_args!(
+                    "{who}: {e}; starting with an empty sentence cache, which is not saved \
+                     (the file is left as it is)"
+                ));
+                return Ok(false);
+            }
+            Err(e) => log_line(format_args!(
                 "{who}: {e}; starting with an empty sentence cache"
-            ));
+            )),
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 /// An encoder whose sentence cache is read from a file at start and written back
 /// (atomically, only if it changed) when it is dropped, at the end of the command.
 struct CachedEncoder {
     encoder: Encoder,
-    file: PathBuf,
+    /// `None` when the file holds another encoder's cache (see [`load_cache`]).
+    file: Option<PathBuf>,
 }
 
 impl CachedEncoder {
@@ -168,15 +205,19 @@ impl CachedEncoder {
         check_cache_dir(dir)?;
         let file =
             cache_file(&encoder, dir).with_context(|| format!("--cache-dir {}", dir.display()))?;
-        load_cache(&encoder, &file, "sdr")?;
-        Ok(Self { encoder, file })
+        let save = load_cache(&encoder, &file, "sdr")?;
+        Ok(Self {
+            encoder,
+            file: save.then_some(file),
+        })
     }
 }
 
 impl Drop for CachedEncoder {
     fn drop(&mut self) {
-        if let Some(cache) = self.encoder.cache().filter(|c| c.is_dirty()) {
-            if let Err(e) = cache.save(&self.file) {
+        let dirty = self.encoder.cache().filter(|c| c.is_dirty());
+        if let (Some(cache), Some(file)) = (dirty, &self.file) {
+            if let Err(e) = cache.save(file) {
                 log_line(format_args!("sdr: could not save the sentence cache: {e}"));
             }
         }

@@ -4,23 +4,22 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, Result};
 use sdr_corpus::{CsvTable, Split};
 use sdr_gen::{Backend, CandidateState, End, Image, PromptTemplate, Request};
 use serde::{Deserialize, Serialize};
 
 use crate::jsonl::{id_text, parse_json};
 
+/// `--studies` when not given: relative to the current folder.
+pub const DEFAULT_STUDIES: &str = "data/iu-xray/indiana_reports.csv";
+
 /// Where the studies come from and how each prompt is made.
 #[derive(clap::Args, Debug, Clone)]
 pub struct StudyArgs {
     /// Studies: an IU X-ray style CSV (uid, indication, findings, impression
     /// columns) or JSON Lines with {"id", "context"?, "images"?: [paths]} per line.
-    #[arg(
-        long,
-        default_value = "data/iu-xray/indiana_reports.csv",
-        value_name = "FILE"
-    )]
+    #[arg(long, default_value = DEFAULT_STUDIES, value_name = "FILE")]
     pub studies: PathBuf,
     /// CSV only: keep this split (test: uid % 10 == 0, validation: 1, train: the rest, all).
     #[arg(long, default_value = "test", value_name = "SPLIT")]
@@ -117,6 +116,24 @@ impl StudyArgs {
         PromptTemplate::parse(&self.prompt)
     }
 
+    /// Refuses, before any work, `--studies` that is not there (naming the
+    /// default when it is the default) and a `--context` that is neither value.
+    pub fn check(&self) -> Result<()> {
+        if !matches!(self.context.as_str(), "none" | "indication") {
+            return Err(anyhow!(
+                "--context {}: expected indication or none",
+                self.context
+            ));
+        }
+        crate::common::check_input("--studies", &self.studies, DEFAULT_STUDIES)
+    }
+
+    /// The prompt file, when `--prompt` names one rather than p1 or p2: an
+    /// input that no output may replace.
+    pub fn prompt_file(&self) -> Option<&Path> {
+        matches!(self.template(), PromptTemplate::File(_)).then_some(Path::new(&self.prompt))
+    }
+
     /// The studies, in file order.
     pub fn load(&self) -> Result<Vec<Study>> {
         let with_context = match self.context.as_str() {
@@ -162,8 +179,7 @@ impl StudyArgs {
                 });
             }
         } else {
-            let text = std::fs::read_to_string(&self.studies)
-                .with_context(|| format!("cannot read {name}"))?;
+            let text = crate::jsonl::read_text(&self.studies)?;
             for (no, line) in text.lines().enumerate() {
                 if line.trim().is_empty() {
                     continue;
@@ -220,6 +236,55 @@ pub fn default_gguf() -> Option<PathBuf> {
 }
 
 impl BackendArgs {
+    /// Refuses, before any work (and before `sdr generate` makes FILE.partial),
+    /// settings that no request may have, each naming its option. The request of
+    /// every study is validated again by [`BackendArgs::request`].
+    pub fn check(&self) -> Result<()> {
+        let bad = |flag: &str, value: &dyn std::fmt::Display, rule: &str| {
+            Err(anyhow!("{flag} {value}: {rule}"))
+        };
+        if !matches!(self.backend.as_str(), "local" | "openai") {
+            return Err(anyhow!(
+                "--backend {}: expected local or openai",
+                self.backend
+            ));
+        }
+        if self.k == 0 {
+            return bad("-k", &self.k, "must be at least 1");
+        }
+        if !(self.temperature.is_finite() && self.temperature >= 0.0) {
+            return bad(
+                "--temperature",
+                &self.temperature,
+                "must be finite and >= 0 (0 = greedy)",
+            );
+        }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return bad("--top-p", &self.top_p, "must be in (0, 1] (1 = off)");
+        }
+        if !(self.repetition_penalty.is_finite() && self.repetition_penalty > 0.0) {
+            return bad(
+                "--repetition-penalty",
+                &self.repetition_penalty,
+                "must be finite and > 0 (1 = off)",
+            );
+        }
+        if self.max_tokens == 0 {
+            return bad("--max-tokens", &self.max_tokens, "must be at least 1");
+        }
+        if self.prefill.as_deref().is_some_and(|p| p.trim().is_empty()) {
+            return Err(anyhow!("--prefill: the text is empty"));
+        }
+        if self.backend == "openai" && !(self.timeout.is_finite() && self.timeout > 0.0) {
+            return bad(
+                "--timeout",
+                &self.timeout,
+                "must be a positive number of seconds",
+            );
+        }
+        Ok(())
+    }
+
     /// Loads the model or configures the client.
     pub fn load(&self) -> Result<Box<dyn Backend>> {
         match self.backend.as_str() {

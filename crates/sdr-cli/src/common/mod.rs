@@ -11,11 +11,15 @@ use std::io::IsTerminal;
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use sdr_corpus::{Aggregation, CorpusIndex, Section};
 
 pub use encoder::EncoderArgs;
 pub use generation::{default_gguf, refuse_failed, BackendArgs, GenRecord, Study, StudyArgs};
 pub use journal::{partial_path, Journal, Kept};
-pub use output::{check_not_an_input, check_output_dir, check_output_file, log_line, print_stdout};
+pub use output::{
+    check_input, check_not_an_input, check_output_dir, check_output_file, check_outputs, log_line,
+    or_stdin, print_stdout,
+};
 
 /// A progress bar over `n` studies, hidden with `quiet`; a line every 10
 /// studies when stderr is not a terminal (see [`Progress`]).
@@ -116,6 +120,23 @@ pub fn convergence_warning(unconverged: usize, evaluated: usize) -> Option<Strin
         format!(
             "warning: {unconverged} of {evaluated} distances did not converge \
              (their solver's last iterate is written; SPEC §3)"
+        )
+    })
+}
+
+/// The stderr line that says `--agg knn:k=K` asks for more neighbours than the
+/// corpus has reports with a section, if it does: the mean is then over all of
+/// them, the same as `--agg avg`, which a user would not expect.
+pub fn knn_warning(agg: &Aggregation, index: &CorpusIndex<'_>) -> Option<String> {
+    let Aggregation::Knn { k } = agg else {
+        return None;
+    };
+    let f = index.section(Section::Findings).n_reports;
+    let i = index.section(Section::Impression).n_reports;
+    (*k > f.min(i)).then(|| {
+        format!(
+            "warning: --agg {agg}: the corpus has {f} reports with findings and {i} with \
+             impression; with fewer than K, knn is the mean over all of them, as --agg avg"
         )
     })
 }

@@ -1,6 +1,6 @@
-//! Output checks made before any work, stdout writes that fail in one line
-//! instead of panicking (`corpus`, `eval`, `score`, `select`, `select-eval`),
-//! and stderr lines that never panic (every command).
+//! Input and output-path checks made before any work, stdout writes that
+//! fail in one line instead of panicking (`corpus`, `eval`, `score`,
+//! `select`, `select-eval`), and stderr lines that never panic (every command).
 
 use std::io::Write;
 use std::path::Path;
@@ -67,19 +67,99 @@ pub fn check_output_dir(flag: &str, dir: &Path) -> Result<()> {
 }
 
 /// Refuses an output `out` (given as `flag`) that is one of the `inputs`
-/// (the same file by canonical path), which the write would replace.
+/// (the same file: same device and inode, so a hard or symbolic link counts),
+/// which the write would replace. `-` in `inputs` is standard input, which
+/// counts when it is redirected from a file.
 pub fn check_not_an_input(flag: &str, out: &Path, inputs: &[&Path]) -> Result<()> {
-    let Ok(o) = out.canonicalize() else {
+    if std::fs::metadata(out).is_err() {
         return Ok(()); // not there yet: no input can be it
-    };
+    }
     for i in inputs {
-        if i.canonicalize().is_ok_and(|c| c == o) {
+        let (path, name) = if *i == Path::new("-") {
+            (Path::new("/dev/stdin"), "<stdin>".to_string())
+        } else {
+            (*i, i.display().to_string())
+        };
+        if same_file(out, path) {
             return Err(anyhow!(
-                "{flag} {}: is also the input {}; write the output to another file",
-                out.display(),
-                i.display()
+                "{flag} {}: is also the input {name}; write the output to another file",
+                out.display()
             ));
         }
     }
     Ok(())
+}
+
+/// Refuses, before any work is done, the outputs `(flag, path)` of a command
+/// that reads `inputs`: each must pass [`check_output_file`] and
+/// [`check_not_an_input`], and no two may be the same file (the last
+/// written would replace the other). Among `outputs`, `None` and `-` are
+/// standard output (skipped); among `inputs`, `None` is an optional input
+/// not given, `-` standard input (see [`or_stdin`]).
+pub fn check_outputs(outputs: &[(&str, Option<&Path>)], inputs: &[Option<&Path>]) -> Result<()> {
+    let inputs: Vec<&Path> = inputs.iter().flatten().copied().collect();
+    let files: Vec<(&str, &Path)> = outputs
+        .iter()
+        .filter_map(|(flag, p)| p.filter(|p| *p != Path::new("-")).map(|p| (*flag, p)))
+        .collect();
+    for (n, (flag, path)) in files.iter().enumerate() {
+        check_output_file(flag, path)?;
+        check_not_an_input(flag, path, &inputs)?;
+        if let Some((other, _)) = files[..n].iter().find(|(_, o)| same_file(path, o)) {
+            return Err(anyhow!(
+                "{flag} {}: is also the {other} file; write each output to its own file",
+                path.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// An input path that is standard input when absent, for [`check_outputs`].
+pub fn or_stdin(input: Option<&Path>) -> Option<&Path> {
+    Some(input.unwrap_or(Path::new("-")))
+}
+
+/// Whether `a` and `b` name one file: the same device and inode when both
+/// exist, else the same path once their folders are resolved.
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        #[cfg(unix)]
+        (Ok(ma), Ok(mb)) => {
+            use std::os::unix::fs::MetadataExt;
+            // Only a regular file is lost (`-o /dev/null < /dev/null` is fine).
+            (ma.dev(), ma.ino()) == (mb.dev(), mb.ino()) && ma.is_file()
+        }
+        #[cfg(not(unix))]
+        (Ok(_), Ok(_)) => a.canonicalize().ok() == b.canonicalize().ok(),
+        (Err(_), Err(_)) => resolved(a) == resolved(b),
+        _ => false,
+    }
+}
+
+/// `path` with its folder made canonical (the file itself may not exist yet).
+fn resolved(path: &Path) -> std::path::PathBuf {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    match (dir.canonicalize(), path.file_name()) {
+        (Ok(d), Some(name)) => d.join(name),
+        _ => path.to_path_buf(),
+    }
+}
+
+/// Refuses, before any work is done, an input file `path` (given as `flag`)
+/// that is not there, saying when it is the option's `default`: a path
+/// relative to the current folder, which is easy to miss.
+pub fn check_input(flag: &str, path: &Path, default: &str) -> Result<()> {
+    if path.exists() {
+        return Ok(());
+    }
+    if path == Path::new(default) {
+        return Err(anyhow!(
+            "{flag} (default {default}, relative to the current folder): not found; pass {flag} FILE"
+        ));
+    }
+    Err(anyhow!("{flag} {}: not found", path.display()))
 }

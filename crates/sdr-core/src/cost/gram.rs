@@ -89,10 +89,41 @@ pub fn inverse_norms(data: &[f32], dim: usize) -> std::result::Result<Vec<f64>, 
         .collect()
 }
 
+/// Costs below this are f32 rounding of a zero cost, and [`cost`] returns
+/// exactly 0. An f32 dot product of two 768-d unit vectors is off by up to
+/// ~1e-7, so a sentence compared with itself costs ~1e-8 rather than 0; the
+/// OT family's `M / max(M)` would blow that up to order one (SPEC §3: when
+/// `max(M) = 0` their distance is 0) and one-sentence sections equal to a
+/// corpus entry would score 1. Distinct sentences lie much farther apart
+/// (paraphrases differing in one word cost ~1e-3).
+pub const GRAM_ZERO_COST: f64 = 1e-6;
+
 /// Cosine cost from a raw dot product and the two inverse norms.
 #[inline(always)]
 pub fn cost(dot: f32, inv_a: f64, inv_b: f64) -> f64 {
-    ((1.0 - f64::from(dot) * inv_a * inv_b) * 0.5).clamp(0.0, 1.0)
+    let d = ((1.0 - f64::from(dot) * inv_a * inv_b) * 0.5).clamp(0.0, 1.0);
+    if d < GRAM_ZERO_COST {
+        0.0
+    } else {
+        d
+    }
+}
+
+/// The intra-set cost matrix of `n` rows from their dot products `dot(i, j)`
+/// (`i < j` only asked): exactly symmetric with a zero diagonal, as in exact
+/// arithmetic. GW's mirror descent starts at the fixed point `p q^T` of a
+/// 2-row set's `[[0, 1], [1, 0]]`; f32 noise on the diagonal or across it
+/// would push it off there (to another plan) where the f64 path and POT stay.
+pub fn intra_cost(n: usize, inv: &[f64], dot: impl Fn(usize, usize) -> f32) -> super::CostMatrix {
+    let mut data = vec![0.0; n * n];
+    for i in 0..n {
+        for j in i + 1..n {
+            let c = cost(dot(i, j), inv[i], inv[j]);
+            data[i * n + j] = c;
+            data[j * n + i] = c;
+        }
+    }
+    super::CostMatrix::new(n, n, data)
 }
 
 #[cfg(test)]
@@ -153,5 +184,31 @@ mod tests {
         }
         let (ia, ib) = pc.intra.as_ref().unwrap();
         assert_eq!((ia.n, ib.n), (3, 4));
+        for m in [ia, ib] {
+            for i in 0..m.n {
+                assert_eq!(m.get(i, i), 0.0);
+                for j in 0..m.n {
+                    assert_eq!(m.get(i, j).to_bits(), m.get(j, i).to_bits());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_row_against_itself_costs_exactly_zero() {
+        // 768-d rows whose f32 self products round: the cost snaps to 0, so
+        // the OT family's max(M) = 0 rule applies (SPEC §3).
+        let dim = 768;
+        let rows: Vec<f32> = (0..3 * dim)
+            .map(|i| ((i as f32) * 0.618_034).sin() * 0.37 + 0.01)
+            .collect();
+        let g = gram(&rows, &rows, dim);
+        let inv = inverse_norms(&rows, dim).unwrap();
+        for i in 0..3 {
+            assert_eq!(cost(g[i * 3 + i], inv[i], inv[i]), 0.0);
+        }
+        let pc = crate::cost::PairCost::from_gram(&g, 3, &inv, 0..1, 0..1, false);
+        assert_eq!(pc.cross.max(), 0.0);
+        assert!(pc.cross.normalized().is_none());
     }
 }

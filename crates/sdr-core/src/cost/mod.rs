@@ -571,9 +571,14 @@ impl PairCost<'static> {
             }
             Cow::Owned(CostMatrix::new(r.len(), c.len(), data))
         };
+        let intra = |r: &Range<usize>| {
+            let inv = &inv[r.clone()];
+            let at = |i: usize, j: usize| dots[(r.start + i) * stride + r.start + j];
+            Cow::Owned(gram::intra_cost(r.len(), inv, at))
+        };
         PairCost {
             cross: block(&a, &b),
-            intra: with_intra.then(|| (block(&a, &a), block(&b, &b))),
+            intra: with_intra.then(|| (intra(&a), intra(&b))),
         }
     }
 }

@@ -11,6 +11,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use sdr_core::report::parse_template;
 use sdr_core::reward::RewardBreakdown;
 use sdr_reward::{
     parse_reference, PersistentCache, RewardOptions, Scorer, SentenceCache, SentenceEncoder,
@@ -158,20 +159,49 @@ impl AppState {
         references: Vec<OwnedReference>,
     ) -> Result<Vec<RewardBreakdown>, ApiError> {
         let limits = &self.inner.limits;
-        if completions.len() > limits.max_request_samples {
-            return Err(ApiError(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!(
-                    "{} samples in one request; the limit is {} (--max-request-samples)",
-                    completions.len(),
-                    limits.max_request_samples
-                ),
-            ));
+        // More than the queue holds would get 503 forever: it is too large.
+        let (most, option) = if limits.max_request_samples <= limits.max_queued_samples {
+            (limits.max_request_samples, "--max-request-samples")
+        } else {
+            (limits.max_queued_samples, "--max-queued-samples")
+        };
+        if completions.len() > most {
+            return Err(too_large(format!(
+                "{} samples in one request; the limit is {most} ({option})",
+                completions.len(),
+            )));
         }
         // Input errors are found here, with indices within this request, so
-        // that a batch never fails because of another client's request.
-        for (i, r) in references.iter().enumerate() {
-            parse_reference(&r.as_reference(), i).map_err(|e| ApiError::bad(e.to_string()))?;
+        // that a batch never fails because of another client's request. The
+        // work grows with sentences, not bytes: they are bounded here too.
+        let mut total = 0usize;
+        for (i, (c, r)) in completions.iter().zip(&references).enumerate() {
+            let reference =
+                parse_reference(&r.as_reference(), i).map_err(|e| ApiError::bad(e.to_string()))?;
+            let reference = reference.findings.len() + reference.impression.len();
+            // A malformed completion scores 0 and is never embedded.
+            let g = parse_template(c);
+            let completion = if g.format_valid {
+                g.findings.len() + g.impression.len()
+            } else {
+                0
+            };
+            let n = completion + reference;
+            if n > limits.max_sentences_per_sample {
+                return Err(too_large(format!(
+                    "sample {i} has {n} sentences (completion {completion}, reference \
+                     {reference}); the limit is {} per sample (--max-sentences-per-sample)",
+                    limits.max_sentences_per_sample
+                )));
+            }
+            total += n;
+            if total > limits.max_request_sentences {
+                return Err(too_large(format!(
+                    "samples 0 to {i} have {total} sentences; the limit is {} per request \
+                     (--max-request-sentences): send fewer samples per request",
+                    limits.max_request_sentences
+                )));
+            }
         }
         if completions.is_empty() {
             return Ok(Vec::new());
@@ -218,6 +248,11 @@ impl AppState {
             Ok(Ok(Ok(scores))) => Ok(scores),
         }
     }
+}
+
+/// A 413 reply.
+fn too_large(m: String) -> ApiError {
+    ApiError(StatusCode::PAYLOAD_TOO_LARGE, m)
 }
 
 /// A failed request: status and message, sent as `{"error": message}`.
@@ -529,6 +564,14 @@ async fn not_found() -> Response {
     .into_response()
 }
 
+async fn method_not_allowed() -> Response {
+    ApiError(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method not allowed (POST the OpenRLHF path and /v1/rewards, GET /health)".into(),
+    )
+    .into_response()
+}
+
 /// The routes with their limits; `path` is the OpenRLHF endpoint.
 pub fn router(state: AppState, path: &str) -> Router {
     let limits = state.inner.limits;
@@ -536,6 +579,8 @@ pub fn router(state: AppState, path: &str) -> Router {
         .route(path, post(openrlhf))
         .route("/v1/rewards", post(batch))
         .route("/health", get(health))
+        // After the routes: it applies to those already added.
+        .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
         .layer(ConcurrencyLimitLayer::new(limits.max_concurrency))

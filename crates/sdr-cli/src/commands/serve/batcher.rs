@@ -18,6 +18,15 @@ pub struct Limits {
     pub max_wait: Duration,
     pub max_body_bytes: usize,
     pub max_request_samples: usize,
+    /// Most sentences in one sample, completion and reference together, after
+    /// segmentation (413 beyond): bounds the distance work of a sample.
+    pub max_sentences_per_sample: usize,
+    /// Most sentences in one request (413 beyond): bounds its encoder work.
+    pub max_request_sentences: usize,
+    /// New sentences per encoder call: between two calls the batcher checks
+    /// that the batch's clients still wait, so that one that timed out or left
+    /// holds the encoder for at most one chunk.
+    pub encode_chunk: usize,
     pub max_concurrency: usize,
     pub timeout: Duration,
     /// Most samples waiting to be scored; a request that would exceed it is
@@ -33,6 +42,9 @@ impl Default for Limits {
             max_wait: Duration::from_millis(5),
             max_body_bytes: 8 << 20,
             max_request_samples: 4096,
+            max_sentences_per_sample: 1024,
+            max_request_sentences: 65_536,
+            encode_chunk: 256,
             max_concurrency: 1024,
             timeout: Duration::from_secs(120),
             max_queued_samples: 65_536,
@@ -121,32 +133,36 @@ impl Counters {
             .fetch_add(stats.distinct as u64, Ordering::Relaxed);
         self.cache_hits
             .fetch_add(stats.cache_hits as u64, Ordering::Relaxed);
-        self.embedded
-            .fetch_add(stats.embedded as u64, Ordering::Relaxed);
+        self.add_encoded(stats.embedded, stats.encode_seconds);
+    }
+
+    fn add_encoded(&self, sentences: usize, seconds: f64) {
+        self.embedded.fetch_add(sentences as u64, Ordering::Relaxed);
         self.encode_micros
-            .fetch_add((stats.encode_seconds * 1e6) as u64, Ordering::Relaxed);
+            .fetch_add((seconds * 1e6) as u64, Ordering::Relaxed);
     }
 }
 
 /// Start the batcher task; requests go through the returned sender.
 pub fn spawn(limits: Limits, counters: Arc<Counters>) -> mpsc::Sender<Job> {
     let (tx, rx) = mpsc::channel(QUEUE);
-    tokio::spawn(run(rx, limits.max_batch, limits.max_wait, counters));
+    tokio::spawn(run(rx, limits, counters));
     tx
 }
 
-async fn run(
-    mut rx: mpsc::Receiver<Job>,
-    max_batch: usize,
-    max_wait: Duration,
-    counters: Arc<Counters>,
-) {
+async fn run(mut rx: mpsc::Receiver<Job>, limits: Limits, counters: Arc<Counters>) {
+    let (max_batch, chunk) = (limits.max_batch, limits.encode_chunk);
     while let Some(first) = rx.recv().await {
         let mut samples = first.completions.len();
         let mut jobs = vec![first];
-        let deadline = Instant::now() + max_wait;
+        // A wait too long for an Instant is no wait limit at all.
+        let deadline = Instant::now().checked_add(limits.max_wait);
         while samples < max_batch {
-            match tokio::time::timeout_at(deadline, rx.recv()).await {
+            let next = match deadline {
+                Some(d) => tokio::time::timeout_at(d, rx.recv()).await,
+                None => Ok(rx.recv().await),
+            };
+            match next {
                 Ok(Some(job)) => {
                     samples += job.completions.len();
                     jobs.push(job);
@@ -164,34 +180,58 @@ async fn run(
         // Scoring is CPU-bound: off the async workers. The next batch
         // collects in the channel meanwhile.
         let c = counters.clone();
-        let _ = tokio::task::spawn_blocking(move || score_jobs(jobs, &c)).await;
+        let _ = tokio::task::spawn_blocking(move || score_jobs(jobs, chunk, &c)).await;
     }
 }
 
-/// Score jobs, one scorer call per distinct scorer, and answer each.
-pub fn score_jobs(jobs: Vec<Job>, counters: &Counters) {
-    // Clients that timed out have dropped their receiver: skip their work.
-    let mut pending: Vec<Job> = jobs.into_iter().filter(|j| !j.reply.is_closed()).collect();
+/// Score jobs, one scorer call per distinct scorer, and answer each; new
+/// sentences are embedded `chunk` at a time (see [`Limits::encode_chunk`]).
+pub fn score_jobs(jobs: Vec<Job>, chunk: usize, counters: &Counters) {
+    let mut pending = jobs;
     while let Some(first) = pending.first() {
         let scorer = first.scorer.clone();
         let (group, rest): (Vec<Job>, Vec<Job>) = pending
             .into_iter()
             .partition(|j| Arc::ptr_eq(&j.scorer, &scorer));
         pending = rest;
-        score_group(&scorer, group, counters);
+        score_group(&scorer, group, chunk, counters);
     }
 }
 
-fn score_group(scorer: &Scorer, group: Vec<Job>, counters: &Counters) {
-    let completions: Vec<&str> = group
-        .iter()
-        .flat_map(|j| j.completions.iter().map(String::as_str))
-        .collect();
-    let references: Vec<Reference<'_>> = group
-        .iter()
-        .flat_map(|j| j.references.iter().map(OwnedReference::as_reference))
-        .collect();
-    match scorer.score(&completions, &references) {
+/// A request whose client timed out or disconnected: its handler, and with it
+/// the receiver, is gone.
+fn abandoned(job: &Job) -> bool {
+    job.reply.is_closed()
+}
+
+fn score_group(scorer: &Scorer, mut group: Vec<Job>, chunk: usize, counters: &Counters) {
+    let result = loop {
+        group.retain(|j| !abandoned(j));
+        if group.is_empty() {
+            return;
+        }
+        let completions: Vec<&str> = group
+            .iter()
+            .flat_map(|j| j.completions.iter().map(String::as_str))
+            .collect();
+        let references: Vec<Reference<'_>> = group
+            .iter()
+            .flat_map(|j| j.references.iter().map(OwnedReference::as_reference))
+            .collect();
+        let stop = || group.iter().any(abandoned);
+        match scorer.score_until(&completions, &references, chunk, &stop) {
+            Err(RewardError::Stopped {
+                embedded,
+                encode_seconds,
+            }) => {
+                // A client left mid-batch: score the others again without it;
+                // what was embedded is cached, so only its own work is lost.
+                counters.add_encoded(embedded, encode_seconds);
+            }
+            other => break other,
+        }
+    };
+    match result {
         Ok((scores, stats)) => {
             counters.add(&stats);
             let mut it = scores.into_iter();
@@ -204,7 +244,7 @@ fn score_group(scorer: &Scorer, group: Vec<Job>, counters: &Counters) {
             // Find whose input it was: score each request alone, so errors
             // carry indices within that request.
             for job in group {
-                let reply = score_one(scorer, &job);
+                let reply = score_one(scorer, &job, chunk, counters);
                 let _ = job.reply.send(reply);
             }
         }
@@ -215,12 +255,27 @@ fn score_group(scorer: &Scorer, group: Vec<Job>, counters: &Counters) {
     }
 }
 
-fn score_one(scorer: &Scorer, job: &Job) -> Reply {
+fn score_one(scorer: &Scorer, job: &Job, chunk: usize, counters: &Counters) -> Reply {
     let c: Vec<&str> = job.completions.iter().map(String::as_str).collect();
     let r: Vec<Reference<'_>> = job
         .references
         .iter()
         .map(OwnedReference::as_reference)
         .collect();
-    scorer.score(&c, &r).map(|(s, _)| s).map_err(Failure::from)
+    match scorer.score_until(&c, &r, chunk, &|| abandoned(job)) {
+        Ok((scores, stats)) => {
+            counters.add(&stats);
+            Ok(scores)
+        }
+        Err(e) => {
+            if let RewardError::Stopped {
+                embedded,
+                encode_seconds,
+            } = e
+            {
+                counters.add_encoded(embedded, encode_seconds);
+            }
+            Err(e.into())
+        }
+    }
 }
