@@ -22,27 +22,41 @@ pub(crate) enum PeriodKind {
 
 /// Never sentence-final (lower-cased, without the final period).
 const NEVER: &[&str] = &[
-    "dr", "drs", "mr", "mrs", "ms", "prof", "st", "sr", "jr", "vs", "approx", "e.g", "i.e", "eg",
-    "ie", "cf", "viz", "fig", "figs", "incl", "ref",
+    "dr", "drs", "mr", "mrs", "ms", "prof", "st", "sr", "jr", "vs", "e.g", "i.e", "eg", "ie", "cf",
+    "viz", "fig", "figs", "incl", "ref",
 ];
 
-/// Sentence-final only before a new sentence (lower-cased).
+/// Titles before a name: a single capital after them is an initial
+/// (`Dr. J. Smith`), see [`is_title`].
+const TITLES: &[&str] = &["dr", "drs", "mr", "mrs", "ms", "prof"];
+
+/// Sentence-final only before a new sentence (lower-cased). Besides the
+/// general ones: radiology shorthand (`Rt.`, `Lt.`, `bilat.`, `prox.`, `hx.`),
+/// month names (`Dec. 12`) and `approx.` (`2 cm approx. The lungs ...` ends
+/// a sentence, `approx. 2 cm` does not).
 const CONDITIONAL: &[&str] = &[
     "etc", "pt", "pts", "resp", "esp", "lat", "ant", "post", "inf", "sup", "min", "mins", "hr",
-    "hrs", "sec", "wk", "wks", "yr", "yrs", "mo", "mos",
+    "hrs", "sec", "wk", "wks", "yr", "yrs", "mo", "mos", "approx", "rt", "lt", "bilat", "bil",
+    "prox", "dist", "med", "mod", "sm", "lg", "abd", "ext", "hx", "dx", "sx", "tx", "fx", "jan",
+    "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
 ];
 
 /// `No.` / `Nos.` abbreviate "number" only before a digit (`No. 2`); otherwise
 /// `No.` is the one-word sentence it usually is in a report.
 const NUMBER_ABBREVIATIONS: &[&str] = &["no", "nos"];
 
-/// Vertebral level `T9`, `L1-L2`, `T12-L1`, `C7`, `S1`, `T9-10` (case-sensitive,
-/// as written in reports; `t9` is not recognised).
+/// A title (`Dr`, `Mrs`, any case, without its period).
+pub(crate) fn is_title(token: &str) -> bool {
+    TITLES.contains(&token.to_lowercase().as_str())
+}
+
+/// Vertebral level `T9`, `L1-L2`, `T12-L1`, `C7`, `S1`, `T9-10`, `T9/T10`,
+/// also in lower case (`t9`), as a hard-wrapped or dictated report writes it.
 pub(crate) fn is_vertebral_level(token: &str) -> bool {
     fn level(s: &str, letter_optional: bool) -> bool {
         let mut chars = s.chars();
         let rest = match s.chars().next() {
-            Some('C' | 'T' | 'L' | 'S') => {
+            Some('C' | 'T' | 'L' | 'S' | 'c' | 't' | 'l' | 's') => {
                 chars.next();
                 chars.as_str()
             }
@@ -51,7 +65,7 @@ pub(crate) fn is_vertebral_level(token: &str) -> bool {
         };
         !rest.is_empty() && rest.len() <= 2 && rest.chars().all(|c| c.is_ascii_digit())
     }
-    match token.split_once('-') {
+    match token.split_once(['-', '/']) {
         Some((a, b)) => level(a, false) && level(b, true),
         None => level(token, false),
     }
@@ -90,6 +104,16 @@ pub(crate) fn classify(token: &str, next: Option<char>) -> PeriodKind {
             deid_continues: false,
         };
     }
+    // A single capital before a lower-case word is an initial or a genus
+    // (`E. coli`, `C. difficile`); otherwise it is a word (`hepatitis B. ---`).
+    let mut chars = token.chars();
+    if chars.next().is_some_and(|c| c.is_uppercase()) && chars.next().is_none() {
+        return if next.is_some_and(|c| c.is_lowercase()) {
+            PeriodKind::Never
+        } else {
+            PeriodKind::Terminal
+        };
+    }
     if is_dotted_letters(lower) {
         return PeriodKind::Conditional {
             deid_continues: true,
@@ -109,11 +133,13 @@ mod tests {
 
     #[test]
     fn vertebral_levels() {
-        for t in ["T9", "L1-L2", "T12-L1", "C7", "S1", "T9-10", "T12"] {
+        for t in [
+            "T9", "L1-L2", "T12-L1", "C7", "S1", "T9-10", "T12", "t9", "T9/T10", "l4-l5",
+        ] {
             assert!(is_vertebral_level(t), "{t}");
         }
         for t in [
-            "t9", "T", "T123", "X9", "9", "T9-", "-T9", "XXXX", "CT", "L1-L2-L3",
+            "T", "T123", "X9", "9", "T9-", "-T9", "XXXX", "CT", "L1-L2-L3", "T9/", "1/2", "x9",
         ] {
             assert!(!is_vertebral_level(t), "{t}");
         }
@@ -127,6 +153,16 @@ mod tests {
         assert_eq!(classify("VS", Some('p')), Never);
         assert_eq!(classify("No", Some('2')), Never);
         assert_eq!(classify("No", Some('E')), Terminal);
+        let conditional = Conditional {
+            deid_continues: false,
+        };
+        for t in ["Rt", "Lt", "bilat", "Dec", "approx", "Hx"] {
+            assert_eq!(classify(t, Some('1')), conditional, "{t}");
+        }
+        assert!(is_title("DR") && is_title("Mrs") && !is_title("St"));
+        assert_eq!(classify("E", Some('c')), Never);
+        assert_eq!(classify("B", Some('-')), Terminal);
+        assert_eq!(classify("B", None), Terminal);
         assert_eq!(classify("cm", Some('N')), Terminal);
         assert_eq!(classify("mm", None), Terminal);
         assert_eq!(classify("XXXX", Some('N')), Terminal);

@@ -74,7 +74,9 @@ const HEADERS: &[(&str, SectionKind)] = &[
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Position {
     /// At a line start: markdown prefixes (`#`, `*`, `_`, `-`, `>`) allowed, and
-    /// the colon may be omitted when the header is alone on its line.
+    /// the colon may be omitted when the header is alone on its line and either
+    /// capitalised (`Impression`, `FINDINGS`) or marked up (`## impression`):
+    /// a bare lower-case `impression` line is a hard-wrapped sentence.
     LineStart,
     /// After a sentence end inside a line (`... normal. Impression: ...`):
     /// only emphasis markers around it, and the colon is required.
@@ -87,10 +89,14 @@ pub(crate) struct Header {
     pub kind: SectionKind,
     /// First character of the section text (after colon and emphasis).
     pub content_start: usize,
+    /// The name is written in capitals (`WET READ:`), as MIMIC-CXR writes
+    /// section headers.
+    pub upper: bool,
 }
 
+/// Whitespace within a line (a non-breaking space included: `Findings\u{a0}:`).
 fn is_blank(ch: char) -> bool {
-    ch == ' ' || ch == '\t'
+    ch != '\n' && ch.is_whitespace()
 }
 
 fn is_emphasis(ch: char) -> bool {
@@ -126,6 +132,7 @@ pub(crate) fn header_at(c: &[char], i: usize, position: Position) -> Option<Head
     // Indentation is free; markdown decoration is bounded (`### **`).
     let mut k = i;
     let mut decoration = 0;
+    let mut marked_up = false;
     while k < n && decoration < 8 {
         let ch = c[k];
         if position == Position::LineStart && is_blank(ch) {
@@ -139,6 +146,7 @@ pub(crate) fn header_at(c: &[char], i: usize, position: Position) -> Option<Head
         if !prefix {
             break;
         }
+        marked_up |= matches!(ch, '#' | '*' | '_');
         decoration += 1;
         k += 1;
     }
@@ -150,7 +158,17 @@ pub(crate) fn header_at(c: &[char], i: usize, position: Position) -> Option<Head
             }
         }
     }
+    let name_start = k;
     let (mut k, kind) = best?;
+    let name = &c[name_start..k];
+    let upper = !name.iter().any(|ch| ch.is_lowercase());
+    let header = |content_start| {
+        Some(Header {
+            kind,
+            content_start,
+            upper,
+        })
+    };
     while k < n && (is_emphasis(c[k]) || is_blank(c[k])) {
         k += 1;
     }
@@ -174,16 +192,11 @@ pub(crate) fn header_at(c: &[char], i: usize, position: Position) -> Option<Head
         while k < n && is_emphasis(c[k]) {
             k += 1;
         }
-        return Some(Header {
-            kind,
-            content_start: k,
-        });
+        return header(k);
     }
-    if position == Position::LineStart && (k == n || c[k] == '\n') {
-        return Some(Header {
-            kind,
-            content_start: k,
-        });
+    let capitalised = name.first().is_some_and(|ch| ch.is_uppercase());
+    if position == Position::LineStart && (k == n || c[k] == '\n') && (capitalised || marked_up) {
+        return header(k);
     }
     None
 }
@@ -195,6 +208,27 @@ mod tests {
     fn at(s: &str, position: Position) -> Option<(SectionKind, String)> {
         let c: Vec<char> = s.chars().collect();
         header_at(&c, 0, position).map(|h| (h.kind, c[h.content_start..].iter().collect()))
+    }
+
+    #[test]
+    fn colonless_needs_capital_or_markup() {
+        use SectionKind::*;
+        let ls = Position::LineStart;
+        assert_eq!(at("impression\nof x", ls), None);
+        assert_eq!(at("findings", ls), None);
+        assert_eq!(at("Impression\nx", ls), Some((Impression, "\nx".into())));
+        assert_eq!(at("## impression\nx", ls), Some((Impression, "\nx".into())));
+        assert_eq!(at("**findings**", ls), Some((Findings, "".into())));
+        assert_eq!(at("impression: x", ls), Some((Impression, " x".into())));
+        assert_eq!(at("Findings\u{a0}: x", ls), Some((Findings, " x".into())));
+    }
+
+    #[test]
+    fn upper_case_names() {
+        let c: Vec<char> = "WET READ: x".chars().collect();
+        assert!(header_at(&c, 0, Position::Inline).is_some_and(|h| h.upper));
+        let c: Vec<char> = "Comparison: x".chars().collect();
+        assert!(header_at(&c, 0, Position::Inline).is_some_and(|h| !h.upper));
     }
 
     #[test]

@@ -5,22 +5,32 @@
 //! - A header is a known name (see [`super::header`]), case-insensitive,
 //!   followed by `:`; markdown around it is allowed (`**Findings:**`,
 //!   `**Impression**:`, `## Impression`). At a line start the colon may be
-//!   omitted when the header is alone on its line (`FINDINGS`, `## Impression`).
-//!   Inside a line a header is recognised only right after a sentence end
-//!   (`... clear. Impression: ...`) and needs its colon.
+//!   omitted when the header is alone on its line and capitalised or marked
+//!   up (`FINDINGS`, `Impression`, `## impression`; a bare `impression` line
+//!   is a hard wrap). Inside a line a header is recognised only right after a
+//!   sentence end (`.`, `!`, `?`, then closers and blanks: `... clear.
+//!   Impression: ...`, `clear.Impression:`, `(see prior.) Impression:`) and
+//!   needs its colon.
 //! - Text on the header's line after the colon belongs to the section, as do
-//!   the following lines up to the next header.
+//!   the following lines up to the next header. Exception: an ignored
+//!   section's header inside a line and not in capitals (`Heart normal.
+//!   Comparison: none. Lungs clear.`) is a label that covers one sentence;
+//!   the interrupted section goes on after it. MIMIC-CXR's capitalised
+//!   `WET READ:` still runs to the next header.
 //! - Recognised non-report sections (INDICATION, COMPARISON, TECHNIQUE, HISTORY,
 //!   EXAMINATION, CLINICAL INFORMATION, RECOMMENDATION(S), NOTIFICATION, FINAL
 //!   REPORT, WET READ, ...) and any preamble before the first header
 //!   (`Sure, here is the report:`) are dropped.
 //! - The report is the first Findings section and the first Impression
-//!   section after it (an Impression with no Findings header anywhere before
-//!   it also counts, so impression-only text keeps its impression). Once the
-//!   report has started, a second Findings or Impression header, or a line
-//!   that starts another example or report (`Example 2`, `**Report 3:**`,
-//!   `Case #4`, `Sample 1`), ends it: what follows is ignored. Small models
-//!   often write their report and then repeat the prompt's examples.
+//!   section after it. A second Findings header, a second Impression header
+//!   (also when the first one stood before the Findings), or a line that
+//!   starts another example or report (`Example 2`, `**Report 3:**`, `Case
+//!   #4`, `Sample 1`) after any Findings or Impression header ends it: what
+//!   follows is ignored. Small models often write their report (or just an
+//!   Impression) and then repeat the prompt's examples. A marker before any
+//!   such header is preamble (`Example 5` labelling the model's own report).
+//!   When no Findings header stands before the end, the Impression is kept,
+//!   so impression-only text shows its impression (and is not valid).
 //! - The report is valid when Findings and Impression each hold at least one
 //!   sentence.
 
@@ -99,35 +109,44 @@ pub fn plain_units(text: &str) -> Vec<Unit> {
     let (headers, end) = report_headers(&headers, &markers);
     let n = end.unwrap_or(n);
     let mut units = Vec::new();
-    let mut push = |section: Option<Section>, chars: &[char]| {
-        units.extend(
-            split_normalized(chars)
-                .into_iter()
-                .map(|text| Unit { section, text }),
-        );
+    let mut push = |section: Option<Section>, sentences: Vec<String>| {
+        units.extend(sentences.into_iter().map(|text| Unit { section, text }));
     };
-    let preamble_end = headers.first().map_or(n, |h| h.0).min(n);
+    let preamble_end = headers.first().map_or(n, |h| h.at).min(n);
     if preamble_end > 0 {
-        push(None, &c[..preamble_end]);
+        push(None, split_normalized(&c[..preamble_end]));
     }
-    for (k, &(_, kind, content_start)) in headers.iter().enumerate() {
-        let end = headers.get(k + 1).map_or(n, |h| h.0).min(n);
-        let section = match kind {
+    // The section that an inline label (`... Comparison: none. ...`) interrupts.
+    let mut current: Option<Section> = None;
+    for (k, h) in headers.iter().enumerate() {
+        let end = headers.get(k + 1).map_or(n, |h| h.at).min(n);
+        let section = match h.kind {
             SectionKind::Findings => Some(Section::Findings),
             SectionKind::Impression => Some(Section::Impression),
             SectionKind::Other => None,
         };
-        if content_start < end {
-            push(section, &c[content_start..end]);
+        let sentences = if h.content < end {
+            split_normalized(&c[h.content..end])
+        } else {
+            Vec::new()
+        };
+        if h.label {
+            let mut rest = sentences;
+            let label: Vec<String> = rest.drain(..rest.len().min(1)).collect();
+            push(None, label);
+            push(current, rest);
+        } else {
+            current = section;
+            push(section, sentences);
         }
     }
     units
 }
 
 /// Whether the report in `text` has ended: a second Findings or Impression
-/// header, or a line opening another example or report, after the report
-/// started (the module rules). Streaming generation stops a candidate there,
-/// since nothing after it can change the parsed report.
+/// header, or a line opening another example or report after a Findings or
+/// Impression header (the module rules). Streaming generation stops a
+/// candidate there, since nothing after it can change the parsed report.
 ///
 /// # Examples
 /// ```
@@ -136,6 +155,7 @@ pub fn plain_units(text: &str) -> Vec<Unit> {
 /// assert!(!plain_report_ended("Findings: Clear.\nImpression: Normal."));
 /// assert!(plain_report_ended("Findings: Clear.\nImpression: Normal.\nExample 2"));
 /// assert!(plain_report_ended("Findings: A.\nImpression: B.\nFindings: C."));
+/// assert!(plain_report_ended("Impression: B.\n\nExample 2:\nFindings: C."));
 /// ```
 pub fn plain_report_ended(text: &str) -> bool {
     let c = normalize(text);
@@ -143,23 +163,36 @@ pub fn plain_report_ended(text: &str) -> bool {
     report_headers(&headers, &markers).1.is_some()
 }
 
-/// Headers `(start, kind, content start)` and example-marker line starts of
-/// normalised text.
-#[allow(clippy::type_complexity)]
-fn scan(c: &[char]) -> (Vec<(usize, SectionKind, usize)>, Vec<usize>) {
+/// A header found in the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Found {
+    /// Where the header starts (and the previous section ends).
+    at: usize,
+    kind: SectionKind,
+    /// First character of the section text.
+    content: usize,
+    /// An inline label of an ignored section not written in capitals
+    /// (`... Heart normal. Comparison: none. Lungs clear.`): it covers one
+    /// sentence, after which the interrupted section goes on. Capitalised
+    /// inline headers (`WET READ:`) and headers at a line start cover the text
+    /// up to the next header.
+    label: bool,
+}
+
+/// Headers and example-marker line starts of normalised text.
+fn scan(c: &[char]) -> (Vec<Found>, Vec<usize>) {
     let n = c.len();
-    // (header start, kind, content start)
-    let mut headers: Vec<(usize, SectionKind, usize)> = Vec::new();
+    let mut headers: Vec<Found> = Vec::new();
     // Starts of lines that open another example or report.
     let mut markers: Vec<usize> = Vec::new();
     let mut i = 0;
-    let mut last_non_blank: Option<char> = None;
+    // The text so far ends a sentence: a terminator, then only closers and
+    // blanks. The segmenter splits there too, also when the next word is
+    // glued on (`clear.Impression:`) or behind a closer (`(see prior.) Impression:`).
+    let mut after_end = false;
     while i < n {
         let line_start = i == 0 || c[i - 1] == '\n';
-        let inline = !line_start
-            && matches!(c[i - 1], ' ' | '\t')
-            && !c[i].is_whitespace()
-            && matches!(last_non_blank, Some('.' | '!' | '?'));
+        let inline = !line_start && after_end && !c[i].is_whitespace() && !is_closer(c[i]);
         if line_start && example_marker_at(c, i) {
             markers.push(i);
         }
@@ -172,63 +205,86 @@ fn scan(c: &[char]) -> (Vec<(usize, SectionKind, usize)>, Vec<usize>) {
         };
         if let Some(h) = found {
             // `content_start > i` always holds (a name was consumed), so this advances.
-            headers.push((i, h.kind, h.content_start));
+            headers.push(Found {
+                at: i,
+                kind: h.kind,
+                content: h.content_start,
+                label: inline && h.kind == SectionKind::Other && !h.upper,
+            });
             i = h.content_start.max(i + 1);
-            last_non_blank = Some(':');
+            after_end = false;
             continue;
         }
-        if !c[i].is_whitespace() {
-            last_non_blank = Some(c[i]);
+        let ch = c[i];
+        if ch == '\n' {
+            after_end = false;
+        } else if matches!(ch, '.' | '!' | '?') {
+            after_end = true;
+        } else if !(ch.is_whitespace() || is_closer(ch)) {
+            after_end = false;
         }
         i += 1;
     }
     (headers, markers)
 }
 
+/// Closing brackets and quotes that may follow a sentence end.
+fn is_closer(ch: char) -> bool {
+    matches!(ch, ')' | ']' | '}' | '"' | '\'' | '’' | '”' | '»')
+}
+
 /// The headers that belong to the report, each with its kind demoted to
 /// `Other` where it is not the report's Findings or Impression, and the
-/// position where the report ends (a repeated header, or an example marker
-/// after the report started), if it does.
-fn report_headers(
-    headers: &[(usize, SectionKind, usize)],
-    markers: &[usize],
-) -> (Vec<(usize, SectionKind, usize)>, Option<usize>) {
-    let findings_anywhere = headers.iter().any(|h| h.1 == SectionKind::Findings);
+/// position where the report ends, if it does.
+///
+/// The report ends at the second Findings header, at the second Impression
+/// header (counting one before the Findings), and at an example marker after
+/// any Findings or Impression header; a marker before them is preamble.
+/// Within the part before the end, an Impression header followed by a
+/// Findings header is not the report's: the report is the first Findings
+/// section and the first Impression after it. Without a Findings header the
+/// Impression is kept (impression-only text shows its impression, invalid).
+fn report_headers(headers: &[Found], markers: &[usize]) -> (Vec<Found>, Option<usize>) {
     // Events in text order; a marker sorts before a header at the same place.
-    let mut events: Vec<(usize, Option<(SectionKind, usize)>)> = markers
+    let mut events: Vec<(usize, Option<&Found>)> = markers
         .iter()
         .map(|&m| (m, None))
-        .chain(headers.iter().map(|&(at, k, c)| (at, Some((k, c)))))
+        .chain(headers.iter().map(|h| (h.at, Some(h))))
         .collect();
     events.sort_by_key(|&(at, h)| (at, h.is_some()));
     let (mut seen_f, mut seen_i) = (false, false);
-    let mut kept = Vec::with_capacity(headers.len());
+    let mut end = None;
     for (at, header) in events {
-        let started = seen_f || seen_i;
-        let Some((kind, content)) = header else {
-            if started {
-                return (kept, Some(at));
-            }
-            continue;
+        let ends = match header.map(|h| h.kind) {
+            None => seen_f || seen_i,
+            Some(SectionKind::Findings) => std::mem::replace(&mut seen_f, true),
+            Some(SectionKind::Impression) => std::mem::replace(&mut seen_i, true),
+            Some(SectionKind::Other) => false,
         };
-        let kind = match kind {
-            SectionKind::Findings | SectionKind::Impression if seen_i => return (kept, Some(at)),
-            SectionKind::Findings if seen_f => return (kept, Some(at)),
-            SectionKind::Findings => {
-                seen_f = true;
-                kind
-            }
-            // An Impression before the Findings is not part of the report.
-            SectionKind::Impression if findings_anywhere && !seen_f => SectionKind::Other,
-            SectionKind::Impression => {
-                seen_i = true;
-                kind
-            }
-            SectionKind::Other => kind,
-        };
-        kept.push((at, kind, content));
+        if ends {
+            end = Some(at);
+            break;
+        }
     }
-    (kept, None)
+    let before_end = |h: &&Found| end.is_none_or(|e| h.at < e);
+    let findings_at = headers
+        .iter()
+        .filter(before_end)
+        .find(|h| h.kind == SectionKind::Findings)
+        .map(|h| h.at);
+    let kept = headers
+        .iter()
+        .filter(before_end)
+        .map(|&h| match (h.kind, findings_at) {
+            // An Impression before the Findings is not part of the report.
+            (SectionKind::Impression, Some(f)) if h.at < f => Found {
+                kind: SectionKind::Other,
+                ..h
+            },
+            _ => h,
+        })
+        .collect();
+    (kept, end)
 }
 
 /// A line (at `i`) that opens another example or report: after markdown
@@ -326,6 +382,22 @@ mod tests {
         assert_eq!(
             (r.findings.as_slice(), r.impression.as_slice()),
             (&["A.".to_string()][..], &["C.".to_string()][..])
+        );
+    }
+
+    #[test]
+    fn an_example_after_a_lone_impression_ends_the_report() {
+        let text = "Impression: A.\n\nExample 2:\nFindings: B.\nImpression: C.";
+        let r = parse_plain(text);
+        assert!(!r.format_valid);
+        assert!(r.findings.is_empty());
+        assert_eq!(r.impression, ["A."]);
+        assert!(plain_report_ended(text));
+        // A second Impression header ends it before the Findings.
+        let r = parse_plain("Impression: A.\nImpression: A.\nFindings: B.\nImpression: C.");
+        assert_eq!(
+            (r.findings.len(), r.impression.as_slice()),
+            (0, &["A.".to_string()][..])
         );
     }
 

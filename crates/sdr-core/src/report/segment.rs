@@ -14,15 +14,20 @@
 //!      start (`.5 cm`) is a decimal point;
 //!    - a `?`/`.` glued to the *start* of a word (`?pneumonia`) is not a terminator;
 //!    - a single `.` after an abbreviation of class *never* (`Dr.`, `e.g.`,
-//!      `i.e.`, `vs.`, `approx.`, `St.`, `cf.`, `Fig.`, and `No.`/`Nos.` before a
-//!      digit) does not end the sentence;
+//!      `i.e.`, `vs.`, `St.`, `cf.`, `Fig.`, `No.`/`Nos.` before a digit, a
+//!      single capital before a lower-case word, `E. coli`, and an initial
+//!      after a title, `Dr. J. Smith`) does not end the sentence;
 //!    - a single `.` after an abbreviation of class *conditional* (vertebral
-//!      levels `T9.`, `L1-L2.`; `etc.`, `p.m.`, `a.m.`, other dotted letters;
-//!      `pt.`, `min.`, `yrs.`, ...) ends the sentence only when a new sentence
-//!      follows: a capitalised word, an enumerator or the end of the text.
-//!      So `fracture of T9. The lungs ...` splits, `at T9. vertebral body` does
-//!      not. After `a.m.`/`p.m.`/dotted letters a de-identification token
-//!      (`XXXX`) does not count as a new sentence (`at XXXX p.m. XXXX/XXXX.`).
+//!      levels `T9.`, `t9.`, `L1-L2.`, `T9/T10.`; `etc.`, `p.m.`, `a.m.`, other
+//!      dotted letters; `approx.`, `pt.`, `min.`, `yrs.`; radiology shorthand
+//!      `Rt.`, `Lt.`, `bilat.`, `prox.`, `hx.`, ...; months `Jan.` to `Dec.`)
+//!      ends the sentence only when a new sentence follows: a capitalised
+//!      word, an enumerator or the end of the text.
+//!      So `fracture of T9. The lungs ...` splits, `at T9. vertebral body` and
+//!      `on Dec. 12` do not. After `a.m.`/`p.m.`/dotted letters a
+//!      de-identification token (`XXXX`) does not count as a new sentence
+//!      (`at XXXX p.m. XXXX/XXXX.`). Only the last 32 characters of a word are
+//!      looked at, which keeps a word with many periods linear.
 //!
 //!    Units are not abbreviations: `measuring 7 mm. Exact ...` splits.
 //!    De-identification tokens are ordinary words: `XXXX.` and `___.` end a
@@ -33,13 +38,19 @@
 //!    word is capitalised (`apex.There are ...`, `XXXX.In the ...`) or when an
 //!    upper-case letter follows a lower-case one (`normal.CT`); never after a
 //!    *never* abbreviation (`Dr.Smith`); `XXXX.XXXX`, `e.g.`, `2.0` do not split.
-//! 4. **Enumerators** (`1.`, `2)`, `(3)`, `a)`, bullets `-`, `*`, `•`, ...)
-//!    are stripped at every sentence start, repeatedly; `1.` also when glued
-//!    to a capitalised word (`1.Severe ...`, as IU X-ray writes), never before
-//!    a digit (`1.5 cm` is a measurement). A bullet or enumerator
-//!    at the start of a line always starts a sentence. Mid-line, only the next
-//!    number of a running list starts one (`1. Emphysema 2. Scarring` after a
-//!    `1.` gives two sentences), so `13 - 14 mm` or `ribs 2 and 3` never split.
+//! 4. **Enumerators** (`1.`, `2)`, `(3)`, `a)`, `(iv)`, bullets `-`, `*`,
+//!    `•`, ...) are stripped at every sentence start, repeatedly; `1.` also
+//!    when glued to a capitalised word (`1.Severe ...`, as IU X-ray writes),
+//!    never before a digit (`1.5 cm` is a measurement). A bullet or enumerator
+//!    at the start of a line always starts a sentence. Bullet symbols that are
+//!    never punctuation (`•`, `◦`, `▪`, `‣`, ...) start one anywhere, with or
+//!    without a space after them. Mid-line, only the next number of a running
+//!    list starts one (`1. Emphysema 2. Scarring` after a `1.` gives two
+//!    sentences), so `13 - 14 mm` or `ribs 2 and 3` never split, and not after
+//!    a word that takes a number or joins numbers (`1. Old fractures of ribs
+//!    1 and 2. No ...`, `2. Effusion, grade 3. Stable.`): there `2.` and `3.`
+//!    are content and end their sentence as words do. Letters with a period
+//!    (`A. Heart normal.`) are not enumerators: `A.` may be content.
 //! 5. **Line breaks.** A blank line always separates sentences. A single line
 //!    break separates them when the next line starts with an enumerator, or
 //!    when the current line is short (under [`SHORT_LINE`] characters), does
@@ -49,18 +60,21 @@
 //!    and becomes a space.
 //! 6. **Output.** Each sentence is the text as written, including its
 //!    terminal punctuation, with whitespace runs collapsed to one space and
-//!    trimmed; sentences without any letter, digit or `_` are dropped.
+//!    trimmed; sentences without any letter or digit are dropped, so a bare
+//!    marker (`a)`, `(b)`, `1)`, `_`, `-`) is no sentence.
 //!
 //! Segmenting the sentences again, joined by blank lines, returns them
 //! unchanged (tested on every IU X-ray report).
 
-use super::abbrev::{classify, PeriodKind};
-use super::enumerator::{enumerator_at, numeric_at};
+use super::abbrev::{classify, is_title, PeriodKind};
+use super::enumerator::{enumerator_at, is_bullet_symbol, numeric_at};
 use super::normalize::normalize;
 
 /// Version of the rules above. Caches of segmented or embedded corpora record
-/// it and must be rebuilt when it changes.
-pub const SEGMENTER_VERSION: &str = "sdr-seg-1";
+/// it and must be rebuilt when it changes. `sdr-seg-2`: content numbers in a
+/// running list, bullet symbols anywhere, bare markers dropped, more
+/// abbreviations (IU X-ray segments exactly as under `sdr-seg-1`).
+pub const SEGMENTER_VERSION: &str = "sdr-seg-2";
 
 /// A line shorter than this (in characters, trimmed) followed by a line that
 /// starts with a capitalised word ends its sentence even without punctuation.
@@ -131,6 +145,24 @@ struct Scan<'a> {
     last_number: Option<u32>,
 }
 
+/// Words after which a number is content, not the next list enumerator:
+/// nouns that take a number (`rib 3.`, `grade 2.`, `CABG x 3.`), and words
+/// that join numbers or never end a list item (`ribs 1 and 2.`, `from 3.`).
+/// Nouns that also end unpunctuated items (`heart size`, `lateral views`,
+/// `in 3 months`, `lingular segment`, `air-fluid level`) are left out: a
+/// missed content number only stays attached to its sentence (`rib 3.` still
+/// ends it), while a wrong enumerator deletes it.
+const NUMBER_WORDS: &[&str] = &[
+    "rib", "ribs", "grade", "grades", "stage", "type", "class", "figure", "fig", "number", "#",
+    "x", "and", "or", "nor", "to", "through", "thru", "&", "+", "-", "–", "of", "at", "from",
+    "between", "than", "about", "versus", "vs", "with", "without", "in", "on", "the", "a", "an",
+];
+
+/// Longest word that [`classify`] can recognise as an abbreviation; longer
+/// ones are ordinary words. Bounding the look-back keeps a token with many
+/// periods (`a.a.a...`) linear.
+const MAX_WORD: usize = 32;
+
 impl Scan<'_> {
     fn skip_whitespace(&self, mut k: usize) -> usize {
         while k < self.c.len() && self.c[k].is_whitespace() {
@@ -157,7 +189,8 @@ impl Scan<'_> {
             return;
         }
         let piece = &self.c[start..end];
-        if !piece.iter().any(|ch| ch.is_alphanumeric() || *ch == '_') {
+        // A sentence needs a letter or digit: `_`, `-` or `)` alone is not one.
+        if !piece.iter().any(|ch| ch.is_alphanumeric()) {
             return;
         }
         let mut s = String::with_capacity(piece.len());
@@ -213,9 +246,10 @@ impl Scan<'_> {
                 }
                 continue;
             }
-            if ch.is_whitespace() && self.next_in_list(i + 1) {
+            let bullet = is_bullet_symbol(ch);
+            if bullet || (ch.is_whitespace() && self.next_in_list(i)) {
                 self.emit(start, i);
-                start = self.sentence_start(i + 1);
+                start = self.sentence_start(if bullet { i } else { i + 1 });
                 i = start;
                 continue;
             }
@@ -224,12 +258,36 @@ impl Scan<'_> {
         self.emit(start, n);
     }
 
-    /// Rule 4, mid-line: a numeric enumerator continuing the running list.
-    fn next_in_list(&self, k: usize) -> bool {
-        let (Some(last), Some(e)) = (self.last_number, numeric_at(self.c, k)) else {
+    /// Rule 4, mid-line: after the whitespace at `i`, the numeric enumerator
+    /// that continues the running list, unless the word before it makes it
+    /// content (`ribs 1 and 2. No ...`, `grade 3. Stable.`). Nothing else
+    /// tells them apart: IU X-ray has unpunctuated items followed by a whole
+    /// sentence (`1. Cardiomegaly. 2. Emphysematous changes 3. Retained
+    /// contrast ... XXXX.`) and items that hold a sentence end before the
+    /// next number (`... effusions. This is seen ... recesses 4. ...`).
+    fn next_in_list(&self, i: usize) -> bool {
+        let (Some(last), Some(e)) = (self.last_number, numeric_at(self.c, i + 1)) else {
             return false;
         };
-        e.number == last.checked_add(1)
+        e.number == last.checked_add(1) && !self.number_word_before(i)
+    }
+
+    /// The word before the whitespace at `i` makes the number after it content
+    /// ([`NUMBER_WORDS`], or a number and a comma as in `ribs 1, 2.`).
+    fn number_word_before(&self, i: usize) -> bool {
+        let mut end = i;
+        while end > 0 && self.c[end - 1].is_whitespace() {
+            end -= 1;
+        }
+        let mut b = end;
+        while b > 0 && end - b <= MAX_WORD && !self.c[b - 1].is_whitespace() {
+            b -= 1;
+        }
+        let word: String = self.c[b..end].iter().collect::<String>().to_lowercase();
+        NUMBER_WORDS.contains(&word.as_str())
+            || word
+                .strip_suffix(',')
+                .is_some_and(|w| !w.is_empty() && w.chars().all(|ch| ch.is_ascii_digit()))
     }
 
     /// Rule 5 for a single line break at `i`; `after` is the next line's
@@ -291,17 +349,53 @@ impl Scan<'_> {
         }
     }
 
-    /// The word before position `i` within the current sentence, without
-    /// leading brackets and quotes.
-    fn word_before(&self, start: usize, i: usize) -> String {
+    /// The start of the word that ends at `i` within the current sentence,
+    /// without leading brackets and quotes; `None` for a word longer than
+    /// [`MAX_WORD`].
+    fn word_start(&self, start: usize, i: usize) -> Option<usize> {
         let mut b = i;
         while b > start && !self.c[b - 1].is_whitespace() {
+            if i - b > MAX_WORD {
+                return None;
+            }
             b -= 1;
         }
         while b < i && is_opener(self.c[b]) {
             b += 1;
         }
-        self.c[b..i].iter().collect()
+        Some(b)
+    }
+
+    /// The single capital at `b` (before the period at `b + 1`) is an
+    /// initial: a title or up to two more initials stand before it
+    /// (`Dr. J. Smith`, `Dr. J. K. Smith`).
+    fn is_initial(&self, start: usize, b: usize) -> bool {
+        if !self.c[b].is_uppercase() {
+            return false;
+        }
+        let mut end = b;
+        for _ in 0..3 {
+            // The previous word must end in a period: `Dr.`, `J.`.
+            let word_from = end;
+            while end > start && self.c[end - 1].is_whitespace() {
+                end -= 1;
+            }
+            if end == word_from || end <= start + 1 || self.c[end - 1] != '.' {
+                return false;
+            }
+            let Some(wb) = self.word_start(start, end - 1) else {
+                return false;
+            };
+            let word: String = self.c[wb..end - 1].iter().collect();
+            if is_title(&word) {
+                return true;
+            }
+            if !(end - 1 - wb == 1 && self.c[wb].is_uppercase()) {
+                return false;
+            }
+            end = wb;
+        }
+        false
     }
 
     /// Rules 2 and 3 for the terminator run `c[i..run_end]`, closers up to `j`.
@@ -331,7 +425,14 @@ impl Scan<'_> {
         }
         let kind = if single_period {
             let after = self.skip_whitespace(j);
-            classify(&self.word_before(start, i), c.get(after).copied())
+            match self.word_start(start, i) {
+                Some(b) if i - b == 1 && self.is_initial(start, b) => PeriodKind::Never,
+                Some(b) => {
+                    let word: String = c[b..i].iter().collect();
+                    classify(&word, c.get(after).copied())
+                }
+                None => PeriodKind::Terminal,
+            }
         } else {
             PeriodKind::Terminal
         };
@@ -437,6 +538,14 @@ mod tests {
     }
 
     #[test]
+    fn initials_after_titles() {
+        assert_eq!(
+            s("Seen by Dr. J. K. Smith. J. Smith agreed."),
+            ["Seen by Dr. J. K. Smith.", "J.", "Smith agreed."]
+        );
+    }
+
+    #[test]
     fn vertebral_levels() {
         assert_eq!(
             s("Fracture of T9. The lungs are clear."),
@@ -527,6 +636,14 @@ mod tests {
         );
         assert_eq!(s("(1) First. (2) Second."), ["First.", "Second."]);
         assert_eq!(s("a) First\nb) Second"), ["First", "Second"]);
+        // A number after a word that takes or joins numbers is content.
+        assert_eq!(
+            s("1. Fracture of ribs 1 and 2. No effusion 2. Edema"),
+            ["Fracture of ribs 1 and 2.", "No effusion", "Edema"]
+        );
+        // Bullet symbols split anywhere; bare markers are no sentence.
+        assert_eq!(s("A •B◦C"), ["A", "B", "C"]);
+        assert_eq!(s("a) (b) 1) _ -"), Vec::<String>::new());
     }
 
     #[test]

@@ -5,10 +5,14 @@
 //! enclosed Findings and Impression each hold at least one sentence (after
 //! [`split_sentences`](super::split_sentences)), and only whitespace (Unicode
 //! `White_Space`) stands outside the tags. Tags are matched exactly and
-//! case-sensitively (`<Think>` and `< think >` are text). The enclosed text is
-//! taken as is: a `Findings:` label inside `<think>` stays part of the first sentence.
+//! case-sensitively (`<Think>` and `< think >` are text). A label naming the
+//! enclosed section at its start (`<think>Findings: ...`, `<answer>**Impression:**
+//! ...`) is dropped, as in plain text, so that it does not join the first
+//! sentence; any other header inside the tags is text.
 
-use super::segment::split_sentences;
+use super::header::{header_at, Position, SectionKind};
+use super::normalize::normalize;
+use super::segment::split_normalized;
 use super::ParsedReport;
 
 /// Opening tag of the Findings section.
@@ -77,13 +81,13 @@ pub fn parse_template(text: &str) -> ParsedReport {
             find_from(text, ANSWER_CLOSE, from).unwrap_or(text.len()),
         )
     });
-    let sentences = |span: Option<(usize, usize)>| {
+    let sentences = |span: Option<(usize, usize)>, kind| {
         span.and_then(|(a, b)| text.get(a..b))
-            .map(split_sentences)
+            .map(|s| section_sentences(s, kind))
             .unwrap_or_default()
     };
-    let findings = sentences(findings_span);
-    let impression = sentences(impression_span);
+    let findings = sentences(findings_span, SectionKind::Findings);
+    let impression = sentences(impression_span, SectionKind::Impression);
 
     let format_valid = layout_valid(text) && !findings.is_empty() && !impression.is_empty();
     ParsedReport {
@@ -91,6 +95,19 @@ pub fn parse_template(text: &str) -> ParsedReport {
         findings,
         impression,
     }
+}
+
+/// The sentences of an enclosed section, without a leading label of its own kind.
+fn section_sentences(text: &str, kind: SectionKind) -> Vec<String> {
+    let c = normalize(text);
+    let first = c
+        .iter()
+        .position(|ch| !ch.is_whitespace())
+        .unwrap_or(c.len());
+    let from = header_at(&c, first, Position::LineStart)
+        .filter(|h| h.kind == kind)
+        .map_or(0, |h| h.content_start);
+    split_normalized(&c[from..])
 }
 
 /// Tags once each, in order, only whitespace outside them.
@@ -152,6 +169,20 @@ mod tests {
         ] {
             assert!(!valid(s), "{s:?}");
         }
+    }
+
+    #[test]
+    fn own_section_labels_are_dropped() {
+        let r = parse_template(
+            "<think>\n**Findings:** No effusion.</think><answer>Impression: Normal.</answer>",
+        );
+        assert!(r.format_valid);
+        assert_eq!(r.findings, ["No effusion."]);
+        assert_eq!(r.impression, ["Normal."]);
+        // A label alone is no sentence; the other section's label is text.
+        assert!(!valid("<think>Findings:</think><answer>B.</answer>"));
+        let r = parse_template("<think>Impression: A.</think><answer>B.</answer>");
+        assert_eq!(r.findings, ["Impression: A."]);
     }
 
     #[test]
