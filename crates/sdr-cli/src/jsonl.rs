@@ -114,6 +114,17 @@ pub fn id_text(v: &serde_json::Value) -> String {
 /// Every non-blank line of a JSON Lines file, parsed, with its `file:line`
 /// for error messages.
 pub fn read_jsonl_file<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<(String, T)>> {
+    read_jsonl_lines(path, |at, l| {
+        parse_json(l).map_err(|e| anyhow::anyhow!("{at}: {e}"))
+    })
+}
+
+/// Every non-blank line of a file through `parse(file:line, line)`, for
+/// readers whose errors say more than the JSON error.
+pub fn read_jsonl_lines<T>(
+    path: &Path,
+    parse: impl Fn(&str, &str) -> Result<T>,
+) -> Result<Vec<(String, T)>> {
     let name = path.display().to_string();
     let text = read_text(path)?;
     text.lines()
@@ -121,7 +132,7 @@ pub fn read_jsonl_file<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Ve
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(no, l)| {
             let at = format!("{name}:{}", no + 1);
-            let v = parse_json(l).map_err(|e| anyhow::anyhow!("{at}: {e}"))?;
+            let v = parse(&at, l)?;
             Ok((at, v))
         })
         .collect()

@@ -25,7 +25,7 @@ use sdr_eval::table::Table;
 use serde::Deserialize;
 
 use crate::common::{check_output_dir, log_line, print_stdout};
-use crate::jsonl::{id_text, parse_json, read_jsonl_file, read_text};
+use crate::jsonl::{id_text, parse_json, read_jsonl_file, read_jsonl_lines};
 use crate::textscore::{bertscore_pairs, load_bertscore_encoder, load_wordnet};
 
 #[derive(clap::Args)]
@@ -144,24 +144,16 @@ mod indexmap_free {
 /// The lines of `sdr select --all-policies` output, each with its `file:line`;
 /// a line without `policies` (one policy's output) says what is needed.
 fn read_selections(path: &Path) -> Result<Vec<(String, SelLine)>> {
-    let name = path.display().to_string();
-    let text = read_text(path)?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(no, l)| {
-            let at = format!("{name}:{}", no + 1);
-            let sel = parse_json::<SelLine>(l).map_err(|e| {
-                let v = parse_json::<serde_json::Value>(l).ok();
-                if v.is_some_and(|v| v.is_object() && v.get("policies").is_none()) {
-                    anyhow!("{at}: no \"policies\": select-eval needs the output of `sdr select --all-policies`")
-                } else {
-                    anyhow!("{at}: {e}")
-                }
-            })?;
-            Ok((at, sel))
+    read_jsonl_lines(path, |at, l| {
+        parse_json::<SelLine>(l).map_err(|e| {
+            let v = parse_json::<serde_json::Value>(l).ok();
+            if v.is_some_and(|v| v.is_object() && v.get("policies").is_none()) {
+                anyhow!("{at}: no \"policies\": select-eval needs the output of `sdr select --all-policies`")
+            } else {
+                anyhow!("{at}: {e}")
+            }
         })
-        .collect()
+    })
 }
 
 /// Family label of a policy key (`sinkhorn:eps=0.1@min` -> `sinkhorn`).
