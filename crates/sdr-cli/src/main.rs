@@ -56,6 +56,11 @@ enum Command {
 
 fn main() {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_)) {
+        if let Err(err) = sdr_cli::common::interrupt::install() {
+            log_line(format_args!("sdr: warning: {}", one_line(&err)));
+        }
+    }
     let result = match cli.command {
         Command::Distances(args) => commands::distances::run(args),
         Command::Parse(args) => commands::parse::run(args),

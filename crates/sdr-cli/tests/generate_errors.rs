@@ -553,3 +553,57 @@ fn argument_and_output_errors_come_first_and_leave_nothing() {
          current folder): not found; pass --studies FILE"
     );
 }
+
+#[test]
+fn a_signal_during_a_run_keeps_the_finished_studies_for_resume() {
+    // Study s0 answers; study s1's candidates wait 10 s for a first token.
+    let server = Server::start(|seed| {
+        if seed < 1000 {
+            good(seed)
+        } else {
+            Answer::Quiet
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("g.jsonl");
+    let child = Command::new(env!("CARGO_BIN_EXE_sdr"))
+        .args([
+            "generate",
+            "--backend",
+            "openai",
+            "--base-url",
+            &server.base,
+        ])
+        .args(["-k", "2", "--retries", "0", "--timeout", "60", "--quiet"])
+        .arg("--studies")
+        .arg(studies(dir.path(), 2))
+        .arg("-o")
+        .arg(&out)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let partial = dir.path().join("g.jsonl.partial");
+    let t0 = std::time::Instant::now();
+    while std::fs::read_to_string(&partial).map_or(0, |t| t.lines().count()) < 1 {
+        assert!(t0.elapsed() < Duration::from_secs(30), "s0 never finished");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    let lines: Vec<&str> = err.trim_end().lines().collect();
+    assert_eq!(lines[0], "sdr: stopped by SIGINT", "{err}");
+    assert!(
+        lines[1].ends_with(
+            "g.jsonl.partial keeps the records written so far: rerun with --resume to go on"
+        ),
+        "{err}"
+    );
+    assert_eq!(records(&partial).len(), 1);
+    assert!(!out.exists());
+}

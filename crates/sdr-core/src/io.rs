@@ -13,10 +13,15 @@
 //! file (`/dev/null`, `/dev/stdout`, a FIFO, a terminal) is written in place:
 //! renaming over it would replace the device or pipe, and a stream has no
 //! partial state to protect.
+//!
+//! A signal that ends the process runs no destructor, so the temporary
+//! files of writes in progress are also listed process-wide: a program's
+//! signal handler calls [`remove_temporary_files`] before it exits.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
 
 use tempfile::NamedTempFile;
 
@@ -26,6 +31,56 @@ use tempfile::NamedTempFile;
 pub struct AtomicFile {
     dest: PathBuf,
     sink: Sink,
+    /// Declared after `sink`: the path leaves the list once the temporary
+    /// file has been renamed or removed.
+    _pending: Option<Pending>,
+}
+
+/// Temporary files of the writes in progress, and whether
+/// [`remove_temporary_files`] has run (the process is stopping).
+static PENDING: Mutex<(Vec<PathBuf>, bool)> = Mutex::new((Vec::new(), false));
+
+fn pending() -> MutexGuard<'static, (Vec<PathBuf>, bool)> {
+    // A panic while the list was held leaves a valid list.
+    PENDING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One temporary file's place in [`PENDING`], for as long as it exists.
+struct Pending(PathBuf);
+
+impl Pending {
+    fn new(path: &Path) -> Pending {
+        let mut list = pending();
+        if list.1 {
+            // Created while the process stops: no one will rename it.
+            let _ = std::fs::remove_file(path);
+        } else {
+            list.0.push(path.to_path_buf());
+        }
+        Pending(path.to_path_buf())
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        let mut list = pending();
+        if let Some(i) = list.0.iter().position(|p| *p == self.0) {
+            list.0.swap_remove(i);
+        }
+    }
+}
+
+/// Removes the temporary files of every write in progress and returns how
+/// many it removed; later writes remove theirs at once. For a signal
+/// handler that is about to end the process (SIGINT, SIGTERM), where no
+/// destructor runs: the destinations keep their old contents.
+pub fn remove_temporary_files() -> usize {
+    let mut list = pending();
+    list.1 = true;
+    list.0
+        .drain(..)
+        .filter(|p| std::fs::remove_file(p).is_ok())
+        .count()
 }
 
 enum Sink {
@@ -97,6 +152,7 @@ impl AtomicFile {
             return Ok(AtomicFile {
                 dest: dest.to_path_buf(),
                 sink: Sink::InPlace(BufWriter::with_capacity(1 << 16, f)),
+                _pending: None,
             });
         }
         let target = resolve_links(dest)?;
@@ -118,6 +174,7 @@ impl AtomicFile {
             .suffix(&suffix)
             .tempfile_in(dir)?;
         let mode = existing_mode(&target);
+        let pending = Pending::new(tmp.path());
         Ok(AtomicFile {
             dest: dest.to_path_buf(),
             sink: Sink::Replace {
@@ -125,6 +182,7 @@ impl AtomicFile {
                 target,
                 mode,
             },
+            _pending: Some(pending),
         })
     }
 

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
 
+use super::interrupt::Note;
 use super::log_line;
 
 /// Where records go: a journal file, or standard output (no resume).
@@ -22,6 +23,8 @@ enum Sink {
         file: File,
         partial: PathBuf,
         dest: PathBuf,
+        /// Said if a signal stops the run.
+        _note: Note,
     },
 }
 
@@ -118,10 +121,14 @@ impl Journal {
         use std::io::Seek;
         file.seek(io::SeekFrom::End(0))
             .with_context(|| format!("cannot write {p}"))?;
+        let _note = Note::new(format!(
+            "{p} keeps the records written so far: rerun with --resume to go on"
+        ));
         let sink = Sink::File {
             file,
             partial,
             dest,
+            _note,
         };
         Ok((Journal { sink }, checked))
     }
@@ -166,6 +173,7 @@ impl Journal {
                 file,
                 partial,
                 dest,
+                ..
             } => {
                 file.sync_all()
                     .with_context(|| format!("cannot write {}", partial.display()))?;

@@ -3,6 +3,7 @@
 
 pub mod encoder;
 mod generation;
+pub mod interrupt;
 mod journal;
 mod output;
 
