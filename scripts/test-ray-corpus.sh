@@ -3,7 +3,8 @@
 # and two worker nodes, one CPU each, all on 127.0.0.1), by recipes/ray_corpus.py, then
 # a check that the merged corpus equals `sdr corpus build` of the same reports: same
 # header metadata, including content_sha256 (every tensor's bytes: reports, order,
-# sentence table, vectors bit for bit). Called by scripts/test-integration.sh; runs alone.
+# sentence table, vectors bit for bit) and meta_sha256 (every other metadata value, so it
+# differs exactly when content_sha256 does). Called by scripts/test-integration.sh; runs alone.
 #
 # With the stand-in encoder (the default, hash-64) the vectors must be bit for bit equal.
 # all-mpnet-base-v2 (SDR_RAY_ENCODER=mpnet) is not batch-invariant: a sentence's vector can
@@ -84,7 +85,7 @@ assert len(rep["nodes"]) >= 2, f"all shards ran on one node: {rep['nodes']}"
 diff = {k for k in ms.keys() | mm.keys() if ms.get(k) != mm.get(k)}
 other = [k for k in ts if k != "embeddings" and not np.array_equal(ts[k], tm[k])]
 assert not other, f"tensors differ: {other}"
-assert diff <= {"content_sha256"}, f"metadata differs: { {k: (ms.get(k), mm.get(k)) for k in diff} }"
+assert diff <= {"content_sha256", "meta_sha256"}, f"metadata differs: { {k: (ms.get(k), mm.get(k)) for k in diff} }"
 if diff:
     d = np.abs(ts["embeddings"] - tm["embeddings"])
     rows = int((d.reshape(int(ms["n_sentences"]), -1).max(axis=1) > 0).sum())

@@ -11,13 +11,21 @@
 //! | `impression.offsets`, `impression.indices` | I64 `[N+1]`, U32 `[..]` | | the same for Impression |
 //! | `report_ids.bytes`, `report_ids.offsets` | U8 `[..]`, I64 `[N+1]` | | report ids, as sentences |
 //!
-//! Metadata (string → string): `format` = `sdr-corpus`, `format_version`,
-//! `encoder`, `encoder_sha256`, `dim`, `segmenter_version`, `source`,
+//! Metadata (string → string): `format` = `sdr-corpus`, `format_version` =
+//! `2`, `encoder`, `encoder_sha256`, `dim`, `segmenter_version`, `source`,
 //! `source_format`, `source_sha256`, `split`, `sample`, `seed`, `n_reports`,
 //! `n_sentences`, `content_sha256` (sha256 over every tensor's name, dtype,
-//! shape and bytes in key order: detects corruption of the data). A shard
+//! shape and bytes in key order: detects corruption of the data) and
+//! `meta_sha256` (sha256 over every other metadata key and value,
+//! `content_sha256` included, in key order, each as its byte length (u64
+//! little-endian) then its UTF-8 bytes: detects corruption or hand edits of
+//! the header, so the two checksums together cover the whole file). A shard
 //! (`sdr corpus build --shard I/N`) adds `shard_index`, `shard_count`,
 //! `shard_first`, `shard_total` and `selection_sha256` ([`crate::shard`]).
+//!
+//! Opening checks `format`, then `format_version` (version 1, without
+//! `meta_sha256`, is refused with a request to rebuild), then `meta_sha256`,
+//! before it reads any other metadata value.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -33,7 +41,11 @@ use crate::index::CorpusIndex;
 use crate::shard::ShardInfo;
 
 pub const FORMAT: &str = "sdr-corpus";
-pub const FORMAT_VERSION: &str = "1";
+/// Version 2: `meta_sha256` covers the header metadata (version 1 had only
+/// `content_sha256`, over the tensors).
+pub const FORMAT_VERSION: &str = "2";
+/// The metadata key of the header checksum ([`meta_hash`]).
+pub const META_SHA256: &str = "meta_sha256";
 
 #[cfg(target_endian = "big")]
 compile_error!(
@@ -149,6 +161,24 @@ fn content_hash<'b>(mut tensors: Vec<(&'b str, Dtype, Vec<usize>, &'b [u8])>) ->
         }
         h.update((bytes.len() as u64).to_le_bytes());
         h.update(bytes);
+    }
+    hex(&h.finalize())
+}
+
+/// sha256 over every metadata key and value except [`META_SHA256`] itself,
+/// keys in byte order, each key and value as its length in bytes (u64
+/// little-endian) followed by its UTF-8 bytes. The length prefixes make the
+/// encoding injective: two different maps never hash the same bytes.
+pub fn meta_hash(meta: &HashMap<String, String>) -> String {
+    let mut entries: Vec<(&String, &String)> =
+        meta.iter().filter(|(k, _)| *k != META_SHA256).collect();
+    entries.sort_by(|a, b| a.0.cmp(b.0));
+    let mut h = Sha256::new();
+    for (k, v) in entries {
+        for s in [k, v] {
+            h.update((s.len() as u64).to_le_bytes());
+            h.update(s.as_bytes());
+        }
     }
     hex(&h.finalize())
 }
@@ -284,6 +314,9 @@ impl CorpusData {
         for (k, v) in shard.map(ShardInfo::to_meta).unwrap_or_default() {
             meta.insert(k.to_string(), v);
         }
+        // Last: it covers every other key, shard keys and `content_sha256` included.
+        let meta_sha256 = meta_hash(&meta);
+        meta.insert(META_SHA256.to_string(), meta_sha256);
         let views = tensors
             .iter()
             .map(|(name, dtype, shape, bytes)| {
@@ -377,9 +410,10 @@ fn check_offsets(
 }
 
 impl Corpus {
-    /// Maps and validates `path`: header, tensor names, dtypes and shapes,
-    /// offsets, indices, UTF-8 of the texts and the content checksum. Every
-    /// fault is one [`CorpusError::BadCorpus`] naming the file.
+    /// Maps and validates `path`: header, format version, the metadata
+    /// checksum, tensor names, dtypes and shapes, offsets, indices, UTF-8 of
+    /// the texts and the content checksum. Every fault is one
+    /// [`CorpusError::BadCorpus`] naming the file.
     pub fn open(path: &Path) -> Result<Corpus> {
         let file = File::open(path).map_err(|e| CorpusError::io(path, e))?;
         // A folder opens, but does not map ("No such device").
@@ -416,9 +450,28 @@ impl Corpus {
         }
         let version = get("format_version")?;
         if version != FORMAT_VERSION {
-            return Err(bad(format!(
-                "format version {version}; this build reads version {FORMAT_VERSION}"
-            )));
+            let older = version
+                .parse::<u32>()
+                .ok()
+                .zip(FORMAT_VERSION.parse::<u32>().ok())
+                .is_some_and(|(v, current)| v < current);
+            return Err(bad(if older {
+                format!(
+                    "format version {version} is no longer read (this build reads version \
+                     {FORMAT_VERSION}, whose checksum covers the metadata too); rebuild it \
+                     with `sdr corpus build`"
+                )
+            } else {
+                format!("format version {version}; this build reads version {FORMAT_VERSION}")
+            }));
+        }
+        // The header checksum before any other value is read: a corrupted or
+        // edited value is reported as such, not as whatever it breaks.
+        let recorded = get(META_SHA256)?;
+        if meta_hash(&strings) != recorded {
+            return Err(bad(
+                "metadata checksum mismatch (the file's header was corrupted or edited)".into(),
+            ));
         }
         let num = |k: &str| -> Result<usize> {
             let v = get(k)?;

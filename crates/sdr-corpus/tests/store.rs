@@ -256,3 +256,202 @@ fn the_same_model_at_another_precision_is_refused_with_the_flag_to_pass() {
         .unwrap_err();
     one_line(&e, &path, "encoder `all-mpnet-base-v2+bf16`");
 }
+
+type Meta = serde_json::Map<String, serde_json::Value>;
+
+/// The header JSON of a safetensors file and the data after it.
+fn split_header(bytes: &[u8]) -> (serde_json::Value, Vec<u8>) {
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    (header, bytes[8 + n..].to_vec())
+}
+
+/// Rewrites `path` with its header metadata passed through `edit`: the JSON
+/// is serialised again, padded with spaces to a multiple of 8 bytes (as the
+/// safetensors writer does, so the tensors stay aligned) and the 8-byte
+/// length prefix is set to its new length; the data is kept as it is.
+fn edit_header(path: &std::path::Path, edit: impl FnOnce(&mut Meta)) {
+    let (mut header, data) = split_header(&std::fs::read(path).unwrap());
+    edit(header["__metadata__"].as_object_mut().unwrap());
+    let mut json = serde_json::to_vec(&header).unwrap();
+    while json.len() % 8 != 0 {
+        json.push(b' ');
+    }
+    let mut out = (json.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(&json);
+    out.extend_from_slice(&data);
+    std::fs::write(path, out).unwrap();
+}
+
+fn set(meta: &mut Meta, key: &str, value: &str) {
+    meta.insert(key.into(), serde_json::Value::String(value.into()));
+}
+
+/// `meta_sha256` as the format documents it, computed here independently:
+/// sha256 over every other key and value in key order, each as its byte
+/// length (u64 little-endian) then its bytes.
+fn documented_meta_sha256(meta: &Meta) -> String {
+    use sha2::{Digest, Sha256};
+    let mut keys: Vec<&String> = meta.keys().filter(|k| *k != "meta_sha256").collect();
+    keys.sort();
+    let mut h = Sha256::new();
+    for k in keys {
+        let v = meta[k].as_str().unwrap();
+        for s in [k.as_str(), v] {
+            h.update((s.len() as u64).to_le_bytes());
+            h.update(s.as_bytes());
+        }
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn the_header_is_version_2_with_a_checksum_over_every_metadata_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, bytes) = written(dir.path());
+    let (header, _) = split_header(&bytes);
+    let meta = header["__metadata__"].as_object().unwrap();
+    assert_eq!(meta["format_version"], "2");
+    assert_eq!(meta["meta_sha256"], documented_meta_sha256(meta).as_str());
+    // Every value the reader interprets is covered, `content_sha256` too.
+    for k in ["encoder_sha256", "split", "dim", "content_sha256", "format"] {
+        assert!(meta.contains_key(k), "{k}");
+    }
+    // A shard's keys are covered as well.
+    let src = common::source_of(
+        (0..6)
+            .map(|t| sdr_corpus::SourceReport {
+                id: t.to_string(),
+                findings: vec![format!("Finding {t}.")],
+                impression: vec!["Normal.".into()],
+            })
+            .collect(),
+    );
+    let (part, shard) =
+        sdr_corpus::shard_source(&src, sdr_corpus::ShardSpec { index: 1, count: 2 }).unwrap();
+    let data = sdr_corpus::build_corpus(
+        &part,
+        &HashEncoder::new(8),
+        &sdr_corpus::BuildInfo {
+            source_format: "test".into(),
+            split: "all".into(),
+            sample: None,
+            seed: 0,
+        },
+        None,
+    )
+    .unwrap();
+    data.write_shard(&path, &shard).unwrap();
+    let (header, _) = split_header(&std::fs::read(&path).unwrap());
+    let meta = header["__metadata__"].as_object().unwrap();
+    assert!(meta.contains_key("selection_sha256"));
+    assert_eq!(meta["meta_sha256"], documented_meta_sha256(meta).as_str());
+    Corpus::open(&path).unwrap();
+}
+
+#[test]
+fn an_edited_metadata_value_is_refused_as_a_header_checksum_mismatch() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, bytes) = written(dir.path());
+    let original = Corpus::open(&path).unwrap().meta().clone();
+    let flip = |v: &str| {
+        let mut c: Vec<char> = v.chars().collect();
+        c[0] = if c[0] == 'a' { 'b' } else { 'a' };
+        c.into_iter().collect::<String>()
+    };
+    type Edit = Box<dyn Fn(&mut Meta)>;
+    let edits: Vec<(&str, Edit)> = vec![
+        ("split", Box::new(|m| set(m, "split", "test"))),
+        (
+            "encoder_sha256",
+            Box::new(move |m| {
+                let v = flip(m["encoder_sha256"].as_str().unwrap());
+                set(m, "encoder_sha256", &v)
+            }),
+        ),
+        (
+            "encoder",
+            Box::new(|m| set(m, "encoder", "all-mpnet-base-v2")),
+        ),
+        (
+            "segmenter_version",
+            Box::new(|m| set(m, "segmenter_version", "sdr-seg-0")),
+        ),
+        ("seed", Box::new(|m| set(m, "seed", "7"))),
+        // Values that would otherwise fail as something else.
+        ("dim", Box::new(|m| set(m, "dim", "9"))),
+        ("n_reports", Box::new(|m| set(m, "n_reports", "many"))),
+        (
+            "content_sha256",
+            Box::new(move |m| {
+                let v = flip(m["content_sha256"].as_str().unwrap());
+                set(m, "content_sha256", &v)
+            }),
+        ),
+        // A key added or removed.
+        ("added key", Box::new(|m| set(m, "note", "edited"))),
+        ("removed key", Box::new(|m| drop(m.remove("source")))),
+        ("shard key", Box::new(|m| set(m, "shard_index", "0"))),
+    ];
+    for (what, edit) in &edits {
+        std::fs::write(&path, &bytes).unwrap();
+        edit_header(&path, edit);
+        let e = Corpus::open(&path).unwrap_err();
+        one_line(&e, &path, "metadata checksum mismatch");
+        assert!(e.to_string().contains("corrupted or edited"), "{what}: {e}");
+    }
+    // Control: the same edit with the checksum recomputed opens, so the
+    // refusal above is the checksum's and not the rewrite's.
+    std::fs::write(&path, &bytes).unwrap();
+    edit_header(&path, |m| {
+        set(m, "split", "test");
+        let sum = documented_meta_sha256(m);
+        set(m, "meta_sha256", &sum);
+    });
+    let c = Corpus::open(&path).unwrap();
+    assert_eq!(c.meta().split, "test");
+    assert_eq!(c.meta().encoder, original.encoder);
+    // A byte flipped in place in a metadata value (length prefix untouched).
+    let mut b = bytes.clone();
+    let needle = b"\"split\":\"all\"";
+    let at = b
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .expect("split in the header")
+        + needle.len()
+        - 2;
+    b[at] = b'm';
+    std::fs::write(&path, &b).unwrap();
+    one_line(
+        &Corpus::open(&path).unwrap_err(),
+        &path,
+        "metadata checksum mismatch",
+    );
+}
+
+#[test]
+fn a_version_2_header_without_its_checksum_is_refused_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = written(dir.path());
+    edit_header(&path, |m| drop(m.remove("meta_sha256")));
+    one_line(&Corpus::open(&path).unwrap_err(), &path, "`meta_sha256`");
+}
+
+#[test]
+fn a_version_1_file_is_refused_with_a_request_to_rebuild() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, bytes) = written(dir.path());
+    // A version-1 header: no `meta_sha256`.
+    edit_header(&path, |m| {
+        set(m, "format_version", "1");
+        m.remove("meta_sha256");
+    });
+    let e = Corpus::open(&path).unwrap_err();
+    one_line(&e, &path, "format version 1");
+    one_line(&e, &path, "rebuild it with `sdr corpus build`");
+    // A newer version is not something to rebuild.
+    std::fs::write(&path, &bytes).unwrap();
+    edit_header(&path, |m| set(m, "format_version", "3"));
+    let e = Corpus::open(&path).unwrap_err();
+    one_line(&e, &path, "format version 3; this build reads version 2");
+}
