@@ -18,8 +18,8 @@
 //! encoder sees each distinct sentence once per run, and a sentence keeps the
 //! same vector (the same bits) for as long as it is cached. A server can have
 //! the new sentences embedded in chunks and give the call up between two
-//! ([`Scorer::score_until`]), so that a departed client's batch does not hold
-//! the encoder. With `exact` set, the section terms are the exact-match
+//! or two samples' distances ([`Scorer::score_until`]), so that a departed
+//! client's batch does not hold the encoder or the cores. With `exact` set, the section terms are the exact-match
 //! baseline `R_exact` instead and no encoder is needed.
 
 use std::collections::HashMap;
@@ -328,7 +328,7 @@ impl Scorer {
     /// [`Scorer::score`] that can be given up part-way, for a server whose
     /// client may leave: the new sentences are embedded `chunk` at a time, each
     /// chunk cached as soon as it is done, and `stop` is asked before every
-    /// chunk and before the distances. The rewards are those of `score` (a
+    /// chunk and before each sample's distances. The rewards are those of `score` (a
     /// sentence's vector does not depend on its chunk beyond the encoder's own
     /// batching). `chunk = usize::MAX` is one encoder call, as `score` makes.
     ///
@@ -341,7 +341,7 @@ impl Scorer {
         completions: &[&str],
         references: &[Reference<'_>],
         chunk: usize,
-        stop: &dyn Fn() -> bool,
+        stop: &(dyn Fn() -> bool + Sync),
     ) -> Result<(Vec<RewardBreakdown>, BatchStats)> {
         if completions.len() != references.len() {
             return Err(RewardError::LengthMismatch {
@@ -438,7 +438,7 @@ impl Scorer {
         gens: &[ParsedReport],
         refs: &[ReferenceSections],
         chunk: usize,
-        stop: &dyn Fn() -> bool,
+        stop: &(dyn Fn() -> bool + Sync),
     ) -> Result<(Vec<RewardBreakdown>, BatchStats)> {
         let (Some(embedder), Some(cache)) = (self.embedder.as_ref(), self.cache.as_deref()) else {
             return Err(RewardError::NoEncoder {
@@ -528,7 +528,12 @@ impl Scorer {
             out
         };
         let config = &self.options.config;
+        let encode_seconds = stats.encode_seconds;
         let results = parallel::map(&plan, |i, [gf, gi, rf, ri]| {
+            // A sample's distances can take seconds (GW on long sets).
+            if stop() {
+                return Err(stopped(fresh.len(), encode_seconds));
+            }
             let (gf, gi, rf, ri) = (gather(gf), gather(gi), gather(rf), gather(ri));
             let reference = EmbeddedSections {
                 findings: SetView::new(&rf, dim),
@@ -539,7 +544,7 @@ impl Scorer {
                 impression: SetView::new(&gi, dim),
             };
             let generated = gens[i].format_valid.then_some(&generated);
-            reward(config, generated, &reference, i)
+            Ok(reward(config, generated, &reference, i)?)
         });
         let out = results
             .into_iter()
@@ -887,6 +892,33 @@ mod tests {
         let e = u.score_until(&comps, &refs, 5, &|| true).unwrap_err();
         assert!(matches!(e, RewardError::Stopped { embedded: 0, .. }), "{e}");
         assert_eq!(u.cached_sentences(), 0);
+    }
+
+    #[test]
+    fn a_call_stopped_among_the_distances_keeps_every_vector() {
+        let comps = long_completions(9, 2);
+        let comps: Vec<&str> = comps.iter().map(String::as_str).collect();
+        let refs = vec![Reference::Report(REF); comps.len()];
+        let w = words();
+        let s = Scorer::new(RewardOptions::default(), Some(w.clone())).unwrap();
+        // Asked before the one chunk, after it, then before each sample's
+        // distances: the fourth answer stops the call among the samples.
+        let asked = AtomicUsize::new(0);
+        let e = s
+            .score_until(&comps, &refs, usize::MAX, &|| {
+                asked.fetch_add(1, Ordering::SeqCst) >= 3
+            })
+            .unwrap_err();
+        assert!(
+            matches!(e, RewardError::Stopped { embedded: 23, .. }),
+            "{e}"
+        );
+        assert!(asked.load(Ordering::SeqCst) >= 4);
+        // Nothing to embed on a retry, and the rewards of a fresh scorer.
+        let (r, stats) = s.score(&comps, &refs).unwrap();
+        assert_eq!((stats.embedded, stats.cache_hits), (0, 23));
+        let fresh = Scorer::new(RewardOptions::default(), Some(words())).unwrap();
+        assert_eq!(r, fresh.score(&comps, &refs).unwrap().0);
     }
 
     #[test]

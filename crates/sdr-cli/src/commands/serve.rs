@@ -46,8 +46,9 @@
 //! scored (`--max-queued-samples`: beyond it, 503 with `Retry-After: 1` at
 //! once, so overload is shed quickly and memory stays bounded; clients should
 //! retry after the delay). A request that timed out or whose client left is
-//! dropped from its batch at the next encoder chunk ([`Limits::encode_chunk`]),
-//! so it does not hold the encoder while the other clients time out too. Bad
+//! dropped from its batch at the next encoder chunk ([`Limits::encode_chunk`])
+//! or the next sample's distances, so it does not hold the encoder or the
+//! cores while the other clients time out too. Bad
 //! input is a 4xx with `{"error": "..."}`: malformed JSON, length mismatches, a
 //! reference with an empty section (named by its index in the request), an
 //! unknown metric, a wrong method (405). `sdr serve --help` has the same for
@@ -214,9 +215,10 @@ pub struct Args {
     pub max_concurrency: usize,
     /// Per-request timeout, in milliseconds, queueing included (504 beyond).
     ///
-    /// The encoder work of a request that timed out, or whose client
-    /// disconnected, is given up after the chunk of sentences in progress (one
-    /// encoder batch per core), so the other clients are served.
+    /// The work of a request that timed out, or whose client disconnected, is
+    /// given up after the chunk of sentences in progress (one encoder batch per
+    /// core) or the sample whose distances are being computed, so the other
+    /// clients are served.
     #[arg(long, default_value_t = 120_000, value_name = "MS")]
     pub timeout_ms: u64,
     /// Most samples waiting to be scored; beyond it requests get 503 with
