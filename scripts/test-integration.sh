@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The integration tier: installs llama-cpp-python's OpenAI-compatible server
 # and the SmolLM2-135M-Instruct GGUF (scripts/install-llama-server.sh), then
-# runs the ignored tests, which start that server on 127.0.0.1; finally the
+# runs the ignored tests, which start that server on 127.0.0.1; the encoder's tests in
+# the MKL build that scripts/setup.sh makes; finally the
 # TRL check (recipes/setup.sh's venv, recipes/trl_integration.py), and the sharded
 # corpus build on a local Ray cluster (scripts/test-ray-corpus.sh), and the page of
 # `sdr explain --html` in headless Chromium (scripts/test-explain-page.sh).
@@ -19,6 +20,11 @@ cargo test --release -p sdr-gen -- --ignored --nocapture
 # openai back-end on a few test studies.
 bash scripts/build-sdr.sh -q
 SDR="${CARGO_TARGET_DIR:-target}/release/sdr"
+# The encoder of that build (MKL's sgemm and AMX bf16 GEMM, where build-sdr.sh linked MKL)
+# against the same sentence-transformers fixtures as the default build in scripts/test.sh.
+if [[ "$(uname -m)" == x86_64 && "${SDR_NO_MKL:-0}" != 1 ]] && bash scripts/install-mkl.sh; then
+  cargo test --release -q -p sdr-embed --features mkl
+fi
 bash scripts/fetch-model.sh >/dev/null
 PORT=${SDR_LLAMA_PORT:-18089}
 OUT=results/integration
