@@ -1,12 +1,15 @@
 //! Adversarial parsing inputs from the SPEC §1 review of `sdr parse`: content
 //! numbers in numbered lists, examples appended after an impression, bullet
-//! symbols, bare markers, glued and inline headers, abbreviations, and a
-//! degenerate long token. Each case is the exact text the review fed to
-//! `sdr parse` (template cases wrap Findings as `<think>..</think>`).
+//! symbols, bare markers, glued and inline headers, abbreviations, markup tags
+//! (`<text>Findings:`, as SmolLM2 and Gemma 3 270M write), and degenerate long
+//! tokens. Each case is the exact text the review fed to `sdr parse` (template
+//! cases wrap Findings as `<think>..</think>`).
 
 use std::time::{Duration, Instant};
 
-use sdr_core::report::{parse_report, plain_report_ended, split_sentences, ParsedReport};
+use sdr_core::report::{
+    parse_report, plain_report_ended, split_sentences, ParsedReport, SEGMENTER_VERSION,
+};
 
 fn findings(text: &str) -> Vec<String> {
     parse_report(&format!("<think>{text}</think><answer>X.</answer>")).findings
@@ -257,6 +260,146 @@ fn radiology_abbreviations() {
     );
 }
 
+/// Small models put markup tags before their headers: `<text>Findings:` is a
+/// header, as `**Findings:**` is (SmolLM2-135M, `iu-test-smollm2-k8-p2`, study
+/// 240, candidate 3, shortened).
+#[test]
+fn markup_tags_before_headers() {
+    assert_eq!(
+        parse_report("<text>Findings: A. B.\n<text>Impression: C."),
+        report(true, &["A.", "B."], &["C."])
+    );
+    assert_eq!(
+        parse_report(
+            "Example 5\n\n<text>Findings: Mild cardiomegaly with mild consolidation. \
+No pneumothorax.\n\nImpressions: Mild cardiomegaly.\n\n******\n\nExample 6\n\n\
+<text>Impression: Mild cardiomegaly."
+        ),
+        report(
+            true,
+            &[
+                "Mild cardiomegaly with mild consolidation.",
+                "No pneumothorax."
+            ],
+            &["Mild cardiomegaly."]
+        )
+    );
+    assert_eq!(
+        parse_report(
+            "<p><b>FINDINGS:</b> Heart size is normal. Lungs are clear.</p>\n\
+<p><b>IMPRESSION:</b> No acute disease.</p>"
+        ),
+        report(
+            true,
+            &["Heart size is normal.", "Lungs are clear."],
+            &["No acute disease."]
+        )
+    );
+    // Tags around a colonless header alone on its line mark it up; closing tags
+    // may stand before the colon.
+    assert_eq!(
+        parse_report("<h2>Findings</h2>\nA.\n<h2>impression</h2>\nB."),
+        report(true, &["A."], &["B."])
+    );
+    assert_eq!(
+        parse_report("<b>Findings</b>: A.\n<strong>Impression</strong>: B."),
+        report(true, &["A."], &["B."])
+    );
+    // Inside a line, after a sentence end; tags between are transparent.
+    assert_eq!(
+        parse_report("<p>Findings: A.</p> <p><b>Impression:</b> B.</p>"),
+        report(true, &["A."], &["B."])
+    );
+    // A marked-up example line ends the report (Gemma 3 270M).
+    let text = "Findings: A.\nImpression: B.\n\n<h2>Example 5</h2>\nFindings: C.";
+    assert_eq!(parse_report(text), report(true, &["A."], &["B."]));
+    assert!(plain_report_ended(
+        "Findings: A.\nImpression: B.\n<h2>Example 5</h2>"
+    ));
+    // Other known headers behind tags end a section too.
+    assert_eq!(
+        parse_report("Findings: A.\nImpression: B.\n\n<h2>Conclusion</h2>\nC."),
+        report(true, &["A."], &["B."])
+    );
+    assert_eq!(SEGMENTER_VERSION, "sdr-seg-3");
+}
+
+/// A line of tags alone is no sentence, so a placeholder answer
+/// (`Findings: <text>`, Gemma 3 270M) is not well formed.
+#[test]
+fn markup_tags_alone_are_no_sentence() {
+    for text in [
+        "Findings: <text>\nImpression: <text>.",
+        "Findings: <text>\n\nImpression: </text>",
+        "Findings: 1. <text>\n2. <text>\nImpression: <img src=\"https://x.org/a.jpg\" alt=\"Chest X-ray.\">",
+        "<think><text></think><answer><p></p></answer>",
+    ] {
+        assert_eq!(parse_report(text), report(false, &[], &[]), "{text:?}");
+    }
+    assert_eq!(
+        parse_report("Findings: A.\n<text>\nImpression: <text>\n</text>\nB."),
+        report(true, &["A."], &["B."])
+    );
+    assert_eq!(
+        split_sentences("1. <text>\n2. </text>\n3. <br/>\n<start_of_image>"),
+        Vec::<String>::new()
+    );
+}
+
+/// Tags standing alone or at a word's edge go, the words stay; a tag glued
+/// inside a word is text (IU X-ray has `XXXX<XXXX>technologist`); comparisons
+/// are no tags.
+#[test]
+fn markup_tags_inside_sentences_keep_the_words() {
+    assert_eq!(
+        parse_report(
+            "Findings: a <b> c. No effusion < 5 mm. Nodule <5mm. If a <b and c> d.\n\
+Impression: <em>Normal</em> chest.<start_of_image>Follow-up <i>not</i> needed."
+        ),
+        report(
+            true,
+            &[
+                "a c.",
+                "No effusion < 5 mm.",
+                "Nodule <5mm.",
+                "If a <b and c> d."
+            ],
+            &["Normal chest.", "Follow-up not needed."]
+        )
+    );
+    assert_eq!(
+        split_sentences(
+            "Dr. XXXX<XXXX>technologist receipt. <strong>Note</strong>: kg/m<sup>2</sup>."
+        ),
+        ["Dr. XXXX<XXXX>technologist receipt.", "Note: kg/m<sup>2."]
+    );
+}
+
+/// The template keeps its rules: its four tags are never markup, a label of its
+/// own section is dropped also behind tags, and other tags inside are removed.
+#[test]
+fn template_outputs_keep_their_rules_with_markup() {
+    assert_eq!(
+        parse_report("<think><p>Findings: A.</p></think><answer><b>Impression:</b> B.</answer>"),
+        report(true, &["A."], &["B."])
+    );
+    assert_eq!(
+        parse_report("<think><b>Impression:</b> A.</think><answer><em>B.</em></answer>"),
+        report(true, &["Impression: A."], &["B."])
+    );
+    // Layout rules are unchanged: tags outside the template are text there.
+    assert!(!parse_report("<p><think>A.</think><answer>B.</answer></p>").format_valid);
+    assert!(!parse_report("<think>A.</think><b><answer>B.</answer>").format_valid);
+    assert_eq!(
+        parse_report("<think>A. <think>B.</think><answer>C.</answer>"),
+        report(false, &["A.", "<think>B."], &["C."])
+    );
+    assert_eq!(
+        split_sentences("A. <answer> B. </think>"),
+        ["A.", "<answer> B.", "</think>"]
+    );
+}
+
 /// The segmenter and the header scanner are linear: a whitespace-free token
 /// with 100,000 periods (200,000 characters) took 97 s when every period
 /// rescanned the token.
@@ -271,6 +414,11 @@ fn long_tokens_take_linear_time() {
         format!("Findings: {}", "Dr. J. ".repeat(30_000)),
         format!("Findings: {}", "x.) Impression".repeat(15_000)),
         format!("Findings: {}", "\n".repeat(200_000)),
+        format!("Findings: {}", "a.<b>".repeat(40_000)),
+        format!("Findings: {}", "<p x=\"".repeat(40_000)),
+        format!("Findings: {}{}", "<".repeat(100_000), "b>a>".repeat(25_000)),
+        format!("Findings: {}", "<b>\n".repeat(50_000)),
+        format!("{}Findings: A.", "<b>".repeat(70_000)),
     ] {
         assert!(text.chars().count() >= 200_000);
         let t = Instant::now();

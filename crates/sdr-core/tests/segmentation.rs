@@ -461,6 +461,27 @@ No acute cardiopulmonary abnormality.";
     assert!(!parse_report("Sure, here is the report: The heart is normal.").format_valid);
 }
 
+/// HTML-like output of a small model: tags before headers, around sentences
+/// and on lines of their own.
+#[test]
+fn llm_markup_report() {
+    let text = "Here is the report:\n<pre>\n<h2><b>Findings:</b></h2>\n<p>The heart is <em>normal</em> in size.</p>
+<p>No pleural effusion.</p><img src=\"https://example.org/cxr.png\" alt=\"Chest X-ray.\">
+<ul>\n<li>No pneumothorax</li>\n<li>Bones intact</li>\n</ul>\n<h2>Impression:</h2>\n<p>No acute disease.</p>\n</pre>";
+    let r = parse_report(text);
+    assert!(r.format_valid);
+    assert_eq!(
+        r.findings,
+        [
+            "The heart is normal in size.",
+            "No pleural effusion.",
+            "No pneumothorax",
+            "Bones intact"
+        ]
+    );
+    assert_eq!(r.impression, ["No acute disease."]);
+}
+
 #[test]
 fn template_reports() {
     let ok = "<think>\n1. The heart is normal in size.\n2. Lungs are clear.\n</think>\n<answer>No acute disease.</answer>\n";
@@ -554,6 +575,14 @@ mod properties {
                 Just("impression"),
                 Just("Example 2"),
                 Just("\u{a0}"),
+                Just("<b>"),
+                Just("</b>"),
+                Just("<text>"),
+                Just("<"),
+                Just(">"),
+                Just("x=1"),
+                Just("<img src=\"a.png\" alt=\"A. B\">"),
+                Just("<h2>Example 5</h2>"),
             ],
             0..40,
         )

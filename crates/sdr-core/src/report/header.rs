@@ -1,6 +1,7 @@
 //! Section headers of plain-text reports (`Findings:`, `IMPRESSION:`,
-//! `**Findings:**`, `## Impression`, `INDICATION:`, ...).
+//! `**Findings:**`, `## Impression`, `<text>Findings:`, `INDICATION:`, ...).
 
+use super::markup::markup_tag_at;
 use super::normalize::starts_with_ignore_case;
 
 /// What a header introduces.
@@ -73,13 +74,16 @@ const HEADERS: &[(&str, SectionKind)] = &[
 /// Where a header may stand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Position {
-    /// At a line start: markdown prefixes (`#`, `*`, `_`, `-`, `>`) allowed, and
-    /// the colon may be omitted when the header is alone on its line and either
-    /// capitalised (`Impression`, `FINDINGS`) or marked up (`## impression`):
-    /// a bare lower-case `impression` line is a hard-wrapped sentence.
+    /// At a line start: markdown prefixes (`#`, `*`, `_`, `-`, `>`) and markup
+    /// tags (`<text>`, `<p><b>`, see [`super::markup`]) allowed, and the colon
+    /// may be omitted when the header is alone on its line and either
+    /// capitalised (`Impression`, `FINDINGS`) or marked up (`## impression`,
+    /// `<h2>impression</h2>`): a bare lower-case `impression` line is a
+    /// hard-wrapped sentence.
     LineStart,
     /// After a sentence end inside a line (`... normal. Impression: ...`):
-    /// only emphasis markers around it, and the colon is required.
+    /// only emphasis markers and markup tags around it (`**Impression:**`,
+    /// `<b>Impression:</b>`), and the colon is required.
     Inline,
 }
 
@@ -126,10 +130,28 @@ fn match_name(c: &[char], i: usize, name: &str) -> Option<usize> {
     Some(k)
 }
 
+/// Skips emphasis, blanks and (closing) markup tags after a header name
+/// (`**Findings**:`, `<b>FINDINGS</b>:`, `## Impression </h2>`); at most eight
+/// tags, as before the name.
+fn skip_closing(c: &[char], k: &mut usize) {
+    let mut tags = 0;
+    while let Some(&ch) = c.get(*k) {
+        if is_emphasis(ch) || is_blank(ch) {
+            *k += 1;
+        } else if let Some(end) = markup_tag_at(c, *k).filter(|_| tags < 8) {
+            tags += 1;
+            *k = end;
+        } else {
+            break;
+        }
+    }
+}
+
 /// The header starting at `i`, if any (longest name wins).
 pub(crate) fn header_at(c: &[char], i: usize, position: Position) -> Option<Header> {
     let n = c.len();
-    // Indentation is free; markdown decoration is bounded (`### **`).
+    // Indentation is free; decoration is bounded (`### **`, `<p><b>`): eight
+    // markdown characters or tags.
     let mut k = i;
     let mut decoration = 0;
     let mut marked_up = false;
@@ -137,6 +159,12 @@ pub(crate) fn header_at(c: &[char], i: usize, position: Position) -> Option<Head
         let ch = c[k];
         if position == Position::LineStart && is_blank(ch) {
             k += 1;
+            continue;
+        }
+        if let Some(end) = markup_tag_at(c, k) {
+            marked_up = true;
+            decoration += 1;
+            k = end;
             continue;
         }
         let prefix = match position {
@@ -169,9 +197,7 @@ pub(crate) fn header_at(c: &[char], i: usize, position: Position) -> Option<Head
             upper,
         })
     };
-    while k < n && (is_emphasis(c[k]) || is_blank(c[k])) {
-        k += 1;
-    }
+    skip_closing(c, &mut k);
     // A short parenthetical before the colon: `PROVISIONAL FINDINGS IMPRESSION (PFI):`.
     if c.get(k) == Some(&'(') {
         if let Some(len) = c[k..]
@@ -181,9 +207,7 @@ pub(crate) fn header_at(c: &[char], i: usize, position: Position) -> Option<Head
         {
             if c[k + len] == ')' {
                 k += len + 1;
-                while k < n && (is_emphasis(c[k]) || is_blank(c[k])) {
-                    k += 1;
-                }
+                skip_closing(c, &mut k);
             }
         }
     }
@@ -221,6 +245,32 @@ mod tests {
         assert_eq!(at("**findings**", ls), Some((Findings, "".into())));
         assert_eq!(at("impression: x", ls), Some((Impression, " x".into())));
         assert_eq!(at("Findings\u{a0}: x", ls), Some((Findings, " x".into())));
+    }
+
+    #[test]
+    fn markup_tags_are_decoration() {
+        use SectionKind::*;
+        let ls = Position::LineStart;
+        assert_eq!(at("<text>Findings: x", ls), Some((Findings, " x".into())));
+        assert_eq!(
+            at("<p><b>FINDINGS:</b> x", ls),
+            Some((Findings, "</b> x".into()))
+        );
+        assert_eq!(at("<b>Findings</b>: x", ls), Some((Findings, " x".into())));
+        assert_eq!(
+            at("<h2>impression</h2>\nx", ls),
+            Some((Impression, "\nx".into()))
+        );
+        assert_eq!(at("1. <text>Findings: x", ls), None);
+        assert_eq!(at("< b>Findings: x", ls), None);
+        assert_eq!(at("<5>Findings: x", ls), None);
+        assert_eq!(at("<think>Findings: x", ls), None);
+        assert_eq!(
+            at("<b>Impression:</b> x", Position::Inline),
+            Some((Impression, "</b> x".into()))
+        );
+        let nine = format!("{}Findings: x", "<b>".repeat(9));
+        assert_eq!(at(&nine, ls), None);
     }
 
     #[test]

@@ -9,12 +9,14 @@
 //! [`SEGMENTER_VERSION`].
 //!
 //! Files: `template.rs` (tags and `R_fmt`), `plain.rs` and `header.rs`
-//! (headed plain text), `segment.rs`, `normalize.rs`, `abbrev.rs` and
-//! `enumerator.rs` (sentences), `reward_exact.rs` (`R_exact`).
+//! (headed plain text), `markup.rs` (HTML/XML-like tags in plain text),
+//! `segment.rs`, `normalize.rs`, `abbrev.rs` and `enumerator.rs`
+//! (sentences), `reward_exact.rs` (`R_exact`).
 
 mod abbrev;
 mod enumerator;
 mod header;
+mod markup;
 mod normalize;
 mod plain;
 mod reward_exact;

@@ -3,8 +3,11 @@
 //!
 //! Rules:
 //! - A header is a known name (see [`super::header`]), case-insensitive,
-//!   followed by `:`; markdown around it is allowed (`**Findings:**`,
-//!   `**Impression**:`, `## Impression`). At a line start the colon may be
+//!   followed by `:`; markdown and markup tags around it are allowed
+//!   (`**Findings:**`, `**Impression**:`, `## Impression`, `<text>Findings:`,
+//!   `<p><b>IMPRESSION:</b>`). Tags are otherwise transparent to the scanner
+//!   (`clear.</p> <p>Impression:` stands after a sentence end) and removed
+//!   by the segmenter. At a line start the colon may be
 //!   omitted when the header is alone on its line and capitalised or marked
 //!   up (`FINDINGS`, `Impression`, `## impression`; a bare `impression` line
 //!   is a hard wrap). Inside a line a header is recognised only right after a
@@ -35,6 +38,7 @@
 //!   sentence.
 
 use super::header::{header_at, Position, SectionKind};
+use super::markup::markup_tag_at;
 use super::normalize::{normalize, starts_with_ignore_case};
 use super::section::Section;
 use super::segment::split_normalized;
@@ -215,6 +219,12 @@ fn scan(c: &[char]) -> (Vec<Found>, Vec<usize>) {
             after_end = false;
             continue;
         }
+        // Markup tags are transparent: `clear.</p> <p>Impression:` is after a
+        // sentence end, and a tag's characters are never scanned.
+        if let Some(end) = markup_tag_at(c, i) {
+            i = end;
+            continue;
+        }
         let ch = c[i];
         if ch == '\n' {
             after_end = false;
@@ -288,11 +298,17 @@ fn report_headers(headers: &[Found], markers: &[usize]) -> (Vec<Found>, Option<u
 }
 
 /// A line (at `i`) that opens another example or report: after markdown
-/// decoration, `example`, `report`, `case` or `sample` (any case), optional
-/// spaces and `#`, then a digit.
+/// decoration and markup tags (`<h2>Example 5</h2>`), `example`, `report`,
+/// `case` or `sample` (any case), optional spaces and `#`, then a digit.
 fn example_marker_at(c: &[char], mut i: usize) -> bool {
-    while i < c.len() && matches!(c[i], ' ' | '\t' | '#' | '*' | '_' | '-' | '>') {
-        i += 1;
+    while i < c.len() {
+        if matches!(c[i], ' ' | '\t' | '#' | '*' | '_' | '-' | '>') {
+            i += 1;
+        } else if let Some(end) = markup_tag_at(c, i) {
+            i = end;
+        } else {
+            break;
+        }
     }
     for word in ["example", "report", "case", "sample"] {
         if starts_with_ignore_case(c, i, word) {

@@ -7,6 +7,14 @@
 //! 1. **Normalisation.** `\r\n`, `\r` and Unicode line separators become `\n`;
 //!    the HTML remnants found in IU X-ray (`<BR>`, `&gt;`, `&lt;`, `&amp;`,
 //!    `&quot;`, `&#39;`, `&apos;`, `&nbsp;`) are decoded once (`<BR>` is a line break).
+//!    Then markup tags (`<text>`, `</b>`, `<img src="...">`, see
+//!    [`super::markup`]) are removed, so the rules below see the words only: a
+//!    line of tags alone becomes an empty line, `<em>Heart</em> normal.` reads
+//!    `Heart normal.`. A run of tags glued between two letters or digits is
+//!    text and stays (`Dr. XXXX<XXXX>technologist` in IU X-ray), unless it
+//!    holds a terminator (then it leaves a space). Other `<br>` forms
+//!    (`<br class="x">`, `</br>`) are line breaks. `< 5 mm`, `<5mm` and
+//!    `a <b and c> d` are no tags.
 //! 2. **Terminators** are runs of `.`, `!`, `?`, `…`, `。`, plus any closing
 //!    brackets/quotes right after them (`normal.)`, `normal.>]`). A run
 //!    followed by whitespace or the end of the text ends the sentence, except:
@@ -68,13 +76,16 @@
 
 use super::abbrev::{classify, is_title, PeriodKind};
 use super::enumerator::{enumerator_at, is_bullet_symbol, numeric_at};
+use super::markup::strip_markup;
 use super::normalize::normalize;
 
 /// Version of the rules above. Caches of segmented or embedded corpora record
 /// it and must be rebuilt when it changes. `sdr-seg-2`: content numbers in a
 /// running list, bullet symbols anywhere, bare markers dropped, more
 /// abbreviations (IU X-ray segments exactly as under `sdr-seg-1`).
-pub const SEGMENTER_VERSION: &str = "sdr-seg-2";
+/// `sdr-seg-3`: markup tags removed (rule 1) and skipped before headers
+/// (IU X-ray segments exactly as under `sdr-seg-2`).
+pub const SEGMENTER_VERSION: &str = "sdr-seg-3";
 
 /// A line shorter than this (in characters, trimmed) followed by a line that
 /// starts with a capitalised word ends its sentence even without punctuation.
@@ -123,8 +134,9 @@ pub fn split_sentences(text: &str) -> Vec<String> {
 
 /// [`split_sentences`] on already normalised characters (see [`normalize`]).
 pub(crate) fn split_normalized(c: &[char]) -> Vec<String> {
+    let c = strip_markup(c);
     let mut scan = Scan {
-        c,
+        c: &c,
         out: Vec::new(),
         last_number: None,
     };
