@@ -232,15 +232,22 @@ fn select_refuses_a_repeated_study_and_ignored_options() {
 fn a_corpus_of_another_dimension_or_a_folder_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (corpus, cands) = corpus(dir.path());
-    // The header says hash-9 (same length, so the file stays valid); the
-    // vectors are 8-d.
+    // The header says hash-9, with its metadata checksum made to match (same
+    // lengths, so the file stays valid); the vectors are 8-d.
     let bytes = std::fs::read(&corpus).unwrap();
-    let at = bytes
-        .windows(14)
-        .position(|w| w == b"sdr-hash-bow-8")
-        .unwrap();
+    let replace = |bytes: &mut Vec<u8>, old: &[u8], new: &[u8]| {
+        let at = bytes.windows(old.len()).position(|w| w == old).unwrap();
+        bytes[at..at + old.len()].copy_from_slice(new);
+    };
     let mut edited = bytes.clone();
-    edited[at + 13] = b'9';
+    replace(&mut edited, b"sdr-hash-bow-8", b"sdr-hash-bow-9");
+    let header_len = u64::from_le_bytes(edited[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&edited[8..8 + header_len]).unwrap();
+    let meta: std::collections::HashMap<String, String> =
+        serde_json::from_value(header["__metadata__"].clone()).unwrap();
+    let old_sum = meta[sdr_corpus::store::META_SHA256].clone();
+    let new_sum = sdr_corpus::store::meta_hash(&meta);
+    replace(&mut edited, old_sum.as_bytes(), new_sum.as_bytes());
     let lying = dir.path().join("lying.safetensors");
     std::fs::write(&lying, edited).unwrap();
     let e = one_line_error(&run(sdr()

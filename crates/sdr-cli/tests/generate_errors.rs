@@ -1,94 +1,17 @@
 //! `sdr generate --backend openai` against a server that answers, but wrongly:
 //! a failed candidate is an error on stderr and a non-zero exit, never an
 //! empty report in the output, and `--resume` generates its study again. The
-//! server is a thread on 127.0.0.1 that answers each request with canned bytes.
+//! server is a thread on 127.0.0.1 that answers each request with canned bytes
+//! (`fake_openai`).
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+mod fake_openai;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
-/// What the server does with one request.
-enum Answer {
-    /// These bytes after `HTTP/1.1 200 OK` headers with this Content-Type.
-    Body(&'static str, String),
-    /// Event-stream headers, then nothing for 10 s.
-    Quiet,
-}
-
-/// A server on 127.0.0.1; `answer(seed)` decides each request (the seed
-/// names study and candidate: `1000 * study + candidate`). Its thread ends
-/// with the test process.
-struct Server {
-    base: String,
-    requests: Arc<AtomicUsize>,
-}
-
-impl Server {
-    fn start(answer: impl Fn(u64) -> Answer + Send + Sync + 'static) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let base = format!("http://{}/v1", listener.local_addr().unwrap());
-        let requests = Arc::new(AtomicUsize::new(0));
-        let (answer, count) = (Arc::new(answer), Arc::clone(&requests));
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(conn) = conn else { continue };
-                let (answer, count) = (Arc::clone(&answer), Arc::clone(&count));
-                std::thread::spawn(move || serve(conn, &*answer, &count));
-            }
-        });
-        Server { base, requests }
-    }
-}
-
-/// Reads one request and answers it, then closes the connection.
-fn serve(mut conn: TcpStream, answer: &dyn Fn(u64) -> Answer, count: &AtomicUsize) {
-    let mut data = Vec::new();
-    let mut buf = [0u8; 8192];
-    let (head_end, len) = loop {
-        let Ok(n) = conn.read(&mut buf) else { return };
-        if n == 0 {
-            return;
-        }
-        data.extend_from_slice(&buf[..n]);
-        if let Some(at) = data.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&data[..at]).to_ascii_lowercase();
-            let len = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .map_or(0, |v| v.trim().parse().unwrap());
-            break (at + 4, len);
-        }
-    };
-    while data.len() < head_end + len {
-        let Ok(n) = conn.read(&mut buf) else { return };
-        if n == 0 {
-            return;
-        }
-        data.extend_from_slice(&buf[..n]);
-    }
-    let body: serde_json::Value = serde_json::from_slice(&data[head_end..]).unwrap();
-    count.fetch_add(1, Ordering::SeqCst);
-    match answer(body["seed"].as_u64().unwrap()) {
-        Answer::Body(content_type, body) => {
-            let _ = write!(
-                conn,
-                "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
-                 Connection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-        Answer::Quiet => {
-            let _ = conn.write_all(
-                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n",
-            );
-            std::thread::sleep(Duration::from_secs(10));
-        }
-    }
-}
+use fake_openai::{stop_after_first_record, Answer, Server};
 
 /// A good stream of one report.
 fn good(seed: u64) -> Answer {
@@ -583,17 +506,7 @@ fn a_signal_during_a_run_keeps_the_finished_studies_for_resume() {
         .spawn()
         .unwrap();
     let partial = dir.path().join("g.jsonl.partial");
-    let t0 = std::time::Instant::now();
-    while std::fs::read_to_string(&partial).map_or(0, |t| t.lines().count()) < 1 {
-        assert!(t0.elapsed() < Duration::from_secs(30), "s0 never finished");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let killed = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let o = child.wait_with_output().unwrap();
+    let o = stop_after_first_record(child, &partial, "INT");
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(130), "{err}");
     let lines: Vec<&str> = err.trim_end().lines().collect();

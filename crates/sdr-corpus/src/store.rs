@@ -352,6 +352,7 @@ pub struct Corpus {
     ids_bytes: Range<usize>,
     ids_offsets: Range<usize>,
     content_sha256: String,
+    meta_sha256: String,
     shard: Option<ShardInfo>,
 }
 
@@ -568,6 +569,7 @@ impl Corpus {
             ids_bytes,
             ids_offsets,
             content_sha256,
+            meta_sha256: recorded,
             shard,
         };
         corpus.validate(&infos)?;
@@ -657,6 +659,12 @@ impl Corpus {
     }
     pub fn meta(&self) -> &CorpusMeta {
         &self.meta
+    }
+    /// The file's identity: its `meta_sha256`, which covers every metadata
+    /// value and, through `content_sha256`, every tensor (both checked by
+    /// [`Corpus::open`]).
+    pub fn meta_sha256(&self) -> &str {
+        &self.meta_sha256
     }
     pub fn n_reports(&self) -> usize {
         self.n_reports

@@ -1,7 +1,7 @@
 //! `sdr prune`: distance-guided pruning (paper Alg. 1, SPEC §6), live against
 //! a generation back-end or replayed over already generated candidates.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -13,12 +13,15 @@ use sdr_corpus::{
     PartialSections, Policy, ScoreOptions, SentenceEncoder,
 };
 use sdr_gen::replay::{Replay, Stored};
-use sdr_gen::{prune, GenError, LockStep, Partial, PruneConfig, PruneOutcome, Round};
+use sdr_gen::{
+    prune, Backend, GenError, LockStep, Partial, PromptTemplate, PruneConfig, PruneOutcome, Round,
+};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::common::{
-    check_outputs, convergence_warning, failure_warning, knn_warning, log_line, progress_bar,
-    BackendArgs, EncoderArgs, GenRecord, StudyArgs,
+    check_outputs, convergence_warning, failure_warning, knn_warning, log_line, partial_path,
+    progress_bar, BackendArgs, EncoderArgs, GenRecord, Journal, Kept, Study as GenStudy, StudyArgs,
 };
 use crate::jsonl::{id_text, parse_json, read_text, Output};
 
@@ -35,10 +38,18 @@ policy alongside.\n\n\
 Output line per study:\n  \
 {\"id\": \"10\", \"mode\": \"replay\", \"policy\": \"chamfer@min\", \"chosen\": 3, \"text\": \"...\",\n   \
 \"tokens_used\": 412, \"tokens_full\": 903, \"saving\": 0.544, \"tokens_produced\": 412,\n   \
-\"standard_chosen\": 3, \"standard_text\": \"...\", \"estimated_tokens\": false, \"rounds\": [...]}\n\n\
+\"standard_chosen\": 3, \"standard_text\": \"...\", \"estimated_tokens\": false, \"rounds\": [...],\n   \
+\"survivors\": 1, \"corpus_sha256\": \"...\", \"distances\": {\"evaluated\": 96, \"unconverged\": 0, \"failed\": 0}}\n\
+Live records add what generated them: \"backend\", \"prompt\", \"context\", \"seed\" and\n\
+\"sampling\": {\"k\", \"temperature\", \"top_p\", \"max_tokens\", \"repetition_penalty\", \"prefill\"}.\n\n\
+Live with -o FILE, each study is written to FILE.partial as soon as it is pruned; FILE appears\n\
+when the run ends, with the studies in input order. A stopped run continues with the same\n\
+command plus --resume, and its summary line counts the kept studies too. Replay writes FILE\n\
+atomically at the end.\n\n\
 Examples:\n  \
 sdr prune --replay gen.jsonl --corpus iu-train.safetensors -o prune.jsonl\n  \
-sdr prune --corpus iu-train.safetensors --limit 50 -k 8 --prompt p2 -o prune-live.jsonl"
+sdr prune --corpus iu-train.safetensors --limit 50 -k 8 --prompt p2 -o prune-live.jsonl\n  \
+sdr prune --corpus iu-train.safetensors --limit 50 -k 8 --prompt p2 -o prune-live.jsonl --resume"
 )]
 pub struct Args {
     /// Replay the full candidates in this file instead of generating.
@@ -74,9 +85,16 @@ pub struct Args {
     pub backend: BackendArgs,
     #[command(flatten)]
     pub encoder: EncoderArgs,
-    /// Write to this file (atomically) instead of stdout.
+    /// Write to this file instead of stdout (live: through FILE.partial, one
+    /// study at a time, renamed to FILE at the end; replay: atomically).
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Live only: continue a stopped run: keep the studies already in
+    /// FILE.partial (or FILE) and prune the rest. The settings must be the
+    /// same (checked per study: back-end, prompt, context, seed, K, sampling,
+    /// metric and aggregation, warm-up, fraction, survivors, corpus, --full).
+    #[arg(long)]
+    pub resume: bool,
     /// No progress bar and no summary line on stderr.
     #[arg(long)]
     pub quiet: bool,
@@ -144,17 +162,89 @@ struct PruneRecord<'a> {
     rounds: &'a [Round],
     candidate_tokens: Vec<usize>,
     seconds: f64,
+    survivors: usize,
+    /// The corpus file's `meta_sha256`, which covers its metadata and,
+    /// through `content_sha256`, its data.
+    corpus_sha256: &'a str,
+    /// Live only: how the candidates were generated.
+    #[serde(flatten)]
+    generation: Option<Generation>,
+    distances: Distances,
+}
+
+/// What generated a live study's candidates: with the pruning settings,
+/// everything that determines its record.
+#[derive(Serialize)]
+struct Generation {
+    backend: String,
+    prompt: String,
+    context: Option<String>,
+    seed: u64,
+    sampling: Sampling,
+}
+
+#[derive(Serialize)]
+struct Sampling {
+    k: usize,
+    temperature: f64,
+    top_p: f64,
+    max_tokens: usize,
+    repetition_penalty: f64,
+    prefill: Option<String>,
+}
+
+/// Corpus distances a study computed, and how many of them did not converge
+/// or failed: the counts behind the warnings at the end, kept per study so
+/// that a resumed run says what an uninterrupted one says.
+#[derive(Serialize, Deserialize, Default, Clone, Copy)]
+struct Distances {
+    evaluated: usize,
+    unconverged: usize,
+    failed: usize,
+}
+
+impl Distances {
+    fn of(stats: &Stats) -> Self {
+        Distances {
+            evaluated: stats.evaluated,
+            unconverged: stats.convergence.unconverged,
+            failed: stats.convergence.failed,
+        }
+    }
+}
+
+/// What the summary line and the warnings count of a kept record.
+#[derive(Deserialize)]
+struct KeptCounts {
+    chosen: usize,
+    tokens_used: usize,
+    tokens_full: Option<usize>,
+    #[serde(default)]
+    standard_chosen: Option<usize>,
+    distances: Distances,
 }
 
 /// One study's result, before it becomes a [`PruneRecord`].
 struct Study<'a> {
+    /// The study's place in the input.
+    index: usize,
     id: String,
     mode: &'static str,
     outcome: PruneOutcome,
     full: Option<usize>,
     estimated: bool,
     standard: Option<(usize, &'a str)>,
+    generation: Option<Generation>,
     seconds: f64,
+}
+
+/// Where the records go.
+enum Sink {
+    /// Replay: written at once, atomically, at the end.
+    Whole(Output),
+    /// Live: one study at a time through `FILE.partial`, with the input
+    /// index of each record in file order (kept ones first).
+    Journal(Journal, Vec<usize>),
 }
 
 /// What every study shares: the scorer, the settings, the output and the totals.
@@ -163,13 +253,17 @@ struct Run<'a> {
     index: &'a CorpusIndex<'a>,
     encoder: &'a dyn SentenceEncoder,
     config: PruneConfig,
-    out: Output,
+    corpus_sha256: String,
+    out: Sink,
     studies: usize,
     used: usize,
     full: usize,
     agree: usize,
     compared: usize,
     stats: Stats,
+    /// `stats` when the last record was written: a record's distances are
+    /// the difference.
+    written: Distances,
 }
 
 impl Run<'_> {
@@ -179,17 +273,41 @@ impl Run<'_> {
         prune(run, &mut score, self.config, |_| {})
     }
 
-    fn emit(&mut self, s: Study<'_>) -> Result<()> {
-        let chosen = s.outcome.chosen;
+    /// Adds a study to the totals of the summary line and the warnings.
+    fn count(&mut self, chosen: usize, used: usize, full: Option<usize>, standard: Option<usize>) {
         self.studies += 1;
-        self.used += s.outcome.tokens_used;
-        if let Some(f) = s.full {
+        self.used += used;
+        if let Some(f) = full {
             self.full += f;
         }
-        if let Some((c, _)) = s.standard {
+        if let Some(c) = standard {
             self.compared += 1;
             self.agree += usize::from(c == chosen);
         }
+    }
+
+    /// A record kept from a stopped run, counted as if pruned now.
+    fn keep(&mut self, k: &KeptCounts) {
+        self.count(k.chosen, k.tokens_used, k.tokens_full, k.standard_chosen);
+        let d = k.distances;
+        self.stats.evaluated += d.evaluated;
+        self.stats.convergence += Convergence {
+            unconverged: d.unconverged,
+            failed: d.failed,
+        };
+        self.written = Distances::of(&self.stats);
+    }
+
+    fn emit(&mut self, s: Study<'_>) -> Result<()> {
+        let chosen = s.outcome.chosen;
+        self.count(
+            chosen,
+            s.outcome.tokens_used,
+            s.full,
+            s.standard.map(|x| x.0),
+        );
+        let now = Distances::of(&self.stats);
+        let was = std::mem::replace(&mut self.written, now);
         let rec = PruneRecord {
             id: s.id,
             mode: s.mode,
@@ -210,9 +328,27 @@ impl Run<'_> {
             rounds: &s.outcome.rounds,
             candidate_tokens: s.outcome.candidates.iter().map(|c| c.tokens).collect(),
             seconds: s.seconds,
+            survivors: self.config.survivors,
+            corpus_sha256: &self.corpus_sha256,
+            generation: s.generation,
+            distances: Distances {
+                evaluated: now.evaluated - was.evaluated,
+                unconverged: now.unconverged - was.unconverged,
+                failed: now.failed - was.failed,
+            },
         };
-        serde_json::to_writer(self.out.writer(), &rec)?;
-        self.out.writer().write_all(b"\n")?;
+        let line = serde_json::to_string(&rec)?;
+        match &mut self.out {
+            Sink::Whole(out) => {
+                let w = out.writer();
+                w.write_all(line.as_bytes())?;
+                w.write_all(b"\n")?;
+            }
+            Sink::Journal(journal, order) => {
+                journal.append(&line)?;
+                order.push(s.index);
+            }
+        }
         Ok(())
     }
 
@@ -248,16 +384,27 @@ pub fn run(args: Args) -> Result<()> {
     let policy = Policy { metric, agg };
     let config = prune_config(&args)?;
     // Arguments and paths before any work: live runs refuse a bad request, a
-    // missing --studies or a bad -o before the model loads.
+    // missing --studies or a bad -o before the model loads, and before
+    // FILE.partial is made.
     let is_live = args.replay.is_none();
+    let dest = args.output.as_deref().filter(|p| *p != Path::new("-"));
+    if args.resume && !is_live {
+        return Err(anyhow!(
+            "--resume continues a live run; --replay writes its output at once"
+        ));
+    }
+    if args.resume && dest.is_none() {
+        return Err(anyhow!("--resume needs an output file (-o FILE)"));
+    }
     if is_live {
         args.backend.check()?;
         args.studies.check()?;
     }
     let studies = is_live.then_some(args.studies.studies.as_path());
     let prompt = is_live.then(|| args.studies.prompt_file()).flatten();
+    let partial = dest.filter(|_| is_live).map(partial_path);
     check_outputs(
-        &[("--output", args.output.as_deref())],
+        &[("--output", dest), ("--output", partial.as_deref())],
         &[
             args.replay.as_deref(),
             Some(&args.corpus),
@@ -273,30 +420,85 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(line) = knn_warning(&policy.agg, &index) {
         log_line(line);
     }
+    let mut live_input = if is_live {
+        Some(LiveInput::load(&args)?)
+    } else {
+        None
+    };
+    let corpus_sha256 = corpus.meta_sha256().to_string();
+    // Live: through the journal, with the studies a stopped run kept, checked
+    // against this run's settings.
+    let (out, kept) = match &live_input {
+        None => (
+            Sink::Whole(Output::create(args.output.as_deref())?),
+            Vec::new(),
+        ),
+        Some(input) => {
+            let policy = policy.to_string();
+            let (journal, kept) = Journal::open(args.output.as_deref(), args.resume, |kept| {
+                already_done(kept, &input.studies, |s, si| {
+                    input.expected(&args, &policy, config, &corpus_sha256, s, si)
+                })
+            })?;
+            let order = kept.iter().map(|(si, _)| *si).collect();
+            (Sink::Journal(journal, order), kept)
+        }
+    };
     let mut run = Run {
         scorer: CorpusScorer::new(&index, encoder.as_ref(), policy),
         index: &index,
         encoder: encoder.as_ref(),
         config,
-        out: Output::create(args.output.as_deref())?,
+        corpus_sha256,
+        out,
         studies: 0,
         used: 0,
         full: 0,
         agree: 0,
         compared: 0,
         stats: Stats::default(),
+        written: Distances::default(),
     };
+    for (_, counts) in &kept {
+        run.keep(counts);
+    }
     let t0 = Instant::now();
-    match &args.replay {
-        Some(path) => replay(&args, path, &mut run)?,
-        None => live(&args, &mut run)?,
+    match (&args.replay, &mut live_input) {
+        (Some(path), _) => replay(&args, path, &mut run)?,
+        (None, Some(input)) => {
+            if args.resume && !args.quiet {
+                log_line(format_args!(
+                    "resume: {} of {} studies already pruned",
+                    kept.len(),
+                    input.studies.len()
+                ));
+            }
+            let done: HashSet<usize> = kept.iter().map(|(si, _)| *si).collect();
+            if let Err(e) = live(&args, input, &done, &mut run) {
+                // Said where the run stops on an error; a signal says it
+                // through the journal's note.
+                let kept = match &partial {
+                    Some(p) => format!(
+                        "; {} keeps {} finished studies: rerun with --resume to go on",
+                        p.display(),
+                        run.studies
+                    ),
+                    None => String::new(),
+                };
+                return Err(anyhow!("{e:#}{kept}"));
+            }
+        }
+        (None, None) => unreachable!("a live run loads its input"),
     }
     let summary = run.summary(t0.elapsed().as_secs_f64());
     let Stats {
         evaluated,
         convergence,
     } = run.stats;
-    run.out.finish()?;
+    match run.out {
+        Sink::Whole(out) => out.finish()?,
+        Sink::Journal(journal, order) => journal.finish_in_order(&order)?,
+    }
     if !args.quiet {
         log_line(&summary);
     }
@@ -308,6 +510,89 @@ pub fn run(args: Args) -> Result<()> {
         log_line(line);
     }
     Ok(())
+}
+
+/// The settings a resumed run checks, as JSON pointers into a record, each
+/// with the option or setting an error names.
+const CHECKED: [(&str, &str); 17] = [
+    ("/mode", "mode"),
+    ("/backend", "back-end"),
+    ("/prompt", "--prompt"),
+    ("/context", "context"),
+    ("/seed", "seed"),
+    ("/sampling/k", "-k"),
+    ("/sampling/temperature", "--temperature"),
+    ("/sampling/top_p", "--top-p"),
+    ("/sampling/max_tokens", "--max-tokens"),
+    ("/sampling/repetition_penalty", "--repetition-penalty"),
+    ("/sampling/prefill", "--prefill"),
+    ("/policy", "--metric/--agg"),
+    ("/warmup", "--warmup"),
+    ("/fraction", "--fraction"),
+    ("/survivors", "--survivors"),
+    ("/corpus_sha256", "--corpus (sha256)"),
+    ("/tokens_full", "--full tokens"),
+];
+
+/// A setting's value in an error message.
+fn show(v: &Value) -> String {
+    match v {
+        Value::Null => "none".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The studies a resumed live run already has (their input indices, in file
+/// order) with their counts, checked against this run's settings
+/// (`expected(study, index)`, as a record holds them) so that one file never
+/// mixes two configurations.
+fn already_done(
+    kept: &[Kept],
+    studies: &[GenStudy],
+    expected: impl Fn(&GenStudy, usize) -> Result<Value>,
+) -> Result<Vec<(usize, KeptCounts)>> {
+    let mut done = Vec::with_capacity(kept.len());
+    let mut seen = HashSet::new();
+    for k in kept {
+        let rec: Value = parse_json(&k.line).map_err(|e| anyhow!("{}: {e}", k.at))?;
+        let id = rec
+            .get("id")
+            .map(id_text)
+            .ok_or_else(|| anyhow!("{}: no \"id\"", k.at))?;
+        let index = studies
+            .iter()
+            .position(|s| s.id == id)
+            .ok_or_else(|| anyhow!("{}: study {id} is not among this run's studies", k.at))?;
+        if rec.get("distances").is_none() {
+            return Err(anyhow!(
+                "{}: study {id} lacks the fields that --resume checks (written by an older \
+                 sdr); run without --resume",
+                k.at
+            ));
+        }
+        let want = expected(&studies[index], index)?;
+        for (pointer, what) in CHECKED {
+            let was = rec.pointer(pointer).unwrap_or(&Value::Null);
+            let now = want.pointer(pointer).unwrap_or(&Value::Null);
+            if was != now {
+                return Err(anyhow!(
+                    "{}: study {id} was pruned with {what} {}, this run has {}; \
+                     resume with the same settings",
+                    k.at,
+                    show(was),
+                    show(now)
+                ));
+            }
+        }
+        if !seen.insert(index) {
+            return Err(anyhow!("{}: study {id} appears twice", k.at));
+        }
+        let counts: KeptCounts =
+            serde_json::from_value(rec).map_err(|e| anyhow!("{}: {e}", k.at))?;
+        done.push((index, counts));
+    }
+    Ok(done)
 }
 
 /// The pruning settings; each bad one is refused naming its option.
@@ -344,7 +629,7 @@ fn replay(args: &Args, path: &Path, run: &mut Run<'_>) -> Result<()> {
         .filter(|(_, l)| !l.trim().is_empty())
         .collect();
     let pb = progress_bar(lines.len(), args.quiet, "pruning (replay)");
-    for (no, line) in lines {
+    for (index, (no, line)) in lines.into_iter().enumerate() {
         let where_ = format!("{name}:{}", no + 1);
         let l: ReplayLine = parse_json(line).map_err(|e| anyhow!("{where_}: {e}"))?;
         crate::common::refuse_failed(&where_, &crate::jsonl::id_text(&l.id), &l.finish)?;
@@ -384,12 +669,14 @@ fn replay(args: &Args, path: &Path, run: &mut Run<'_>) -> Result<()> {
             .prune(LockStep::new(Box::new(replay)))
             .map_err(|e| anyhow!("{where_}: {e}"))?;
         run.emit(Study {
+            index,
             id: id_text(&l.id),
             mode: "replay",
             outcome,
             full: Some(full),
             estimated,
             standard: Some((std_choice, &l.candidates[std_choice])),
+            generation: None,
             seconds: t.elapsed().as_secs_f64(),
         })?;
         pb.inc(1);
@@ -417,33 +704,118 @@ fn full_tokens(path: Option<&Path>) -> Result<HashMap<String, usize>> {
     Ok(m)
 }
 
-/// Live: generate each study's candidates in lock-step and prune them.
-fn live(args: &Args, run: &mut Run<'_>) -> Result<()> {
-    let fulls = full_tokens(args.full.as_deref())?;
-    let studies = args.studies.load()?;
-    let template = args.studies.template();
-    let mut backend = args.backend.load()?;
-    let pb = progress_bar(studies.len(), args.quiet, "pruning (live)");
-    for (si, study) in studies.iter().enumerate() {
-        let req = args.backend.request(study, si, &template)?;
+/// What a live run reads and loads before its output is opened, so that a
+/// bad studies file, model or `--full` leaves no `FILE.partial` behind.
+struct LiveInput {
+    fulls: HashMap<String, usize>,
+    studies: Vec<GenStudy>,
+    template: PromptTemplate,
+    backend: Box<dyn Backend>,
+    describe: String,
+}
+
+impl LiveInput {
+    fn load(args: &Args) -> Result<Self> {
+        let fulls = full_tokens(args.full.as_deref())?;
+        let studies = args.studies.load()?;
+        if let Some(f) = &args.full {
+            if let Some(s) = studies.iter().find(|s| !fulls.contains_key(&s.id)) {
+                return Err(anyhow!("study {}: not in --full {}", s.id, f.display()));
+            }
+        }
+        let template = args.studies.template();
+        template.text()?;
+        let backend = args.backend.load()?;
+        let describe = backend.describe();
+        Ok(LiveInput {
+            fulls,
+            studies,
+            template,
+            backend,
+            describe,
+        })
+    }
+
+    /// How study `si` is generated.
+    fn generation(&self, args: &Args, study: &GenStudy, si: usize) -> Generation {
+        let b = &args.backend;
+        Generation {
+            backend: self.describe.clone(),
+            prompt: self.template.name(),
+            context: study.context.clone(),
+            seed: b.seed.wrapping_add(1000 * si as u64),
+            sampling: Sampling {
+                k: b.k,
+                temperature: b.temperature,
+                top_p: b.top_p,
+                max_tokens: b.max_tokens,
+                repetition_penalty: b.repetition_penalty,
+                prefill: b.prefill.clone(),
+            },
+        }
+    }
+
+    /// The settings that study `si`'s record holds in this run, as read back
+    /// from a file (through JSON text, so that numbers compare as parsed).
+    fn expected(
+        &self,
+        args: &Args,
+        policy: &str,
+        config: PruneConfig,
+        corpus_sha256: &str,
+        study: &GenStudy,
+        si: usize,
+    ) -> Result<Value> {
+        let mut v = serde_json::to_value(self.generation(args, study, si))?;
+        let m = v.as_object_mut().expect("a struct");
+        for (k, x) in [
+            ("mode", Value::from("live")),
+            ("policy", policy.into()),
+            ("warmup", config.warmup.into()),
+            ("fraction", config.fraction.into()),
+            ("survivors", config.survivors.into()),
+            ("corpus_sha256", corpus_sha256.into()),
+            ("tokens_full", self.fulls.get(&study.id).copied().into()),
+        ] {
+            m.insert(k.to_string(), x);
+        }
+        Ok(serde_json::from_str(&v.to_string())?)
+    }
+}
+
+/// Live: generate each study's candidates in lock-step and prune them,
+/// skipping the studies in `done` (kept from a stopped run).
+fn live(
+    args: &Args,
+    input: &mut LiveInput,
+    done: &HashSet<usize>,
+    run: &mut Run<'_>,
+) -> Result<()> {
+    let pb = progress_bar(input.studies.len(), args.quiet, "pruning (live)");
+    pb.inc(done.len() as u64);
+    for (si, study) in input.studies.iter().enumerate() {
+        if done.contains(&si) {
+            continue;
+        }
+        let req = args.backend.request(study, si, &input.template)?;
         let t = Instant::now();
-        let batch = backend
+        let batch = input
+            .backend
             .start(&req)
             .map_err(|e| anyhow!("study {}: {e}", study.id))?;
         let outcome = run
             .prune(LockStep::new(batch))
             .map_err(|e| anyhow!("study {}: {e}", study.id))?;
-        let full = fulls.get(&study.id).copied();
-        if let (Some(f), None) = (&args.full, full) {
-            return Err(anyhow!("study {}: not in --full {}", study.id, f.display()));
-        }
+        let generation = Some(input.generation(args, study, si));
         run.emit(Study {
+            index: si,
             id: study.id.clone(),
             mode: "live",
             outcome,
-            full,
+            full: input.fulls.get(&study.id).copied(),
             estimated: false,
             standard: None,
+            generation,
             seconds: t.elapsed().as_secs_f64(),
         })?;
         pb.inc(1);
