@@ -42,19 +42,12 @@ fn studies(dir: &Path, n: usize) -> PathBuf {
 
 /// `sdr generate` of `studies` into `out`, K = 2, with progress and summary.
 fn command(server: &Server, studies: &Path, out: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_sdr"));
-    c.args([
-        "generate",
-        "--backend",
-        "openai",
-        "--base-url",
-        &server.base,
-    ])
-    .args(["-k", "2", "--retries", "0", "--timeout", "1"])
-    .arg("--studies")
-    .arg(studies)
-    .arg("-o")
-    .arg(out);
+    let mut c = server.sdr("generate");
+    c.args(["-k", "2", "--retries", "0", "--timeout", "1"])
+        .arg("--studies")
+        .arg(studies)
+        .arg("-o")
+        .arg(out);
     c
 }
 
@@ -399,14 +392,8 @@ fn argument_and_output_errors_come_first_and_leave_nothing() {
     let out = dir.path().join("g.jsonl");
     // As `generate`, without its -k.
     let run = |dest: &Path, args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_sdr"))
-            .args([
-                "generate",
-                "--backend",
-                "openai",
-                "--base-url",
-                &server.base,
-            ])
+        server
+            .sdr("generate")
             .args(["--quiet", "--studies"])
             .arg(&studies)
             .arg("-o")
@@ -458,15 +445,9 @@ fn argument_and_output_errors_come_first_and_leave_nothing() {
     assert_eq!(server.requests.load(Ordering::SeqCst), 0);
     assert!(!dir.path().join("adir.partial").exists());
     // A default --studies missing from the current folder is named as such.
-    let o = Command::new(env!("CARGO_BIN_EXE_sdr"))
+    let o = server
+        .sdr("generate")
         .current_dir(dir.path())
-        .args([
-            "generate",
-            "--backend",
-            "openai",
-            "--base-url",
-            &server.base,
-        ])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
@@ -489,14 +470,8 @@ fn a_signal_during_a_run_keeps_the_finished_studies_for_resume() {
     });
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("g.jsonl");
-    let child = Command::new(env!("CARGO_BIN_EXE_sdr"))
-        .args([
-            "generate",
-            "--backend",
-            "openai",
-            "--base-url",
-            &server.base,
-        ])
+    let child = server
+        .sdr("generate")
         .args(["-k", "2", "--retries", "0", "--timeout", "60", "--quiet"])
         .arg("--studies")
         .arg(studies(dir.path(), 2))

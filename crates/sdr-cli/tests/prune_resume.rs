@@ -4,6 +4,7 @@
 //! 127.0.0.1 that speaks the OpenAI streaming API, the corpus is built with
 //! the hash stand-in encoder: no model is needed.
 
+mod cli;
 mod fake_openai;
 
 use std::path::{Path, PathBuf};
@@ -11,6 +12,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use cli::build_corpus;
 use fake_openai::{stop_after_first_record, word_stream, Answer, Server};
 
 const K: u64 = 4;
@@ -72,14 +74,7 @@ fn setup() -> Setup {
     let csv = dir.path().join("r.csv");
     std::fs::write(&csv, CSV).unwrap();
     let corpus = dir.path().join("c.safetensors");
-    ok(sdr()
-        .args(["corpus", "build", "--format", "csv", "--split", "all"])
-        .args(["--encoder", "hash-32", "--quiet", "--input"])
-        .arg(&csv)
-        .arg("--out")
-        .arg(&corpus)
-        .output()
-        .unwrap());
+    build_corpus(&csv, &corpus, &["--split", "all", "--encoder", "hash-32"]);
     let studies = dir.path().join("studies.jsonl");
     std::fs::write(
         &studies,
@@ -88,14 +83,8 @@ fn setup() -> Setup {
     .unwrap();
     let (server, hang) = start_server();
     let gen = dir.path().join("gen.jsonl");
-    ok(sdr()
-        .args([
-            "generate",
-            "--backend",
-            "openai",
-            "--base-url",
-            &server.base,
-        ])
+    ok(server
+        .sdr("generate")
         .args([
             "-k",
             &K.to_string(),
@@ -127,23 +116,16 @@ impl Setup {
 
     /// [`Setup::prune`] over another corpus, built with `encoder`.
     fn prune_over(&self, out: &Path, corpus: &Path, encoder: &str) -> Command {
-        let mut c = sdr();
-        c.args([
-            "prune",
-            "--backend",
-            "openai",
-            "--base-url",
-            &self.server.base,
-        ])
-        .args(["-k", &K.to_string(), "--retries", "0", "--timeout", "60"])
-        .args(["--encoder", encoder, "--corpus"])
-        .arg(corpus)
-        .arg("--full")
-        .arg(&self.gen)
-        .arg("--studies")
-        .arg(&self.studies)
-        .arg("-o")
-        .arg(out);
+        let mut c = self.server.sdr("prune");
+        c.args(["-k", &K.to_string(), "--retries", "0", "--timeout", "60"])
+            .args(["--encoder", encoder, "--corpus"])
+            .arg(corpus)
+            .arg("--full")
+            .arg(&self.gen)
+            .arg("--studies")
+            .arg(&self.studies)
+            .arg("-o")
+            .arg(out);
         c
     }
 
@@ -280,14 +262,11 @@ fn resume_with_another_setting_is_refused_naming_it() {
     }
     // Another corpus: the same reports, another encoder dimension.
     let other = t.dir.path().join("other.safetensors");
-    ok(sdr()
-        .args(["corpus", "build", "--format", "csv", "--split", "all"])
-        .args(["--encoder", "hash-16", "--quiet", "--input"])
-        .arg(t.dir.path().join("r.csv"))
-        .arg("--out")
-        .arg(&other)
-        .output()
-        .unwrap());
+    build_corpus(
+        &t.dir.path().join("r.csv"),
+        &other,
+        &["--split", "all", "--encoder", "hash-16"],
+    );
     let o = t
         .prune_over(&out, &other, "hash-16")
         .arg("--resume")

@@ -3,6 +3,7 @@
 //! unfinished outputs (their destinations keep their old contents), says
 //! what a rerun can pick up, and exits with 128 + the signal's number.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use anyhow::{Context, Result};
@@ -14,16 +15,14 @@ use super::log_line;
 /// What a stop keeps, said on stderr when it happens (a journal's
 /// `FILE.partial`).
 static NOTES: Mutex<Vec<(u64, String)>> = Mutex::new(Vec::new());
-static NEXT_NOTE: Mutex<u64> = Mutex::new(0);
+static NEXT_NOTE: AtomicU64 = AtomicU64::new(0);
 
 /// A line printed if a signal stops the process while this lives.
 pub struct Note(u64);
 
 impl Note {
     pub fn new(text: String) -> Note {
-        let mut next = NEXT_NOTE.lock().unwrap_or_else(|e| e.into_inner());
-        *next += 1;
-        let id = *next;
+        let id = NEXT_NOTE.fetch_add(1, Ordering::Relaxed);
         NOTES
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -43,6 +43,15 @@ impl Server {
     }
 }
 
+impl Server {
+    /// `sdr SUBCOMMAND --backend openai --base-url` this server.
+    pub fn sdr(&self, subcommand: &str) -> std::process::Command {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_sdr"));
+        c.args([subcommand, "--backend", "openai", "--base-url", &self.base]);
+        c
+    }
+}
+
 /// Reads one request and answers it, then closes the connection.
 fn serve(mut conn: TcpStream, answer: &dyn Fn(u64) -> Answer, count: &AtomicUsize) {
     let mut data = Vec::new();
