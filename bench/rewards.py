@@ -14,11 +14,17 @@ implementations get the same strings in the same run:
 - python: sentence-transformers `encode` on every sentence of the batch (one call,
   batch size 32) + numpy Chamfer per section, with the same parsing (`sdr.parse_report`).
 
-    python bench/rewards.py [--repeats 3] [--precision f32|bf16] [--json out.json]
+    python bench/rewards.py [--repeats 3] [--precision f32|bf16] [--encoder sdr|table] [--json out.json]
 
 `--precision bf16` runs SDR's encoder with bf16 GEMMs (on CPUs with AVX-512 BF16 or
 AMX; f32 elsewhere); the Python side stays sentence-transformers f32, and the reward
 difference column then shows what bf16 moves.
+
+`--encoder table` measures what the reward costs besides encoding, as with an encoder
+already on the trainer's GPU (`SDRReward(encoder=...)`): both sides get the same
+stand-in encoder, a lookup of vectors computed before timing (768-d, seeded by each
+sentence), so the figures are parsing, deduplication, the hand-over of the arrays,
+caching and the distances. The rewards are then not SDR's, only equal on both sides.
 
 Needs: the `sdr` wheel, sentence-transformers (torch), numpy, and the model folder
 (scripts/fetch-model.sh).
@@ -33,6 +39,7 @@ import os
 import platform
 import random
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -105,6 +112,43 @@ def python_rewards(model, comps, refs):
     return rewards, len(sentences)
 
 
+class Table:
+    """A stand-in for an encoder already on the trainer's GPU: vectors computed
+    before timing, looked up per sentence (a miss, such as SDRReward's probe, is
+    computed on the spot). Callable for `SDRReward(encoder=...)`, and with
+    sentence-transformers' `encode` for the Python implementation."""
+
+    def __init__(self, sentences, dim=768):
+        self.dim = dim
+        self.vec = {}
+        for s in sentences:
+            self.lookup(s)
+
+    def lookup(self, s):
+        v = self.vec.get(s)
+        if v is None:
+            rng = np.random.default_rng(zlib.crc32(s.encode()))
+            v = self.vec[s] = rng.standard_normal(self.dim).astype(np.float32)
+        return v
+
+    def __call__(self, sentences):
+        return np.stack([self.lookup(s) for s in sentences])
+
+    def encode(self, sentences, batch_size=32, convert_to_numpy=True, normalize_embeddings=True):
+        e = self(sentences)
+        return e / np.linalg.norm(e, axis=1, keepdims=True)
+
+
+def all_sentences(*texts):
+    out = set()
+    for group in texts:
+        for t in group:
+            p = sdr.parse_report(t)
+            out.update(p["findings"])
+            out.update(p["impression"])
+    return out
+
+
 def best(f, repeats):
     times, out = [], None
     for _ in range(repeats):
@@ -120,6 +164,9 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--precision", choices=["f32", "bf16"], default="f32",
                     help="SDRReward's encoder precision (the Python side stays f32)")
+    ap.add_argument("--encoder", choices=["sdr", "table"], default="sdr",
+                    help="sdr: SDR's encoder against sentence-transformers on this CPU; table: "
+                         "both sides get the same precomputed-vector lookup (the cost besides encoding)")
     args = ap.parse_args()
 
     load = os.getloadavg()
@@ -132,8 +179,12 @@ def main():
 
     # sdr: cold = a fresh reward object (no cached reference sentences); warm = next call.
     cold_times, warm_times = [], []
+    table = Table(all_sentences(comps, comps2, refs)) if args.encoder == "table" else None
     for _ in range(args.repeats):
-        r = sdr.SDRReward(metric="chamfer", model_dir=model_dir, precision=args.precision)
+        if table is not None:
+            r = sdr.SDRReward(metric="chamfer", encoder=table)
+        else:
+            r = sdr.SDRReward(metric="chamfer", model_dir=model_dir, precision=args.precision)
         r.score(["<think>x.</think><answer>y.</answer>"], references=["<think>a.</think><answer>b.</answer>"])  # load the model
         t = time.perf_counter()
         ours = r.score(comps, references=refs)["reward"]
@@ -144,11 +195,15 @@ def main():
         warm_times.append(time.perf_counter() - t)
         warm_stats = r.last_stats()
 
-    from sentence_transformers import SentenceTransformer
-    import torch
+    if table is not None:
+        model, torch_threads = table, None
+    else:
+        from sentence_transformers import SentenceTransformer
+        import torch
 
-    model = SentenceTransformer(model_dir, device="cpu")
-    model.encode(["warm up"])
+        model = SentenceTransformer(model_dir, device="cpu")
+        model.encode(["warm up"])
+        torch_threads = torch.get_num_threads()
     py_time, (theirs, py_sentences) = best(lambda: python_rewards(model, comps, refs), args.repeats)
     py_time2, (theirs2, _) = best(lambda: python_rewards(model, comps2, refs), args.repeats)
 
@@ -170,7 +225,8 @@ def main():
         "sdr_batch_stats_cold": stats,
         "sdr_batch_stats_warm": warm_stats,
         "python_sentences_embedded": py_sentences,
-        "torch_threads": torch.get_num_threads(),
+        "torch_threads": torch_threads,
+        "encoder": args.encoder,
         "cpus": os.cpu_count(),
         "machine": platform.processor() or platform.machine(),
         "repeats": args.repeats,

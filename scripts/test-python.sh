@@ -10,6 +10,10 @@
 #   SDR_BIN           the CLI the tests compare against; when unset, built here
 #                     (cargo build --release). scripts/test.sh passes the one
 #                     `cargo test` just built, instead of a second full build.
+#   SDR_PY_PROFILE    cargo profile of the wheel (default: release). scripts/test.sh
+#                     passes `dev`, whose settings are the test profile's, so the
+#                     wheel reuses every crate `cargo test` just compiled and links
+#                     in seconds (optimised, with overflow checks).
 # Needs PyPI for maturin, numpy and pytest on the first run, and the model
 # (scripts/fetch-model.sh, run here; idempotent).
 set -euo pipefail
@@ -38,10 +42,11 @@ fi
 [ -x "$SDR_BIN" ] || { echo "test-python: SDR_BIN=$SDR_BIN is not an executable" >&2; exit 1; }
 echo "== the CLI under test: $SDR_BIN"
 
-echo "== maturin build --release"
+PROFILE=${SDR_PY_PROFILE:-release}
+echo "== maturin build --profile $PROFILE"
 WHEELS=$CARGO_TARGET_DIR/wheels-sdr
 rm -rf "$WHEELS"
-"$VENV/bin/maturin" build --release -q -m bindings/python/Cargo.toml \
+"$VENV/bin/maturin" build --profile "$PROFILE" -q -m bindings/python/Cargo.toml \
   -i "$VENV/bin/python" -o "$WHEELS"
 "$VENV/bin/python" -m pip install -q --force-reinstall --no-deps "$WHEELS"/sdr-*.whl
 

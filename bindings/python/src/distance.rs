@@ -18,20 +18,32 @@ use crate::error::ToPy;
 
 /// `obj` itself, or for an array whose elements do not sit on whole,
 /// aligned steps (a field of a structured array, a buffer at an odd
-/// offset), `numpy.ascontiguousarray(obj)`: such strides cannot be read
-/// element by element.
-fn ordinary<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+/// offset), an aligned C-contiguous copy: such arrays cannot be viewed
+/// element by element (`numpy.ascontiguousarray` would return an unaligned
+/// contiguous array unchanged).
+pub(crate) fn ordinary<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     const NPY_ARRAY_ALIGNED: std::ffi::c_int = 0x0100;
     if let Ok(a) = obj.cast::<PyUntypedArray>() {
         let size = a.dtype().itemsize() as isize;
         // SAFETY: a live array object; only its flags are read.
         let aligned = unsafe { (*a.as_array_ptr()).flags } & NPY_ARRAY_ALIGNED != 0;
         if !aligned || a.strides().iter().any(|&s| size > 0 && s % size != 0) {
-            let numpy = obj.py().import("numpy")?;
-            return numpy.getattr("ascontiguousarray")?.call1((obj,));
+            return aligned_copy(obj, None);
         }
     }
     Ok(obj.clone())
+}
+
+/// `numpy.require(obj, dtype, ["C", "A"])`: `obj` as an aligned C-contiguous
+/// array (of `dtype` when given), copied only when it is not one already.
+pub(crate) fn aligned_copy<'py>(
+    obj: &Bound<'py, PyAny>,
+    dtype: Option<&str>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let numpy = obj.py().import("numpy")?;
+    numpy
+        .getattr("require")?
+        .call1((obj, dtype, vec!["C", "A"]))
 }
 
 /// Copy a 2-D float32/float64 array into an owned, validated set.

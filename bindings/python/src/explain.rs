@@ -51,7 +51,8 @@ pub fn explain_json(
             texts.len() - 1
         });
     }
-    let out = embed.call1((texts.clone(),))?;
+    // Aligned and C-contiguous, or `as_array` would read misaligned floats.
+    let out = crate::distance::ordinary(&embed.call1((texts.clone(),))?)?;
     let array: PyReadonlyArray2<'_, f32> = out.extract().map_err(|_| {
         PyTypeError::new_err("the embedding function must return a 2-D float32 numpy array")
     })?;

@@ -89,6 +89,34 @@ def test_lists_and_torch_like_results():
     assert b["reward"] == pytest.approx(c["reward"], abs=1e-6)
 
 
+def unaligned(arr):
+    """`arr` as float32 in a buffer at an odd offset: C-contiguous, not aligned."""
+    arr = np.ascontiguousarray(arr, dtype=np.float32)
+    raw = np.zeros(arr.nbytes + 1, dtype=np.uint8)
+    raw[1:] = np.frombuffer(arr.tobytes(), dtype=np.uint8)
+    out = np.frombuffer(raw.data, dtype=np.float32, count=arr.size, offset=1).reshape(arr.shape)
+    assert out.flags.c_contiguous and not out.flags.aligned
+    return out
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        unaligned,
+        lambda a: np.asfortranarray(a),
+        lambda a: np.repeat(a, 2, axis=1)[:, ::2],  # a strided view
+        lambda a: a.astype(np.float32),
+        lambda a: a[::-1][::-1],  # negative strides
+    ],
+    ids=["unaligned", "fortran", "strided", "float32", "reversed"],
+)
+def test_any_array_layout_gives_the_layout_free_rewards(layout):
+    base = BagOfWords()
+    want = sdr.SDRReward(encoder=base).score([GOOD, OTHER], references=[REF, REF])
+    got = sdr.SDRReward(encoder=lambda s: layout(BagOfWords()(s))).score([GOOD, OTHER], references=[REF, REF])
+    assert got["reward"] == want["reward"]
+
+
 def test_bad_encoders_give_clear_errors():
     with pytest.raises(TypeError, match="callable"):
         sdr.SDRReward(encoder=42)
@@ -96,6 +124,8 @@ def test_bad_encoders_give_clear_errors():
         sdr.SDRReward(encoder=lambda s: np.ones(len(s) * 2)).score([GOOD], references=[REF])
     with pytest.raises(ValueError, match="non-finite"):
         sdr.SDRReward(encoder=lambda s: np.full((len(s), 3), np.nan)).score([GOOD], references=[REF])
+    with pytest.raises(ValueError, match="not a float array"):
+        sdr.SDRReward(encoder=lambda s: np.array([["x"] * 3] * len(s))).score([GOOD], references=[REF])
 
     state = {"n": 0}
 

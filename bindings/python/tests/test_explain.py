@@ -80,6 +80,19 @@ def test_threshold_and_encoder_options(encoder):
     assert calls and e["format_valid"] and len(e["sections"]["findings"]["candidate"]) == 2
 
 
+def test_an_unaligned_embedding_array_is_read_as_numpy_reads_it(encoder):
+    def embed(texts):
+        arr = np.asarray(encoder.embed(texts), dtype=np.float32)
+        raw = np.zeros(arr.nbytes + 1, dtype=np.uint8)
+        raw[1:] = np.frombuffer(arr.tobytes(), dtype=np.uint8)
+        out = np.frombuffer(raw.data, dtype=np.float32, count=arr.size, offset=1).reshape(arr.shape)
+        assert not out.flags.aligned
+        return out
+
+    aligned = sdr.explain(GOOD, REF, encoder=lambda t: np.asarray(encoder.embed(t), dtype=np.float32))
+    assert sdr.explain(GOOD, REF, encoder=embed) == aligned
+
+
 def test_errors():
     with pytest.raises(ValueError, match="unknown metric"):
         sdr.explain(GOOD, REF, metric="chamfre")
