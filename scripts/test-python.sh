@@ -11,9 +11,9 @@
 #                     (cargo build --release). scripts/test.sh passes the one
 #                     `cargo test` just built, instead of a second full build.
 #   SDR_PY_PROFILE    cargo profile of the wheel (default: release). scripts/test.sh
-#                     passes `dev`, whose settings are the test profile's, so the
-#                     wheel reuses every crate `cargo test` just compiled and links
-#                     in seconds (optimised, with overflow checks).
+#                     passes `dev` (optimised, with debug assertions and overflow
+#                     checks, as the CLI under test): the checks caught numpy
+#                     buffers a release wheel read misaligned without a word.
 # Needs PyPI for maturin, numpy and pytest on the first run, and the model
 # (scripts/fetch-model.sh, run here; idempotent).
 set -euo pipefail

@@ -27,7 +27,7 @@ echo "== $(date +%T) cargo test"
 cargo test --workspace --no-fail-fast 2>&1
 echo "== $(date +%T) python bindings (maturin wheel + pytest)"
 # The CLI that `cargo test` built for the CLI's integration tests (the test
-# profile: optimised, with overflow checks), and a wheel in the same profile,
-# which reuses every crate `cargo test` compiled: no second full build.
+# profile: optimised, with overflow checks), not a second full build of it, and
+# a wheel with the same checks (dev profile = test profile settings).
 SDR_BIN=${CARGO_TARGET_DIR:-$PWD/target}/debug/sdr SDR_PY_PROFILE=dev bash scripts/test-python.sh
 echo "== $(date +%T) all tests passed"

@@ -321,7 +321,7 @@ No pneumothorax.\n\nImpressions: Mild cardiomegaly.\n\n******\n\nExample 6\n\n\
         parse_report("Findings: A.\nImpression: B.\n\n<h2>Conclusion</h2>\nC."),
         report(true, &["A."], &["B."])
     );
-    assert_eq!(SEGMENTER_VERSION, "sdr-seg-3");
+    assert_eq!(SEGMENTER_VERSION, "sdr-seg-4");
 }
 
 /// A line of tags alone is no sentence, so a placeholder answer

@@ -69,7 +69,9 @@
 //! 6. **Output.** Each sentence is the text as written, including its
 //!    terminal punctuation, with whitespace runs collapsed to one space and
 //!    trimmed; sentences without any letter or digit are dropped, so a bare
-//!    marker (`a)`, `(b)`, `1)`, `_`, `-`) is no sentence.
+//!    marker (`a)`, `(b)`, `1)`, `_`, `-`) is no sentence, and so are such
+//!    tokens after a sentence's terminal punctuation (`T9. *` before a
+//!    bullet reads `T9.`).
 //!
 //! Segmenting the sentences again, joined by blank lines, returns them
 //! unchanged (tested on every IU X-ray report).
@@ -85,7 +87,9 @@ use super::normalize::normalize;
 /// abbreviations (IU X-ray segments exactly as under `sdr-seg-1`).
 /// `sdr-seg-3`: markup tags removed (rule 1) and skipped before headers
 /// (IU X-ray segments exactly as under `sdr-seg-2`).
-pub const SEGMENTER_VERSION: &str = "sdr-seg-3";
+/// `sdr-seg-4`: marks without letters or digits after a sentence's terminal
+/// punctuation are dropped (IU X-ray segments exactly as under `sdr-seg-3`).
+pub const SEGMENTER_VERSION: &str = "sdr-seg-4";
 
 /// A line shorter than this (in characters, trimmed) followed by a line that
 /// starts with a capitalised word ends its sentence even without punctuation.
@@ -144,6 +148,40 @@ pub(crate) fn split_normalized(c: &[char]) -> Vec<String> {
     scan.out
 }
 
+/// `piece` without the tokens lacking letters and digits that follow its
+/// terminal punctuation (`T9. *` before a bullet reads `T9.`): alone they
+/// would be no sentence (rule 6), so segmenting the output again would drop
+/// them.
+fn without_trailing_marks(piece: &[char]) -> &[char] {
+    // Walk back over whitespace-separated tokens without letters or digits.
+    let mut body = trim_end(piece);
+    let mut cut = None;
+    while let Some(k) = body.iter().rposition(|ch| ch.is_whitespace()) {
+        if body[k + 1..].iter().any(|ch| ch.is_alphanumeric()) {
+            break;
+        }
+        body = trim_end(&body[..k]);
+        cut = Some(body.len());
+    }
+    let ends_sentence = body
+        .iter()
+        .rev()
+        .find(|&&ch| !is_closer(ch))
+        .is_some_and(|&ch| is_terminal(ch));
+    match cut {
+        Some(n) if ends_sentence => &piece[..n],
+        _ => piece,
+    }
+}
+
+fn trim_end(c: &[char]) -> &[char] {
+    let n = c
+        .iter()
+        .rposition(|ch| !ch.is_whitespace())
+        .map_or(0, |k| k + 1);
+    &c[..n]
+}
+
 /// What to do at a terminator run.
 enum Decision {
     Split,
@@ -200,7 +238,7 @@ impl Scan<'_> {
         if start >= end {
             return;
         }
-        let piece = &self.c[start..end];
+        let piece = without_trailing_marks(&self.c[start..end]);
         // A sentence needs a letter or digit: `_`, `-` or `)` alone is not one.
         if !piece.iter().any(|ch| ch.is_alphanumeric()) {
             return;
@@ -656,6 +694,11 @@ mod tests {
         // Bullet symbols split anywhere; bare markers are no sentence.
         assert_eq!(s("A •B◦C"), ["A", "B", "C"]);
         assert_eq!(s("a) (b) 1) _ -"), Vec::<String>::new());
+        // Nor are such marks after a sentence end, where a conditional period
+        // kept them in its sentence: segmenting again would drop them.
+        assert_eq!(s("Old fracture of T9. *•x"), ["Old fracture of T9.", "x"]);
+        assert_eq!(s("Dr. * - •Heart normal. )"), ["Dr.", "Heart normal."]);
+        assert_eq!(s("Heart normal -•x"), ["Heart normal -", "x"]);
     }
 
     #[test]
