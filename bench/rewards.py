@@ -25,6 +25,8 @@ already on the trainer's GPU (`SDRReward(encoder=...)`): both sides get the same
 stand-in encoder, a lookup of vectors computed before timing (768-d, seeded by each
 sentence), so the figures are parsing, deduplication, the hand-over of the arrays,
 caching and the distances. The rewards are then not SDR's, only equal on both sides.
+It also times verl's two reward managers on the batch: `sdr.verl.compute_score` once
+per sample (naive) and once for the batch (batch).
 
 Needs: the `sdr` wheel, sentence-transformers (torch), numpy, and the model folder
 (scripts/fetch-model.sh).
@@ -207,6 +209,26 @@ def main():
     py_time, (theirs, py_sentences) = best(lambda: python_rewards(model, comps, refs), args.repeats)
     py_time2, (theirs2, _) = best(lambda: python_rewards(model, comps2, refs), args.repeats)
 
+    verl = {}
+    if table is not None:
+        # verl's two reward managers, cold (a fresh reward per repeat): naive calls
+        # compute_score once per sample, batch once per batch.
+        import sdr.verl as sdr_verl
+
+        def naive():
+            sdr_verl._rewards.clear()
+            return [sdr_verl.compute_score("iu", c, r, encoder=table)["score"] for c, r in zip(comps, refs)]
+
+        def batch():
+            sdr_verl._rewards.clear()
+            out = sdr_verl.compute_score(data_sources=["iu"] * n, solution_strs=comps, ground_truths=refs,
+                                         extra_infos=[None] * n, encoder=table)
+            return [o["score"] for o in out]
+
+        verl["verl_naive_seconds"], a = best(naive, args.repeats)
+        verl["verl_batch_seconds"], b = best(batch, args.repeats)
+        assert np.allclose(a, b, atol=1e-6) and np.allclose(a, ours, atol=1e-6)
+
     diff = float(
         max(np.max(np.abs(np.array(ours) - np.array(theirs))), np.max(np.abs(np.array(ours_warm) - np.array(theirs2))))
     )
@@ -232,6 +254,7 @@ def main():
         "repeats": args.repeats,
         "sdr_precision": args.precision,
         "load_before": load[0],
+        **verl,
     }
     print(json.dumps(result, indent=1))
     if args.json:

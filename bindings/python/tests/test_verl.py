@@ -77,3 +77,52 @@ def test_loads_by_path_as_verl_does():
     expected = sdr.SDRReward(metric="hausdorff").score([GOOD], references=[REF])["reward"][0]
     assert set(out) == KEYS
     assert out["score"] == pytest.approx(expected, abs=1e-6)
+
+
+def test_batch_manager_calls_score_the_batch_at_once():
+    """verl's batch reward manager calls the function once per batch with
+    data_sources=, solution_strs=, ground_truths=, extra_infos= (numpy object
+    arrays) and the reward_kwargs; the result is one dict per sample, equal to
+    the per-sample calls, with text and section-dict ground truths mixed."""
+    import numpy as np
+
+    gt = {"findings": "Heart size is normal. The lungs are clear. No pleural effusion.",
+          "impression": "No acute cardiopulmonary abnormality."}
+    sols = [GOOD, OTHER, MALFORMED[1], REF, GOOD]
+    truths = [REF, gt, REF, gt, REF]
+    n = len(sols)
+    per_sample = [sdr.verl.compute_score("iu_xray", s, t, metric="ot") for s, t in zip(sols, truths)]
+    kwargs = dict(
+        data_sources=np.array(["iu_xray"] * n, dtype=object),
+        solution_strs=sols,
+        ground_truths=np.array(truths, dtype=object),
+        extra_infos=np.array([{"index": k} for k in range(n)], dtype=object),
+        metric="ot",
+    )
+    for fn in (sdr.verl.compute_score, sdr.verl.compute_score_batch):
+        got = fn(**kwargs)
+        assert isinstance(got, list) and len(got) == n
+        for a, b in zip(got, per_sample):
+            assert set(a) == KEYS
+            assert a == pytest.approx(b, abs=1e-6)
+    assert sdr.verl.compute_score_batch(solution_strs=[], ground_truths=[]) == []
+    with pytest.raises(ValueError, match="solution_strs has 2 samples but ground_truths has 1"):
+        sdr.verl.compute_score_batch(solution_strs=[GOOD, GOOD], ground_truths=[REF])
+    with pytest.raises(ValueError, match="'impression'"):
+        sdr.verl.compute_score_batch(solution_strs=[GOOD], ground_truths=[{"findings": "A."}])
+    with pytest.raises(TypeError, match="solution_str"):
+        sdr.verl.compute_score("iu_xray")
+
+
+def test_batch_manager_embeds_once_per_batch():
+    calls = []
+
+    def enc(sentences):
+        import numpy as np
+
+        calls.append(len(sentences))
+        return np.array([[float(len(s)), 1.0, float(s.count("e"))] for s in sentences])
+
+    sols = [GOOD, OTHER, REF] * 4
+    sdr.verl.compute_score(solution_strs=sols, ground_truths=[REF] * len(sols), encoder=enc)
+    assert len(calls) == 2  # the probe, then one call for the whole batch

@@ -15,6 +15,11 @@ forked workers::
           # device: cuda       # where SDR's own encoder runs (default cpu)
           # precision: bf16    # f32 (default) or bf16
 
+With verl's batch reward manager (``reward_model.reward_manager=batch``)
+the same function receives the whole batch as ``data_sources``, ``solution_strs``,
+``ground_truths``, ``extra_infos`` and returns one dict per sample: one
+encoder call for the batch's new sentences instead of one per sample.
+
 ``ground_truth`` is the reference report (template or ``Findings:`` /
 ``Impression:`` text) or a dict ``{"findings": ..., "impression": ...}``.
 The returned dict has ``score`` and the components ``format``, ``findings``,
@@ -29,7 +34,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 # Absolute import: verl loads this file by path (spec_from_file_location), as a
 # module outside the package, where a relative import fails.
@@ -77,14 +82,49 @@ def _reward(kwargs: Dict[str, Any]) -> SDRReward:
     return reward
 
 
+def _sections(ground_truth: Any) -> Tuple[str, str]:
+    try:
+        return ground_truth["findings"], ground_truth["impression"]
+    except KeyError as e:
+        raise ValueError(f"ground_truth dict needs 'findings' and 'impression' keys, missing {e}") from None
+
+
+def _score_many(reward: SDRReward, solutions: List[str], truths: List[Any]) -> List[Dict[str, float]]:
+    """Scores `solutions[k]` against `truths[k]`: texts in one call, section
+    dicts in another, in the order given."""
+    out: List[Optional[Dict[str, float]]] = [None] * len(solutions)
+    texts = [k for k, t in enumerate(truths) if not isinstance(t, dict)]
+    dicts = [k for k, t in enumerate(truths) if isinstance(t, dict)]
+    for idx, is_dict in ((texts, False), (dicts, True)):
+        if not idx:
+            continue
+        completions = [solutions[k] for k in idx]
+        if is_dict:
+            f, i = zip(*(_sections(truths[k]) for k in idx))
+            res = reward.score(completions, findings=list(f), impression=list(i))
+        else:
+            res = reward.score(completions, references=[truths[k] for k in idx])
+        for j, k in enumerate(idx):
+            out[k] = {
+                "score": res["reward"][j],
+                "format": res["format"][j],
+                "findings": res["findings"][j],
+                "impression": res["impression"][j],
+            }
+    return out  # type: ignore[return-value]
+
+
 def compute_score(
-    data_source: Optional[str],
-    solution_str: str,
-    ground_truth: Any,
+    data_source: Optional[str] = None,
+    solution_str: Optional[str] = None,
+    ground_truth: Any = None,
     extra_info: Optional[Dict[str, Any]] = None,
     **kwargs: Any,
-) -> Dict[str, float]:
-    """SDR reward of one sample: ``{"score", "format", "findings", "impression"}``.
+) -> Union[Dict[str, float], List[Dict[str, float]]]:
+    """SDR reward of one sample: ``{"score", "format", "findings", "impression"}``;
+    called as verl's batch reward manager calls it (``solution_strs=``,
+    ``ground_truths=``, ``data_sources=``, ``extra_infos=``), one such dict per
+    sample, in order (see :func:`compute_score_batch`).
 
     Keyword arguments ``metric``, ``format_weight``, ``semantic_weight``,
     ``exact``, ``model_dir``, ``encoder`` (a callable ``list[str] -> (n, d)``
@@ -94,12 +134,13 @@ def compute_score(
     other keywords are ignored. A malformed ``solution_str`` scores 0; a
     ``ground_truth`` with an empty section raises ValueError.
     """
+    if "solution_strs" in kwargs:
+        return compute_score_batch(**kwargs)
+    if solution_str is None:
+        raise TypeError("compute_score needs solution_str (one sample) or solution_strs= (verl's batch manager)")
     reward = _reward(kwargs)
     if isinstance(ground_truth, dict):
-        try:
-            f, i = ground_truth["findings"], ground_truth["impression"]
-        except KeyError as e:
-            raise ValueError(f"ground_truth dict needs 'findings' and 'impression' keys, missing {e}") from None
+        f, i = _sections(ground_truth)
         out = reward.score([solution_str], findings=[f], impression=[i])
     else:
         out = reward.score([solution_str], references=[ground_truth])
@@ -109,3 +150,25 @@ def compute_score(
         "findings": out["findings"][0],
         "impression": out["impression"][0],
     }
+
+
+def compute_score_batch(
+    data_sources: Optional[Sequence[Any]] = None,
+    solution_strs: Sequence[str] = (),
+    ground_truths: Sequence[Any] = (),
+    extra_infos: Optional[Sequence[Any]] = None,
+    **kwargs: Any,
+) -> List[Dict[str, float]]:
+    """SDR rewards of a batch, for verl's batch reward manager: one
+    ``{"score", "format", "findings", "impression"}`` per sample, in order.
+    The sequences may be lists or numpy object arrays; the keyword arguments
+    are :func:`compute_score`'s. One call embeds the batch's new sentences
+    once, which a per-sample function cannot."""
+    solutions, truths = list(solution_strs), list(ground_truths)
+    if len(solutions) != len(truths):
+        raise ValueError(
+            f"solution_strs has {len(solutions)} samples but ground_truths has {len(truths)}"
+        )
+    if not solutions:
+        return []
+    return _score_many(_reward(kwargs), solutions, truths)
