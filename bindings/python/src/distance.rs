@@ -22,16 +22,21 @@ use crate::error::ToPy;
 /// element by element (`numpy.ascontiguousarray` would return an unaligned
 /// contiguous array unchanged).
 pub(crate) fn ordinary<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    const NPY_ARRAY_ALIGNED: std::ffi::c_int = 0x0100;
     if let Ok(a) = obj.cast::<PyUntypedArray>() {
-        let size = a.dtype().itemsize() as isize;
-        // SAFETY: a live array object; only its flags are read.
-        let aligned = unsafe { (*a.as_array_ptr()).flags } & NPY_ARRAY_ALIGNED != 0;
-        if !aligned || a.strides().iter().any(|&s| size > 0 && s % size != 0) {
+        if !well_laid(a, a.dtype().itemsize()) {
             return aligned_copy(obj, None);
         }
     }
     Ok(obj.clone())
+}
+
+/// Aligned, with every stride a whole number of `itemsize`-byte elements.
+fn well_laid(a: &Bound<'_, PyUntypedArray>, itemsize: usize) -> bool {
+    const NPY_ARRAY_ALIGNED: std::ffi::c_int = 0x0100;
+    // SAFETY: a live array object; only its flags are read.
+    let aligned = unsafe { (*a.as_array_ptr()).flags } & NPY_ARRAY_ALIGNED != 0;
+    let size = itemsize as isize;
+    aligned && a.strides().iter().all(|&s| size == 0 || s % size == 0)
 }
 
 /// `numpy.require(obj, dtype, ["C", "A"])`: `obj` as an aligned C-contiguous
@@ -223,6 +228,17 @@ impl Rows<'_> {
 
 /// A 2-D float32/float64 array; `what` names it in errors (made only then).
 fn borrow_rows<'py>(obj: &Bound<'py, PyAny>, what: impl Fn() -> String) -> PyResult<Rows<'py>> {
+    // The common case first, with one type check: batches hand over
+    // thousands of arrays, and this runs under the GIL before any distance.
+    if let Ok(a) = obj.cast::<PyArray2<f32>>() {
+        if well_laid(a.as_untyped(), 4) {
+            return Ok(Rows::F32(a.clone()));
+        }
+    } else if let Ok(a) = obj.cast::<PyArray2<f64>>() {
+        if well_laid(a.as_untyped(), 8) {
+            return Ok(Rows::F64(a.clone()));
+        }
+    }
     let obj = &ordinary(obj)?;
     if let Ok(a) = obj.cast::<PyArray2<f32>>() {
         return Ok(Rows::F32(a.clone()));
@@ -270,16 +286,20 @@ fn evaluate_batch(
     let mut index: Vec<[usize; 2]> = Vec::with_capacity(hint);
     for (k, item) in pairs.try_iter()?.enumerate() {
         let item = item?;
-        let two: Vec<Bound<'_, PyAny>> = match item.cast::<PyTuple>() {
-            Ok(t) => t.iter().collect(),
-            Err(_) => item.try_iter()?.collect::<PyResult<_>>()?,
+        let not_a_pair = |items: usize| {
+            PyValueError::new_err(format!(
+                "pairs[{k}] must be an (a, b) pair of arrays, got {items} items"
+            ))
         };
-        if two.len() != 2 {
-            return Err(PyValueError::new_err(format!(
-                "pairs[{k}] must be an (a, b) pair of arrays, got {} items",
-                two.len()
-            )));
-        }
+        // Tuples without a Vec per pair; any other iterable of two through one.
+        let two: [Bound<'_, PyAny>; 2] = match item.cast::<PyTuple>() {
+            Ok(t) if t.len() == 2 => [t.get_item(0)?, t.get_item(1)?],
+            Ok(t) => return Err(not_a_pair(t.len())),
+            Err(_) => {
+                let v: Vec<Bound<'_, PyAny>> = item.try_iter()?.collect::<PyResult<_>>()?;
+                <[_; 2]>::try_from(v).map_err(|v| not_a_pair(v.len()))?
+            }
+        };
         let mut ids = [0; 2];
         for (side, (obj, id)) in two.iter().zip(&mut ids).enumerate() {
             let key = obj.as_ptr() as usize;

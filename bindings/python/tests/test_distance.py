@@ -182,6 +182,9 @@ def test_batch_errors_name_the_pair():
         sdr.distance_batch([(a, b), (np.zeros((0, 16)), b)])
     with pytest.raises(ValueError, match=r"pairs\[0\] must be an \(a, b\) pair of arrays, got 3 items"):
         sdr.distance_batch([(a, b, a)])
+    with pytest.raises(ValueError, match=r"pairs\[1\] must be an \(a, b\) pair of arrays, got 1 items"):
+        sdr.distance_batch([[a, b], [a]])
+    assert sdr.distance_batch([[a, b], iter((a, b))]).tolist() == sdr.distance_batch([(a, b)] * 2).tolist()
     with pytest.raises(TypeError, match=r"pairs\[1\]\[1\] must have dtype float32 or float64, got int64"):
         sdr.distance_batch([(a, b), (a, b.astype(np.int64))])
     with pytest.raises(TypeError, match=r"pairs\[0\]\[0\] must be a numpy.ndarray"):
