@@ -526,6 +526,8 @@ mod properties {
                 Just("(3)"),
                 Just("- "),
                 Just("* "),
+                Just("*"),
+                Just("-"),
                 Just("• "),
                 Just("XXXX"),
                 Just("___"),
