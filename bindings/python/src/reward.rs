@@ -86,11 +86,7 @@ fn call_matrix(
             .and_then(|v| v.call_method0("float"))
             .map_err(|e| format!("returned a tensor that cannot be moved to the CPU: {e}"))?;
     }
-    let arr = value
-        .py()
-        .import("numpy")
-        .and_then(|np| np.call_method1("asarray", (&value,)))
-        .and_then(|a| crate::distance::aligned_copy(&a, Some("float32")))
+    let arr = crate::distance::aligned_copy(&value, Some("float32"))
         .map_err(|e| format!("returned something that is not a float array: {e}"))?;
     let shape: Vec<usize> = arr
         .getattr("shape")

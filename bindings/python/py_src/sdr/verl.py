@@ -138,18 +138,7 @@ def compute_score(
         return compute_score_batch(**kwargs)
     if solution_str is None:
         raise TypeError("compute_score needs solution_str (one sample) or solution_strs= (verl's batch manager)")
-    reward = _reward(kwargs)
-    if isinstance(ground_truth, dict):
-        f, i = _sections(ground_truth)
-        out = reward.score([solution_str], findings=[f], impression=[i])
-    else:
-        out = reward.score([solution_str], references=[ground_truth])
-    return {
-        "score": out["reward"][0],
-        "format": out["format"][0],
-        "findings": out["findings"][0],
-        "impression": out["impression"][0],
-    }
+    return _score_many(_reward(kwargs), [solution_str], [ground_truth])[0]
 
 
 def compute_score_batch(
