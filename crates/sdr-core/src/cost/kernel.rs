@@ -373,7 +373,7 @@ mod x86 {
     /// Zen 5 host ran Chamfer, Hausdorff and Hung-Pen 5-10 % faster with
     /// `nta`; on the Xeon of sessions 15-18, `t1` was the best hint tried
     /// (`t2` no better; bench/README.md).
-    fn prefer_nta() -> bool {
+    pub(super) fn prefer_nta() -> bool {
         static NTA: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         *NTA.get_or_init(|| {
             let id = __cpuid(0);
@@ -616,6 +616,20 @@ mod x86 {
 mod tests {
     use super::*;
     use crate::test_support::lcg;
+
+    /// The prefetch hint follows the CPU's vendor as the kernel reports it.
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    #[test]
+    fn nta_is_chosen_on_amd_only() {
+        let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let vendor = info
+            .lines()
+            .find_map(|l| l.strip_prefix("vendor_id"))
+            .map(|v| v.trim_start_matches([' ', '\t', ':']).trim().to_string());
+        if let Some(vendor) = vendor {
+            assert_eq!(x86::prefer_nta(), vendor == "AuthenticAMD", "{vendor}");
+        }
+    }
 
     fn naive(a: &[f64], b: &[f64], dim: usize) -> Vec<f64> {
         let mut out = Vec::new();
