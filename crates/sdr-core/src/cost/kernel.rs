@@ -368,11 +368,11 @@ mod x86 {
     }
 
     /// Whether the next pair's lines are requested with `prefetchnta`
-    /// rather than `prefetcht1`: on AMD. Measured on the distance benchmark's
-    /// 10,000 distinct pairs (462 MB, 2 threads, six alternated rounds), a
-    /// Zen 5 host ran Chamfer, Hausdorff and Hung-Pen 5-10 % faster with
-    /// `nta`; on the Xeon of sessions 15-18, `t1` was the best hint tried
-    /// (`t2` no better; bench/README.md).
+    /// rather than `prefetcht1`: on AMD. On the distance benchmark's 10,000
+    /// distinct pairs (462 MB), a Zen 5 host ran Chamfer, Hausdorff and
+    /// Hung-Pen 13-14 % faster on one thread with `nta`, and 0-10 % on two
+    /// (which share the memory bandwidth); on the Xeon of sessions 15-18,
+    /// `t1` was the best hint tried (`t2` no better; bench/README.md).
     pub(super) fn prefer_nta() -> bool {
         static NTA: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         *NTA.get_or_init(|| {
