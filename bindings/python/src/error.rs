@@ -32,6 +32,9 @@ pub(crate) fn embed_err(e: EmbedError) -> PyErr {
 pub(crate) fn reward_err(e: RewardError) -> PyErr {
     match e {
         RewardError::Embed(inner) => embed_err(inner),
+        // The encoder's result, not its failure: a value error, as for a
+        // callable's wrong shape.
+        e @ RewardError::EncoderRow { .. } => PyValueError::new_err(e.to_string()),
         other if other.is_input_error() => PyValueError::new_err(other.to_string()),
         other => PyRuntimeError::new_err(other.to_string()),
     }

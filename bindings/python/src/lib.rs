@@ -58,6 +58,7 @@ fn _sdr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<prune::PyPruneScorer>()?;
     m.add_class::<reward::PyRewardScorer>()?;
     m.add_function(wrap_pyfunction!(reward::check_reward_options, m)?)?;
+    m.add_function(wrap_pyfunction!(reward::openrlhf_completion, m)?)?;
     m.add_function(wrap_pyfunction!(_after_fork_child, m)?)?;
     m.add_function(wrap_pyfunction!(set_parallelism, m)?)?;
     m.add_function(wrap_pyfunction!(get_parallelism, m)?)?;

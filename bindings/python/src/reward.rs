@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use numpy::PyReadonlyArray2;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use sdr_embed::{EmbedError, SentenceCache, SentenceEncoder};
@@ -35,6 +35,17 @@ pub fn check_reward_options(
     Ok(o.config.metric.to_string())
 }
 
+/// The completion inside an OpenRLHF query (prompt + completion, decoded
+/// with its special tokens): what follows ``prompt`` when the query starts
+/// with it (a beginning-of-sequence token only the query has set aside), else
+/// the whole query, without the special tokens at its end (``<|im_end|>``,
+/// ``</s>``, ...). The same rule as ``sdr serve``'s ``/v1/openrlhf``.
+#[pyfunction]
+#[pyo3(signature = (query, prompt = None))]
+pub fn openrlhf_completion(query: &str, prompt: Option<&str>) -> String {
+    sdr_reward::completion_of(query, prompt).to_string()
+}
+
 /// A Python callable ``list[str] -> (n, d)`` array (numpy, torch, or
 /// anything ``numpy.asarray`` takes) used as the sentence encoder: parsing,
 /// deduplication, the sentence cache and the distances stay in Rust; only
@@ -45,6 +56,40 @@ struct CallableEmbedder {
     name: String,
     /// What the user says the callable is (`encoder_id=`); keys the sentence cache.
     id: Option<String>,
+    /// How the last failing call failed, for the exception `score` raises.
+    failure: Mutex<Option<CallError>>,
+}
+
+/// How a call of the encoder failed.
+enum CallError {
+    /// It raised this exception.
+    Raised(PyErr),
+    /// It returned something unusable (the message says what).
+    Bad(String),
+}
+
+impl CallError {
+    fn message(&self) -> String {
+        match self {
+            CallError::Raised(e) => format!("raised {e}"),
+            CallError::Bad(m) => m.clone(),
+        }
+    }
+
+    /// The exception for the caller: what the encoder raised when it is not
+    /// an `Exception` (KeyboardInterrupt, SystemExit pass through unchanged),
+    /// else `RuntimeError` chained to it; `ValueError` for an unusable result.
+    fn into_py(self, py: Python<'_>, message: String) -> PyErr {
+        match self {
+            CallError::Raised(e) if !e.is_instance_of::<pyo3::exceptions::PyException>(py) => e,
+            CallError::Raised(e) => {
+                let err = PyRuntimeError::new_err(message);
+                err.set_cause(py, Some(e));
+                err
+            }
+            CallError::Bad(_) => PyValueError::new_err(message),
+        }
+    }
 }
 
 impl CallableEmbedder {
@@ -56,13 +101,17 @@ impl CallableEmbedder {
             .or_else(|_| func.bind(py).get_type().getattr("__name__"))
             .and_then(|n| n.extract::<String>())
             .unwrap_or_else(|_| "callable".to_string());
-        let probe = call_matrix(py, &func, &["No acute cardiopulmonary abnormality."])
-            .map_err(|e| PyValueError::new_err(format!("encoder {name}: {e}")))?;
+        let probe =
+            call_matrix(py, &func, &["No acute cardiopulmonary abnormality."]).map_err(|e| {
+                let message = format!("encoder {name}: {}", e.message());
+                e.into_py(py, message)
+            })?;
         Ok(CallableEmbedder {
             func,
             dim: probe.1,
             name,
             id,
+            failure: Mutex::new(None),
         })
     }
 }
@@ -73,10 +122,19 @@ fn call_matrix(
     py: Python<'_>,
     func: &Py<PyAny>,
     texts: &[&str],
-) -> Result<(Vec<f32>, usize), String> {
+) -> Result<(Vec<f32>, usize), CallError> {
     let out = func
         .call1(py, (texts.to_vec(),))
-        .map_err(|e| format!("raised {e}"))?;
+        .map_err(CallError::Raised)?;
+    check_matrix(py, out, texts).map_err(CallError::Bad)
+}
+
+/// The rows of what the encoder returned for `texts`, checked.
+fn check_matrix(
+    py: Python<'_>,
+    out: Py<PyAny>,
+    texts: &[&str],
+) -> Result<(Vec<f32>, usize), String> {
     let mut value = out.into_bound(py);
     // torch tensors: detach, move to the CPU, widen to float32 first.
     if value.hasattr("detach").unwrap_or(false) && value.hasattr("cpu").unwrap_or(false) {
@@ -138,13 +196,19 @@ impl SentenceEncoder for CallableEmbedder {
             encoder: self.name.clone(),
             message,
         };
-        let (flat, dim) =
-            Python::attach(|py| call_matrix(py, &self.func, texts)).map_err(external)?;
+        let (flat, dim) = Python::attach(|py| call_matrix(py, &self.func, texts)).map_err(|e| {
+            let message = e.message();
+            *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+            external(message)
+        })?;
         if dim != self.dim {
-            return Err(external(format!(
+            let message = format!(
                 "returned dimension {dim}, but {} on its first call",
                 self.dim
-            )));
+            );
+            *self.failure.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(CallError::Bad(message.clone()));
+            return Err(external(message));
         }
         Ok(flat)
     }
@@ -154,6 +218,8 @@ impl SentenceEncoder for CallableEmbedder {
 #[pyclass(name = "RewardScorer", module = "sdr._sdr", frozen, weakref)]
 pub struct PyRewardScorer {
     scorer: Scorer,
+    /// The Python callable behind the scorer, when one was given.
+    callable: Option<Arc<CallableEmbedder>>,
     last: Mutex<BatchStats>,
     /// What was found at ``cache_path`` (one line), when one was given.
     cache_load: Option<String>,
@@ -198,6 +264,7 @@ impl PyRewardScorer {
             .and_then(|o| o.with_clinical_weight(clinical_weight))
             .py()?
             .with_distinct_sentences(distinct_sentences);
+        let mut callable = None;
         let embedder: Option<Arc<dyn SentenceEncoder>> = if exact {
             None
         } else if let Some(func) = encoder {
@@ -206,7 +273,9 @@ impl PyRewardScorer {
                     "encoder must be a callable list[str] -> (n, d) array",
                 ));
             }
-            Some(Arc::new(CallableEmbedder::new(py, func, encoder_id)?))
+            let c = Arc::new(CallableEmbedder::new(py, func, encoder_id)?);
+            callable = Some(c.clone());
+            Some(c)
         } else {
             // The scorer's bounded cache holds every sentence; the encoder keeps none.
             Some(load_encoder(py, model_dir, false, device, precision)?)
@@ -231,6 +300,7 @@ impl PyRewardScorer {
         }
         Ok(PyRewardScorer {
             scorer,
+            callable,
             last: Mutex::new(BatchStats::default()),
             cache_load,
             cache_refused,
@@ -288,7 +358,22 @@ impl PyRewardScorer {
                 self.scorer.score(&comps, &refs)
             })
         });
-        let (scores, stats) = result.py()?;
+        let (scores, stats) = match result {
+            Ok(r) => r,
+            Err(e) => {
+                let message = e.to_string();
+                let failure = self
+                    .callable
+                    .as_ref()
+                    .and_then(|c| c.failure.lock().unwrap_or_else(|p| p.into_inner()).take());
+                return Err(match (failure, &e) {
+                    (Some(f), sdr_reward::RewardError::Embed(EmbedError::External { .. })) => {
+                        f.into_py(py, message)
+                    }
+                    _ => crate::error::reward_err(e),
+                });
+            }
+        };
         *self.last.lock().unwrap_or_else(|e| e.into_inner()) = stats;
         let out = PyDict::new(py);
         out.set_item(

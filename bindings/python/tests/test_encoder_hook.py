@@ -139,6 +139,60 @@ def test_bad_encoders_give_clear_errors():
         sdr.SDRReward(encoder=flaky).score([GOOD], references=[REF])
 
 
+def test_encoder_exceptions_keep_their_cause_and_interrupts_pass_through():
+    state = {"n": 0, "raise": None}
+
+    def enc(sentences):
+        state["n"] += 1
+        if state["raise"] is not None:
+            raise state["raise"]
+        return np.ones((len(sentences), 4)) + np.arange(len(sentences))[:, None]
+
+    # On the probe call and on a later one alike.
+    for later in (False, True):
+        r = sdr.SDRReward(encoder=enc)
+        if later:
+            r.score([GOOD], references=[REF])
+        state["raise"] = MemoryError("CUDA out of memory")
+        with pytest.raises(RuntimeError, match="encoder enc: raised .*CUDA out of memory") as e:
+            r.score([OTHER], references=[REF])
+        assert isinstance(e.value.__cause__, MemoryError)
+        for interrupt in (KeyboardInterrupt(), SystemExit(3)):
+            state["raise"] = interrupt
+            with pytest.raises(type(interrupt)):
+                r.score(["<think>A new sentence.</think><answer>And another.</answer>"], references=[REF])
+        state["raise"] = None
+    # Unusable results are ValueErrors on the first call and later ones.
+    with pytest.raises(ValueError, match="non-finite"):
+        sdr.SDRReward(encoder=lambda s: np.full((len(s), 3), np.nan)).score([GOOD], references=[REF])
+    flip = {"n": 0}
+
+    def nan_later(sentences):
+        flip["n"] += 1
+        return np.full((len(sentences), 3), np.nan if flip["n"] > 1 else 1.0)
+
+    with pytest.raises(ValueError, match="non-finite"):
+        sdr.SDRReward(encoder=nan_later).score([GOOD], references=[REF])
+
+
+def test_a_zero_vector_names_the_sentence_and_is_not_cached():
+    broken = {"on": True}
+
+    def enc(sentences):
+        x = np.random.default_rng(0).random((len(sentences), 8)) + 0.1
+        for k, s in enumerate(sentences):
+            if s == "Zzz." and broken["on"]:
+                x[k] = 0.0
+        return x
+
+    r = sdr.SDRReward(encoder=enc)
+    c = "<think>Heart size is normal. Zzz.</think><answer>No acute disease.</answer>"
+    with pytest.raises(ValueError, match=r"encoder enc gave sentence \"Zzz.\" the zero vector"):
+        r.score([c], references=[REF])
+    broken["on"] = False
+    assert r.score([c], references=[REF])["reward"][0] > 1.0
+
+
 def test_module_attribute_strings(tmp_path, monkeypatch):
     (tmp_path / "my_encoders.py").write_text(
         "import numpy as np\n"

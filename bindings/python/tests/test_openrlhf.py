@@ -34,6 +34,28 @@ def test_reward_func_strips_prompts(reward):
         mod.reward_func([GOOD, GOOD], [""], [REF, REF])
 
 
+def test_special_tokens_of_decoded_queries_do_not_zero_the_reward(reward):
+    # OpenRLHF decodes queries with skip_special_tokens=False: every query ends
+    # with the end-of-sequence token, and may start with a BOS token the prompt
+    # lacks. Neither is the model's text.
+    mod = load()
+    prompt = "<|im_start|>user\nIndication: cough.<|im_end|>\n<|im_start|>assistant\n"
+    expected = reward.score([GOOD], references=[REF])["reward"][0]
+    queries = [
+        prompt + GOOD + "<|im_end|>",
+        prompt + GOOD + "<|im_end|>\n<|endoftext|>",
+        "<s>" + prompt + GOOD + "</s>",
+        "<|begin_of_text|>" + prompt + GOOD + "<|eot_id|>",
+        prompt + GOOD + "<end_of_turn>\n<eos>",
+        prompt + GOOD + " trailing words<|im_end|>",
+    ]
+    out = mod.reward_func(queries, [prompt] * len(queries), [REF] * len(queries))
+    rewards = [float(x) for x in out["rewards"]]
+    assert rewards[:5] == pytest.approx([expected] * 5, abs=1e-5)
+    assert rewards[5] == 0.0  # the model's own text after </answer> still breaks the format
+    assert mod.completion_from_query("<s>" + prompt + GOOD + "</s>", prompt) == GOOD
+
+
 def test_sdr_precision_selects_the_precision(monkeypatch):
     monkeypatch.setenv("SDR_PRECISION", "bf16")
     assert load()._get().precision == "bf16"

@@ -37,6 +37,22 @@ def test_reward_kwargs_select_the_reward():
         sdr.verl.compute_score(None, GOOD, REF, metric="nope")
 
 
+def test_every_reward_option_reaches_the_reward_and_typos_warn():
+    for key, value in (("clinical_weight", 1.0), ("distinct_sentences", True)):
+        a = sdr.verl.compute_score(None, OTHER, REF, **{key: value})
+        b = sdr.SDRReward(**{key: value}).score([OTHER], references=[REF])["reward"][0]
+        assert a["score"] == pytest.approx(b, abs=1e-6), key
+    plain = sdr.verl.compute_score(None, GOOD, REF)["score"]
+    assert sdr.verl.compute_score(None, GOOD, REF, clinical_weight=1.0)["score"] > plain
+    with pytest.warns(UserWarning, match=r"ignoring unknown keyword\(s\) \['metirc'\]"):
+        sdr.verl.compute_score(None, OTHER, REF, metirc="ot")
+    # What verl itself passes is not warned about.
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sdr.verl.compute_score(data_source="iu", solution_str=OTHER, ground_truth=REF, extra_info={}, return_dict=True)
+
+
 def test_precision_key_reaches_the_reward():
     a = sdr.verl.compute_score(None, GOOD, REF)["score"]
     b = sdr.verl.compute_score(None, GOOD, REF, precision="bf16")["score"]

@@ -34,22 +34,28 @@ async fn openrlhf_protocol_scores_and_strips_prompts() {
     let mut srv = start(RewardOptions::default(), Limits::default()).await;
     let prompt = "<|im_start|>user\nIndication: cough.<|im_end|>\n<|im_start|>assistant\n";
     let body = json!({
-        "query": [format!("{prompt}{GOOD}"), format!("{prompt}Heart normal."), REF, format!("{prompt}{OTHER}")],
-        "prompts": [prompt, prompt, "a prompt the query does not start with", prompt],
-        "labels": [REF, REF, REF, REF],
+        // OpenRLHF decodes queries with their special tokens: the last two end
+        // with EOS tokens, one also starts with a BOS token the prompt lacks.
+        "query": [format!("{prompt}{GOOD}"), format!("{prompt}Heart normal."), REF,
+                  format!("<s>{prompt}{OTHER}</s>"), format!("{prompt}{GOOD}<|im_end|>\n<|endoftext|>")],
+        "prompts": [prompt, prompt, "a prompt the query does not start with", prompt, prompt],
+        "labels": [REF, REF, REF, REF, REF],
     });
     let (status, out) = post_json(srv.addr, "/get_reward", &body).await;
     assert_eq!(status, 200, "{out}");
     let rewards = floats(&out["rewards"]);
-    let expected = direct("chamfer", &[GOOD, "Heart normal.", REF, OTHER], REF);
+    let expected = direct("chamfer", &[GOOD, "Heart normal.", REF, OTHER, GOOD], REF);
     for (g, e) in rewards.iter().zip(&expected) {
         assert!((g - e).abs() < 1e-5, "{rewards:?} vs {expected:?}");
     }
     assert!((rewards[2] - 3.0).abs() < 1e-6);
     assert_eq!(rewards[1], 0.0);
     assert_eq!(floats(&out["scores"]), rewards);
-    assert_eq!(floats(&out["extra_logs"]["format"]), [1.0, 0.0, 1.0, 1.0]);
-    assert_eq!(floats(&out["extra_logs"]["findings"]).len(), 4);
+    assert_eq!(
+        floats(&out["extra_logs"]["format"]),
+        [1.0, 0.0, 1.0, 1.0, 1.0]
+    );
+    assert_eq!(floats(&out["extra_logs"]["findings"]).len(), 5);
     srv.stop();
     srv.task.await.unwrap().unwrap();
 }

@@ -44,6 +44,16 @@ pub enum RewardError {
         /// Encoder seconds they took.
         encode_seconds: f64,
     },
+    /// The encoder gave a sentence a vector no cosine can use (a zero
+    /// vector, or a non-finite value); nothing of that encoder call was cached.
+    #[error(
+        "encoder {encoder} gave sentence {text:?} {problem}; nothing of this batch was cached"
+    )]
+    EncoderRow {
+        encoder: String,
+        text: String,
+        problem: String,
+    },
     /// The encoder returned a matrix of the wrong shape.
     #[error("encoder returned {got} values for {texts} texts of dimension {dim}")]
     EncoderShape {
@@ -62,6 +72,7 @@ impl RewardError {
             RewardError::Embed(_)
                 | RewardError::NoEncoder { .. }
                 | RewardError::EncoderShape { .. }
+                | RewardError::EncoderRow { .. }
                 | RewardError::External { .. }
                 | RewardError::CacheMismatch { .. }
                 | RewardError::Stopped { .. }

@@ -19,12 +19,14 @@
 pub mod error;
 pub mod parallel;
 pub mod persist;
+pub mod query;
 pub mod reference;
 pub mod scorer;
 
 pub use error::{Result, RewardError};
 pub use parallel::{install, parallelism, set_parallelism};
 pub use persist::{LoadOutcome, PersistentCache};
+pub use query::completion_of;
 pub use reference::{parse_reference, Reference, ReferenceSections};
 pub use scorer::{BatchStats, RewardOptions, Scorer, DEFAULT_CACHE_MIB};
 pub use sdr_embed::{CacheStats, SentenceCache, SentenceEncoder};

@@ -503,6 +503,24 @@ impl Scorer {
                     got: data.len(),
                 });
             }
+            // A vector no cosine can use would fail the distance after being
+            // cached, and every later batch holding its sentence with it.
+            for (row, (_, text)) in data.chunks_exact(dim).zip(part) {
+                let problem = if row.iter().any(|v| !v.is_finite()) {
+                    Some("a non-finite value")
+                } else if row.iter().all(|&v| v == 0.0) {
+                    Some("the zero vector (cosine undefined)")
+                } else {
+                    None
+                };
+                if let Some(problem) = problem {
+                    return Err(RewardError::EncoderRow {
+                        encoder: embedder.name(),
+                        text: text.to_string(),
+                        problem: problem.to_string(),
+                    });
+                }
+            }
             // Every sentence embedded goes into the cache at once, so that the
             // next batch (and any later occurrence, or a retry after a stop)
             // reuses these exact bits.
@@ -652,6 +670,58 @@ mod tests {
         let (r, stats) = s.score(&[spaced], &[Reference::Report(REF)]).unwrap();
         assert_eq!(stats.embedded, 0);
         assert_eq!(r, first);
+    }
+
+    #[test]
+    fn unusable_vectors_are_an_error_naming_the_sentence_and_are_not_cached() {
+        // A stand-in that gives one sentence the zero vector (or a NaN) until
+        // it is fixed: the batch fails naming the sentence, nothing of it is
+        // cached, and once fixed the same batch scores as if nothing happened.
+        struct Broken(Arc<Words>, std::sync::atomic::AtomicU8);
+        impl SentenceEncoder for Broken {
+            fn name(&self) -> String {
+                "broken".into()
+            }
+            fn weights_sha256(&self) -> sdr_embed::Result<String> {
+                Ok("none".into())
+            }
+            fn dim(&self) -> usize {
+                self.0.dim()
+            }
+            fn embed(&self, texts: &[&str]) -> sdr_embed::Result<Vec<f32>> {
+                let mut v = self.0.embed(texts)?;
+                let fill = match self.1.load(Ordering::SeqCst) {
+                    0 => return Ok(v),
+                    1 => 0.0,
+                    _ => f32::NAN,
+                };
+                let d = self.dim();
+                for (k, t) in texts.iter().enumerate() {
+                    if t.contains("Zzz") {
+                        v[k * d..(k + 1) * d].fill(fill);
+                    }
+                }
+                Ok(v)
+            }
+        }
+        let enc = Arc::new(Broken(words(), std::sync::atomic::AtomicU8::new(1)));
+        let s = Scorer::new(RewardOptions::default(), Some(enc.clone())).unwrap();
+        let c = "<think>Heart normal. Zzz.</think><answer>No acute disease.</answer>";
+        let refs = [Reference::Report(REF)];
+        for (mode, problem) in [(1, "the zero vector"), (2, "a non-finite value")] {
+            enc.1.store(mode, Ordering::SeqCst);
+            let err = s.score(&[c], &refs).unwrap_err().to_string();
+            assert!(
+                err.contains("encoder broken gave sentence \"Zzz.\" ") && err.contains(problem),
+                "{err}"
+            );
+            assert_eq!(s.cached_sentences(), 0, "{err}");
+        }
+        enc.1.store(0, Ordering::SeqCst);
+        let (r, stats) = s.score(&[c], &refs).unwrap();
+        assert_eq!(stats.embedded, 4);
+        let fresh = Scorer::new(RewardOptions::default(), Some(words())).unwrap();
+        assert_eq!(r, fresh.score(&[c], &refs).unwrap().0);
     }
 
     #[test]

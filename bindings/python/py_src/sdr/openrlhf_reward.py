@@ -6,9 +6,11 @@ calls its ``reward_func(queries, prompts, labels)``::
     --remote_rm_url /path/to/site-packages/sdr/openrlhf_reward.py --label_key solution
     # (OpenRLHF 0.10.2+: --reward.remote_url with the same value)
 
-``queries`` are prompt + completion strings; the completion is what follows
-the matching prompt (the whole query is parsed when it does not start with
-its prompt). ``labels`` are the reference reports. Environment variables
+``queries`` are prompt + completion strings, decoded with their special
+tokens; the completion is what follows the matching prompt (the whole query
+is parsed when it does not start with its prompt), without the
+end-of-sequence tokens at its end (``<|im_end|>``, ``<|eot_id|>``, ``</s>``,
+``<end_of_turn>``, ...). ``labels`` are the reference reports. Environment variables
 ``SDR_METRIC`` (default ``chamfer``), ``SDR_FORMAT_WEIGHT``,
 ``SDR_SEMANTIC_WEIGHT`` (default 1), ``SDR_MODEL`` and ``SDR_ENCODER``
 (``"module:attribute"`` naming a callable ``list[str] -> (n, d)`` array, to use
@@ -28,6 +30,7 @@ import os
 from typing import Any, Dict, List, Optional, Sequence
 
 from sdr import SDRReward
+from sdr._sdr import openrlhf_completion
 
 _reward: Optional[SDRReward] = None
 _encoder: Any = None
@@ -60,10 +63,13 @@ def _get() -> SDRReward:
 
 
 def completion_from_query(query: str, prompt: Optional[str]) -> str:
-    """The completion inside an OpenRLHF query (prompt + completion)."""
-    if prompt and query.startswith(prompt):
-        return query[len(prompt):]
-    return query
+    """The completion inside an OpenRLHF query (prompt + completion).
+
+    OpenRLHF decodes queries with their special tokens: a beginning-of-sequence
+    token the prompt lacks is set aside, and the end-of-sequence tokens
+    (``<|im_end|>``, ``</s>``, ...) are removed, as ``sdr serve`` does; the
+    template allows only whitespace outside its tags."""
+    return openrlhf_completion(query, prompt)
 
 
 def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[str]) -> Dict[str, Any]:

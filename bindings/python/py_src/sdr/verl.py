@@ -14,6 +14,7 @@ forked workers::
           encoder: my_project.encoders:st_encoder   # optional: your own encoder
           # device: cuda       # where SDR's own encoder runs (default cpu)
           # precision: bf16    # f32 (default) or bf16
+          # clinical_weight: 0.5   # beyond the paper: + weight x CheXpert-rule F1
 
 With verl's batch reward manager (``reward_model.reward_manager=batch``)
 the same function receives the whole batch as ``data_sources``, ``solution_strs``,
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 # Absolute import: verl loads this file by path (spec_from_file_location), as a
@@ -53,7 +55,16 @@ _CONFIG_KEYS = (
     "encoder_id",
     "device",
     "precision",
+    "distinct_sentences",
+    "clinical_weight",
 )
+# Keywords verl itself may pass besides reward_kwargs: not the reward's options.
+_VERL_KEYS = frozenset(
+    ("data_source", "solution_str", "ground_truth", "extra_info", "data_sources", "solution_strs",
+     "ground_truths", "extra_infos", "return_dict", "sandbox_fusion_url", "concurrent_semaphore",
+     "memory_limit_mb")
+)
+_warned: set = set()
 _lock = threading.Lock()
 _rewards: Dict[Tuple[Any, ...], SDRReward] = {}
 
@@ -70,6 +81,15 @@ if hasattr(os, "register_at_fork"):
 
 def _reward(kwargs: Dict[str, Any]) -> SDRReward:
     config = {k: kwargs[k] for k in _CONFIG_KEYS if k in kwargs}
+    unknown = sorted(set(kwargs) - set(_CONFIG_KEYS) - _VERL_KEYS)
+    if unknown and tuple(unknown) not in _warned:
+        # A misspelt option would otherwise train silently with the default reward.
+        _warned.add(tuple(unknown))
+        warnings.warn(
+            f"sdr.verl: ignoring unknown keyword(s) {unknown}; the reward's options are "
+            f"{list(_CONFIG_KEYS)}",
+            stacklevel=3,
+        )
     # A callable encoder is keyed by identity, a "module:attr" string by its text.
     key = tuple(sorted((k, f"id:{id(v)}" if callable(v) else str(v)) for k, v in config.items()))
     reward = _rewards.get(key)
@@ -129,9 +149,11 @@ def compute_score(
     Keyword arguments ``metric``, ``format_weight``, ``semantic_weight``,
     ``exact``, ``model_dir``, ``encoder`` (a callable ``list[str] -> (n, d)``
     array, or ``"module:attribute"`` naming one), ``cache_mib``, ``cache_path``,
-    ``cache_save_interval``, ``encoder_id``, ``device`` and ``precision``
-    (``"f32"`` or ``"bf16"``) select the reward (verl's ``reward_kwargs``);
-    other keywords are ignored. A malformed ``solution_str`` scores 0; a
+    ``cache_save_interval``, ``encoder_id``, ``device``, ``precision``
+    (``"f32"`` or ``"bf16"``), ``distinct_sentences`` and ``clinical_weight``
+    select the reward (verl's ``reward_kwargs``), as in ``SDRReward``; other
+    keywords are ignored, with a warning (once per set of names) unless verl
+    itself passes them. A malformed ``solution_str`` scores 0; a
     ``ground_truth`` with an empty section raises ValueError.
     """
     if "solution_strs" in kwargs:

@@ -8,7 +8,9 @@
 //!   "findings": [...], "impression": [...]}}`. OpenRLHF's `query` is prompt +
 //!   completion: when `query[i]` starts with `prompts[i]` that prefix is
 //!   stripped, otherwise the whole query is parsed as the completion (so a
-//!   prompt outside the template tags makes it malformed: reward 0). `prompts`
+//!   prompt outside the template tags makes it malformed: reward 0); the
+//!   special tokens OpenRLHF decodes with it (a BOS token the prompt lacks,
+//!   EOS tokens at the end) are set aside (`sdr_reward::completion_of`). `prompts`
 //!   may be omitted (whole queries are parsed). `labels` are the reference
 //!   reports (template or `Findings:` / `Impression:` text).
 //! - `POST /v1/rewards`: `{"completions": [...], "references": [...],
@@ -92,7 +94,9 @@ Requests (JSON bodies):
   POST /get_reward (--path), OpenRLHF's remote reward protocol:
     {"query": [string], "prompts": [string], "labels": [string]}
     query[i] is prompt + completion: when it starts with prompts[i], the rest is the completion,
-    otherwise the whole query is ("prompts" may be left out). labels[i] is the reference report,
+    otherwise the whole query is ("prompts" may be left out); end-of-sequence tokens at its end
+    (<|im_end|>, <|eot_id|>, </s>, <end_of_turn>, ...) and a BOS token that only the query
+    starts with are not the completion's. labels[i] is the reference report,
     in the template or with "Findings:" / "Impression:" headers.
     Reply: {"rewards": [R], "scores": [R], "extra_logs": {"format": [R_fmt], "findings": [R_F],
     "impression": [R_I], "unconverged": [n], "failed": [n]}}, one number per sample, and

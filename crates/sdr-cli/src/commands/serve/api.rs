@@ -14,7 +14,8 @@ use axum::{Json, Router};
 use sdr_core::report::parse_template;
 use sdr_core::reward::RewardBreakdown;
 use sdr_reward::{
-    parse_reference, PersistentCache, RewardOptions, Scorer, SentenceCache, SentenceEncoder,
+    completion_of, parse_reference, PersistentCache, RewardOptions, Scorer, SentenceCache,
+    SentenceEncoder,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -363,15 +364,6 @@ struct OpenRlhfReply {
     rewards: Vec<f64>,
     scores: Vec<f64>,
     extra_logs: ExtraLogs,
-}
-
-/// The completion inside an OpenRLHF query: what follows its prompt when the
-/// query starts with it, else the whole query.
-pub fn completion_of<'a>(query: &'a str, prompt: Option<&str>) -> &'a str {
-    match prompt {
-        Some(p) if !p.is_empty() => query.strip_prefix(p).unwrap_or(query),
-        _ => query,
-    }
 }
 
 fn check_len(what: &str, got: usize, expected: usize) -> Result<(), ApiError> {
