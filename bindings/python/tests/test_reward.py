@@ -134,7 +134,7 @@ def test_empty_reference_section_names_its_index(reward):
     [
         ({"metric": "chamfre"}, "unknown metric `chamfre`"),
         ({"metric": "sinkhorn:eps=0"}, "> 0"),
-        ({"format_weight": -1.0}, "format_weight must be a finite number >= 0, got -1"),
+        ({"format_weight": -1.0}, "format_weight must be a finite number >= 0 and <= 1e6, got -1"),
         ({"semantic_weight": float("nan")}, "semantic_weight must be a finite number >= 0"),
         ({"reference_columns": ("findings",)}, "pair of column names"),
     ],

@@ -76,3 +76,33 @@ fn a_bad_line_stops_the_run_after_the_lines_before_it() {
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3);
 }
+
+#[test]
+fn one_configuration_twice_and_parameters_out_of_range_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("pairs.jsonl");
+    let (a, b) = &pairs(1)[0];
+    std::fs::write(&input, line(a, b) + "\n").unwrap();
+    for (metrics, want) in [
+        (
+            &["ot", "ot"][..],
+            "--metric ot and --metric ot are the same configuration (ot): give it once",
+        ),
+        (
+            &["sinkhorn", "sinkhorn:eps=0.1"][..],
+            "--metric sinkhorn and --metric sinkhorn:eps=0.1 are the same configuration",
+        ),
+        (&["gw:eps=1e-30"][..], "`eps` must be in [0.001, 1000], got 1e-30"),
+        (&["hung-pen:alpha=1e308"][..], "`alpha` must be in [0, 1000]"),
+    ] {
+        let mut cmd = sdr();
+        cmd.arg("distances");
+        for m in metrics {
+            cmd.args(["-m", m]);
+        }
+        let out = cmd.arg(&input).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(want), "{metrics:?}: {err}");
+        assert!(out.stdout.is_empty(), "{metrics:?}");
+    }
+}

@@ -12,8 +12,9 @@ pub enum RewardError {
     /// The encoder failed or could not be loaded.
     #[error(transparent)]
     Embed(#[from] EmbedError),
-    /// A reward weight that is negative, NaN or infinite.
-    #[error("{name} must be a finite number >= 0, got {value}")]
+    /// A reward weight that is negative, NaN, infinite or above
+    /// [`crate::scorer::MAX_WEIGHT`].
+    #[error("{name} must be a finite number >= 0 and <= 1e6, got {value}")]
     BadWeight { name: &'static str, value: f64 },
     /// Parallel inputs of different lengths.
     #[error("{what} has {got} items, expected {expected} (one per completion)")]

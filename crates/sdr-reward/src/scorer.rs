@@ -37,6 +37,10 @@ use crate::parallel;
 use crate::persist::PersistentCache;
 use crate::reference::{parse_reference, Reference, ReferenceSections};
 
+/// The largest reward weight: with every weight at most this, no reward
+/// overflows (a reply of `null` for `inf` would break a trainer).
+pub const MAX_WEIGHT: f64 = 1e6;
+
 /// What to compute: the metric, the weights, and semantic or exact-match terms.
 /// The default is the paper's: Chamfer, `lambda_fmt = lambda_sem = 1`.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -77,7 +81,7 @@ impl RewardOptions {
             ("format_weight", format_weight),
             ("semantic_weight", semantic_weight),
         ] {
-            if !(value.is_finite() && value >= 0.0) {
+            if !(0.0..=MAX_WEIGHT).contains(&value) {
                 return Err(RewardError::BadWeight { name, value });
             }
         }
@@ -105,7 +109,7 @@ impl RewardOptions {
     /// assert!(RewardOptions::default().with_clinical_weight(-1.0).is_err());
     /// ```
     pub fn with_clinical_weight(mut self, weight: f64) -> Result<Self> {
-        if !(weight.is_finite() && weight >= 0.0) {
+        if !(0.0..=MAX_WEIGHT).contains(&weight) {
             return Err(RewardError::BadWeight {
                 name: "clinical_weight",
                 value: weight,

@@ -15,7 +15,9 @@ use crate::jsonl::{parse_json, Input, Output};
 #[derive(clap::Args)]
 #[command(
     after_help = "Input line:  {\"a\": [[0.1, 0.2], [0.3, 0.1]], \"b\": [[0.2, 0.2]]}\n\
-Output line: {\"chamfer\": 0.0123, \"hausdorff\": 0.02, ...}\n\n\
+Output line: {\"chamfer\": 0.0123, \"hausdorff\": 0.02, ...}, one key per --metric, plus\n\
+\"unconverged\": [SPEC, ...] on a line where a solver stopped at its budget before its\n\
+stopping rule (its last iterate is written; SPEC §3); stderr counts them at the end.\n\n\
 Metric specs: chamfer, hausdorff, ot, sinkhorn:eps=E, uot:eps=E,tau=T, gw:eps=E,\n\
 hung-nn, hung-pen:alpha=A, pot:rho=R|adaptive. Omitted parameters take their defaults."
 )]
@@ -52,6 +54,17 @@ pub fn run(args: Args) -> Result<()> {
             })
             .collect::<Result<_>>()?
     };
+    // One key per metric: two specs of one configuration (`sinkhorn` and
+    // `sinkhorn:eps=0.1`) would write the same key twice.
+    for (i, m) in metrics.iter().enumerate() {
+        if let Some(j) = metrics[..i].iter().position(|x| x == m) {
+            return Err(anyhow!(
+                "--metric {} and --metric {} are the same configuration ({m}): give it once",
+                args.metrics[j],
+                args.metrics[i]
+            ));
+        }
+    }
     let keys: Vec<String> = metrics
         .iter()
         .map(|m| serde_json::to_string(&m.to_string()).expect("string serialises"))
@@ -86,7 +99,8 @@ pub fn run(args: Args) -> Result<()> {
             let values = r.map_err(|e| anyhow!("{}: {e}", name(k)))?;
             evaluated += values.len();
             unconverged += values.iter().filter(|e| !e.converged).count();
-            write_object(w, &keys, &values)?;
+            let line = format_object(&keys, &values).map_err(|e| anyhow!("{}: {e}", name(k)))?;
+            w.write_all(line.as_bytes())?;
         }
         if let Some(Err(e)) = parsed.into_iter().nth(good) {
             return Err(anyhow!("{}: {e}", name(good)));
@@ -121,21 +135,27 @@ fn parse_line(text: &str) -> Result<(EmbeddingSet, EmbeddingSet)> {
     Ok((a, b))
 }
 
-fn write_object(w: &mut dyn Write, keys: &[String], values: &[Evaluation]) -> Result<()> {
-    w.write_all(b"{")?;
+/// One output line: every metric's value, and the metrics whose solver did
+/// not converge. Nothing is written for a line with a non-finite value.
+fn format_object(keys: &[String], values: &[Evaluation]) -> Result<String> {
+    let mut line = String::from("{");
+    let mut late = Vec::new();
     for (i, (k, v)) in keys.iter().zip(values).enumerate() {
+        let number = serde_json::Number::from_f64(v.value)
+            .ok_or_else(|| anyhow!("metric {k} gave a non-finite value {}", v.value))?;
         if i > 0 {
-            w.write_all(b", ")?;
+            line.push_str(", ");
         }
-        write!(
-            w,
-            "{k}: {}",
-            serde_json::Number::from_f64(v.value)
-                .ok_or_else(|| anyhow!("metric produced a non-finite value {}", v.value))?
-        )?;
+        line.push_str(&format!("{k}: {number}"));
+        if !v.converged {
+            late.push(k.as_str());
+        }
     }
-    w.write_all(b"}\n")?;
-    Ok(())
+    if !late.is_empty() {
+        line.push_str(&format!(", \"unconverged\": [{}]", late.join(", ")));
+    }
+    line.push_str("}\n");
+    Ok(line)
 }
 
 #[cfg(test)]
@@ -148,14 +168,22 @@ mod tests {
         let out = compute_line(line, &Metric::all()).unwrap();
         assert_eq!(out.len(), 15);
         assert!(out.iter().all(|e| e.converged && e.value.is_finite()));
-        let mut buf = Vec::new();
-        let keys = vec!["\"chamfer\"".to_string()];
-        write_object(&mut buf, &keys, &out[..1]).unwrap();
-        let text = String::from_utf8(buf).unwrap();
+        let keys = vec!["\"chamfer\"".to_string(), "\"ot\"".to_string()];
+        let text = format_object(&keys, &out[..2]).unwrap();
         assert!(
             text.starts_with("{\"chamfer\": 0.") && text.ends_with("}\n"),
             "{text}"
         );
+        assert!(!text.contains("unconverged"), "{text}");
+        // A solver stopped at its budget is named on its line.
+        let mut late = out[..2].to_vec();
+        late[1].converged = false;
+        let text = format_object(&keys, &late).unwrap();
+        assert!(text.ends_with(", \"unconverged\": [\"ot\"]}\n"), "{text}");
+        // A non-finite value writes nothing and names the metric.
+        late[0].value = f64::INFINITY;
+        let e = format_object(&keys, &late).unwrap_err().to_string();
+        assert_eq!(e, "metric \"chamfer\" gave a non-finite value inf");
     }
 
     #[test]

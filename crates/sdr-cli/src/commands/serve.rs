@@ -250,8 +250,8 @@ impl Args {
             ("--clinical-weight", self.clinical_weight),
         ] {
             anyhow::ensure!(
-                value.is_finite() && value >= 0.0,
-                "{name} {value}: must be a finite number >= 0"
+                (0.0..=sdr_reward::scorer::MAX_WEIGHT).contains(&value),
+                "{name} {value}: must be a finite number >= 0 and <= 1e6"
             );
         }
         anyhow::ensure!(

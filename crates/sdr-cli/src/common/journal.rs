@@ -70,8 +70,28 @@ impl Journal {
         let mut valid_len = 0u64;
         let mut checked_from: Option<PathBuf> = None;
         let mut cut: Option<String> = None;
+        // A partial file with no complete record (a run that failed before
+        // its first) holds nothing to continue: a finished FILE beside it
+        // is what --resume continues, and a plain run may write over it.
+        let holds_records = |f: &Path| {
+            std::fs::read(f).is_ok_and(|b| {
+                b.split(|&c| c == b'\n')
+                    .rev()
+                    .skip(1)
+                    .any(|l| !l.trim_ascii().is_empty())
+            })
+        };
         if resume {
-            let source = [&partial, &dest].into_iter().find(|f| f.is_file());
+            let source = if holds_records(&partial) || !dest.is_file() {
+                [&partial, &dest].into_iter().find(|f| f.is_file())
+            } else {
+                if partial.is_file() {
+                    log_line(format_args!(
+                        "resume: {p} holds no complete record; continuing {d}"
+                    ));
+                }
+                Some(&dest)
+            };
             if let Some(source) = source {
                 let text = std::fs::read_to_string(source)
                     .with_context(|| format!("cannot read {}", source.display()))?;
@@ -92,7 +112,7 @@ impl Journal {
                 }
             }
             checked_from = source.cloned();
-        } else if partial.exists() {
+        } else if partial.exists() && holds_records(&partial) {
             return Err(anyhow!(
                 "{p} is left from a stopped run: pass --resume to continue it, or delete it"
             ));
@@ -216,6 +236,37 @@ fn reorder(path: &Path, ranks: &[usize]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_partial_file_does_not_hide_a_finished_one() {
+        // A finished FILE, then a run that failed before its first record
+        // and left an empty FILE.partial: --resume continues FILE (and its
+        // check sees FILE's records), and a plain run may start afresh.
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("gen.jsonl");
+        std::fs::write(&dest, "{\"id\": \"1\"}\n{\"id\": \"2\"}\n").unwrap();
+        let partial = partial_path(&dest);
+        for leftover in ["", "\n", "{\"id\": \"1\", \"cut"] {
+            std::fs::write(&partial, leftover).unwrap();
+            let refuse =
+                |k: &[Kept]| -> Result<()> { Err(anyhow!("{} records, other settings", k.len())) };
+            let e = Journal::open(Some(&dest), true, refuse)
+                .err()
+                .unwrap()
+                .to_string();
+            assert_eq!(e, "2 records, other settings", "{leftover:?}");
+            assert_eq!(std::fs::read_to_string(&dest).unwrap().lines().count(), 2);
+            let (j, kept) = Journal::open(Some(&dest), true, |k: &[Kept]| Ok(k.len())).unwrap();
+            assert_eq!(kept, 2, "{leftover:?}");
+            drop(j);
+            std::fs::write(&partial, leftover).unwrap();
+            let (mut j, _) = Journal::open(Some(&dest), false, |_: &[Kept]| Ok(())).unwrap();
+            j.append("{\"id\": \"9\"}").unwrap();
+            j.finish().unwrap();
+            assert_eq!(std::fs::read_to_string(&dest).unwrap(), "{\"id\": \"9\"}\n");
+            std::fs::write(&dest, "{\"id\": \"1\"}\n{\"id\": \"2\"}\n").unwrap();
+        }
+    }
 
     #[test]
     fn resume_keeps_whole_records_and_drops_a_cut_one() {

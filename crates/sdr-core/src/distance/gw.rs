@@ -412,6 +412,7 @@ fn log_domain_plan(
 
 /// The family's entry in the metric registry (`distance/spec.rs`).
 pub(crate) fn evaluate(cost: &PairCost<'_>, eps: f64) -> Result<Evaluation> {
+    super::spec::check_range("gw", "eps", eps, super::spec::EPS_RANGE)?;
     let Some((ca, cb)) = &cost.intra else {
         return Err(super::logdomain::bad(
             &format!("gw:eps={eps}"),
@@ -490,9 +491,16 @@ mod tests {
         let a = [1.0, 0.0, 0.0, 1.0, 0.5, 0.5];
         let b = [1.0, 0.1, 0.2, 1.0];
         let (a, b) = (SetView::new(&a, 2), SetView::new(&b, 2));
-        for eps in [0.1, 0.0015, 0.001, 1e-4, 1e-6] {
+        for eps in [0.1, 0.0015, 0.001] {
             let m = Metric::Gw { eps };
             let d = m.distance(&a, &b).unwrap();
+            assert!((d - 0.4079525416948677).abs() < 1e-6, "eps {eps}: {d}");
+        }
+        // Below the metric's range (`EPS_RANGE`) the solver itself still serves.
+        let cost = crate::cost::PairCost::between(&a, &b, true).unwrap();
+        let (ca, cb) = cost.intra.as_ref().unwrap();
+        for eps in [1e-4, 1e-6] {
+            let d = gw_distance(ca, cb, eps).unwrap().value;
             assert!((d - 0.4079525416948677).abs() < 1e-6, "eps {eps}: {d}");
         }
         let c = line(&[0.0, 0.4, 1.0]);

@@ -405,6 +405,7 @@ pub(crate) fn evaluate_nn(cost: &PairCost<'_>) -> Result<Evaluation> {
 
 /// The penalised family's entry in the metric registry.
 pub(crate) fn evaluate_pen(cost: &PairCost<'_>, alpha: f64) -> Result<Evaluation> {
+    super::spec::check_range("hung-pen", "alpha", alpha, super::spec::ALPHA_RANGE)?;
     Ok(Evaluation::exact(hung_pen(&cost.cross, alpha)?))
 }
 

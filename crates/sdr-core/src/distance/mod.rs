@@ -25,7 +25,7 @@ mod spec;
 pub mod uot;
 
 pub use batch::{evaluate_pairs, Pair};
-pub use spec::{evaluate_all, Metric, Rho};
+pub use spec::{evaluate_all, Metric, Rho, ALPHA_RANGE, EPS_RANGE, TAU_RANGE};
 
 /// Outcome of an iterative or exact solver, like POT's `OTResult`.
 #[derive(Debug, Clone, PartialEq)]

@@ -139,16 +139,16 @@ metric_families! {
     /// Exact earth mover's distance on `M~`.
     Ot = "ot" => ot::evaluate, intra: false, bounded: true;
     /// `<gamma_eps, M~>` with the entropic plan (default eps 0.1).
-    Sinkhorn = "sinkhorn" { eps: f64 = 0.1, positive }
+    Sinkhorn = "sinkhorn" { eps: f64 = 0.1, eps_param }
         => sinkhorn::evaluate, intra: false, bounded: true;
     /// Unbalanced entropic OT (defaults eps 0.1, tau 1).
-    Uot = "uot" { eps: f64 = 0.1, positive; tau: f64 = 1.0, positive }
+    Uot = "uot" { eps: f64 = 0.1, eps_param; tau: f64 = 1.0, tau_param }
         => uot::evaluate, intra: false, bounded: true;
     /// Entropic Gromov-Wasserstein (default eps 0.1).
-    Gw = "gw" { eps: f64 = 0.1, positive } => gw::evaluate, intra: true, bounded: true;
+    Gw = "gw" { eps: f64 = 0.1, eps_param } => gw::evaluate, intra: true, bounded: true;
     HungNn = "hung-nn" => hungarian::evaluate_nn, intra: false, bounded: true;
     /// Mean matched cost + alpha * |n - m| (default alpha 0.5).
-    HungPen = "hung-pen" { alpha: f64 = 0.5, non_negative }
+    HungPen = "hung-pen" { alpha: f64 = 0.5, alpha_param }
         => hungarian::evaluate_pen, intra: false, bounded: false;
     /// Exact partial OT moving mass rho (default adaptive).
     Pot = "pot" { rho: Rho = Rho::Adaptive, rho_param } => partial::evaluate, intra: false, bounded: true;
@@ -238,13 +238,52 @@ fn positive(spec: &str, key: &str, v: &str) -> Result<f64> {
     Ok(x)
 }
 
-/// A finite number >= 0 (alpha).
-fn non_negative(spec: &str, key: &str, v: &str) -> Result<f64> {
-    let x = number(spec, key, v)?;
-    if !(x.is_finite() && x >= 0.0) {
-        return Err(bad(spec, format!("`{key}` must be >= 0, got {v}")));
+/// The range of the entropic regularisation `eps` of `sinkhorn`, `uot` and
+/// `gw`. Costs are scaled to [0, 1] (SPEC §3), so below 1e-3 the plans are
+/// as sharp as exact OT's but the solvers stop at their budgets unconverged
+/// (or take minutes, GW), and above 1e3 the plan is the product of the masses.
+pub const EPS_RANGE: (f64, f64) = (1e-3, 1e3);
+/// The range of `uot`'s marginal penalty `tau` (weights beyond it make the
+/// problem balanced OT, or let it drop all mass, and overflow `eps + tau`).
+pub const TAU_RANGE: (f64, f64) = (1e-3, 1e3);
+/// The range of `hung-pen`'s per-element count penalty `alpha` (the metric
+/// values stay finite, and beyond 1 any count mismatch already costs a
+/// reward its whole section).
+pub const ALPHA_RANGE: (f64, f64) = (0.0, 1e3);
+
+/// `x` within `[lo, hi]`, else an error naming `metric` and `key`: checked
+/// when a spec is parsed and again when a metric built in code is evaluated.
+pub(crate) fn check_range(metric: &str, key: &str, x: f64, (lo, hi): (f64, f64)) -> Result<()> {
+    if x.is_finite() && (lo..=hi).contains(&x) {
+        return Ok(());
     }
+    let shown = if x != 0.0 && (x.abs() < 1e-3 || x.abs() >= 1e6) {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
+    };
+    Err(bad(
+        metric,
+        format!("`{key}` must be in [{lo}, {hi}], got {shown}"),
+    ))
+}
+
+fn in_range(spec: &str, key: &str, v: &str, range: (f64, f64)) -> Result<f64> {
+    let x = number(spec, key, v)?;
+    check_range(spec, key, x, range)?;
     Ok(x)
+}
+
+fn eps_param(spec: &str, key: &str, v: &str) -> Result<f64> {
+    in_range(spec, key, v, EPS_RANGE)
+}
+
+fn tau_param(spec: &str, key: &str, v: &str) -> Result<f64> {
+    in_range(spec, key, v, TAU_RANGE)
+}
+
+fn alpha_param(spec: &str, key: &str, v: &str) -> Result<f64> {
+    in_range(spec, key, v, ALPHA_RANGE)
 }
 
 /// `adaptive` or a mass in `(0, 1]`.
@@ -356,8 +395,30 @@ mod tests {
         let e = |s: &str| s.parse::<Metric>().unwrap_err().to_string();
         assert!(e("chamfre").contains("unknown metric `chamfre`"));
         assert!(e("sinkhorn:epsilon=0.1").contains("unknown parameter `epsilon`"));
-        assert!(e("sinkhorn:eps=-1").contains("> 0"));
+        assert!(e("sinkhorn:eps=-1").contains("must be in [0.001, 1000], got -1"));
         assert!(e("sinkhorn:eps=abc").contains("not a number"));
+        // Outside the ranges the solvers cannot serve: an error naming them.
+        for (spec, want) in [
+            (
+                "sinkhorn:eps=1e-30",
+                "`eps` must be in [0.001, 1000], got 1e-30",
+            ),
+            ("gw:eps=1e-300", "`eps` must be in [0.001, 1000]"),
+            ("uot:eps=1e308,tau=1", "`eps` must be in [0.001, 1000]"),
+            ("uot:eps=0.1,tau=1e308", "`tau` must be in [0.001, 1000]"),
+            ("hung-pen:alpha=1e308", "`alpha` must be in [0, 1000]"),
+            ("hung-pen:alpha=nan", "`alpha` must be in [0, 1000]"),
+        ] {
+            assert!(e(spec).contains(want), "{spec}: {}", e(spec));
+        }
+        for ok in [
+            "sinkhorn:eps=0.001",
+            "gw:eps=1000",
+            "uot:eps=0.001,tau=1000",
+            "hung-pen:alpha=0",
+        ] {
+            assert!(ok.parse::<Metric>().is_ok(), "{ok}");
+        }
         assert!(e("pot:rho=1.5").contains("(0, 1]"));
         assert!(e("chamfer:eps=1").contains("expected: none"));
         assert!(e("uot:eps=0.1,eps=0.2").contains("twice"));
@@ -376,6 +437,14 @@ mod tests {
                 tau: f64::INFINITY,
             },
             Metric::Gw { eps: 0.0 },
+            // Built in code past the parser's ranges: refused all the same.
+            Metric::Sinkhorn { eps: 1e-30 },
+            Metric::Gw { eps: 1e-12 },
+            Metric::Uot {
+                eps: 0.1,
+                tau: 1e300,
+            },
+            Metric::HungPen { alpha: 1e308 },
             Metric::Pot {
                 rho: Rho::Fixed(1.5),
             },

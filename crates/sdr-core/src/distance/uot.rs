@@ -267,6 +267,8 @@ fn absorb(pot: &mut [f64], l: &mut [f64], x: &mut [f64], eps: f64) {
 
 /// The family's entry in the metric registry (`distance/spec.rs`).
 pub(crate) fn evaluate(cost: &PairCost<'_>, eps: f64, tau: f64) -> Result<Evaluation> {
+    super::spec::check_range("uot", "eps", eps, super::spec::EPS_RANGE)?;
+    super::spec::check_range("uot", "tau", tau, super::spec::TAU_RANGE)?;
     uot_distance(&cost.cross, eps, tau)
 }
 

@@ -242,6 +242,7 @@ fn check_balanced(metric: &str, cost: &CostMatrix, p: &[f64], q: &[f64], eps: f6
 
 /// The family's entry in the metric registry (`distance/spec.rs`).
 pub(crate) fn evaluate(cost: &PairCost<'_>, eps: f64) -> Result<Evaluation> {
+    super::spec::check_range("sinkhorn", "eps", eps, super::spec::EPS_RANGE)?;
     sinkhorn_distance(&cost.cross, eps)
 }
 
