@@ -21,11 +21,13 @@
 //! \[1\] in the rectangular form of Crouse \[2\] (the algorithm behind SciPy's
 //! `linear_sum_assignment`): one Dijkstra-like search per row of the smaller
 //! side, with dual potentials kept feasible, so the result is an optimal
-//! assignment of the floating-point costs (no scaling, no epsilon). As in
-//! \[1\], a row reduction and an augmenting row reduction first match most
-//! rows cheaply; the searches run only from the rows they leave free. Where
-//! several assignments are optimal (ties), the one returned may differ from
-//! SciPy's; its cost does not.
+//! assignment of the floating-point costs (no scaling, no epsilon). Where
+//! several assignments are optimal (ties), [`linear_sum_assignment`] and
+//! Hung-NN return SciPy's, searching rows in SciPy's order (Hung-NN's value
+//! depends on which elements stay unmatched; `tests/hungarian_ties.rs`).
+//! Hung-Pen's value depends only on the cost, so it first matches most rows
+//! cheaply with the row reduction and augmenting row reduction of \[1\], and
+//! searches only from the rows they leave free.
 //!
 //! References:
 //! 1. R. Jonker, A. Volgenant (1987). A shortest augmenting path algorithm for
@@ -41,6 +43,19 @@ use crate::distance::logdomain::bad;
 use crate::error::Result;
 
 const NONE: usize = usize::MAX;
+
+/// How an assignment is searched for. Where several assignments are optimal
+/// they differ in which one they find; the cost is the same.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Order {
+    /// SciPy's: one shortest augmenting path per row, in row order, so ties
+    /// resolve to SciPy's assignment (Hung-NN's value and the matched pairs
+    /// depend on it).
+    Scipy,
+    /// Row reduction and augmenting row reduction first (Jonker and
+    /// Volgenant): faster, for values that depend only on the cost (Hung-Pen).
+    Reduced,
+}
 
 /// Working memory of the solver, kept per thread: at report sizes (a dozen
 /// rows) allocating it was a tenth of the solve.
@@ -65,6 +80,7 @@ fn assign_rows<C: Fn(usize, usize) -> f64>(
     nc: usize,
     cost: C,
     scratch: &mut Scratch,
+    order: Order,
 ) -> (&[usize], &[usize]) {
     debug_assert!(nr <= nc);
     let Scratch {
@@ -85,6 +101,103 @@ fn assign_rows<C: Fn(usize, usize) -> f64>(
     flags.resize(nr + nc, false);
     let (in_sr, in_sc) = flags.split_at_mut(nr);
 
+    if order == Order::Reduced {
+        reduce_rows(nr, nc, &cost, u, v, row4col, col4row, remaining);
+    }
+    for cur_row in 0..nr {
+        if col4row[cur_row] != NONE {
+            continue;
+        }
+        // Dijkstra over columns from `cur_row`, reduced costs c - u - v >= 0.
+        let mut min_val = 0.0f64;
+        let mut num_remaining = nc;
+        for (it, r) in remaining.iter_mut().enumerate() {
+            // Reverse order, as SciPy, so ties resolve to the same columns.
+            *r = nc - it - 1;
+        }
+        in_sr.iter_mut().for_each(|x| *x = false);
+        in_sc.iter_mut().for_each(|x| *x = false);
+        shortest.iter_mut().for_each(|x| *x = f64::INFINITY);
+
+        let mut i = cur_row;
+        let sink = loop {
+            in_sr[i] = true;
+            let mut index = NONE;
+            let mut lowest = f64::INFINITY;
+            for (it, &j) in remaining[..num_remaining].iter().enumerate() {
+                let r = min_val + cost(i, j) - u[i] - v[j];
+                if r < shortest[j] {
+                    path[j] = i;
+                    shortest[j] = r;
+                }
+                if shortest[j] < lowest || (shortest[j] == lowest && row4col[j] == NONE) {
+                    lowest = shortest[j];
+                    index = it;
+                }
+            }
+            if index == NONE {
+                // Only non-finite reduced costs left: take any column.
+                index = 0;
+                let j = remaining[0];
+                if path[j] == NONE || !in_sr[path[j]] {
+                    path[j] = i;
+                }
+                lowest = min_val;
+                shortest[j] = lowest;
+            }
+            min_val = lowest;
+            let j = remaining[index];
+            in_sc[j] = true;
+            num_remaining -= 1;
+            remaining[index] = remaining[num_remaining];
+            if row4col[j] == NONE {
+                break j;
+            }
+            i = row4col[j];
+        };
+
+        // Dual update keeps reduced costs >= 0 and tight on the new path.
+        u[cur_row] += min_val;
+        for r in 0..nr {
+            if in_sr[r] && r != cur_row {
+                u[r] += min_val - shortest[col4row[r]];
+            }
+        }
+        for c in 0..nc {
+            if in_sc[c] {
+                v[c] -= min_val - shortest[c];
+            }
+        }
+
+        // Augment along the alternating path ending at `sink`.
+        let mut j = sink;
+        loop {
+            let r = path[j];
+            row4col[j] = r;
+            std::mem::swap(&mut col4row[r], &mut j);
+            if r == cur_row {
+                break;
+            }
+        }
+    }
+    (col4row, row4col)
+}
+
+/// Jonker and Volgenant's first two phases: they match most rows cheaply,
+/// so the searches of [`assign_rows`] start only from the rows they leave
+/// free. Where several assignments are optimal they may pick another one
+/// than SciPy's searches alone (the same cost).
+#[allow(clippy::too_many_arguments)]
+fn reduce_rows<C: Fn(usize, usize) -> f64>(
+    nr: usize,
+    nc: usize,
+    cost: &C,
+    u: &mut [f64],
+    v: &mut [f64],
+    row4col: &mut [usize],
+    col4row: &mut [usize],
+    remaining: &mut [usize],
+) {
     // Row reduction: u_i = min_j c_ij, v = 0 keeps every reduced cost >= 0, and
     // a row whose cheapest column is still free takes it (a tight edge). The
     // shortest-path rounds below then start only from the other rows; the
@@ -176,89 +289,11 @@ fn assign_rows<C: Fn(usize, usize) -> f64>(
             }
         }
     }
-
-    for cur_row in 0..nr {
-        if col4row[cur_row] != NONE {
-            continue;
-        }
-        // Dijkstra over columns from `cur_row`, reduced costs c - u - v >= 0.
-        let mut min_val = 0.0f64;
-        let mut num_remaining = nc;
-        for (it, r) in remaining.iter_mut().enumerate() {
-            // Reverse order, as SciPy, so ties resolve to the same columns.
-            *r = nc - it - 1;
-        }
-        in_sr.iter_mut().for_each(|x| *x = false);
-        in_sc.iter_mut().for_each(|x| *x = false);
-        shortest.iter_mut().for_each(|x| *x = f64::INFINITY);
-
-        let mut i = cur_row;
-        let sink = loop {
-            in_sr[i] = true;
-            let mut index = NONE;
-            let mut lowest = f64::INFINITY;
-            for (it, &j) in remaining[..num_remaining].iter().enumerate() {
-                let r = min_val + cost(i, j) - u[i] - v[j];
-                if r < shortest[j] {
-                    path[j] = i;
-                    shortest[j] = r;
-                }
-                if shortest[j] < lowest || (shortest[j] == lowest && row4col[j] == NONE) {
-                    lowest = shortest[j];
-                    index = it;
-                }
-            }
-            if index == NONE {
-                // Only non-finite reduced costs left: take any column.
-                index = 0;
-                let j = remaining[0];
-                if path[j] == NONE || !in_sr[path[j]] {
-                    path[j] = i;
-                }
-                lowest = min_val;
-                shortest[j] = lowest;
-            }
-            min_val = lowest;
-            let j = remaining[index];
-            in_sc[j] = true;
-            num_remaining -= 1;
-            remaining[index] = remaining[num_remaining];
-            if row4col[j] == NONE {
-                break j;
-            }
-            i = row4col[j];
-        };
-
-        // Dual update keeps reduced costs >= 0 and tight on the new path.
-        u[cur_row] += min_val;
-        for r in 0..nr {
-            if in_sr[r] && r != cur_row {
-                u[r] += min_val - shortest[col4row[r]];
-            }
-        }
-        for c in 0..nc {
-            if in_sc[c] {
-                v[c] -= min_val - shortest[c];
-            }
-        }
-
-        // Augment along the alternating path ending at `sink`.
-        let mut j = sink;
-        loop {
-            let r = path[j];
-            row4col[j] = r;
-            std::mem::swap(&mut col4row[r], &mut j);
-            if r == cur_row {
-                break;
-            }
-        }
-    }
-    (col4row, row4col)
 }
 
 /// Calls `pair(row, col)` for every matched pair of an optimal assignment of
 /// `M`, by increasing row (so sums over the pairs keep one order).
-fn for_each_match(m: &CostMatrix, mut pair: impl FnMut(usize, usize)) -> Result<()> {
+fn for_each_match(m: &CostMatrix, order: Order, mut pair: impl FnMut(usize, usize)) -> Result<()> {
     if let Some(k) = m.data.iter().position(|x| !x.is_finite()) {
         return Err(bad(
             "hungarian",
@@ -275,11 +310,11 @@ fn for_each_match(m: &CostMatrix, mut pair: impl FnMut(usize, usize)) -> Result<
     }
     let mut solve = |scratch: &mut Scratch| {
         if m.n <= m.m {
-            let (col4row, _) = assign_rows(m.n, m.m, |i, j| m.data[i * m.m + j], scratch);
+            let (col4row, _) = assign_rows(m.n, m.m, |i, j| m.data[i * m.m + j], scratch, order);
             col4row.iter().enumerate().for_each(|(i, &j)| pair(i, j));
         } else {
             // On M^T the columns are M's rows, in order.
-            let (_, row4col) = assign_rows(m.m, m.n, |i, j| m.data[j * m.m + i], scratch);
+            let (_, row4col) = assign_rows(m.m, m.n, |i, j| m.data[j * m.m + i], scratch, order);
             row4col
                 .iter()
                 .enumerate()
@@ -326,16 +361,16 @@ pub struct Assignment {
 /// ```
 pub fn linear_sum_assignment(m: &CostMatrix) -> Result<Assignment> {
     let mut pairs = Vec::with_capacity(m.n.min(m.m));
-    for_each_match(m, |i, j| pairs.push((i, j)))?;
+    for_each_match(m, Order::Scipy, |i, j| pairs.push((i, j)))?;
     let cost = pairs.iter().map(|&(i, j)| m.get(i, j)).sum();
     Ok(Assignment { pairs, cost })
 }
 
 /// The optimal assignment's total cost (summed by increasing row, as
 /// [`linear_sum_assignment`]) without collecting its pairs.
-fn matched_total(m: &CostMatrix, mut also: impl FnMut(usize, usize)) -> Result<f64> {
+fn matched_total(m: &CostMatrix, order: Order, mut also: impl FnMut(usize, usize)) -> Result<f64> {
     let mut total = -0.0;
-    for_each_match(m, |i, j| {
+    for_each_match(m, order, |i, j| {
         total += m.get(i, j);
         also(i, j);
     })?;
@@ -364,7 +399,11 @@ fn matched_total(m: &CostMatrix, mut also: impl FnMut(usize, usize)) -> Result<f
 pub fn hung_nn(m: &CostMatrix) -> Result<f64> {
     // Whether each element of the larger side is matched.
     let mut matched = vec![false; m.n.max(m.m)];
-    let total = matched_total(m, |i, j| matched[if m.n <= m.m { j } else { i }] = true)?;
+    // SciPy's search order: which elements stay unmatched under ties sets
+    // the value, and parity with SciPy holds there too (SPEC §3, "Ties").
+    let total = matched_total(m, Order::Scipy, |i, j| {
+        matched[if m.n <= m.m { j } else { i }] = true
+    })?;
     let mut extra = 0.0;
     if m.n <= m.m {
         for (j, _) in matched.iter().enumerate().filter(|(_, &k)| !k) {
@@ -394,7 +433,7 @@ pub fn hung_nn(m: &CostMatrix) -> Result<f64> {
 /// # Errors
 /// As [`linear_sum_assignment`] (a non-finite cost).
 pub fn hung_pen(m: &CostMatrix, alpha: f64) -> Result<f64> {
-    let total = matched_total(m, |_, _| ())?;
+    let total = matched_total(m, Order::Reduced, |_, _| ())?;
     Ok(total / m.n.min(m.m) as f64 + alpha * m.n.abs_diff(m.m) as f64)
 }
 
