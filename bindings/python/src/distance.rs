@@ -67,12 +67,26 @@ fn parse_metric(spec: &str) -> PyResult<Metric> {
     spec.parse::<Metric>().py()
 }
 
-/// The specs given, or all fifteen for `None`.
-fn parse_metrics(specs: Option<Vec<String>>) -> PyResult<Vec<Metric>> {
-    match specs {
-        None => Ok(Metric::all()),
-        Some(specs) => specs.iter().map(|s| parse_metric(s)).collect(),
+/// The specs given (a list of them, or one spec as a string), or all
+/// fifteen for `None`.
+fn parse_metrics(specs: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<Metric>> {
+    let Some(specs) = specs else {
+        return Ok(Metric::all());
+    };
+    if let Ok(one) = specs.extract::<String>() {
+        return Ok(vec![parse_metric(&one)?]);
     }
+    let list: Vec<String> = specs.extract().map_err(|_| {
+        pyo3::exceptions::PyTypeError::new_err(format!(
+            "metrics must be a list of metric specs such as ['chamfer', 'ot'], got {}",
+            specs
+                .get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default()
+        ))
+    })?;
+    list.iter().map(|s| parse_metric(s)).collect()
 }
 
 fn check_dims(a: &EmbeddingSet, b: &EmbeddingSet) -> PyResult<()> {
@@ -158,7 +172,7 @@ pub fn distances<'py>(
     py: Python<'py>,
     a: &Bound<'py, PyAny>,
     b: &Bound<'py, PyAny>,
-    metrics: Option<Vec<String>>,
+    metrics: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let metrics = parse_metrics(metrics)?;
     let a = read_set(a, Side::A)?;
@@ -296,7 +310,16 @@ fn evaluate_batch(
             Ok(t) if t.len() == 2 => [t.get_item(0)?, t.get_item(1)?],
             Ok(t) => return Err(not_a_pair(t.len())),
             Err(_) => {
-                let v: Vec<Bound<'_, PyAny>> = item.try_iter()?.collect::<PyResult<_>>()?;
+                let iter = item.try_iter().map_err(|_| {
+                    pyo3::exceptions::PyTypeError::new_err(format!(
+                        "pairs[{k}] must be an (a, b) pair of arrays, got {}",
+                        item.get_type()
+                            .name()
+                            .map(|n| n.to_string())
+                            .unwrap_or_default()
+                    ))
+                })?;
+                let v: Vec<Bound<'_, PyAny>> = iter.collect::<PyResult<_>>()?;
                 <[_; 2]>::try_from(v).map_err(|v| not_a_pair(v.len()))?
             }
         };
@@ -428,7 +451,7 @@ pub fn distance_batch<'py>(
 pub fn distances_batch<'py>(
     py: Python<'py>,
     pairs: &Bound<'py, PyAny>,
-    metrics: Option<Vec<String>>,
+    metrics: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let metrics = parse_metrics(metrics)?;
     let values = evaluate_batch(py, pairs, &metrics)?;

@@ -17,6 +17,14 @@ pub(crate) fn parse_device(device: &str) -> PyResult<EncoderDevice> {
     device.parse::<EncoderDevice>().py()
 }
 
+/// Check a ``device=`` value without loading anything: the canonical name
+/// (``"cpu"``, ``"cuda:0"``, ...), ValueError otherwise. ``SDRReward`` checks
+/// its device when it is made, not at its first batch.
+#[pyfunction]
+pub fn check_device(device: &str) -> PyResult<String> {
+    Ok(parse_device(device)?.to_string())
+}
+
 /// ``precision=``: ``"f32"`` or ``"bf16"`` (ValueError otherwise; the message is the
 /// one ``SDRReward`` raises in Python).
 pub(crate) fn parse_precision(precision: &str) -> PyResult<Precision> {

@@ -55,6 +55,7 @@ fn _sdr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(metrics::score_reports, m)?)?;
     m.add_function(wrap_pyfunction!(explain::explain_json, m)?)?;
     m.add_class::<encoder::PyEncoder>()?;
+    m.add_function(wrap_pyfunction!(encoder::check_device, m)?)?;
     m.add_class::<prune::PyPruneScorer>()?;
     m.add_class::<reward::PyRewardScorer>()?;
     m.add_function(wrap_pyfunction!(reward::check_reward_options, m)?)?;

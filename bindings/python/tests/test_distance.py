@@ -101,8 +101,10 @@ def test_value_errors():
         sdr.distance(a, bad)
     with pytest.raises(ValueError, match="unknown metric `chamfre`"):
         sdr.distance(a, b, "chamfre")
-    with pytest.raises(ValueError, match="> 0"):
+    with pytest.raises(ValueError, match=r"`eps` must be in \[0.001, 1000\], got -1"):
         sdr.distances(a, b, ["sinkhorn:eps=-1"])
+    with pytest.raises(ValueError, match=r"`eps` must be in \[0.001, 1000\], got 1e-100"):
+        sdr.distance(a, b, "gw:eps=1e-100")
 
 
 # --- many pairs in one call -------------------------------------------------
@@ -226,3 +228,14 @@ def test_odd_strides_and_offsets_are_read_as_numpy_reads_them():
 def test_an_absurd_length_is_only_a_hint():
     with pytest.raises(TypeError, match=r"pairs\[0\] must be an \(a, b\) pair|not iterable"):
         sdr.distance_batch(range(10**12))
+
+
+def test_one_metric_as_a_string_and_bad_items_name_their_pair():
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(size=(3, 8)), rng.normal(size=(4, 8))
+    assert sdr.distances(a, b, "ot") == sdr.distances(a, b, ["ot"])
+    assert list(sdr.distances_batch([(a, b)], "chamfer")) == ["chamfer"]
+    with pytest.raises(TypeError, match="metrics must be a list of metric specs"):
+        sdr.distances(a, b, 42)
+    with pytest.raises(TypeError, match=r"^pairs\[1\] must be an \(a, b\) pair of arrays, got NoneType"):
+        sdr.distance_batch([(a, b), None])

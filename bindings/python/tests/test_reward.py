@@ -133,7 +133,7 @@ def test_empty_reference_section_names_its_index(reward):
     "kwargs, match",
     [
         ({"metric": "chamfre"}, "unknown metric `chamfre`"),
-        ({"metric": "sinkhorn:eps=0"}, "> 0"),
+        ({"metric": "sinkhorn:eps=0"}, r"must be in \[0.001, 1000\]"),
         ({"format_weight": -1.0}, "format_weight must be a finite number >= 0 and <= 1e6, got -1"),
         ({"semantic_weight": float("nan")}, "semantic_weight must be a finite number >= 0"),
         ({"reference_columns": ("findings",)}, "pair of column names"),
@@ -257,3 +257,11 @@ def test_bf16_rewards_are_within_1e3_of_f32(reward):
     # The sentence cache is keyed by the precision in force.
     assert reward.cache_info()["identity"].endswith("/f32")
     assert bf16.cache_info()["identity"].endswith("/f32" if fell_back else "bf16")
+
+
+def test_a_single_string_and_a_device_typo_are_refused_early():
+    r = sdr.SDRReward(encoder=lambda s: np.ones((len(s), 3)) + np.arange(3))
+    with pytest.raises(TypeError, match="got a single str: wrap it in a list"):
+        r.score(GOOD, references=[REF])
+    with pytest.raises(ValueError, match="banana"):
+        sdr.SDRReward(device="banana")

@@ -92,8 +92,14 @@ fn one_configuration_twice_and_parameters_out_of_range_are_refused() {
             &["sinkhorn", "sinkhorn:eps=0.1"][..],
             "--metric sinkhorn and --metric sinkhorn:eps=0.1 are the same configuration",
         ),
-        (&["gw:eps=1e-30"][..], "`eps` must be in [0.001, 1000], got 1e-30"),
-        (&["hung-pen:alpha=1e308"][..], "`alpha` must be in [0, 1000]"),
+        (
+            &["gw:eps=1e-30"][..],
+            "`eps` must be in [0.001, 1000], got 1e-30",
+        ),
+        (
+            &["hung-pen:alpha=1e308"][..],
+            "`alpha` must be in [0, 1000]",
+        ),
     ] {
         let mut cmd = sdr();
         cmd.arg("distances");
@@ -102,7 +108,10 @@ fn one_configuration_twice_and_parameters_out_of_range_are_refused() {
         }
         let out = cmd.arg(&input).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success() && err.contains(want), "{metrics:?}: {err}");
+        assert!(
+            !out.status.success() && err.contains(want),
+            "{metrics:?}: {err}"
+        );
         assert!(out.stdout.is_empty(), "{metrics:?}");
     }
 }

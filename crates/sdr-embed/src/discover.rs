@@ -43,7 +43,7 @@ pub fn default_model_dir() -> Option<PathBuf> {
 /// to fetch the model.
 pub fn resolve_model_dir(explicit: Option<&Path>) -> Result<PathBuf> {
     let (dir, origin) = if let Some(p) = explicit {
-        (p.to_path_buf(), "from --model")
+        (p.to_path_buf(), "the folder given")
     } else if let Some(p) = std::env::var_os(MODEL_ENV).filter(|p| !p.is_empty()) {
         (PathBuf::from(p), "from SDR_MODEL")
     } else {

@@ -8,7 +8,7 @@ pub enum EmbedError {
     /// No model folder where one was looked for.
     #[error(
         "model folder {dir} not found ({origin}); fetch it with `bash scripts/fetch-model.sh` \
-         or point --model / SDR_MODEL at a sentence-transformers folder"
+         or give a sentence-transformers folder (--model, or model_dir= in Python) or SDR_MODEL"
     )]
     ModelDirMissing { dir: PathBuf, origin: &'static str },
 

@@ -277,6 +277,7 @@ class SDRReward:
         self.model_dir = None if model_dir is None else os.fspath(model_dir)
         if not isinstance(device, str):
             raise TypeError(f"device must be a string such as 'cpu' or 'cuda:0', got {type(device).__name__}")
+        _sdr.check_device(device)  # a typo fails here, not at the first batch
         self.device = device
         self.precision = check_precision(precision)
         if encoder is not None and not callable(encoder) and not isinstance(encoder, str):
@@ -410,6 +411,12 @@ class SDRReward:
         did not converge (last iterate used) or gave no finite value (term 0), SPEC §4.
         Give `references` (whole reports) or both
         `findings` and `impression`."""
+        if isinstance(completions, (str, bytes)):
+            # A string is a sequence of one-character completions.
+            raise TypeError(
+                f"completions must be a list of completions (strings or chat messages), "
+                f"got a single {type(completions).__name__}: wrap it in a list"
+            )
         texts = [completion_text(c) for c in completions]
         kwargs: Dict[str, Any] = {}
         if references is not None:
