@@ -8,6 +8,8 @@ use numpy::{
 };
 use pyo3::exceptions::PyRuntimeWarning;
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use rustc_hash::FxHashMap;
@@ -359,18 +361,37 @@ fn evaluate_batch(
         None => slots.iter().map(Rows::as_f64).collect(),
     };
     let dims: Vec<usize> = slots.iter().map(|s| s.shape().1).collect();
-    let results = py.detach(|| {
-        sdr_reward::install(|| match &f32_rows {
-            Some(rows) => {
-                let rows: Vec<&[f32]> = rows.iter().map(|r| &r[..]).collect();
-                run_batch(&rows, &dims, &index, metrics)
+    // In parts, so that a Ctrl-C stops a long batch within a part.
+    let run = |stop: &AtomicBool| {
+        sdr_reward::install(|| {
+            let mut out = Vec::with_capacity(index.len());
+            let (mut first, mut size) = (0, FIRST_PART);
+            while first < index.len() && !stop.load(Ordering::Relaxed) {
+                let part = &index[first..(first + size).min(index.len())];
+                let t0 = std::time::Instant::now();
+                out.extend(match &f32_rows {
+                    Some(rows) => {
+                        let rows: Vec<&[f32]> = rows.iter().map(|r| &r[..]).collect();
+                        run_batch(&rows, &dims, part, metrics, first)?
+                    }
+                    None => {
+                        let rows: Vec<&[f64]> = f64_rows.iter().map(|r| &r[..]).collect();
+                        run_batch(&rows, &dims, part, metrics, first)?
+                    }
+                });
+                first += part.len();
+                // The next part lasts about PART_SECONDS at this part's rate.
+                let rate = part.len() as f64 / t0.elapsed().as_secs_f64().max(1e-6);
+                size = ((rate * PART_SECONDS) as usize).clamp(64, 1 << 20);
             }
-            None => {
-                let rows: Vec<&[f64]> = f64_rows.iter().map(|r| &r[..]).collect();
-                run_batch(&rows, &dims, &index, metrics)
-            }
+            Ok::<_, PyErr>(out)
         })
-    })?;
+    };
+    let results = if index.len() > INTERRUPTIBLE_PAIRS {
+        crate::interrupt::interruptible(py, run)??
+    } else {
+        py.detach(|| run(&AtomicBool::new(false)))?
+    };
     let mut late = vec![0usize; metrics.len()];
     let mut values = vec![Vec::with_capacity(index.len()); metrics.len()];
     for evals in results {
@@ -397,13 +418,23 @@ fn evaluate_batch(
     Ok(values)
 }
 
+/// A batch is computed in parts, between which a Ctrl-C is honoured: the
+/// first of `FIRST_PART` pairs, each further one sized to last about
+/// `PART_SECONDS` at the rate of the one before (parts share no norms, so
+/// they are not made smaller than that). From `INTERRUPTIBLE_PAIRS` pairs the
+/// work runs on a helper thread while the calling thread watches for signals.
+const FIRST_PART: usize = 1_024;
+const PART_SECONDS: f64 = 0.1;
+const INTERRUPTIBLE_PAIRS: usize = 2_048;
+
 /// Evaluate every pair; an error names the first failing pair in input
-/// order.
+/// order (`first` is the index of `index[0]` in the batch).
 fn run_batch<T: sdr_core::cost::Element>(
     rows: &[&[T]],
     dims: &[usize],
     index: &[[usize; 2]],
     metrics: &[Metric],
+    first: usize,
 ) -> PyResult<Vec<Vec<Evaluation>>> {
     let views: Vec<SetView<'_, T>> = rows
         .iter()
@@ -414,7 +445,7 @@ fn run_batch<T: sdr_core::cost::Element>(
     evaluate_pairs(metrics, &pairs)
         .into_iter()
         .enumerate()
-        .map(|(k, r)| r.map_err(|e| PyValueError::new_err(format!("pairs[{k}]: {e}"))))
+        .map(|(k, r)| r.map_err(|e| PyValueError::new_err(format!("pairs[{}]: {e}", first + k))))
         .collect()
 }
 

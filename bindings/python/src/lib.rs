@@ -12,6 +12,7 @@ mod distance;
 mod encoder;
 mod error;
 mod explain;
+mod interrupt;
 mod metrics;
 mod prune;
 mod report;

@@ -239,3 +239,27 @@ def test_one_metric_as_a_string_and_bad_items_name_their_pair():
         sdr.distances(a, b, 42)
     with pytest.raises(TypeError, match=r"^pairs\[1\] must be an \(a, b\) pair of arrays, got NoneType"):
         sdr.distance_batch([(a, b), None])
+
+
+def test_ctrl_c_stops_a_long_batch():
+    import os
+    import signal
+    import threading
+    import time
+
+    rng = np.random.default_rng(5)
+    sets = [rng.normal(size=(8, 16)) for _ in range(64)]
+    pairs = [(sets[k % 64], sets[(k * 7 + 1) % 64]) for k in range(4_000)]
+    t0 = time.perf_counter()
+    sdr.distance_batch(pairs, "gw")
+    per_pair = (time.perf_counter() - t0) / len(pairs)
+    # A batch that would take about 4 s, interrupted after 0.2 s.
+    big = pairs * max(1, int(4.0 / per_pair / len(pairs)))
+    timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
+    t0 = time.perf_counter()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        sdr.distance_batch(big, "gw")
+    elapsed = time.perf_counter() - t0
+    timer.join()
+    assert elapsed < 0.5 * per_pair * len(big), (elapsed, per_pair * len(big))

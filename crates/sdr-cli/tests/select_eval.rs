@@ -321,3 +321,92 @@ fn select_eval_refuses_bad_selections_naming_the_line() {
     assert!(e.ends_with("--seeds 0: must be at least 1"), "{e}");
     assert!(!dir.path().join("o").exists());
 }
+
+/// `sdr select --all-policies` of `cands` (hash encoder, a corpus of the
+/// reference CSV) into `out`.
+fn select_all(dir: &Path, csv: &Path, cands: &Path, out: &Path) {
+    let corpus = dir.join("c.safetensors");
+    ok(sdr()
+        .args(["corpus", "build", "--format", "csv", "--encoder", "hash-8"])
+        .args(["--quiet", "--input"])
+        .arg(csv)
+        .arg("--out")
+        .arg(&corpus)
+        .output()
+        .unwrap());
+    ok(sdr()
+        .args(["select", "--encoder", "hash-8", "--all-policies", "--quiet"])
+        .arg("--corpus")
+        .arg(&corpus)
+        .arg(cands)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .unwrap());
+}
+
+#[test]
+fn select_eval_refuses_selections_made_on_other_candidates() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, cands, old_sels) = inputs(dir.path());
+    let sels = dir.path().join("sel.jsonl");
+    select_all(dir.path(), &csv, &cands, &sels);
+    for l in std::fs::read_to_string(&sels).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        let h = v["candidates_hash"].as_str().unwrap();
+        assert!(
+            h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{h}"
+        );
+    }
+    ok(select_eval(&csv, &cands, &sels, &dir.path().join("o"))
+        .output()
+        .unwrap());
+    // The same studies and counts, other texts: the candidates reversed, or
+    // one candidate of study 2 edited.
+    let text = std::fs::read_to_string(&cands).unwrap();
+    let edit = |f: &dyn Fn(usize, &mut Vec<String>)| -> String {
+        text.lines()
+            .enumerate()
+            .map(|(i, l)| {
+                let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+                let mut c: Vec<String> = serde_json::from_value(v["candidates"].clone()).unwrap();
+                f(i, &mut c);
+                v["candidates"] = serde_json::json!(c);
+                format!("{v}\n")
+            })
+            .collect()
+    };
+    let other = dir.path().join("other.jsonl");
+    for (content, line, id) in [
+        (edit(&|_, c| c.reverse()), 1, 1),
+        (
+            edit(&|i, c| {
+                if i == 1 {
+                    c[1].push_str(" No effusion.");
+                }
+            }),
+            2,
+            2,
+        ),
+    ] {
+        std::fs::write(&other, content).unwrap();
+        let e = one_line_error(
+            &select_eval(&csv, &other, &sels, &dir.path().join("o2"))
+                .output()
+                .unwrap(),
+        );
+        let want = format!(
+            "{}:{line}: study {id} was selected from other candidates than {} holds (",
+            sels.display(),
+            other.display()
+        );
+        assert!(e.contains(&want), "want {want:?}, got {e}");
+        assert!(!dir.path().join("o2").exists());
+    }
+    // Selections written before the hash existed load unchecked.
+    std::fs::write(&other, edit(&|_, c| c.reverse())).unwrap();
+    ok(select_eval(&csv, &other, &old_sels, &dir.path().join("o3"))
+        .output()
+        .unwrap());
+}

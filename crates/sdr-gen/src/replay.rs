@@ -13,7 +13,9 @@ use crate::{Candidates, End, GenError, Piece};
 pub struct Stored {
     /// Full generated text.
     pub text: String,
-    /// Byte offsets after each token, non-decreasing (a token may add no text), ending at most at `text.len()`.
+    /// Byte offsets after each token, non-decreasing (a token may add no
+    /// text: a stop token, part of a UTF-8 character), on character
+    /// boundaries, the last one at `text.len()` (none for an empty text).
     pub token_ends: Option<Vec<usize>>,
 }
 
@@ -61,6 +63,36 @@ pub fn pseudo_token_ends(text: &str) -> Vec<usize> {
     ends
 }
 
+/// Checks stored token boundaries against their text (see [`Stored::token_ends`]);
+/// the error says what is wrong, starting with `token_ends`.
+pub fn check_token_ends(text: &str, ends: &[usize]) -> Result<(), String> {
+    let n = text.len();
+    let mut prev = 0;
+    for (j, &b) in ends.iter().enumerate() {
+        if b < prev {
+            return Err(format!(
+                "token_ends decreases at index {j} ({prev} then {b})"
+            ));
+        }
+        if b > n {
+            return Err(format!(
+                "token_ends offset {b} is past the end of the text ({n} bytes)"
+            ));
+        }
+        if !text.is_char_boundary(b) {
+            return Err(format!("token_ends offset {b} splits a UTF-8 character"));
+        }
+        prev = b;
+    }
+    match ends.last() {
+        None if n > 0 => Err(format!("token_ends is empty, but the text has {n} bytes")),
+        Some(&last) if last != n => Err(format!(
+            "token_ends ends at byte {last}, but the text has {n} bytes"
+        )),
+        _ => Ok(()),
+    }
+}
+
 impl Replay {
     /// Checks the stored token boundaries; `what` names the record in errors.
     pub fn new(candidates: Vec<Stored>, what: &str) -> Result<Self, GenError> {
@@ -73,21 +105,8 @@ impl Replay {
         for (i, c) in candidates.into_iter().enumerate() {
             let e = match c.token_ends {
                 Some(e) => {
-                    let mut prev = 0;
-                    for &b in &e {
-                        if b < prev || b > c.text.len() {
-                            return Err(GenError::Input(format!(
-                                "{what}: candidate {i}: token_ends must not decrease and must stay within the text ({} bytes)",
-                                c.text.len()
-                            )));
-                        }
-                        if !c.text.is_char_boundary(b) {
-                            return Err(GenError::Input(format!(
-                                "{what}: candidate {i}: token end {b} splits a UTF-8 character"
-                            )));
-                        }
-                        prev = b;
-                    }
+                    check_token_ends(&c.text, &e)
+                        .map_err(|m| GenError::Input(format!("{what}: candidate {i}: {m}")))?;
                     e
                 }
                 None => {
@@ -243,8 +262,8 @@ mod tests {
 
     #[test]
     fn rejects_bad_offsets() {
-        for ends in [vec![3, 2], vec![9], vec![1]] {
-            // decreasing, past the end, inside 'é'
+        for ends in [vec![3, 2], vec![9], vec![1], vec![2], vec![]] {
+            // decreasing, past the end, inside 'é', short of the end, none
             let e = Replay::new(
                 vec![Stored {
                     text: "éab".into(),
@@ -253,7 +272,24 @@ mod tests {
                 "study 7",
             )
             .unwrap_err();
-            assert!(e.to_string().starts_with("study 7: candidate 0"), "{e}");
+            assert!(
+                e.to_string()
+                    .starts_with("study 7: candidate 0: token_ends"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn accepts_what_generation_writes() {
+        // A stop token and the first byte of a split character add no text;
+        // an empty text may end at once or with a stop token.
+        for (text, ends) in [
+            ("ab é", vec![2, 2, 3, 3, 5, 5]),
+            ("", vec![]),
+            ("", vec![0]),
+        ] {
+            check_token_ends(text, &ends).unwrap();
         }
     }
 }

@@ -1,6 +1,5 @@
 //! `sdr distances`: set-to-set distances for JSON Lines of vector-set pairs.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{anyhow, Result};

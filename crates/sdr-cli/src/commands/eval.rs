@@ -18,7 +18,9 @@ use sdr_eval::scores::TextScorer;
 use sdr_eval::table::Table;
 use serde::Deserialize;
 
-use crate::common::{check_input, check_outputs, print_stdout};
+use crate::common::{
+    candidate_tokens, check_input, check_outputs, non_negative_count, print_stdout,
+};
 use crate::jsonl::{id_text, read_jsonl_file};
 use crate::textscore::{bertscore_pairs, load_bertscore_encoder};
 
@@ -307,16 +309,8 @@ fn checked_total(counts: &[Option<usize>]) -> Result<Option<usize>> {
 fn token_count(v: &serde_json::Value, key: &str, at: &str) -> Result<Option<usize>> {
     match v.get(key) {
         None | Some(serde_json::Value::Null) => Ok(None),
-        Some(t) => count(t, key, at).map(Some),
+        Some(t) => non_negative_count(t, key, at).map(Some),
     }
-}
-
-/// A token count: anything but a non-negative integer is an error naming
-/// the line and the field, never a count silently ignored.
-fn count(t: &serde_json::Value, field: &str, at: &str) -> Result<usize> {
-    t.as_u64()
-        .and_then(|n| usize::try_from(n).ok())
-        .ok_or_else(|| anyhow!("{at}: \"{field}\" must be a non-negative integer, got {t}"))
 }
 
 /// Reference sections by id, and the CSV's name for error messages.
@@ -360,19 +354,9 @@ fn load_candidates(path: &Path, refs: &Refs, rname: &str) -> Result<Vec<Study>> 
         }
         crate::common::refuse_failed(&at, &id, &l.finish)?;
         let tokens = match &l.tokens {
-            Some(t) if t.len() != l.candidates.len() => {
-                return Err(anyhow!(
-                    "{at}: \"tokens\" has {} counts for {} candidates",
-                    t.len(),
-                    l.candidates.len()
-                ))
-            }
             Some(t) => {
-                let counts = t
-                    .iter()
-                    .enumerate()
-                    .map(|(k, c)| count(c, &format!("tokens[{k}]"), &at).map(Some))
-                    .collect::<Result<Vec<_>>>()?;
+                let counts = candidate_tokens(t, l.candidates.len(), &at)?;
+                let counts: Vec<_> = counts.into_iter().map(Some).collect();
                 checked_total(&counts).map_err(|e| anyhow!("{at}: \"tokens\": {e}"))?
             }
             None => None,

@@ -34,7 +34,10 @@ corpus (mean of the aggregated Findings / Impression distances over the sections
 Replay (--replay FILE): the same over the full candidates of `sdr generate` (or any\n\
 {\"id\", \"candidates\"} file; without token_ends, tokens are estimated as words and\n\
 punctuation marks and the output says so), with standard best-of-K selection under the same\n\
-policy alongside.\n\n\
+policy alongside. A candidate's token_ends (byte offsets after each token) must not decrease,\n\
+must fall on UTF-8 character boundaries and must end at the text's length; with \"tokens\"\n\
+(non-negative integers, one per candidate) there is one end per token (at most one for an\n\
+\"openai:...\" back-end, whose server may count more tokens than its stream had chunks).\n\n\
 Output line per study:\n  \
 {\"id\": \"10\", \"mode\": \"replay\", \"policy\": \"chamfer@min\", \"chosen\": 3, \"text\": \"...\",\n   \
 \"tokens_used\": 412, \"tokens_full\": 903, \"saving\": 0.544, \"tokens_produced\": 412,\n   \
@@ -136,9 +139,64 @@ struct ReplayLine {
     candidates: Vec<String>,
     #[serde(default)]
     token_ends: Option<Vec<Vec<usize>>>,
+    /// Tokens per candidate, checked by hand so that a bad count's error names the field.
+    #[serde(default)]
+    tokens: Option<Vec<serde_json::Value>>,
+    /// `sdr generate`'s back-end (`local:...`, `openai:...`).
+    #[serde(default)]
+    backend: Option<serde_json::Value>,
     /// `sdr generate`'s end of each candidate; an `{"error": ...}` is refused.
     #[serde(default)]
     finish: Vec<serde_json::Value>,
+}
+
+impl ReplayLine {
+    /// Checks `tokens` (one non-negative integer per candidate) and that
+    /// each candidate has one token end per token. A server stream's pieces
+    /// are chunks, and its last one also carries the tokens that the
+    /// server's usage count has beyond the chunks (sdr-gen's OpenAI
+    /// back-end), so there a candidate may have fewer ends than tokens.
+    /// The offsets themselves are checked by [`Replay::new`].
+    fn check_tokens(&self, at: &str) -> Result<()> {
+        let k = self.candidates.len();
+        let tokens = self
+            .tokens
+            .as_ref()
+            .map(|t| crate::common::candidate_tokens(t, k, at))
+            .transpose()?;
+        let Some(te) = &self.token_ends else {
+            return Ok(());
+        };
+        if te.len() != k {
+            return Err(anyhow!(
+                "{at}: {} token_ends lists for {k} candidates",
+                te.len()
+            ));
+        }
+        let Some(tokens) = tokens else {
+            return Ok(());
+        };
+        let chunked = self
+            .backend
+            .as_ref()
+            .and_then(|b| b.as_str())
+            .is_some_and(|b| b.starts_with("openai:"));
+        for (i, (ends, &n)) in te.iter().zip(&tokens).enumerate() {
+            if ends.len() > n {
+                return Err(anyhow!(
+                    "{at}: candidate {i}: token_ends has {} offsets, more than its {n} tokens (\"tokens\")",
+                    ends.len()
+                ));
+            }
+            if !chunked && ends.len() != n {
+                return Err(anyhow!(
+                    "{at}: candidate {i}: token_ends has {} offsets, but \"tokens\" says {n}",
+                    ends.len()
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 #[derive(Serialize)]
@@ -635,14 +693,7 @@ fn replay(args: &Args, path: &Path, run: &mut Run<'_>) -> Result<()> {
         crate::common::refuse_failed(&where_, &crate::jsonl::id_text(&l.id), &l.finish)?;
         let t = Instant::now();
         let k = l.candidates.len();
-        if let Some(te) = &l.token_ends {
-            if te.len() != k {
-                return Err(anyhow!(
-                    "{where_}: {} token_ends lists for {k} candidates",
-                    te.len()
-                ));
-            }
-        }
+        l.check_tokens(&where_)?;
         let stored: Vec<Stored> = l
             .candidates
             .iter()

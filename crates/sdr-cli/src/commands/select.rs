@@ -16,8 +16,8 @@ use sdr_corpus::{
 use serde::Deserialize;
 
 use crate::common::{
-    check_outputs, convergence_warning, failure_warning, knn_warning, log_line, or_stdin,
-    EncoderArgs,
+    candidates_hash, check_outputs, convergence_warning, failure_warning, knn_warning, log_line,
+    or_stdin, EncoderArgs,
 };
 use crate::jsonl::{parse_json, Input, Output};
 
@@ -26,10 +26,13 @@ use crate::jsonl::{parse_json, Input, Output};
     after_help = "Input line:   {\"id\": \"s1\", \"candidates\": [\"Findings: ... Impression: ...\", \"<think>...</think><answer>...</answer>\", ...]}\n\
 Output line (one policy):\n  \
 {\"id\": \"s1\", \"policy\": \"chamfer@min\", \"chosen\": 2, \"text\": \"...\", \"scores\": [0.41, null, 0.37],\n   \
-\"well_formed\": [true, false, true], \"all_malformed\": false}\n\
+\"well_formed\": [true, false, true], \"all_malformed\": false, \"candidates_hash\": \"3f2a...\"}\n\
 Output line (--all-policies):\n  \
-{\"id\": \"s1\", \"well_formed\": [...], \"all_malformed\": false,\n   \
-\"policies\": {\"chamfer@min\": {\"chosen\": 2, \"scores\": [...]}, ... 45 entries}}\n\n\
+{\"id\": \"s1\", \"well_formed\": [...], \"all_malformed\": false, \"candidates_hash\": \"3f2a...\",\n   \
+\"policies\": {\"chamfer@min\": {\"chosen\": 2, \"scores\": [...]}, ... 45 entries}}\n\
+candidates_hash: 16 hex digits of the SHA-256 over the study's candidate texts in order (each\n\
+preceded by its byte length, 8 bytes little-endian); `sdr select-eval` checks it against the\n\
+candidates file it is given.\n\n\
 A candidate is well-formed when it parses (template <think>F</think><answer>I</answer>, or\n\
 plain Findings:/Impression: headers) into two non-empty sections; a malformed one scores\n\
 +inf (null in the output). Score = D_F + D_I, each the aggregation over the corpus reports\n\
@@ -193,6 +196,7 @@ fn record(
             "scores": per_policy[0].iter().map(|&v| num(v)).collect::<Vec<_>>(),
             "well_formed": well,
             "all_malformed": all_malformed,
+            "candidates_hash": candidates_hash(&l.candidates),
         });
     }
     let mut map = serde_json::Map::new();
@@ -209,6 +213,7 @@ fn record(
         "id": l.id,
         "well_formed": well,
         "all_malformed": all_malformed,
+        "candidates_hash": candidates_hash(&l.candidates),
         "policies": map,
     })
 }

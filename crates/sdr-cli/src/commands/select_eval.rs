@@ -24,7 +24,7 @@ use sdr_eval::strata::{stratum_from_problems, Abnormality, Stratum};
 use sdr_eval::table::Table;
 use serde::Deserialize;
 
-use crate::common::{check_output_dir, log_line, print_stdout};
+use crate::common::{candidates_hash, check_output_dir, log_line, print_stdout};
 use crate::jsonl::{id_text, parse_json, read_jsonl_file, read_jsonl_lines};
 use crate::textscore::{bertscore_pairs, load_bertscore_encoder, load_wordnet};
 
@@ -52,10 +52,13 @@ pub struct Args {
     /// Reference reports: CSV with an id column and findings/impression columns (IU X-ray layout).
     #[arg(long, value_name = "CSV")]
     pub references: PathBuf,
-    /// Candidate file given to `sdr select` ({"id", "candidates"} per line).
+    /// Candidate file given to `sdr select` ({"id", "candidates"} per line);
+    /// each study's texts must be the ones selected from (checked against
+    /// the selections' candidates_hash, when they have one).
     #[arg(long, value_name = "JSONL")]
     pub candidates: PathBuf,
-    /// Output of `sdr select --all-policies` (optionally with --consensus).
+    /// Output of `sdr select --all-policies` (optionally with --consensus)
+    /// on --candidates.
     #[arg(long, value_name = "JSONL")]
     pub selections: PathBuf,
     /// Folder for the tables and heatmaps (created if needed).
@@ -111,6 +114,10 @@ struct Chosen {
 struct SelLine {
     id: serde_json::Value,
     well_formed: Vec<bool>,
+    /// Fingerprint of the candidate texts selected from; selections written
+    /// before `sdr select` had it load unchecked.
+    #[serde(default)]
+    candidates_hash: Option<String>,
     policies: indexmap_free::OrderedPolicies,
 }
 
@@ -345,6 +352,17 @@ fn load_inputs(a: &Args) -> Result<Inputs> {
                 a.candidates.display(),
                 s.well_formed.len()
             ));
+        }
+        if let Some(want) = &s.candidates_hash {
+            let got = candidates_hash(texts);
+            if *want != got {
+                return Err(anyhow!(
+                    "{at}: study {id} was selected from other candidates than {} holds \
+                     (its candidates_hash is {want}, theirs {got}: other texts or another order; \
+                     give the file that `sdr select` read)",
+                    a.candidates.display()
+                ));
+            }
         }
         chosen_indices(&keys, s, &id, texts.len()).map_err(|e| anyhow!("{at}: {e}"))?;
     }

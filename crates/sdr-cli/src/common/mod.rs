@@ -1,6 +1,7 @@
 //! What several commands share, so that command files never import each
 //! other: argument groups, progress bars and warning lines.
 
+mod candidates;
 pub mod encoder;
 mod generation;
 pub mod interrupt;
@@ -14,6 +15,7 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 use sdr_corpus::{Aggregation, CorpusIndex, Section};
 
+pub use candidates::{candidate_tokens, candidates_hash, non_negative_count};
 pub use encoder::EncoderArgs;
 pub use generation::{default_gguf, refuse_failed, BackendArgs, GenRecord, Study, StudyArgs};
 pub use journal::{partial_path, Journal, Kept};
