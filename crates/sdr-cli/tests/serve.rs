@@ -308,6 +308,28 @@ async fn too_many_sentences_are_refused_naming_the_sample() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exact_match_server_says_so_whatever_metric_is_asked() {
+    let srv = start(exact(), Limits::default()).await;
+    for metric in [None, Some("ot"), Some("hung-pen:alpha=0.1")] {
+        let mut body = json!({"completions": [REF, GOOD], "references": [REF, REF]});
+        if let Some(m) = metric {
+            body["metric"] = json!(m);
+        }
+        let (status, out) = post_json(srv.addr, "/v1/rewards", &body).await;
+        assert_eq!(
+            (status, out["metric"].as_str()),
+            (200, Some("exact")),
+            "{out}"
+        );
+        assert_eq!(floats(&out["rewards"])[0], 3.0, "{out}");
+    }
+    // A spec that is not one is still refused.
+    let body = json!({"completions": [REF], "references": [REF], "metric": "chamfre"});
+    let (status, out) = post_json(srv.addr, "/v1/rewards", &body).await;
+    assert_eq!(status, 400, "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_method_is_a_405_with_a_message() {
     let srv = start(exact(), Limits::default()).await;
     for (method, path) in [
@@ -835,6 +857,14 @@ fn options_that_would_make_the_server_useless_are_refused_at_start() {
         (
             &["--format-weight", "NaN"],
             "--format-weight NaN: must be a finite number >= 0",
+        ),
+        (
+            &["--format-weight", "1e308", "--semantic-weight", "1e308"],
+            "--format-weight 1e308: must be a finite number >= 0 and <= 1e6",
+        ),
+        (
+            &["--max-queued-samples", "0"],
+            "--max-queued-samples must be at least 1",
         ),
         (
             &["--format-weight", "0", "--semantic-weight", "0"],

@@ -298,10 +298,13 @@ pub fn bert_score_pair(
     if f1.is_nan() {
         f1 = 0.0;
     }
+    // Cosines are in [-1, 1]; rounding of unit rows and weights must not put
+    // an identical pair at 1.0000000000000013.
+    let bounded = |x: f64| x.clamp(-1.0, 1.0);
     Ok(BertScore {
-        precision,
-        recall,
-        f1,
+        precision: bounded(precision),
+        recall: bounded(recall),
+        f1: bounded(f1),
     })
 }
 
@@ -434,6 +437,7 @@ mod tests {
         assert_eq!(enc.name(), "toy");
         let s = bert_score(&enc, &["ab", "b"], &["ab", "cd"], true).unwrap();
         assert!((s[0].f1 - 1.0).abs() < 1e-12);
+        assert!(s[0].f1 <= 1.0 && s[0].precision <= 1.0 && s[0].recall <= 1.0);
         assert!(s[1].f1 < 1.0);
         // Every token in every reference: all idf weights are 0, and as in
         // bert-score the weighted means are 0/0 and F1 falls back to 0.

@@ -249,9 +249,14 @@ impl Args {
             ("--semantic-weight", self.semantic_weight),
             ("--clinical-weight", self.clinical_weight),
         ] {
+            let shown = if value.abs() >= 1e6 {
+                format!("{value:e}")
+            } else {
+                value.to_string()
+            };
             anyhow::ensure!(
                 (0.0..=sdr_reward::scorer::MAX_WEIGHT).contains(&value),
-                "{name} {value}: must be a finite number >= 0 and <= 1e6"
+                "{name} {shown}: must be a finite number >= 0 and <= 1e6"
             );
         }
         anyhow::ensure!(
@@ -273,6 +278,10 @@ impl Args {
         anyhow::ensure!(
             self.max_request_samples >= 1,
             "--max-request-samples must be at least 1"
+        );
+        anyhow::ensure!(
+            self.max_queued_samples >= 1,
+            "--max-queued-samples must be at least 1: with 0 every request would be refused"
         );
         for (name, value) in [
             ("--max-sentences-per-sample", self.max_sentences_per_sample),

@@ -126,7 +126,8 @@ impl AppState {
         .and_then(|n| n.with_clinical_weight(o.clinical_weight))
         .map_err(|e| ApiError::bad(format!("metric: {e}")))?;
         let key = options.config.metric.to_string();
-        if options == *o {
+        // Exact match (--exact) has no metric: the spec is checked, not used.
+        if options == *o || o.exact {
             return Ok(self.inner.default.clone());
         }
         let mut map = self.inner.scorers.lock().unwrap_or_else(|e| e.into_inner());
@@ -473,7 +474,11 @@ async fn batch(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -
         let req: BatchRequest = read_json(body, &s.inner.limits, BATCH_SHAPE)?;
         check_len("references", req.references.len(), req.completions.len())?;
         let scorer = s.scorer_for(req.metric.as_deref())?;
-        let metric = scorer.options().config.metric.to_string();
+        let metric = if scorer.options().exact {
+            "exact".to_string()
+        } else {
+            scorer.options().config.metric.to_string()
+        };
         let references = req
             .references
             .into_iter()
