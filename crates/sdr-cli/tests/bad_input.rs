@@ -354,3 +354,35 @@ fn a_sample_larger_than_the_reports_is_a_warning() {
         "{err}"
     );
 }
+
+#[test]
+fn negative_numbers_reach_the_range_checks() {
+    // clap would take `-0.1` for an unknown flag; the options' own checks say
+    // what the range is.
+    let line = r#"{"id":"x","candidate":"<think>A.</think><answer>B.</answer>","reference":"Findings: A.\nImpression: B."}"#;
+    let mut explain = sdr();
+    explain.args(["explain", "--threshold", "-0.1", "--encoder", "hash-16"]);
+    let out = explain
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(line.as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    let e = one_line_error(&out);
+    assert!(e.contains("threshold -0.1 is outside [0, 1]"), "{e}");
+    let e = one_line_error(&run(sdr().args([
+        "serve",
+        "--exact",
+        "--format-weight",
+        "-1",
+    ])));
+    assert!(
+        e.contains("--format-weight -1: must be a finite number >= 0"),
+        "{e}"
+    );
+}

@@ -59,10 +59,15 @@ pub struct BuildArgs {
     pub split: String,
     /// Keep a uniform random sample of N reports (after the split filter;
     /// the paper uses 5,000).
-    #[arg(long, value_name = "N")]
+    #[arg(allow_negative_numbers = true, long, value_name = "N")]
     pub sample: Option<usize>,
     /// Seed of the sample (SplitMix64-driven Fisher-Yates).
-    #[arg(long, default_value_t = 0, value_name = "S")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 0,
+        value_name = "S"
+    )]
     pub seed: u64,
     /// Id column / JSON key (default: the first of uid, id, study_id; else the record number).
     #[arg(long, value_name = "NAME")]
@@ -122,10 +127,15 @@ pub struct SynthArgs {
     #[arg(long, value_name = "FILE")]
     pub from: PathBuf,
     /// Number of synthetic reports (refused when the corpus would exceed 8 GiB).
-    #[arg(long, value_name = "N")]
+    #[arg(allow_negative_numbers = true, long, value_name = "N")]
     pub n: usize,
     /// Seed of the resampling.
-    #[arg(long, default_value_t = 0, value_name = "S")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 0,
+        value_name = "S"
+    )]
     pub seed: u64,
     /// Output corpus file.
     #[arg(long, short = 'o', value_name = "FILE")]

@@ -70,7 +70,7 @@ pub struct Args {
     pub output: Option<PathBuf>,
     /// Sentences per forward pass (batches group sentences of similar length);
     /// default 32 on the CPU, 256 on a GPU.
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, long)]
     pub batch_size: Option<usize>,
     /// Where the encoder runs: `cpu`, or `cuda` / `cuda:N` (a build made with
     /// `bash scripts/build-sdr.sh --cuda`). On a GPU `--precision bf16` runs bf16

@@ -78,7 +78,12 @@ pub struct Args {
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Seeds of the random row's CheXpert-rule F1.
-    #[arg(long, default_value_t = 1000, value_name = "N")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 1000,
+        value_name = "N"
+    )]
     pub seeds: usize,
     /// Count uncertain CheXpert-rule labels as absent (default: as present,
     /// the convention of the common CheXbert-F1 scripts).

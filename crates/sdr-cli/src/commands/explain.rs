@@ -49,7 +49,7 @@ pub struct Args {
     pub metric: String,
     /// Nearest-neighbour cost above which a sentence is missing / unsupported, in [0, 1]
     /// (default: the value derived on IU X-ray, docs/SPEC.md section 9).
-    #[arg(long, value_name = "TAU")]
+    #[arg(allow_negative_numbers = true, long, value_name = "TAU")]
     pub threshold: Option<f64>,
     #[command(flatten)]
     pub encoder: EncoderArgs,

@@ -50,7 +50,12 @@ pub struct Args {
     #[arg(long)]
     pub resume: bool,
     /// When stderr is not a terminal (a log), print a progress line every N studies.
-    #[arg(long, default_value_t = 10, value_name = "N")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 10,
+        value_name = "N"
+    )]
     pub progress_every: usize,
     /// No progress bar and no summary line on stderr.
     #[arg(long)]

@@ -68,15 +68,31 @@ pub struct Args {
     #[arg(long, default_value = "min", value_name = "AGG")]
     pub agg: String,
     /// Sentences every candidate decodes before the first round (the paper's wu).
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 1,
+        value_name = "N"
+    )]
     pub warmup: usize,
     /// Fraction of the active candidates dropped per round.
-    #[arg(long, short = 'p', default_value_t = 0.5, value_name = "P")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        short = 'p',
+        default_value_t = 0.5,
+        value_name = "P"
+    )]
     pub fraction: f64,
     /// Candidates decoded to their end when the rounds stop; the best complete
     /// report among them is chosen (the paper: 1; 2 covers a survivor that
     /// ends malformed, at the cost of its tokens).
-    #[arg(long, default_value_t = 1, value_name = "S")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 1,
+        value_name = "S"
+    )]
     pub survivors: usize,
     /// Live only: the `sdr generate` output of the same studies and seeds,
     /// whose full token counts give the saving.

@@ -73,7 +73,12 @@ pub struct Args {
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Studies embedded per encoder call.
-    #[arg(long, default_value_t = 32, value_name = "N")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 32,
+        value_name = "N"
+    )]
     pub batch: usize,
     /// No progress bar and no summary line on stderr.
     #[arg(long)]

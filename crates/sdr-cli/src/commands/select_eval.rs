@@ -65,7 +65,12 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub out_dir: PathBuf,
     /// Seeds averaged by each random baseline.
-    #[arg(long, default_value_t = 1000, value_name = "N")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 1000,
+        value_name = "N"
+    )]
     pub seeds: usize,
     /// Id column of the reference CSV.
     #[arg(long, default_value = "uid", value_name = "NAME")]

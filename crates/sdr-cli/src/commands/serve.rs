@@ -143,10 +143,20 @@ pub struct Args {
     /// λ_fmt, the weight of the format term in R = λ_fmt·R_fmt + λ_sem·(R_F + R_I).
     ///
     /// R_fmt is 1 when the completion follows the template, else 0 (see below).
-    #[arg(long, default_value_t = 1.0, value_name = "WEIGHT")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 1.0,
+        value_name = "WEIGHT"
+    )]
     pub format_weight: f64,
     /// λ_sem, the weight of the two section terms R_F + R_I (each 1 - min(D, 1)).
-    #[arg(long, default_value_t = 1.0, value_name = "WEIGHT")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 1.0,
+        value_name = "WEIGHT"
+    )]
     pub semantic_weight: f64,
     /// Exact-match baseline R_exact instead of set distances (no model needed).
     #[arg(long)]
@@ -154,7 +164,12 @@ pub struct Args {
     /// λ_clin (beyond the paper): adds λ_clin × the CheXpert-14 example F1 of
     /// rule-based labels between completion and reference, reported as
     /// `clinical`. 0 keeps the paper's reward.
-    #[arg(long, default_value_t = 0.0, value_name = "WEIGHT")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 0.0,
+        value_name = "WEIGHT"
+    )]
     pub clinical_weight: f64,
     /// Model folder (default: $SDR_MODEL, then ~/.cache/sdr/models/all-mpnet-base-v2).
     #[arg(long)]
@@ -174,7 +189,7 @@ pub struct Args {
     /// Memory bound of the sentence cache, in MiB. Every sentence the server
     /// embeds (completions and references, for every client and metric) is
     /// kept, least recently used evicted first; 0 turns caching off.
-    #[arg(long, default_value_t = sdr_reward::DEFAULT_CACHE_MIB, value_name = "MIB")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = sdr_reward::DEFAULT_CACHE_MIB, value_name = "MIB")]
     pub cache_mib: f64,
     /// Persist the sentence cache in this file: loaded at start (a file of
     /// another encoder or a damaged one is refused with a one-line message and
@@ -184,20 +199,40 @@ pub struct Args {
     #[arg(long, value_name = "PATH")]
     pub cache: Option<PathBuf>,
     /// Seconds between saves of --cache.
-    #[arg(long, default_value_t = 300.0, value_name = "SECONDS")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 300.0,
+        value_name = "SECONDS"
+    )]
     pub cache_save_secs: f64,
     /// Largest micro-batch, in samples.
-    #[arg(long, default_value_t = 256, value_name = "SAMPLES")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 256,
+        value_name = "SAMPLES"
+    )]
     pub max_batch: usize,
     /// Longest wait for more requests before a micro-batch is scored, in
     /// milliseconds; below --timeout-ms.
-    #[arg(long, default_value_t = 5, value_name = "MS")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 5,
+        value_name = "MS"
+    )]
     pub max_wait_ms: u64,
     /// Largest request body, in bytes (the default is 8 MiB; at least 1024).
-    #[arg(long, default_value_t = 8 << 20, value_name = "BYTES")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 8 << 20, value_name = "BYTES")]
     pub max_body_bytes: usize,
     /// Most samples in one request.
-    #[arg(long, default_value_t = 4096, value_name = "SAMPLES")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 4096,
+        value_name = "SAMPLES"
+    )]
     pub max_request_samples: usize,
     /// Most sentences in one sample: its completion's (when it follows the
     /// template) and its reference's, after sentence splitting (413 beyond,
@@ -205,17 +240,32 @@ pub struct Args {
     ///
     /// Bounds the distance work of a sample; a 1024-token completion of
     /// two-token sentences still fits the default.
-    #[arg(long, default_value_t = 1024, value_name = "SENTENCES")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 1024,
+        value_name = "SENTENCES"
+    )]
     pub max_sentences_per_sample: usize,
     /// Most sentences in one request, counted as for --max-sentences-per-sample
     /// (413 beyond; at least 4).
     ///
     /// Bounds the encoder work of a request; the default allows the largest
     /// request (--max-request-samples) 16 sentences per sample.
-    #[arg(long, default_value_t = 65_536, value_name = "SENTENCES")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 65_536,
+        value_name = "SENTENCES"
+    )]
     pub max_request_sentences: usize,
     /// Most requests handled at once; further ones wait.
-    #[arg(long, default_value_t = 1024, value_name = "REQUESTS")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 1024,
+        value_name = "REQUESTS"
+    )]
     pub max_concurrency: usize,
     /// Per-request timeout, in milliseconds, queueing included (504 beyond).
     ///
@@ -223,12 +273,22 @@ pub struct Args {
     /// given up after the chunk of sentences in progress (one encoder batch per
     /// core) or the sample whose distances are being computed, so the other
     /// clients are served.
-    #[arg(long, default_value_t = 120_000, value_name = "MS")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 120_000,
+        value_name = "MS"
+    )]
     pub timeout_ms: u64,
     /// Most samples waiting to be scored; beyond it requests get 503 with
     /// `Retry-After: 1` at once instead of queueing (bounds memory and latency).
     /// A request of more samples than this gets 413: it could never be queued.
-    #[arg(long, default_value_t = 65_536, value_name = "SAMPLES")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 65_536,
+        value_name = "SAMPLES"
+    )]
     pub max_queued_samples: usize,
 }
 

@@ -26,7 +26,7 @@ pub struct StudyArgs {
     pub split: String,
     /// Keep the first N studies (after the split, in file order); CSV rows
     /// without both reference sections are skipped.
-    #[arg(long, value_name = "N")]
+    #[arg(allow_negative_numbers = true, long, value_name = "N")]
     pub limit: Option<usize>,
     /// Prompt: p1 (the paper's zero-shot prompt), p2 (five-shot), or a prompt file.
     #[arg(long, default_value = "p2", value_name = "P")]
@@ -61,32 +61,73 @@ pub struct BackendArgs {
     #[arg(long, default_value = "OPENAI_API_KEY", value_name = "VAR")]
     pub api_key_env: String,
     /// openai: seconds without a response or a streamed chunk before a candidate fails.
-    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 60.0,
+        value_name = "SECS"
+    )]
     pub timeout: f64,
     /// openai: retries on connection errors, 429 and 5xx, with exponential backoff.
-    #[arg(long, default_value_t = 4, value_name = "N")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 4,
+        value_name = "N"
+    )]
     pub retries: u32,
     /// Candidates per study.
-    #[arg(long, short = 'k', default_value_t = 8, value_name = "K")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        short = 'k',
+        default_value_t = 8,
+        value_name = "K"
+    )]
     pub k: usize,
     /// Sampling temperature (0 = greedy).
-    #[arg(long, default_value_t = 0.7, value_name = "T")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 0.7,
+        value_name = "T"
+    )]
     pub temperature: f64,
     /// Nucleus sampling mass (1 = off).
-    #[arg(long, default_value_t = 0.95, value_name = "P")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 0.95,
+        value_name = "P"
+    )]
     pub top_p: f64,
     /// Tokens per candidate at most.
-    #[arg(long, default_value_t = 256, value_name = "N")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 256,
+        value_name = "N"
+    )]
     pub max_tokens: usize,
     /// Base seed: candidate i of study s samples with seed + 1000 * s + i, so
     /// a candidate does not depend on K, on pruning or on the other studies.
-    #[arg(long, default_value_t = 0, value_name = "SEED")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 0,
+        value_name = "SEED"
+    )]
     pub seed: u64,
     /// Repetition penalty (1 = off; 1.1-1.3 curbs the loops small models fall
     /// into): the local sampler divides the logits of the candidate's last 64
     /// tokens; openai sends it as `repetition_penalty` and `repeat_penalty`
     /// (vLLM, llama.cpp), which the OpenAI service itself does not accept.
-    #[arg(long, default_value_t = 1.0, value_name = "R")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 1.0,
+        value_name = "R"
+    )]
     pub repetition_penalty: f64,
     /// local: start every answer with this text, e.g. "Findings:" (kept at
     /// the start of each candidate, not counted as generated tokens).
