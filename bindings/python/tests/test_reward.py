@@ -265,3 +265,9 @@ def test_a_single_string_and_a_device_typo_are_refused_early():
         r.score(GOOD, references=[REF])
     with pytest.raises(ValueError, match="banana"):
         sdr.SDRReward(device="banana")
+
+
+def test_a_lone_surrogate_names_its_text():
+    r = sdr.SDRReward(encoder=lambda s: np.ones((len(s), 3)) + np.arange(3))
+    with pytest.raises(ValueError, match=r"completions\[1\] is not valid Unicode text"):
+        r.score([GOOD, "<think>A \udcff.</think><answer>B.</answer>"], references=[REF, REF])

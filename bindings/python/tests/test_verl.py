@@ -142,3 +142,8 @@ def test_batch_manager_embeds_once_per_batch():
     sols = [GOOD, OTHER, REF] * 4
     sdr.verl.compute_score(solution_strs=sols, ground_truths=[REF] * len(sols), encoder=enc)
     assert len(calls) == 2  # the probe, then one call for the whole batch
+
+
+def test_a_missing_ground_truth_is_named():
+    with pytest.raises(TypeError, match="ground_truth of sample 0 must be the reference report"):
+        sdr.verl.compute_score(None, GOOD, None)

@@ -106,6 +106,30 @@ fn three_shards_merged_equal_one_build() {
         .arg(&merged)
         .output()
         .unwrap());
+
+    // Selecting against one shard says so; against the merged corpus, not.
+    let cands = d.join("c.jsonl");
+    let c = "<think>Lungs are clear.</think><answer>No acute disease.</answer>";
+    std::fs::write(
+        &cands,
+        serde_json::json!({"id": "s1", "candidates": [c, c]}).to_string() + "\n",
+    )
+    .unwrap();
+    let select = |corpus: &Path| {
+        let o = ok(sdr()
+            .args(["select", "--quiet", "--encoder", "hash-24", "--corpus"])
+            .arg(corpus)
+            .arg(&cands)
+            .output()
+            .unwrap());
+        String::from_utf8_lossy(&o.stderr).to_string()
+    };
+    let e = select(&parts[1]);
+    assert!(
+        e.contains("is shard 1/3 of a build of 20 reports: scores use only its 7 reports"),
+        "{e}"
+    );
+    assert!(!select(&merged).contains("shard"));
 }
 
 #[test]

@@ -425,7 +425,17 @@ class SDRReward:
             kwargs["findings"] = _strings(findings, "findings")
         if impression is not None:
             kwargs["impression"] = _strings(impression, "impression")
-        return self._get_scorer().score(texts, **kwargs)
+        try:
+            return self._get_scorer().score(texts, **kwargs)
+        except UnicodeEncodeError:
+            # A lone surrogate (e.g. from errors="surrogateescape"): name the text.
+            for column, values in [("completions", texts)] + list(kwargs.items()):
+                for i, v in enumerate(values):
+                    try:
+                        v.encode("utf-8")
+                    except UnicodeEncodeError as e:
+                        raise ValueError(f"{column}[{i}] is not valid Unicode text: {e}") from None
+            raise
 
     def last_stats(self) -> Dict[str, float]:
         """Counters of the last batch (samples, sentences, distinct, embedded, cache_hits,

@@ -113,6 +113,12 @@ def _score_many(reward: SDRReward, solutions: List[str], truths: List[Any]) -> L
     """Scores `solutions[k]` against `truths[k]`: texts in one call, section
     dicts in another, in the order given."""
     out: List[Optional[Dict[str, float]]] = [None] * len(solutions)
+    for k, t in enumerate(truths):
+        if not isinstance(t, (str, dict)):
+            raise TypeError(
+                f"ground_truth of sample {k} must be the reference report (a string) or a dict "
+                f"{{'findings': ..., 'impression': ...}}, got {type(t).__name__}"
+            )
     texts = [k for k, t in enumerate(truths) if not isinstance(t, dict)]
     dicts = [k for k, t in enumerate(truths) if isinstance(t, dict)]
     for idx, is_dict in ((texts, False), (dicts, True)):

@@ -490,6 +490,9 @@ pub fn run(args: Args) -> Result<()> {
     let encoder = args.encoder.load()?;
     let corpus = Corpus::open(&args.corpus)?;
     corpus.check_encoder(encoder.as_ref(), SEGMENTER_VERSION)?;
+    if let Some(line) = crate::common::shard_warning(&args.corpus, &corpus) {
+        log_line(line);
+    }
     let index = corpus.index()?;
     if let Some(line) = knn_warning(&policy.agg, &index) {
         log_line(line);

@@ -249,6 +249,9 @@ pub fn run(args: Args) -> Result<()> {
         (Some(p), true) => {
             let c = Corpus::open(p)?;
             c.check_encoder(encoder.as_ref(), SEGMENTER_VERSION)?;
+            if let Some(line) = crate::common::shard_warning(p, &c) {
+                log_line(line);
+            }
             Some(c)
         }
         (None, true) => {

@@ -144,6 +144,21 @@ pub fn knn_warning(agg: &Aggregation, index: &CorpusIndex<'_>) -> Option<String>
     })
 }
 
+/// The stderr line that says `corpus` is one shard of a sharded build, if it
+/// is: scores against it use only its share of the reports.
+pub fn shard_warning(path: &std::path::Path, corpus: &sdr_corpus::Corpus) -> Option<String> {
+    let s = corpus.shard()?;
+    Some(format!(
+        "warning: {} is shard {}/{} of a build of {} reports: scores use only its {} reports; \
+         merge the shards first (sdr corpus merge)",
+        path.display(),
+        s.index,
+        s.count,
+        s.total,
+        corpus.n_reports()
+    ))
+}
+
 /// The stderr line that reports failed distances (scored NaN, never chosen), if any.
 pub fn failure_warning(failed: usize, evaluated: usize) -> Option<String> {
     (failed > 0).then(|| {
