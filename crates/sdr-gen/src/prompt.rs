@@ -105,9 +105,18 @@ impl PromptTemplate {
         let t = match self {
             Self::P1 => P1.to_string(),
             Self::P2 => P2.to_string(),
-            Self::File(p) => std::fs::read_to_string(p).map_err(|source| GenError::Io {
-                path: p.clone(),
-                source,
+            Self::File(p) => std::fs::read_to_string(p).map_err(|source| {
+                if source.kind() == std::io::ErrorKind::NotFound {
+                    GenError::Input(format!(
+                        "prompt {}: neither a built-in prompt (p1, p2) nor an existing prompt file",
+                        p.display()
+                    ))
+                } else {
+                    GenError::Io {
+                        path: p.clone(),
+                        source,
+                    }
+                }
             })?,
         };
         let t = t.trim().to_string();
@@ -185,5 +194,10 @@ mod tests {
             .text()
             .unwrap_err();
         assert!(e.to_string().contains("/nonexistent/prompt.txt"));
+        let e = PromptTemplate::parse("p3").text().unwrap_err().to_string();
+        assert!(
+            e.contains("prompt p3: neither a built-in prompt (p1, p2) nor an existing prompt file"),
+            "{e}"
+        );
     }
 }
