@@ -36,7 +36,13 @@ pub fn load_bertscore_encoder(
 /// WordNet for METEOR's synonym stage: `dir`, else the default location
 /// (`$SDR_WORDNET_DIR`, `/usr/share/wordnet`); `None` when there is none.
 pub fn load_wordnet(dir: Option<&Path>) -> Result<Option<WordNet>> {
-    match dir.map(Path::to_path_buf).or_else(WordNet::default_dir) {
+    if let Some(d) = dir {
+        // The folder the user named: say which option it came from.
+        return WordNet::load(d)
+            .map(Some)
+            .map_err(|e| anyhow!("--wordnet {}: {e}", d.display()));
+    }
+    match WordNet::default_dir() {
         Some(d) => Ok(Some(WordNet::load(&d).map_err(|e| anyhow!("{e}"))?)),
         None => Ok(None),
     }
