@@ -250,6 +250,11 @@ fn arguments_are_checked_first_and_a_missing_default_is_named() {
         &["--run", &spec("std"), "--run", &spec("std")],
     ));
     assert!(e.contains("the name std is given twice"), "{e}");
+    let e = err(&eval(&csv, &cands, &["--run", &spec("random")]));
+    assert!(
+        e.contains("the name random is the table's random baseline row"),
+        "{e}"
+    );
     // From a folder without the default references: the option and its
     // default are named, after the arguments are checked.
     let sdr = || {

@@ -144,6 +144,14 @@ async fn bad_input_is_a_4xx_with_a_message() {
     let srv = start(exact(), Limits::default()).await;
     let cases: Vec<(&str, Vec<u8>, u16, &str)> = vec![
         ("/get_reward", b"{not json".to_vec(), 400, "invalid JSON"),
+        (
+            "/v1/rewards",
+            json!({"completions": [GOOD], "references": [{"findings": "A.", "impression": "B.", "findngs": "C."}]})
+                .to_string()
+                .into_bytes(),
+            400,
+            "references[0] has an unknown key \"findngs\"",
+        ),
         ("/get_reward", br#"{"query": ["a"]}"#.to_vec(), 400, "labels"),
         ("/get_reward", br#"{"query": [1], "labels": ["x"]}"#.to_vec(), 400, "invalid type"),
         (

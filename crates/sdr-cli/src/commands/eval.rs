@@ -402,6 +402,12 @@ fn run_specs(specs: &[String]) -> Result<Vec<RunSpec<'_>>> {
                 "--run {spec}: the name {name} is given twice; give each run its own name"
             ));
         }
+        if name.trim() == "random" {
+            return Err(anyhow!(
+                "--run {spec}: the name random is the table's random baseline row; give the run \
+                 another name"
+            ));
+        }
         let (file, field) = rest.split_once('#').unwrap_or((rest, "text"));
         out.push(RunSpec { name, file, field });
     }

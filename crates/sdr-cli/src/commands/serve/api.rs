@@ -427,7 +427,7 @@ struct BatchRequest {
 }
 
 /// A reference of `/v1/rewards`: a report string, or an object with its two
-/// sections (other keys are ignored).
+/// sections and no other key (a misspelt one would otherwise go unnoticed).
 fn reference_in(i: usize, v: serde_json::Value) -> Result<OwnedReference, ApiError> {
     const SHAPE: &str = r#"a report string or {"findings": "...", "impression": "..."}"#;
     let section = |o: &serde_json::Map<String, serde_json::Value>, key: &str| match o.get(key) {
@@ -442,6 +442,13 @@ fn reference_in(i: usize, v: serde_json::Value) -> Result<OwnedReference, ApiErr
     };
     match v {
         serde_json::Value::String(t) => Ok(OwnedReference::Report(t)),
+        serde_json::Value::Object(o) if o.keys().any(|k| k != "findings" && k != "impression") => {
+            let k = o.keys().find(|k| *k != "findings" && *k != "impression");
+            Err(ApiError::bad(format!(
+                "references[{i}] has an unknown key {:?} (a reference is {SHAPE})",
+                k.map(String::as_str).unwrap_or_default()
+            )))
+        }
         serde_json::Value::Object(o) => Ok(OwnedReference::Sections {
             findings: section(&o, "findings")?,
             impression: section(&o, "impression")?,
