@@ -223,6 +223,14 @@ struct Scratch {
     cues: Vec<Hit>,
     unmentions: Vec<(Observation, usize, usize)>,
     breaks: Vec<usize>,
+    /// Per cue (in text order): its clause; the flags of the nearest cue at
+    /// or before it in its clause that negates or hedges what follows; of the
+    /// nearest at or after it that negates or hedges what precedes (0: none).
+    /// `judge` then costs two binary searches, not a scan of every cue, which
+    /// was quadratic in one long clause.
+    cue_clause: Vec<usize>,
+    last_before: Vec<u8>,
+    next_after: Vec<u8>,
 }
 
 impl Labeler {
@@ -395,6 +403,47 @@ impl Labeler {
                 .map(|c| c.start),
         );
         sc.breaks.sort_unstable();
+        sc.cue_clause.clear();
+        sc.cue_clause
+            .extend(sc.cues.iter().map(|c| clause_of(&sc.breaks, c.start)));
+        let n = sc.cues.len();
+        let flags = |i: usize| {
+            let f = self.cues.payload[sc.cues[i].phrase];
+            if f & (PSEUDO | BREAK) != 0 {
+                0
+            } else {
+                f
+            }
+        };
+        sc.last_before.clear();
+        for i in 0..n {
+            let f = flags(i);
+            let carried = match i {
+                0 => 0,
+                _ if sc.cue_clause[i - 1] == sc.cue_clause[i] => sc.last_before[i - 1],
+                _ => 0,
+            };
+            sc.last_before.push(if f & (NEG_BEFORE | UNC_BEFORE) != 0 {
+                f
+            } else {
+                carried
+            });
+        }
+        sc.next_after.clear();
+        sc.next_after.resize(n, 0);
+        for i in (0..n).rev() {
+            let f = flags(i);
+            let carried = if i + 1 < n && sc.cue_clause[i + 1] == sc.cue_clause[i] {
+                sc.next_after[i + 1]
+            } else {
+                0
+            };
+            sc.next_after[i] = if f & (NEG_AFTER | UNC_AFTER) != 0 {
+                f
+            } else {
+                carried
+            };
+        }
         let sc = &*sc;
         for it in &sc.items {
             let o = Observation::ALL[it.key];
@@ -467,24 +516,24 @@ impl Labeler {
     }
 
     /// Negation and uncertainty of a mention spanning `start..end`.
+    ///
+    /// The nearest negation or hedge cue of the mention's clause that ends
+    /// by the mention's end ("no ... effusion"), and the nearest one that
+    /// starts after it ("effusion is absent"); a cue overlapping the mention's
+    /// end counts as neither. Cues are non-overlapping and in text order, so
+    /// both are found by binary search in `Scratch::last_before` and
+    /// `Scratch::next_after`.
     fn judge(&self, start: usize, end: usize, sc: &Scratch) -> Label {
         let clause = clause_of(&sc.breaks, start);
-        let mut before: u8 = 0;
-        let mut after: u8 = 0;
-        for c in &sc.cues {
-            let flags = self.cues.payload[c.phrase];
-            if flags & (PSEUDO | BREAK) != 0 || clause_of(&sc.breaks, c.start) != clause {
-                continue;
-            }
-            if c.end <= end {
-                if flags & (NEG_BEFORE | UNC_BEFORE) != 0 {
-                    before = flags; // cues are in text order: the last one is the nearest
-                }
-            } else if c.start >= end && flags & (NEG_AFTER | UNC_AFTER) != 0 {
-                after = flags;
-                break;
-            }
-        }
+        // The cues of this clause are sc.cues[a..b].
+        let a = sc.cue_clause.partition_point(|&c| c < clause);
+        let b = sc.cue_clause.partition_point(|&c| c <= clause);
+        let ended = sc.cues.partition_point(|c| c.end <= end);
+        let after_start = sc.cues.partition_point(|c| c.start < end);
+        let q = ended.min(b);
+        let before = if q > a { sc.last_before[q - 1] } else { 0 };
+        let r = after_start.max(a);
+        let after = if r < b { sc.next_after[r] } else { 0 };
         if before & UNC_BEFORE != 0 || after & UNC_AFTER != 0 {
             Label::Uncertain
         } else if before & NEG_BEFORE != 0 || after & NEG_AFTER != 0 {
@@ -867,6 +916,21 @@ mod tests {
             "Pulmonary vascularity is within normal limits.",
             &[(Edema, Some(Negative))],
         );
+    }
+
+    #[test]
+    fn a_long_clause_keeps_each_mentions_nearest_cues() {
+        // One clause repeated a thousand times (no period, no semicolon): each
+        // mention is judged by its own neighbours, as in a single copy.
+        let one = "no pleural effusion or pneumothorax, possible mild cardiomegaly without edema, ";
+        let expected = [
+            (PleuralEffusion, Some(Negative)),
+            (Pneumothorax, Some(Negative)),
+            (Cardiomegaly, Some(Uncertain)),
+            (Edema, Some(Negative)),
+        ];
+        check(one, &expected);
+        check(&one.repeat(1000), &expected);
     }
 
     #[test]
