@@ -629,6 +629,26 @@ mod tests {
         })
     }
 
+    /// [`Words`] with its vectors changed by `alter(texts, vectors, dim)`.
+    struct Altered<F>(&'static str, Arc<Words>, F);
+
+    impl<F: Fn(&[&str], &mut [f32], usize) + Send + Sync> SentenceEncoder for Altered<F> {
+        fn name(&self) -> String {
+            self.0.into()
+        }
+        fn weights_sha256(&self) -> sdr_embed::Result<String> {
+            Ok("none".into())
+        }
+        fn dim(&self) -> usize {
+            self.1.dim()
+        }
+        fn embed(&self, texts: &[&str]) -> sdr_embed::Result<Vec<f32>> {
+            let mut v = self.1.embed(texts)?;
+            (self.2)(texts, &mut v, self.dim());
+            Ok(v)
+        }
+    }
+
     const REF: &str = "<think>Heart normal. Lungs clear.</think><answer>No acute disease.</answer>";
 
     #[test]
@@ -681,39 +701,29 @@ mod tests {
         // A stand-in that gives one sentence the zero vector (or a NaN) until
         // it is fixed: the batch fails naming the sentence, nothing of it is
         // cached, and once fixed the same batch scores as if nothing happened.
-        struct Broken(Arc<Words>, std::sync::atomic::AtomicU8);
-        impl SentenceEncoder for Broken {
-            fn name(&self) -> String {
-                "broken".into()
-            }
-            fn weights_sha256(&self) -> sdr_embed::Result<String> {
-                Ok("none".into())
-            }
-            fn dim(&self) -> usize {
-                self.0.dim()
-            }
-            fn embed(&self, texts: &[&str]) -> sdr_embed::Result<Vec<f32>> {
-                let mut v = self.0.embed(texts)?;
-                let fill = match self.1.load(Ordering::SeqCst) {
-                    0 => return Ok(v),
+        let mode = Arc::new(std::sync::atomic::AtomicU8::new(1));
+        let m = mode.clone();
+        let enc = Arc::new(Altered(
+            "broken",
+            words(),
+            move |texts: &[&str], v: &mut [f32], d| {
+                let fill = match m.load(Ordering::SeqCst) {
+                    0 => return,
                     1 => 0.0,
                     _ => f32::NAN,
                 };
-                let d = self.dim();
                 for (k, t) in texts.iter().enumerate() {
                     if t.contains("Zzz") {
                         v[k * d..(k + 1) * d].fill(fill);
                     }
                 }
-                Ok(v)
-            }
-        }
-        let enc = Arc::new(Broken(words(), std::sync::atomic::AtomicU8::new(1)));
+            },
+        ));
         let s = Scorer::new(RewardOptions::default(), Some(enc.clone())).unwrap();
         let c = "<think>Heart normal. Zzz.</think><answer>No acute disease.</answer>";
         let refs = [Reference::Report(REF)];
-        for (mode, problem) in [(1, "the zero vector"), (2, "a non-finite value")] {
-            enc.1.store(mode, Ordering::SeqCst);
+        for (m, problem) in [(1, "the zero vector"), (2, "a non-finite value")] {
+            mode.store(m, Ordering::SeqCst);
             let err = s.score(&[c], &refs).unwrap_err().to_string();
             assert!(
                 err.contains("encoder broken gave sentence \"Zzz.\" ") && err.contains(problem),
@@ -721,7 +731,7 @@ mod tests {
             );
             assert_eq!(s.cached_sentences(), 0, "{err}");
         }
-        enc.1.store(0, Ordering::SeqCst);
+        mode.store(0, Ordering::SeqCst);
         let (r, stats) = s.score(&[c], &refs).unwrap();
         assert_eq!(stats.embedded, 4);
         let fresh = Scorer::new(RewardOptions::default(), Some(words())).unwrap();
@@ -733,29 +743,11 @@ mod tests {
         // A stand-in whose vectors depend on the batch (like padding does in a
         // real encoder): the cache makes the reward of a sample the same bits
         // whatever else is scored with it, once its sentences are known.
-        struct BatchNoise(Arc<Words>);
-        impl SentenceEncoder for BatchNoise {
-            fn name(&self) -> String {
-                "noisy".into()
-            }
-            fn weights_sha256(&self) -> sdr_embed::Result<String> {
-                Ok("none".into())
-            }
-            fn dim(&self) -> usize {
-                self.0.dim()
-            }
-            fn embed(&self, texts: &[&str]) -> sdr_embed::Result<Vec<f32>> {
-                let mut v = self.0.embed(texts)?;
-                let eps = 1e-6 * texts.len() as f32;
-                v.iter_mut().for_each(|x| *x += eps);
-                Ok(v)
-            }
-        }
-        let s = Scorer::new(
-            RewardOptions::default(),
-            Some(Arc::new(BatchNoise(words()))),
-        )
-        .unwrap();
+        let noisy = Altered("noisy", words(), |texts: &[&str], v: &mut [f32], _| {
+            let eps = 1e-6 * texts.len() as f32;
+            v.iter_mut().for_each(|x| *x += eps);
+        });
+        let s = Scorer::new(RewardOptions::default(), Some(Arc::new(noisy))).unwrap();
         let c = "<think>Heart normal. No effusion.</think><answer>No acute disease.</answer>";
         let other = "<think>Lungs clear. Effusion.</think><answer>Heart normal.</answer>";
         let (alone, _) = s.score(&[c], &[Reference::Report(REF)]).unwrap();
