@@ -79,13 +79,9 @@ fn parse_metrics(specs: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<Metric>> {
         return Ok(vec![parse_metric(&one)?]);
     }
     let list: Vec<String> = specs.extract().map_err(|_| {
-        pyo3::exceptions::PyTypeError::new_err(format!(
+        PyTypeError::new_err(format!(
             "metrics must be a list of metric specs such as ['chamfer', 'ot'], got {}",
-            specs
-                .get_type()
-                .name()
-                .map(|n| n.to_string())
-                .unwrap_or_default()
+            type_name(specs)
         ))
     })?;
     list.iter().map(|s| parse_metric(s)).collect()
@@ -279,8 +275,16 @@ fn borrow_rows<'py>(obj: &Bound<'py, PyAny>, what: impl Fn() -> String) -> PyRes
     Err(PyTypeError::new_err(format!(
         "{} must be a numpy.ndarray of float32 or float64, got {}",
         what(),
-        obj.get_type().name()?
+        type_name(obj)
     )))
+}
+
+/// The name of `obj`'s type, for error messages.
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_default()
 }
 
 /// Evaluate `metrics` on every pair of `pairs` (an iterable of `(a, b)`
@@ -313,12 +317,9 @@ fn evaluate_batch(
             Ok(t) => return Err(not_a_pair(t.len())),
             Err(_) => {
                 let iter = item.try_iter().map_err(|_| {
-                    pyo3::exceptions::PyTypeError::new_err(format!(
+                    PyTypeError::new_err(format!(
                         "pairs[{k}] must be an (a, b) pair of arrays, got {}",
-                        item.get_type()
-                            .name()
-                            .map(|n| n.to_string())
-                            .unwrap_or_default()
+                        type_name(&item)
                     ))
                 })?;
                 let v: Vec<Bound<'_, PyAny>> = iter.collect::<PyResult<_>>()?;
@@ -361,6 +362,11 @@ fn evaluate_batch(
         None => slots.iter().map(Rows::as_f64).collect(),
     };
     let dims: Vec<usize> = slots.iter().map(|s| s.shape().1).collect();
+    // The rows as slices once, for every part.
+    let rows32: Option<Vec<&[f32]>> = f32_rows
+        .as_ref()
+        .map(|rows| rows.iter().map(|r| &r[..]).collect());
+    let rows64: Vec<&[f64]> = f64_rows.iter().map(|r| &r[..]).collect();
     // In parts, so that a Ctrl-C stops a long batch within a part.
     let run = |stop: &AtomicBool| {
         sdr_reward::install(|| {
@@ -369,15 +375,9 @@ fn evaluate_batch(
             while first < index.len() && !stop.load(Ordering::Relaxed) {
                 let part = &index[first..(first + size).min(index.len())];
                 let t0 = std::time::Instant::now();
-                out.extend(match &f32_rows {
-                    Some(rows) => {
-                        let rows: Vec<&[f32]> = rows.iter().map(|r| &r[..]).collect();
-                        run_batch(&rows, &dims, part, metrics, first)?
-                    }
-                    None => {
-                        let rows: Vec<&[f64]> = f64_rows.iter().map(|r| &r[..]).collect();
-                        run_batch(&rows, &dims, part, metrics, first)?
-                    }
+                out.extend(match &rows32 {
+                    Some(rows) => run_batch(rows, &dims, part, metrics, first)?,
+                    None => run_batch(&rows64, &dims, part, metrics, first)?,
                 });
                 first += part.len();
                 // The next part lasts about PART_SECONDS at this part's rate.

@@ -50,3 +50,13 @@ pub enum SdrError {
 }
 
 pub type Result<T> = std::result::Result<T, SdrError>;
+
+/// A number as an error message writes it back: `1e-30` and `1e308`, not
+/// dozens of digits; ordinary magnitudes as Rust prints them.
+pub fn shown(x: f64) -> String {
+    if x != 0.0 && (x.abs() < 1e-3 || x.abs() >= 1e6) {
+        format!("{x:e}")
+    } else {
+        x.to_string()
+    }
+}

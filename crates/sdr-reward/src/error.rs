@@ -14,7 +14,7 @@ pub enum RewardError {
     Embed(#[from] EmbedError),
     /// A reward weight that is negative, NaN, infinite or above
     /// [`crate::scorer::MAX_WEIGHT`].
-    #[error("{name} must be a finite number >= 0 and <= 1e6, got {}", shown(*value))]
+    #[error("{name} must be a finite number >= 0 and <= 1e6, got {}", sdr_core::error::shown(*value))]
     BadWeight { name: &'static str, value: f64 },
     /// Parallel inputs of different lengths.
     #[error("{what} has {got} items, expected {expected} (one per completion)")]
@@ -83,12 +83,3 @@ impl RewardError {
 
 /// Result alias of this crate.
 pub type Result<T> = std::result::Result<T, RewardError>;
-
-/// A weight as written back to the user: `1e308`, not 309 digits.
-fn shown(value: f64) -> String {
-    if value.abs() >= 1e6 {
-        format!("{value:e}")
-    } else {
-        value.to_string()
-    }
-}

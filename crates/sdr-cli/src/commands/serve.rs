@@ -309,11 +309,7 @@ impl Args {
             ("--semantic-weight", self.semantic_weight),
             ("--clinical-weight", self.clinical_weight),
         ] {
-            let shown = if value.abs() >= 1e6 {
-                format!("{value:e}")
-            } else {
-                value.to_string()
-            };
+            let shown = sdr_core::error::shown(value);
             anyhow::ensure!(
                 (0.0..=sdr_reward::scorer::MAX_WEIGHT).contains(&value),
                 "{name} {shown}: must be a finite number >= 0 and <= 1e6"

@@ -70,49 +70,24 @@ impl Journal {
         let mut valid_len = 0u64;
         let mut checked_from: Option<PathBuf> = None;
         let mut cut: Option<String> = None;
-        // A partial file with no complete record (a run that failed before
-        // its first) holds nothing to continue: a finished FILE beside it
-        // is what --resume continues, and a plain run may write over it.
-        let holds_records = |f: &Path| {
-            std::fs::read(f).is_ok_and(|b| {
-                b.split(|&c| c == b'\n')
-                    .rev()
-                    .skip(1)
-                    .any(|l| !l.trim_ascii().is_empty())
-            })
-        };
         if resume {
-            let source = if holds_records(&partial) || !dest.is_file() {
-                [&partial, &dest].into_iter().find(|f| f.is_file())
-            } else {
-                if partial.is_file() {
-                    log_line(format_args!(
-                        "resume: {p} holds no complete record; continuing {d}"
-                    ));
-                }
-                Some(&dest)
-            };
-            if let Some(source) = source {
-                let text = std::fs::read_to_string(source)
-                    .with_context(|| format!("cannot read {}", source.display()))?;
-                let mut offset = 0usize;
-                for (no, line) in text.split_inclusive('\n').enumerate() {
-                    offset += line.len();
-                    let Some(line) = line.strip_suffix('\n') else {
-                        cut = Some(format!("{}:{}", source.display(), no + 1));
-                        break;
-                    };
-                    valid_len = offset as u64;
-                    if !line.trim().is_empty() {
-                        kept.push(Kept {
-                            at: format!("{}:{}", source.display(), no + 1),
-                            line: line.to_string(),
-                        });
-                    }
-                }
+            let mut source = [&partial, &dest].into_iter().find(|f| f.is_file());
+            if let Some(f) = source {
+                (kept, valid_len, cut) = read_records(f)?;
+            }
+            // A partial file with no complete record (a run that failed
+            // before its first) holds nothing to continue: a finished FILE
+            // beside it is what --resume continues.
+            if kept.is_empty() && source == Some(&partial) && dest.is_file() {
+                log_line(format_args!(
+                    "resume: {p} holds no complete record; continuing {d}"
+                ));
+                (kept, valid_len, cut) = read_records(&dest)?;
+                source = Some(&dest);
             }
             checked_from = source.cloned();
-        } else if partial.exists() && holds_records(&partial) {
+        } else if partial.exists() && read_records(&partial).map_or(true, |r| !r.0.is_empty()) {
+            // (An empty one a plain run may write over.)
             return Err(anyhow!(
                 "{p} is left from a stopped run: pass --resume to continue it, or delete it"
             ));
@@ -207,6 +182,31 @@ impl Journal {
             }
         }
     }
+}
+
+/// The complete records of a journal file (non-blank lines ending in a
+/// newline, each with its `file:line`), the length in bytes up to the last of
+/// them, and the `file:line` of a last line cut off by a stop, if any.
+fn read_records(source: &Path) -> Result<(Vec<Kept>, u64, Option<String>)> {
+    let text = std::fs::read_to_string(source)
+        .with_context(|| format!("cannot read {}", source.display()))?;
+    let (mut kept, mut valid_len, mut cut) = (Vec::new(), 0u64, None);
+    let mut offset = 0usize;
+    for (no, line) in text.split_inclusive('\n').enumerate() {
+        offset += line.len();
+        let Some(line) = line.strip_suffix('\n') else {
+            cut = Some(format!("{}:{}", source.display(), no + 1));
+            break;
+        };
+        valid_len = offset as u64;
+        if !line.trim().is_empty() {
+            kept.push(Kept {
+                at: format!("{}:{}", source.display(), no + 1),
+                line: line.to_string(),
+            });
+        }
+    }
+    Ok((kept, valid_len, cut))
 }
 
 /// Rewrites the records (non-blank lines) of `path` sorted by `ranks`,

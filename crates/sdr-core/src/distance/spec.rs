@@ -257,11 +257,7 @@ pub(crate) fn check_range(metric: &str, key: &str, x: f64, (lo, hi): (f64, f64))
     if x.is_finite() && (lo..=hi).contains(&x) {
         return Ok(());
     }
-    let shown = if x != 0.0 && (x.abs() < 1e-3 || x.abs() >= 1e6) {
-        format!("{x:e}")
-    } else {
-        format!("{x}")
-    };
+    let shown = crate::error::shown(x);
     Err(bad(
         metric,
         format!("`{key}` must be in [{lo}, {hi}], got {shown}"),
