@@ -9,12 +9,17 @@
 //! lets the branch predictor learn the assignment solver's branches; fresh
 //! pairs do not.
 //!
+//! A fourth group times the step after the products alone: Chamfer,
+//! Hung-NN and Hung-Pen on 1,000 precomputed cost matrices of sizes 3..12
+//! (in L2, too many for the branch predictor to learn).
+//!
 //! `cargo bench -p sdr-core --bench pair_metrics`. Whole-workload ratios
 //! against POT/SciPy (with the pairs read from memory) are in
 //! `bench/distances.py`.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use sdr_core::{cosine_cost, Metric, SetView};
+use sdr_core::distance::{chamfer::chamfer, hungarian};
+use sdr_core::{cosine_cost, CostMatrix, Metric, SetView};
 
 const DIM: usize = 768;
 
@@ -141,10 +146,44 @@ fn bench_stream(c: &mut Criterion) {
     g.finish();
 }
 
+/// 1,000 cost matrices of sizes 3..=12 per side: the metrics' own step.
+fn bench_matrices(c: &mut Criterion) {
+    let mut seed = 17;
+    let costs: Vec<CostMatrix> = (0..1000)
+        .map(|_| {
+            let n = 3 + (lcg(&mut seed) * 10.0) as usize;
+            let m = 3 + (lcg(&mut seed) * 10.0) as usize;
+            let (a, b) = (set(n, &mut seed), set(m, &mut seed));
+            cosine_cost(&SetView::new(&a, DIM), &SetView::new(&b, DIM))
+        })
+        .collect();
+    let mut g = c.benchmark_group("1000 cost matrices");
+    g.bench_function("chamfer", |bn| {
+        bn.iter(|| costs.iter().map(|m| chamfer(black_box(m))).sum::<f64>())
+    });
+    g.bench_function("hung-nn", |bn| {
+        bn.iter(|| {
+            costs
+                .iter()
+                .map(|m| hungarian::hung_nn(black_box(m)).unwrap())
+                .sum::<f64>()
+        })
+    });
+    g.bench_function("hung-pen", |bn| {
+        bn.iter(|| {
+            costs
+                .iter()
+                .map(|m| hungarian::hung_pen(black_box(m), 0.5).unwrap())
+                .sum::<f64>()
+        })
+    });
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().warm_up_time(std::time::Duration::from_millis(500))
         .measurement_time(std::time::Duration::from_secs(2));
-    targets = bench, bench_mixed, bench_stream
+    targets = bench, bench_mixed, bench_stream, bench_matrices
 }
 criterion_main!(benches);

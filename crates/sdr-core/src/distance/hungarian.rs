@@ -26,7 +26,8 @@
 //! Hung-NN return SciPy's, searching rows in SciPy's order (Hung-NN's value
 //! depends on which elements stay unmatched; `tests/hungarian_ties.rs`).
 //! Hung-Pen's value depends only on the cost, so it first matches most rows
-//! cheaply with the row reduction and augmenting row reduction of \[1\], and
+//! cheaply with the row reduction and augmenting row reduction of \[1\]
+//! (with AVX-512 on sets of up to 16 elements, the same choices), and
 //! searches only from the rows they leave free.
 //!
 //! References:
@@ -64,6 +65,8 @@ struct Scratch {
     reals: Vec<f64>,
     indices: Vec<usize>,
     flags: Vec<bool>,
+    /// The costs as the vector reductions read them ([`pad_rows`]).
+    padded: Vec<Lanes>,
 }
 
 thread_local! {
@@ -75,18 +78,20 @@ thread_local! {
 /// row assigned to each column (`NONE` for the `nc - nr` left free), in
 /// `scratch`. Costs are finite (checked by [`linear_sum_assignment`]); the
 /// fallback below only keeps a non-finite reduced cost from looping.
-fn assign_rows<C: Fn(usize, usize) -> f64>(
+fn assign_rows<'s, C: Fn(usize, usize) -> f64>(
     nr: usize,
     nc: usize,
     cost: C,
-    scratch: &mut Scratch,
+    scratch: &'s mut Scratch,
     order: Order,
-) -> (&[usize], &[usize]) {
+    padded: Option<&[Lanes]>,
+) -> (&'s [usize], &'s [usize]) {
     debug_assert!(nr <= nc);
     let Scratch {
         reals,
         indices,
         flags,
+        ..
     } = scratch;
     reals.clear();
     reals.resize(nr + 2 * nc, 0.0);
@@ -101,8 +106,17 @@ fn assign_rows<C: Fn(usize, usize) -> f64>(
     flags.resize(nr + nc, false);
     let (in_sr, in_sc) = flags.split_at_mut(nr);
 
-    if order == Order::Reduced {
-        reduce_rows(nr, nc, &cost, u, v, row4col, col4row, remaining);
+    match (order, padded) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `padded` is only given where `wide::available()`, with
+        // nc <= LANES columns.
+        (Order::Reduced, Some(rows)) => unsafe {
+            wide::reduce(rows, u, v, row4col, col4row, remaining)
+        },
+        #[cfg(not(target_arch = "x86_64"))]
+        (Order::Reduced, Some(_)) => unreachable!(),
+        (Order::Reduced, None) => reduce_rows(nr, nc, &cost, u, v, row4col, col4row, remaining),
+        (Order::Scipy, _) => {}
     }
     for cur_row in 0..nr {
         if col4row[cur_row] != NONE {
@@ -291,10 +305,210 @@ fn reduce_rows<C: Fn(usize, usize) -> f64>(
     }
 }
 
+/// Columns of the vector reductions ([`wide`]): the larger side of a
+/// report's sections (3-12 sentences) fits, padded with `+inf`.
+const LANES: usize = 16;
+type Lanes = [f64; LANES];
+
+/// [`reduce_rows`] with each row's minimum (and the two smallest entries in
+/// the augmenting row reduction) found by AVX-512 over all [`LANES`]
+/// columns at once. On fresh pairs a scalar scan waited on its compare chain
+/// and mispredicted its exit once per row; the reductions were most of
+/// Hung-Pen's solve. The same choices, tie for tie: the first of equal
+/// minima, as a scan with `<` keeps it, so the same assignment.
+#[cfg(target_arch = "x86_64")]
+mod wide {
+    use super::{Lanes, LANES, NONE};
+    use std::arch::x86_64::*;
+
+    pub(super) fn available() -> bool {
+        std::arch::is_x86_feature_detected!("avx512f")
+    }
+
+    /// The smallest of 16 lanes and the first lane that holds it.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn first_min(lo: __m512d, hi: __m512d) -> (usize, f64) {
+        let m = _mm512_reduce_min_pd(_mm512_min_pd(lo, hi));
+        let b = _mm512_set1_pd(m);
+        let bits = u32::from(_mm512_cmp_pd_mask::<_CMP_EQ_OQ>(lo, b))
+            | (u32::from(_mm512_cmp_pd_mask::<_CMP_EQ_OQ>(hi, b)) << 8);
+        // Costs are finite (checked before), so some lane equals the minimum.
+        ((bits.trailing_zeros() as usize) % LANES, m)
+    }
+
+    /// The two smallest of 16 lanes, `(j1, u1, j2, u2)`: `u1` the minimum at
+    /// its first lane `j1`, `u2` the smallest of the other lanes at its first
+    /// lane `j2` (`u2 == u1` on a tie). One pass of sorted-pair merges: the
+    /// second minimum's search does not wait on the first's.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn two_min(lo: __m512d, hi: __m512d) -> (usize, f64, usize, f64) {
+        // Per lane the smaller and larger of a pair; each step merges two
+        // sorted pairs (a1, a2), (b1, b2) into min(a1, b1) and
+        // min(max(a1, b1), min(a2, b2)).
+        let (mut a, mut b) = (_mm512_min_pd(lo, hi), _mm512_max_pd(lo, hi));
+        macro_rules! merge {
+            ($swap:expr) => {{
+                let (sa, sb) = ($swap(a), $swap(b));
+                b = _mm512_min_pd(_mm512_max_pd(a, sa), _mm512_min_pd(b, sb));
+                a = _mm512_min_pd(a, sa);
+            }};
+        }
+        merge!(|x| _mm512_shuffle_f64x2::<0b01_00_11_10>(x, x));
+        merge!(|x| _mm512_shuffle_f64x2::<0b10_11_00_01>(x, x));
+        merge!(|x| _mm512_permute_pd::<0b0101_0101>(x));
+        let lanes = |x: __m512d| {
+            u32::from(_mm512_cmp_pd_mask::<_CMP_EQ_OQ>(lo, x))
+                | (u32::from(_mm512_cmp_pd_mask::<_CMP_EQ_OQ>(hi, x)) << 8)
+        };
+        let j1 = (lanes(a).trailing_zeros() as usize) % LANES;
+        let j2 = ((lanes(b) & !(1 << j1)).trailing_zeros() as usize) % LANES;
+        (j1, _mm512_cvtsd_f64(a), j2, _mm512_cvtsd_f64(b))
+    }
+
+    /// # Safety
+    /// AVX-512F must be available ([`available`]); `v.len() <= LANES`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn reduce(
+        rows: &[Lanes],
+        u: &mut [f64],
+        v: &mut [f64],
+        row4col: &mut [usize],
+        col4row: &mut [usize],
+        remaining: &mut [usize],
+    ) {
+        let (nr, nc) = (rows.len(), v.len());
+        let load = |i: usize| {
+            // SAFETY: each row holds LANES = 16 values.
+            unsafe {
+                (
+                    _mm512_loadu_pd(rows[i].as_ptr()),
+                    _mm512_loadu_pd(rows[i].as_ptr().add(8)),
+                )
+            }
+        };
+        for i in 0..nr {
+            let (lo, hi) = load(i);
+            let (arg, best) = first_min(lo, hi);
+            if !best.is_finite() {
+                continue;
+            }
+            u[i] = best;
+            if row4col[arg] == NONE {
+                row4col[arg] = i;
+                col4row[i] = arg;
+            }
+        }
+        if nc < 2 {
+            return;
+        }
+        let free = &mut remaining[..];
+        let mut pending = 0;
+        for i in 0..nr {
+            if col4row[i] == NONE && u[i].is_finite() {
+                free[pending] = i;
+                pending += 1;
+            }
+        }
+        // v = 0 on every column (padding included) until the loop moves it.
+        let (mut v_lo, mut v_hi) = (_mm512_setzero_pd(), _mm512_setzero_pd());
+        let mut budget = 4 * nc;
+        while pending > 0 && budget > 0 {
+            budget -= 1;
+            pending -= 1;
+            let i = free[pending];
+            let (lo, hi) = load(i);
+            let (h_lo, h_hi) = (_mm512_sub_pd(lo, v_lo), _mm512_sub_pd(hi, v_hi));
+            let (mut j1, u1, j2, u2) = two_min(h_lo, h_hi);
+            let k1 = 1u32 << j1;
+            if !(u1.is_finite() && u2.is_finite()) {
+                continue;
+            }
+            let mut owner = row4col[j1];
+            if u1 < u2 {
+                let gap = _mm512_set1_pd(u2 - u1);
+                v_lo = _mm512_mask_sub_pd(v_lo, k1 as u8, v_lo, gap);
+                v_hi = _mm512_mask_sub_pd(v_hi, (k1 >> 8) as u8, v_hi, gap);
+            } else if owner != NONE {
+                j1 = j2;
+                owner = row4col[j1];
+            }
+            u[i] = u2;
+            row4col[j1] = i;
+            col4row[i] = j1;
+            if owner != NONE {
+                col4row[owner] = NONE;
+                if u1 < u2 {
+                    free[pending] = owner;
+                    pending += 1;
+                }
+            }
+        }
+        let mut all = [0.0; LANES];
+        // SAFETY: `all` holds 16 values.
+        unsafe {
+            _mm512_storeu_pd(all.as_mut_ptr(), v_lo);
+            _mm512_storeu_pd(all.as_mut_ptr().add(8), v_hi);
+        }
+        v.copy_from_slice(&all[..nc]);
+    }
+}
+
+/// The rows of `M`'s smaller side (`M` or `M^T`) into `rows`, padded with
+/// `+inf` to [`LANES`] columns; `M` has at most `LANES` rows and columns.
+fn pad_rows(m: &CostMatrix, rows: &mut Vec<Lanes>) {
+    rows.clear();
+    rows.resize(m.n.min(m.m), [f64::INFINITY; LANES]);
+    if m.n <= m.m {
+        for (row, costs) in rows.iter_mut().zip(m.data.chunks_exact(m.m)) {
+            row[..m.m].copy_from_slice(costs);
+        }
+    } else {
+        for (i, costs) in m.data.chunks_exact(m.m).enumerate() {
+            for (row, &x) in rows.iter_mut().zip(costs) {
+                row[i] = x;
+            }
+        }
+    }
+}
+
+fn wide_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return wide::available();
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// `f` on this thread's solver memory.
+fn with_scratch(f: impl FnOnce(&mut Scratch)) {
+    SCRATCH.with(|s| match s.try_borrow_mut() {
+        Ok(mut scratch) => f(&mut scratch),
+        // Only if `pair` itself solved an assignment: fresh memory then.
+        Err(_) => f(&mut Scratch::default()),
+    })
+}
+
+/// `pair(row, col)` for the matches of an assignment of `M`'s smaller side
+/// (`M^T` when `M` has more rows), by increasing row of `M`.
+fn emit(m: &CostMatrix, col4row: &[usize], row4col: &[usize], pair: &mut impl FnMut(usize, usize)) {
+    if m.n <= m.m {
+        col4row.iter().enumerate().for_each(|(i, &j)| pair(i, j));
+    } else {
+        // On M^T the columns are M's rows, in order.
+        row4col
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c != NONE)
+            .for_each(|(i, &j)| pair(i, j));
+    }
+}
+
 /// Calls `pair(row, col)` for every matched pair of an optimal assignment of
 /// `M`, by increasing row (so sums over the pairs keep one order).
 fn for_each_match(m: &CostMatrix, order: Order, mut pair: impl FnMut(usize, usize)) -> Result<()> {
-    if let Some(k) = m.data.iter().position(|x| !x.is_finite()) {
+    if !m.data.iter().fold(true, |ok, x| ok & x.is_finite()) {
+        let k = m.data.iter().position(|x| !x.is_finite()).unwrap_or(0);
         return Err(bad(
             "hungarian",
             format!(
@@ -308,25 +522,32 @@ fn for_each_match(m: &CostMatrix, order: Order, mut pair: impl FnMut(usize, usiz
     if m.n == 0 || m.m == 0 {
         return Ok(());
     }
-    let mut solve = |scratch: &mut Scratch| {
-        if m.n <= m.m {
-            let (col4row, _) = assign_rows(m.n, m.m, |i, j| m.data[i * m.m + j], scratch, order);
-            col4row.iter().enumerate().for_each(|(i, &j)| pair(i, j));
-        } else {
-            // On M^T the columns are M's rows, in order.
-            let (_, row4col) = assign_rows(m.m, m.n, |i, j| m.data[j * m.m + i], scratch, order);
-            row4col
-                .iter()
-                .enumerate()
-                .filter(|(_, &c)| c != NONE)
-                .for_each(|(i, &j)| pair(i, j));
-        }
-    };
-    SCRATCH.with(|s| match s.try_borrow_mut() {
-        Ok(mut scratch) => solve(&mut scratch),
-        // Only if `pair` itself solved an assignment: fresh memory then.
-        Err(_) => solve(&mut Scratch::default()),
-    });
+    let (small, large) = (m.n.min(m.m), m.n.max(m.m));
+    // Report-sized sets: the vector reductions, on the smaller side's rows
+    // copied and padded to LANES columns (whole-row loads, no strides).
+    if order == Order::Reduced && large <= LANES && wide_available() {
+        with_scratch(|scratch| {
+            // Taken out of `scratch` while the solver borrows the rest.
+            let mut rows = std::mem::take(&mut scratch.padded);
+            pad_rows(m, &mut rows);
+            let (col4row, row4col) =
+                assign_rows(small, large, |i, j| rows[i][j], scratch, order, Some(&rows));
+            emit(m, col4row, row4col, &mut pair);
+            scratch.padded = rows;
+        });
+    } else if m.n <= m.m {
+        with_scratch(|scratch| {
+            let cost = |i, j| m.data[i * m.m + j];
+            let (col4row, row4col) = assign_rows(m.n, m.m, cost, scratch, order, None);
+            emit(m, col4row, row4col, &mut pair);
+        });
+    } else {
+        with_scratch(|scratch| {
+            let cost = |i, j| m.data[j * m.m + i];
+            let (col4row, row4col) = assign_rows(m.m, m.n, cost, scratch, order, None);
+            emit(m, col4row, row4col, &mut pair);
+        });
+    }
     Ok(())
 }
 
@@ -505,6 +726,67 @@ mod tests {
                         cols.dedup();
                         assert_eq!(cols.len(), n.min(m), "{n}x{m}: a column used twice");
                         assert!((a.cost - brute_force(&c)).abs() < 1e-12, "{n}x{m}: {c:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The reduced search's matched pairs (by row of `m`): through the
+    /// vector reductions where they run, or the scalar ones.
+    fn reduced_pairs(m: &CostMatrix, scalar: bool) -> Vec<(usize, usize)> {
+        let mut pairs = Vec::new();
+        if scalar {
+            let mut scratch = Scratch::default();
+            let t = m.transpose();
+            let (small, large) = if m.n <= m.m { (m, false) } else { (&t, true) };
+            let (col4row, _) = assign_rows(
+                small.n,
+                small.m,
+                |i, j| small.get(i, j),
+                &mut scratch,
+                Order::Reduced,
+                None,
+            );
+            pairs.extend(col4row.iter().enumerate().map(|(i, &j)| (i, j)));
+            if large {
+                pairs = pairs.iter().map(|&(i, j)| (j, i)).collect();
+                pairs.sort_unstable();
+            }
+        } else {
+            for_each_match(m, Order::Reduced, |i, j| pairs.push((i, j))).unwrap();
+        }
+        pairs
+    }
+
+    #[test]
+    fn vector_reductions_choose_as_the_scalar_ones() {
+        // Up to LANES columns (the vector path), one past it (scalar either
+        // way); few distinct levels make ties, where the first minimum wins.
+        let mut seed = 31u64;
+        for n in 1..=LANES + 1 {
+            for m in [1, 2, 3, 7, 12, LANES, LANES + 1] {
+                for levels in [2.0, 4.0, 0.0] {
+                    for _ in 0..12 {
+                        let data = (0..n * m)
+                            .map(|_| {
+                                let x = lcg(&mut seed);
+                                if levels > 0.0 {
+                                    (x * levels).floor() / levels
+                                } else {
+                                    x
+                                }
+                            })
+                            .collect();
+                        let c = CostMatrix::new(n, m, data);
+                        let (wide, scalar) = (reduced_pairs(&c, false), reduced_pairs(&c, true));
+                        assert_eq!(wide, scalar, "{n}x{m}: {c:?}");
+                        let total: f64 = wide.iter().map(|&(i, j)| c.get(i, j)).sum();
+                        let want = linear_sum_assignment(&c).unwrap().cost;
+                        assert!((total - want).abs() < 1e-12, "{n}x{m}: {total} vs {want}");
+                        if n.max(m) <= 7 {
+                            assert!((total - brute_force(&c)).abs() < 1e-12, "{n}x{m}");
+                        }
                     }
                 }
             }
