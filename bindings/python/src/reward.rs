@@ -5,6 +5,7 @@
 //! strings with the GIL released.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -214,6 +215,10 @@ impl SentenceEncoder for CallableEmbedder {
     }
 }
 
+/// New sentences per call of the built-in encoder in ``score``: a Ctrl-C is
+/// honoured between two such calls (as ``sdr serve``'s default chunk).
+const ENCODE_CHUNK: usize = 256;
+
 /// Scores completions against references (see ``sdr.SDRReward``).
 #[pyclass(name = "RewardScorer", module = "sdr._sdr", frozen, weakref)]
 pub struct PyRewardScorer {
@@ -340,7 +345,7 @@ impl PyRewardScorer {
                 ))
             }
         };
-        let result = py.detach(|| {
+        let run = |chunk: usize, stop: &AtomicBool| {
             sdr_reward::install(|| {
                 let comps: Vec<&str> = completions.iter().map(String::as_str).collect();
                 let refs: Vec<Reference<'_>> = match (&reports, &sections) {
@@ -355,9 +360,19 @@ impl PyRewardScorer {
                         .collect(),
                     _ => Vec::new(),
                 };
-                self.scorer.score(&comps, &refs)
+                self.scorer
+                    .score_until(&comps, &refs, chunk, &|| stop.load(Ordering::Relaxed))
             })
-        });
+        };
+        let result = if self.callable.is_none() && !self.scorer.options().exact {
+            // The built-in encoder can hold the call for minutes on a CPU:
+            // Ctrl-C stops it between chunks (what they embedded stays cached).
+            crate::interrupt::interruptible(py, |stop| run(ENCODE_CHUNK, stop))?
+        } else {
+            // A Python encoder runs on this thread, where a Ctrl-C reaches its
+            // own code, and gets all of a batch's new sentences in one call.
+            py.detach(|| run(usize::MAX, &AtomicBool::new(false)))
+        };
         let (scores, stats) = match result {
             Ok(r) => r,
             Err(e) => {

@@ -271,3 +271,39 @@ def test_a_lone_surrogate_names_its_text():
     r = sdr.SDRReward(encoder=lambda s: np.ones((len(s), 3)) + np.arange(3))
     with pytest.raises(ValueError, match=r"completions\[1\] is not valid Unicode text"):
         r.score([GOOD, "<think>A \udcff.</think><answer>B.</answer>"], references=[REF, REF])
+
+
+def test_ctrl_c_stops_a_long_score_and_keeps_what_was_embedded(encoder):
+    import os
+    import signal
+    import threading
+    import time
+
+    def batch(tag, n):
+        return [
+            f"<think>Finding {tag} {k}: a {k % 7 + 1} mm nodule in segment {k}.</think>"
+            f"<answer>Impression {tag} {k}: follow up in {k % 12 + 1} months.</answer>"
+            for k in range(n)
+        ]
+
+    r = sdr.SDRReward()
+    t0 = time.perf_counter()
+    r.score(batch("warm", 32), references=[REF] * 32)
+    per_sample = (time.perf_counter() - t0) / 32
+    # About 20 s of new sentences (2 per sample), interrupted after 0.3 s:
+    # the call returns after the chunk of 256 sentences under way.
+    n = max(300, int(20.0 / per_sample))
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    t0 = time.perf_counter()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        r.score(batch("long", n), references=[REF] * n)
+    elapsed = time.perf_counter() - t0
+    timer.join()
+    assert elapsed < 0.5 * per_sample * n, (elapsed, per_sample * n)
+    # The object still scores, and the chunks finished before the stop are
+    # cached: scoring the same batch embeds only the rest.
+    head = batch("long", 64)
+    out = r.score(head, references=[REF] * 64)
+    assert out["reward"] == pytest.approx(sdr.SDRReward().score(head, references=[REF] * 64)["reward"], abs=1e-6)
+    assert r.last_stats()["embedded"] == 0

@@ -410,7 +410,12 @@ class SDRReward:
         ``"unconverged"``, ``"failed"``: per completion, the sections whose distance solver
         did not converge (last iterate used) or gave no finite value (term 0), SPEC §4.
         Give `references` (whole reports) or both
-        `findings` and `impression`."""
+        `findings` and `impression`.
+
+        With the built-in encoder, new sentences are embedded 256 at a time and Ctrl-C
+        (KeyboardInterrupt) stops the call after the part under way; what was embedded
+        stays in the sentence cache. A callable ``encoder=`` gets all of a batch's new
+        sentences in one call, on the calling thread."""
         if isinstance(completions, (str, bytes)):
             # A string is a sequence of one-character completions.
             raise TypeError(
