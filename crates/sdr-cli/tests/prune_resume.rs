@@ -316,4 +316,26 @@ fn a_left_over_partial_file_is_refused_without_resume() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("--resume continues a live run"), "{err}");
+    // Nor does it read the live run's options: given, they are refused
+    // rather than silently unused.
+    for live in [
+        &["-k", "4"][..],
+        &["--limit", "3"],
+        &["--temperature", "0.7"],
+        &["--full"],
+    ] {
+        let mut cmd = sdr();
+        cmd.args(["prune", "--encoder", "hash-32", "--quiet", "--corpus"])
+            .arg(&t.corpus)
+            .arg("--replay")
+            .arg(&t.gen)
+            .args(live);
+        if live[0] == "--full" {
+            cmd.arg(&t.gen);
+        }
+        let o = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{live:?}: {err}");
+        assert!(err.contains("cannot be used with"), "{live:?}: {err}");
+    }
 }

@@ -37,7 +37,9 @@ punctuation marks and the output says so), with standard best-of-K selection und
 policy alongside. A candidate's token_ends (byte offsets after each token) must not decrease,\n\
 must fall on UTF-8 character boundaries and must end at the text's length; with \"tokens\"\n\
 (non-negative integers, one per candidate) there is one end per token (at most one for an\n\
-\"openai:...\" back-end, whose server may count more tokens than its stream had chunks).\n\n\
+\"openai:...\" back-end, whose server may count more tokens than its stream had chunks).\n\
+Replay refuses the options only a live run reads (studies, prompt and context, back-end and\n\
+sampling, --full, --resume).\n\n\
 Output line per study:\n  \
 {\"id\": \"10\", \"mode\": \"replay\", \"policy\": \"chamfer@min\", \"chosen\": 3, \"text\": \"...\",\n   \
 \"tokens_used\": 412, \"tokens_full\": 903, \"saving\": 0.544, \"tokens_produced\": 412,\n   \
@@ -52,7 +54,8 @@ atomically at the end.\n\n\
 Examples:\n  \
 sdr prune --replay gen.jsonl --corpus iu-train.safetensors -o prune.jsonl\n  \
 sdr prune --corpus iu-train.safetensors --limit 50 -k 8 --prompt p2 -o prune-live.jsonl\n  \
-sdr prune --corpus iu-train.safetensors --limit 50 -k 8 --prompt p2 -o prune-live.jsonl --resume"
+sdr prune --corpus iu-train.safetensors --limit 50 -k 8 --prompt p2 -o prune-live.jsonl --resume",
+    mut_args = live_only
 )]
 pub struct Args {
     /// Replay the full candidates in this file instead of generating.
@@ -117,6 +120,39 @@ pub struct Args {
     /// No progress bar and no summary line on stderr.
     #[arg(long)]
     pub quiet: bool,
+}
+
+/// Options that only a live run reads: given with `--replay`, they are an
+/// error rather than silently unused (clap ignores defaults in conflicts).
+const LIVE_ONLY: &[&str] = &[
+    "studies",
+    "split",
+    "limit",
+    "prompt",
+    "context",
+    "backend",
+    "gguf",
+    "base_url",
+    "api_model",
+    "api_key_env",
+    "timeout",
+    "retries",
+    "k",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "seed",
+    "repetition_penalty",
+    "prefill",
+    "full",
+];
+
+fn live_only(arg: clap::Arg) -> clap::Arg {
+    if LIVE_ONLY.contains(&arg.get_id().as_str()) {
+        arg.conflicts_with("replay")
+    } else {
+        arg
+    }
 }
 
 /// SPEC §6's partial scores of `parts` (the rule is `sdr_corpus::partial`),
