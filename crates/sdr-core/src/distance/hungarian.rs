@@ -45,6 +45,10 @@ use crate::error::Result;
 
 const NONE: usize = usize::MAX;
 
+/// The largest |cost| for which [`Order::Reduced`] runs: its differences and
+/// their sums in `v` stay far from overflow (cosine costs are in [0, 1]).
+const REDUCED_MAX: f64 = 1e300;
+
 /// How an assignment is searched for. Where several assignments are optimal
 /// they differ in which one they find; the cost is the same.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -108,9 +112,9 @@ fn assign_rows<'s, C: Fn(usize, usize) -> f64>(
 
     match (order, padded) {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: `padded` is only given where `wide::available()`, with
-        // nc <= LANES columns.
+        // SAFETY: `padded` is only given where `wide::available()`.
         (Order::Reduced, Some(rows)) => unsafe {
+            debug_assert!(wide::available() && nc <= LANES);
             wide::reduce(rows, u, v, row4col, col4row, remaining)
         },
         #[cfg(not(target_arch = "x86_64"))]
@@ -244,7 +248,7 @@ fn reduce_rows<C: Fn(usize, usize) -> f64>(
     // matched columns); rows still free after it go to the searches, which
     // cost a dozen row scans each.
     if nc >= 2 {
-        let free = &mut remaining[..];
+        let free = remaining;
         let mut pending = 0;
         for i in 0..nr {
             if col4row[i] == NONE && u[i].is_finite() {
@@ -367,8 +371,10 @@ mod wide {
         (j1, _mm512_cvtsd_f64(a), j2, _mm512_cvtsd_f64(b))
     }
 
+    /// `v.len()` (the columns) is at most [`LANES`]; more would panic.
+    ///
     /// # Safety
-    /// AVX-512F must be available ([`available`]); `v.len() <= LANES`.
+    /// AVX-512F must be available ([`available`]).
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn reduce(
         rows: &[Lanes],
@@ -403,7 +409,7 @@ mod wide {
         if nc < 2 {
             return;
         }
-        let free = &mut remaining[..];
+        let free = remaining;
         let mut pending = 0;
         for i in 0..nr {
             if col4row[i] == NONE && u[i].is_finite() {
@@ -421,10 +427,10 @@ mod wide {
             let (lo, hi) = load(i);
             let (h_lo, h_hi) = (_mm512_sub_pd(lo, v_lo), _mm512_sub_pd(hi, v_hi));
             let (mut j1, u1, j2, u2) = two_min(h_lo, h_hi);
-            let k1 = 1u32 << j1;
             if !(u1.is_finite() && u2.is_finite()) {
                 continue;
             }
+            let k1 = 1u32 << j1;
             let mut owner = row4col[j1];
             if u1 < u2 {
                 let gap = _mm512_set1_pd(u2 - u1);
@@ -507,8 +513,19 @@ fn emit(m: &CostMatrix, col4row: &[usize], row4col: &[usize], pair: &mut impl Fn
 /// Calls `pair(row, col)` for every matched pair of an optimal assignment of
 /// `M`, by increasing row (so sums over the pairs keep one order).
 fn for_each_match(m: &CostMatrix, order: Order, mut pair: impl FnMut(usize, usize)) -> Result<()> {
-    if !m.data.iter().fold(true, |ok, x| ok & x.is_finite()) {
-        let k = m.data.iter().position(|x| !x.is_finite()).unwrap_or(0);
+    // One pass with no early exit (it vectorises); the entry only on failure.
+    let (finite, largest) = m.data.iter().fold((true, 0.0f64), |(ok, big), x| {
+        (
+            ok & x.is_finite(),
+            if x.abs() > big { x.abs() } else { big },
+        )
+    });
+    if let Some(k) = m
+        .data
+        .iter()
+        .position(|x| !x.is_finite())
+        .filter(|_| !finite)
+    {
         return Err(bad(
             "hungarian",
             format!(
@@ -522,6 +539,14 @@ fn for_each_match(m: &CostMatrix, order: Order, mut pair: impl FnMut(usize, usiz
     if m.n == 0 || m.m == 0 {
         return Ok(());
     }
+    // The reductions subtract costs and accumulate the differences in `v`;
+    // near f64::MAX that overflows (a reduced cost of -inf hung the search or
+    // sent it past the end), so such costs take SciPy's search alone.
+    let order = if largest > REDUCED_MAX {
+        Order::Scipy
+    } else {
+        order
+    };
     let (small, large) = (m.n.min(m.m), m.n.max(m.m));
     // Report-sized sets: the vector reductions, on the smaller side's rows
     // copied and padded to LANES columns (whole-row loads, no strides).
@@ -763,6 +788,9 @@ mod tests {
     fn vector_reductions_choose_as_the_scalar_ones() {
         // Up to LANES columns (the vector path), one past it (scalar either
         // way); few distinct levels make ties, where the first minimum wins.
+        if !wide_available() {
+            eprintln!("no AVX-512 here: both sides run the scalar reductions");
+        }
         let mut seed = 31u64;
         for n in 1..=LANES + 1 {
             for m in [1, 2, 3, 7, 12, LANES, LANES + 1] {
@@ -786,6 +814,36 @@ mod tests {
                         assert!((total - want).abs() < 1e-12, "{n}x{m}: {total} vs {want}");
                         if n.max(m) <= 7 {
                             assert!((total - brute_force(&c)).abs() < 1e-12, "{n}x{m}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn huge_costs_neither_hang_nor_panic() {
+        // Finite costs near f64::MAX overflowed the reductions' differences
+        // (a hang, or an index out of bounds); such matrices take SciPy's
+        // search. Costs of one scale up to 1e300 cannot overflow a sum and
+        // the optimum is checked; beyond, only that a value comes back.
+        let mut seed = 37u64;
+        let moderate = [1e300, -1e300, 5e299, -2.5e299, 0.0, 7.5e299];
+        let extreme = [f64::MAX, -f64::MAX, 1e308, -1e300, 0.0, 1.0];
+        for (levels, exact) in [(&moderate, true), (&extreme, false)] {
+            for n in 1..=6 {
+                for m in 1..=6 {
+                    for _ in 0..60 {
+                        let data = (0..n * m)
+                            .map(|_| levels[(lcg(&mut seed) * levels.len() as f64) as usize])
+                            .collect();
+                        let c = CostMatrix::new(n, m, data);
+                        let got = hung_pen(&c, 0.0).unwrap() * n.min(m) as f64;
+                        hung_nn(&c).unwrap();
+                        let want = brute_force(&c);
+                        if exact {
+                            let tol = 1e-12 * 1e300;
+                            assert!((got - want).abs() <= tol, "{n}x{m}: {got} vs {want}: {c:?}");
                         }
                     }
                 }
