@@ -201,10 +201,8 @@ fn assign_rows<'s, C: Fn(usize, usize) -> f64>(
     (col4row, row4col)
 }
 
-/// Jonker and Volgenant's first two phases: they match most rows cheaply,
-/// so the searches of [`assign_rows`] start only from the rows they leave
-/// free. Where several assignments are optimal they may pick another one
-/// than SciPy's searches alone (the same cost).
+/// Jonker and Volgenant's first two phases with scalar scans of the
+/// columns (see [`reductions`]).
 #[allow(clippy::too_many_arguments)]
 fn reduce_rows<C: Fn(usize, usize) -> f64>(
     nr: usize,
@@ -216,13 +214,7 @@ fn reduce_rows<C: Fn(usize, usize) -> f64>(
     col4row: &mut [usize],
     remaining: &mut [usize],
 ) {
-    // Row reduction: u_i = min_j c_ij, v = 0 keeps every reduced cost >= 0, and
-    // a row whose cheapest column is still free takes it (a tight edge). The
-    // shortest-path rounds below then start only from the other rows; the
-    // invariants they need hold (feasible duals, matched edges tight, v = 0 on
-    // free columns), so the result is still optimal. On sets of sentences most
-    // rows' nearest neighbours differ, and the searches were most of the solve.
-    for (i, ui) in u.iter_mut().enumerate() {
+    let first_min = |i: usize| {
         let (mut best, mut arg) = (f64::INFINITY, NONE);
         for j in 0..nc {
             let c = cost(i, j);
@@ -230,6 +222,71 @@ fn reduce_rows<C: Fn(usize, usize) -> f64>(
             arg = if below { j } else { arg };
             best = if below { c } else { best };
         }
+        (arg, best)
+    };
+    let two_min = |v: &[f64], i: usize| {
+        let (mut u1, mut j1, mut u2, mut j2) = (f64::INFINITY, NONE, f64::INFINITY, NONE);
+        for (j, &vj) in v.iter().enumerate() {
+            let h = cost(i, j) - vj;
+            // Selects, not branches: on fresh pairs the outcomes are random.
+            let (below1, below2) = (h < u1, h < u2);
+            j2 = if below1 {
+                j1
+            } else if below2 {
+                j
+            } else {
+                j2
+            };
+            u2 = if below1 {
+                u1
+            } else if below2 {
+                h
+            } else {
+                u2
+            };
+            j1 = if below1 { j } else { j1 };
+            u1 = if below1 { h } else { u1 };
+        }
+        (j1, u1, j2, u2)
+    };
+    let lower = |v: &mut [f64], j: usize, gap: f64| v[j] -= gap;
+    reductions(
+        nr, nc, v, first_min, two_min, lower, u, row4col, col4row, remaining,
+    );
+}
+
+/// Jonker and Volgenant's first two phases: they match most rows cheaply,
+/// so the searches of [`assign_rows`] start only from the rows they leave
+/// free. Where several assignments are optimal they may pick another one
+/// than SciPy's searches alone (the same cost).
+///
+/// The scans of a row are given: `first_min(i)`, the first cheapest column
+/// of row `i` and its cost; `two_min(v, i)`, the two smallest reduced costs
+/// `c_ij - v_j` of row `i` (`(j1, u1, j2, u2)`: `u1` at its first column
+/// `j1`, `u2` the smallest of the other columns at its first column `j2`);
+/// `lower(v, j, gap)`, `v_j -= gap`. `v` starts at 0 on every column.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn reductions<V: ?Sized>(
+    nr: usize,
+    nc: usize,
+    v: &mut V,
+    first_min: impl Fn(usize) -> (usize, f64),
+    two_min: impl Fn(&V, usize) -> (usize, f64, usize, f64),
+    lower: impl Fn(&mut V, usize, f64),
+    u: &mut [f64],
+    row4col: &mut [usize],
+    col4row: &mut [usize],
+    remaining: &mut [usize],
+) {
+    // Row reduction: u_i = min_j c_ij, v = 0 keeps every reduced cost >= 0, and
+    // a row whose cheapest column is still free takes it (a tight edge). The
+    // shortest-path rounds below then start only from the other rows; the
+    // invariants they need hold (feasible duals, matched edges tight, v = 0 on
+    // free columns), so the result is still optimal. On sets of sentences most
+    // rows' nearest neighbours differ, and the searches were most of the solve.
+    for (i, ui) in u.iter_mut().enumerate().take(nr) {
+        let (arg, best) = first_min(i);
         if !best.is_finite() {
             continue;
         }
@@ -247,63 +304,43 @@ fn reduce_rows<C: Fn(usize, usize) -> f64>(
     // step keeps the invariants above (`v` only decreases, and only on
     // matched columns); rows still free after it go to the searches, which
     // cost a dozen row scans each.
-    if nc >= 2 {
-        let free = remaining;
-        let mut pending = 0;
-        for i in 0..nr {
-            if col4row[i] == NONE && u[i].is_finite() {
-                free[pending] = i;
-                pending += 1;
-            }
+    if nc < 2 {
+        return;
+    }
+    let free = remaining;
+    let mut pending = 0;
+    for i in 0..nr {
+        if col4row[i] == NONE && u[i].is_finite() {
+            free[pending] = i;
+            pending += 1;
         }
-        // A bound against float rounding that would stop `v` from moving.
-        let mut budget = 4 * nc;
-        while pending > 0 && budget > 0 {
-            budget -= 1;
-            pending -= 1;
-            let i = free[pending];
-            let (mut u1, mut j1, mut u2, mut j2) = (f64::INFINITY, NONE, f64::INFINITY, NONE);
-            for (j, &vj) in v.iter().enumerate() {
-                let h = cost(i, j) - vj;
-                // Selects, not branches: on fresh pairs the outcomes are random.
-                let (below1, below2) = (h < u1, h < u2);
-                j2 = if below1 {
-                    j1
-                } else if below2 {
-                    j
-                } else {
-                    j2
-                };
-                u2 = if below1 {
-                    u1
-                } else if below2 {
-                    h
-                } else {
-                    u2
-                };
-                j1 = if below1 { j } else { j1 };
-                u1 = if below1 { h } else { u1 };
-            }
-            if !(u1.is_finite() && u2.is_finite()) {
-                continue;
-            }
-            let mut owner = row4col[j1];
+    }
+    // A bound against float rounding that would stop `v` from moving.
+    let mut budget = 4 * nc;
+    while pending > 0 && budget > 0 {
+        budget -= 1;
+        pending -= 1;
+        let i = free[pending];
+        let (mut j1, u1, j2, u2) = two_min(v, i);
+        if !(u1.is_finite() && u2.is_finite()) {
+            continue;
+        }
+        let mut owner = row4col[j1];
+        if u1 < u2 {
+            lower(v, j1, u2 - u1);
+        } else if owner != NONE {
+            // A tie: the second column is as cheap.
+            j1 = j2;
+            owner = row4col[j1];
+        }
+        u[i] = u2;
+        row4col[j1] = i;
+        col4row[i] = j1;
+        if owner != NONE {
+            col4row[owner] = NONE;
             if u1 < u2 {
-                v[j1] -= u2 - u1;
-            } else if owner != NONE {
-                // A tie: the second column is as cheap.
-                j1 = j2;
-                owner = row4col[j1];
-            }
-            u[i] = u2;
-            row4col[j1] = i;
-            col4row[i] = j1;
-            if owner != NONE {
-                col4row[owner] = NONE;
-                if u1 < u2 {
-                    free[pending] = owner;
-                    pending += 1;
-                }
+                free[pending] = owner;
+                pending += 1;
             }
         }
     }
@@ -322,7 +359,7 @@ type Lanes = [f64; LANES];
 /// minima, as a scan with `<` keeps it, so the same assignment.
 #[cfg(target_arch = "x86_64")]
 mod wide {
-    use super::{Lanes, LANES, NONE};
+    use super::{Lanes, LANES};
     use std::arch::x86_64::*;
 
     pub(super) fn available() -> bool {
@@ -394,63 +431,31 @@ mod wide {
                 )
             }
         };
-        for i in 0..nr {
-            let (lo, hi) = load(i);
-            let (arg, best) = first_min(lo, hi);
-            if !best.is_finite() {
-                continue;
-            }
-            u[i] = best;
-            if row4col[arg] == NONE {
-                row4col[arg] = i;
-                col4row[i] = arg;
-            }
-        }
-        if nc < 2 {
-            return;
-        }
-        let free = remaining;
-        let mut pending = 0;
-        for i in 0..nr {
-            if col4row[i] == NONE && u[i].is_finite() {
-                free[pending] = i;
-                pending += 1;
-            }
-        }
         // v = 0 on every column (padding included) until the loop moves it.
-        let (mut v_lo, mut v_hi) = (_mm512_setzero_pd(), _mm512_setzero_pd());
-        let mut budget = 4 * nc;
-        while pending > 0 && budget > 0 {
-            budget -= 1;
-            pending -= 1;
-            let i = free[pending];
-            let (lo, hi) = load(i);
-            let (h_lo, h_hi) = (_mm512_sub_pd(lo, v_lo), _mm512_sub_pd(hi, v_hi));
-            let (mut j1, u1, j2, u2) = two_min(h_lo, h_hi);
-            if !(u1.is_finite() && u2.is_finite()) {
-                continue;
-            }
-            let k1 = 1u32 << j1;
-            let mut owner = row4col[j1];
-            if u1 < u2 {
-                let gap = _mm512_set1_pd(u2 - u1);
-                v_lo = _mm512_mask_sub_pd(v_lo, k1 as u8, v_lo, gap);
-                v_hi = _mm512_mask_sub_pd(v_hi, (k1 >> 8) as u8, v_hi, gap);
-            } else if owner != NONE {
-                j1 = j2;
-                owner = row4col[j1];
-            }
-            u[i] = u2;
-            row4col[j1] = i;
-            col4row[i] = j1;
-            if owner != NONE {
-                col4row[owner] = NONE;
-                if u1 < u2 {
-                    free[pending] = owner;
-                    pending += 1;
-                }
-            }
-        }
+        let mut vv = (_mm512_setzero_pd(), _mm512_setzero_pd());
+        super::reductions(
+            nr,
+            nc,
+            &mut vv,
+            |i| {
+                let (lo, hi) = load(i);
+                first_min(lo, hi)
+            },
+            |&(v_lo, v_hi), i| {
+                let (lo, hi) = load(i);
+                two_min(_mm512_sub_pd(lo, v_lo), _mm512_sub_pd(hi, v_hi))
+            },
+            |(v_lo, v_hi), j, gap| {
+                let (k, gap) = (1u32 << j, _mm512_set1_pd(gap));
+                *v_lo = _mm512_mask_sub_pd(*v_lo, k as u8, *v_lo, gap);
+                *v_hi = _mm512_mask_sub_pd(*v_hi, (k >> 8) as u8, *v_hi, gap);
+            },
+            u,
+            row4col,
+            col4row,
+            remaining,
+        );
+        let (v_lo, v_hi) = vv;
         let mut all = [0.0; LANES];
         // SAFETY: `all` holds 16 values.
         unsafe {
@@ -513,19 +518,16 @@ fn emit(m: &CostMatrix, col4row: &[usize], row4col: &[usize], pair: &mut impl Fn
 /// Calls `pair(row, col)` for every matched pair of an optimal assignment of
 /// `M`, by increasing row (so sums over the pairs keep one order).
 fn for_each_match(m: &CostMatrix, order: Order, mut pair: impl FnMut(usize, usize)) -> Result<()> {
-    // One pass with no early exit (it vectorises); the entry only on failure.
-    let (finite, largest) = m.data.iter().fold((true, 0.0f64), |(ok, big), x| {
-        (
-            ok & x.is_finite(),
-            if x.abs() > big { x.abs() } else { big },
-        )
-    });
-    if let Some(k) = m
+    // One pass with no early exit (it vectorises), false on NaN and inf too;
+    // the non-finite entry is looked for only when it fails.
+    let moderate = m
         .data
         .iter()
-        .position(|x| !x.is_finite())
-        .filter(|_| !finite)
-    {
+        .fold(true, |ok, x| ok & (x.abs() <= REDUCED_MAX));
+    let bad_entry = (!moderate)
+        .then(|| m.data.iter().position(|x| !x.is_finite()))
+        .flatten();
+    if let Some(k) = bad_entry {
         return Err(bad(
             "hungarian",
             format!(
@@ -542,11 +544,7 @@ fn for_each_match(m: &CostMatrix, order: Order, mut pair: impl FnMut(usize, usiz
     // The reductions subtract costs and accumulate the differences in `v`;
     // near f64::MAX that overflows (a reduced cost of -inf hung the search or
     // sent it past the end), so such costs take SciPy's search alone.
-    let order = if largest > REDUCED_MAX {
-        Order::Scipy
-    } else {
-        order
-    };
+    let order = if moderate { order } else { Order::Scipy };
     let (small, large) = (m.n.min(m.m), m.n.max(m.m));
     // Report-sized sets: the vector reductions, on the smaller side's rows
     // copied and padded to LANES columns (whole-row loads, no strides).
