@@ -215,10 +215,6 @@ impl SentenceEncoder for CallableEmbedder {
     }
 }
 
-/// New sentences per call of the built-in encoder in ``score``: a Ctrl-C is
-/// honoured between two such calls (as ``sdr serve``'s default chunk).
-const ENCODE_CHUNK: usize = 256;
-
 /// Scores completions against references (see ``sdr.SDRReward``).
 #[pyclass(name = "RewardScorer", module = "sdr._sdr", frozen, weakref)]
 pub struct PyRewardScorer {
@@ -367,7 +363,7 @@ impl PyRewardScorer {
         let result = if self.callable.is_none() && !self.scorer.options().exact {
             // The built-in encoder can hold the call for minutes on a CPU:
             // Ctrl-C stops it between chunks (what they embedded stays cached).
-            crate::interrupt::interruptible(py, |stop| run(ENCODE_CHUNK, stop))?
+            crate::interrupt::interruptible(py, |stop| run(sdr_reward::DEFAULT_ENCODE_CHUNK, stop))?
         } else {
             // A Python encoder runs on this thread, where a Ctrl-C reaches its
             // own code, and gets all of a batch's new sentences in one call.

@@ -28,5 +28,5 @@ pub use parallel::{install, parallelism, set_parallelism};
 pub use persist::{LoadOutcome, PersistentCache};
 pub use query::completion_of;
 pub use reference::{parse_reference, Reference, ReferenceSections};
-pub use scorer::{BatchStats, RewardOptions, Scorer, DEFAULT_CACHE_MIB};
+pub use scorer::{BatchStats, RewardOptions, Scorer, DEFAULT_CACHE_MIB, DEFAULT_ENCODE_CHUNK};
 pub use sdr_embed::{CacheStats, SentenceCache, SentenceEncoder};

@@ -165,6 +165,13 @@ impl BatchStats {
 /// distinct sentences).
 pub const DEFAULT_CACHE_MIB: f64 = 1024.0;
 
+/// New sentences per encoder call in [`Scorer::score_until`] for callers that
+/// stop between calls (the Python reward under Ctrl-C; the default of
+/// `sdr serve`'s limits, whose command sizes it to the device): large enough
+/// to fill the encoder's batches, small enough to stop within seconds on a
+/// CPU.
+pub const DEFAULT_ENCODE_CHUNK: usize = 256;
+
 /// Scores batches of completions against references; thread-safe.
 pub struct Scorer {
     options: RewardOptions,

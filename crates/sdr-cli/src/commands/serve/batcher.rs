@@ -44,7 +44,7 @@ impl Default for Limits {
             max_request_samples: 4096,
             max_sentences_per_sample: 1024,
             max_request_sentences: 65_536,
-            encode_chunk: 256,
+            encode_chunk: sdr_reward::DEFAULT_ENCODE_CHUNK,
             max_concurrency: 1024,
             timeout: Duration::from_secs(120),
             max_queued_samples: 65_536,
