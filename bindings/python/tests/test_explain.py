@@ -31,13 +31,13 @@ def test_a_copy_is_all_matched_at_zero_cost():
     e = sdr.explain(template(FINDINGS), REFERENCE)
     assert set(e) == {"metric", "threshold", "format_valid", "reward", "sections"}
     assert e["metric"] == "chamfer" and e["format_valid"] is True
-    assert e["reward"] == pytest.approx(3.0, abs=1e-6)
+    assert e["reward"] == 3.0
     for name in ("findings", "impression"):
         s = e["sections"][name]
         assert s["missing"] == [] and s["unsupported"] == []
         for side in ("candidate", "reference"):
             for i, x in enumerate(s[side]):
-                assert x["match"] == i and x["cost"] < 1e-6 and x["nearest"] == i
+                assert x["match"] == i and x["cost"] == 0.0 and x["nearest"] == i
     assert [x["sentence"] for x in e["sections"]["findings"]["reference"]] == FINDINGS
 
 

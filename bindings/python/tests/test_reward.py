@@ -29,7 +29,11 @@ def expected_reward(encoder, completion, reference, metric="chamfer", fw=1.0, sw
 def test_values_match_encoder_plus_distance(reward, encoder):
     comps = [REF, GOOD, OTHER]
     got = reward(prompts=["p"] * 3, completions=comps, solution=[REF] * 3)
-    assert got[0] == pytest.approx(3.0, abs=1e-6)
+    # Exactly 3: a sentence's cost against itself is 0, not 0 up to rounding
+    # (SPEC §3: every metric gives 0 for identical sets).
+    assert got[0] == 3.0
+    same = reward.score([REF], references=[REF])
+    assert same["findings"] == [1.0] and same["impression"] == [1.0]
     for c, g in zip(comps, got):
         assert g == pytest.approx(expected_reward(encoder, c, REF), abs=1e-5)
     assert got[1] > got[2]  # the paraphrase beats the contradiction

@@ -324,9 +324,20 @@ fn prepared<'a, T: Element>(s: &SetView<'a, T>) -> (Cow<'a, [T]>, Vec<f64>) {
 /// The cost of a raw product `dot = a . b` given `1/|a|` and `1/|b|`: the
 /// one formula of every exact cost (the inverse norms' product first, so
 /// the cost is symmetric in its arguments bit for bit).
+///
+/// A cost of at most [`ZERO_COST_TOL`] is returned as exactly 0: a row
+/// compared with itself has a cosine of 1 only up to rounding (`|a|^2 *
+/// (1/|a|)^2` is a few ulps off 1), and SPEC §3 asks every metric to give
+/// 0 for identical sets, so a reward of `1 - d` is exactly 1 for a section
+/// equal to its reference. The same bound decides `max(M) = 0`.
 #[inline]
 fn cost_of(dot: f64, inv_a: f64, inv_b: f64) -> f64 {
-    ((1.0 - dot * (inv_a * inv_b)) * 0.5).clamp(0.0, 1.0)
+    let d = ((1.0 - dot * (inv_a * inv_b)) * 0.5).clamp(0.0, 1.0);
+    if d <= ZERO_COST_TOL {
+        0.0
+    } else {
+        d
+    }
 }
 
 /// Whether the fused kernels (AVX-512) run here: without them a batch's
@@ -686,9 +697,14 @@ mod tests {
                 assert!((ab.get(i, j) - want).abs() < 1e-14);
             }
         }
-        // The diagonal of a set against itself is zero up to rounding.
+        // The diagonal of a set against itself is exactly zero (SPEC §3),
+        // on f64 rows and on the f32 rows an encoder emits.
         let aa = cosine_cost(&va, &va);
-        assert!((0..5).all(|i| aa.get(i, i) < ZERO_COST_TOL));
+        assert!((0..5).all(|i| aa.get(i, i) == 0.0), "{aa:?}");
+        let narrow: Vec<f32> = a.iter().map(|&x| x as f32).collect();
+        let va32 = SetView::new(&narrow, dim);
+        let aa32 = cosine_cost(&va32, &va32);
+        assert!((0..5).all(|i| aa32.get(i, i) == 0.0), "{aa32:?}");
     }
 
     #[test]
