@@ -41,6 +41,8 @@ pub enum SdrError {
     EmptySection { index: usize, section: &'static str },
     #[error("threshold {value} is outside [0, 1] (the range of the cosine cost)")]
     BadThreshold { value: f64 },
+    #[error("cost matrix of {n} x {m} holds {len} values")]
+    CostShape { n: usize, m: usize, len: usize },
     #[error("set `{set}` has {sentences} sentences but {vectors} vectors")]
     SentenceCount {
         set: Side,

@@ -87,8 +87,8 @@ pub fn sentence_bound(metric: &Metric, g: &[f64], col_min: impl Iterator<Item = 
 }
 
 fn minima(m: &CostMatrix) -> (Vec<f64>, Vec<f64>, f64) {
-    let mut r = vec![f64::INFINITY; m.n];
-    let mut c = vec![f64::INFINITY; m.m];
+    let mut r = vec![f64::INFINITY; m.n()];
+    let mut c = vec![f64::INFINITY; m.m()];
     let mut mx = 0.0f64;
     for (i, ri) in r.iter_mut().enumerate() {
         for (j, &x) in m.row(i).iter().enumerate() {
@@ -122,7 +122,7 @@ fn knapsack(cost: &[f64], cap: f64, rho: f64) -> f64 {
 /// Block-level bound for OT, Sinkhorn, Hung-NN, Hung-Pen and partial OT.
 pub fn block_bound(metric: &Metric, m: &CostMatrix) -> f64 {
     let (r, c, mx) = minima(m);
-    let (n, k) = (m.n as f64, m.m as f64);
+    let (n, k) = (m.n() as f64, m.m() as f64);
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     match *metric {
         // Proof. Any plan gamma with row sums p_i has
@@ -156,9 +156,9 @@ pub fn block_bound(metric: &Metric, m: &CostMatrix) -> f64 {
         // >= the mean of the smaller side's minima (both sides when n = m);
         // the count penalty is exact.
         Metric::HungPen { alpha } => {
-            let matched = if m.n < m.m {
+            let matched = if m.n() < m.m() {
                 mean(&r)
-            } else if m.n > m.m {
+            } else if m.n() > m.m() {
                 mean(&c)
             } else {
                 mean(&r).max(mean(&c))

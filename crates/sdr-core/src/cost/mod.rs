@@ -226,17 +226,61 @@ impl EmbeddingSet {
 pub const ZERO_COST_TOL: f64 = 1e-12;
 
 /// A dense `n x m` cost matrix, row-major.
+///
+/// The fields are private so that `data.len() == n * m` always holds: the
+/// metrics' vector paths read rows by that length.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CostMatrix {
-    pub n: usize,
-    pub m: usize,
-    pub data: Vec<f64>,
+    pub(crate) n: usize,
+    pub(crate) m: usize,
+    pub(crate) data: Vec<f64>,
 }
 
 impl CostMatrix {
+    /// # Panics
+    /// When `data.len() != n * m`; [`CostMatrix::try_new`] returns an error
+    /// instead.
     pub fn new(n: usize, m: usize, data: Vec<f64>) -> Self {
         assert_eq!(data.len(), n * m, "cost matrix buffer has the wrong length");
         CostMatrix { n, m, data }
+    }
+
+    /// [`CostMatrix::new`] for buffers from outside (a file, a caller).
+    ///
+    /// # Errors
+    /// [`SdrError::CostShape`] when `data.len() != n * m`.
+    pub fn try_new(n: usize, m: usize, data: Vec<f64>) -> Result<Self> {
+        if n.checked_mul(m) != Some(data.len()) {
+            return Err(SdrError::CostShape {
+                n,
+                m,
+                len: data.len(),
+            });
+        }
+        Ok(CostMatrix { n, m, data })
+    }
+
+    /// Rows (elements of the first set).
+    #[inline]
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Columns (elements of the second set).
+    #[inline]
+    pub fn m(&self) -> usize {
+        self.m
+    }
+
+    /// The costs, row-major (`n * m` values).
+    #[inline]
+    pub fn data(&self) -> &[f64] {
+        &self.data
+    }
+
+    /// The buffer, row-major.
+    pub fn into_data(self) -> Vec<f64> {
+        self.data
     }
 
     #[inline]
@@ -640,6 +684,22 @@ pub fn check_pair<T>(a: &SetView<'_, T>, b: &SetView<'_, T>) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn try_new_refuses_a_buffer_of_the_wrong_length() {
+        let ok = CostMatrix::try_new(2, 3, vec![0.5; 6]).unwrap();
+        assert_eq!((ok.n(), ok.m(), ok.data().len()), (2, 3, 6));
+        assert_eq!(ok.row(1), &[0.5; 3]);
+        let err = CostMatrix::try_new(2, 3, vec![0.5; 5]).unwrap_err();
+        assert_eq!(err, SdrError::CostShape { n: 2, m: 3, len: 5 });
+        assert_eq!(err.to_string(), "cost matrix of 2 x 3 holds 5 values");
+        // n * m overflows: refused, not wrapped to a small length.
+        assert!(CostMatrix::try_new(usize::MAX, 2, vec![0.0; 2]).is_err());
+        assert!(CostMatrix::try_new(0, 7, Vec::new())
+            .unwrap()
+            .into_data()
+            .is_empty());
+    }
 
     #[test]
     fn cost_of_identical_and_opposite_vectors() {
