@@ -5,18 +5,17 @@
 
 use std::collections::HashMap;
 
-use numpy::{PyReadonlyArray2, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use sdr_core::explain::{explain_texts, ExplainOptions};
 use sdr_core::{parse_report, Metric};
 use sdr_reward::{parse_reference, Reference};
 
 use crate::error::ToPy;
+use crate::reward::{check_matrix, CallError};
 
 /// ``_explain_json(candidate, reference, embed, metric, threshold)``: the
-/// explanation as JSON. ``embed(texts: list[str])`` must return a float32
-/// array of shape ``(len(texts), d)``.
+/// explanation as JSON. ``embed(texts: list[str])`` must return an array
+/// (numpy, torch, or anything ``numpy.asarray`` takes) of shape ``(len(texts), d)``.
 #[pyfunction]
 #[pyo3(name = "_explain_json", signature = (candidate, reference, embed, metric = "chamfer", threshold = None))]
 pub fn explain_json(
@@ -51,20 +50,21 @@ pub fn explain_json(
             texts.len() - 1
         });
     }
-    // Aligned and C-contiguous, or `as_array` would read misaligned floats.
-    let out = crate::distance::ordinary(&embed.call1((texts.clone(),))?)?;
-    let array: PyReadonlyArray2<'_, f32> = out.extract().map_err(|_| {
-        PyTypeError::new_err("the embedding function must return a 2-D float32 numpy array")
-    })?;
-    let shape = array.shape();
-    if shape[0] != texts.len() || shape[1] == 0 {
-        return Err(PyValueError::new_err(format!(
-            "the embedding function returned shape {shape:?} for {} sentences",
-            texts.len()
-        )));
-    }
-    let dim = shape[1];
-    let vectors: Vec<f32> = array.as_array().iter().copied().collect();
+    // One call; what it returns is checked as `SDRReward(encoder=...)`
+    // checks it (shape, dtype, finiteness), with the same exceptions.
+    let name = embed
+        .getattr("__name__")
+        .or_else(|_| embed.get_type().getattr("__name__"))
+        .and_then(|n| n.extract::<String>())
+        .unwrap_or_else(|_| "callable".to_string());
+    let (vectors, dim) = embed
+        .call1((texts.clone(),))
+        .map_err(CallError::Raised)
+        .and_then(|out| check_matrix(py, out.unbind(), &texts).map_err(CallError::Bad))
+        .map_err(|e| {
+            let message = format!("encoder {name}: {}", e.message());
+            e.into_py(py, message)
+        })?;
 
     py.detach(|| {
         let row = |t: &str| {

@@ -62,7 +62,7 @@ struct CallableEmbedder {
 }
 
 /// How a call of the encoder failed.
-enum CallError {
+pub(crate) enum CallError {
     /// It raised this exception.
     Raised(PyErr),
     /// It returned something unusable (the message says what).
@@ -70,7 +70,7 @@ enum CallError {
 }
 
 impl CallError {
-    fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         match self {
             CallError::Raised(e) => format!("raised {e}"),
             CallError::Bad(m) => m.clone(),
@@ -80,7 +80,7 @@ impl CallError {
     /// The exception for the caller: what the encoder raised when it is not
     /// an `Exception` (KeyboardInterrupt, SystemExit pass through unchanged),
     /// else `RuntimeError` chained to it; `ValueError` for an unusable result.
-    fn into_py(self, py: Python<'_>, message: String) -> PyErr {
+    pub(crate) fn into_py(self, py: Python<'_>, message: String) -> PyErr {
         match self {
             CallError::Raised(e) if !e.is_instance_of::<pyo3::exceptions::PyException>(py) => e,
             CallError::Raised(e) => {
@@ -130,20 +130,52 @@ fn call_matrix(
     check_matrix(py, out, texts).map_err(CallError::Bad)
 }
 
-/// The rows of what the encoder returned for `texts`, checked.
-fn check_matrix(
+/// The rows of what an encoder returned for `texts`, checked (the callable
+/// of `SDRReward(encoder=...)` and of `sdr.explain`).
+pub(crate) fn check_matrix(
     py: Python<'_>,
     out: Py<PyAny>,
     texts: &[&str],
 ) -> Result<(Vec<f32>, usize), String> {
     let mut value = out.into_bound(py);
-    // torch tensors: detach, move to the CPU, widen to float32 first.
+    if value.is_none() {
+        return Err("returned None; expected a (n, d) float array".to_string());
+    }
+    // torch tensors: detach, move to the CPU. A complex tensor is refused
+    // below, not cast (`.float()` would drop its imaginary part).
     if value.hasattr("detach").unwrap_or(false) && value.hasattr("cpu").unwrap_or(false) {
         value = value
             .call_method0("detach")
             .and_then(|v| v.call_method0("cpu"))
-            .and_then(|v| v.call_method0("float"))
             .map_err(|e| format!("returned a tensor that cannot be moved to the CPU: {e}"))?;
+        if !value
+            .getattr("is_complex")
+            .and_then(|f| f.call0())
+            .and_then(|b| b.extract::<bool>())
+            .unwrap_or(false)
+        {
+            value = value
+                .call_method0("float")
+                .map_err(|e| format!("returned a tensor that cannot be made float32: {e}"))?;
+        }
+    }
+    // Complex and boolean arrays cast to float32 without an error (numpy
+    // drops the imaginary part with a warning, reads True as 1): vectors
+    // that are not the encoder's, and rewards computed from them.
+    let kind: Option<(String, String)> = py
+        .import("numpy")
+        .and_then(|np| np.getattr("asarray")?.call1((&value,)))
+        .and_then(|a| {
+            let dtype = a.getattr("dtype")?;
+            Ok((dtype.getattr("kind")?.extract()?, dtype.str()?.to_string()))
+        })
+        .ok();
+    if let Some((kind, dtype)) = kind {
+        if matches!(kind.as_str(), "b" | "c" | "U" | "S" | "M" | "m") {
+            return Err(format!(
+                "returned an array of dtype {dtype}, not a float array of real numbers"
+            ));
+        }
     }
     let arr = crate::distance::aligned_copy(&value, Some("float32"))
         .map_err(|e| format!("returned something that is not a float array: {e}"))?;
@@ -168,7 +200,7 @@ fn check_matrix(
         .to_vec();
     if let Some(k) = flat.iter().position(|v| !v.is_finite()) {
         return Err(format!(
-            "returned a non-finite value for text {} ({:?})",
+            "returned a non-finite value (NaN, infinite, or beyond float32) for text {} ({:?})",
             k / shape[1],
             texts[k / shape[1]]
         ));

@@ -127,6 +127,16 @@ def test_bad_encoders_give_clear_errors():
     with pytest.raises(ValueError, match="not a float array"):
         sdr.SDRReward(encoder=lambda s: np.array([["x"] * 3] * len(s))).score([GOOD], references=[REF])
 
+    # Complex and boolean outputs cast to float32 silently in numpy (the
+    # imaginary part dropped, True read as 1): refused, here and in explain.
+    for bad in (lambda s: np.ones((len(s), 3)) * (1 + 1j), lambda s: np.ones((len(s), 3), dtype=bool)):
+        with pytest.raises(ValueError, match="dtype (complex128|bool), not a float array"):
+            sdr.SDRReward(encoder=bad).score([GOOD], references=[REF])
+        with pytest.raises(ValueError, match="dtype (complex128|bool), not a float array"):
+            sdr.explain(GOOD, REF, encoder=bad)
+    with pytest.raises(ValueError, match="returned None"):
+        sdr.SDRReward(encoder=lambda s: None).score([GOOD], references=[REF])
+
     state = {"n": 0}
 
     def flaky(sentences):

@@ -108,6 +108,30 @@ def test_errors():
         sdr.explain(GOOD, REF, encoder=lambda texts: np.ones((1, 4), dtype=np.float32))
 
 
+def test_encoder_failures_are_reported_as_sdr_reward_reports_them():
+    def nan_last(texts):
+        out = np.ones((len(texts), 4)) + np.arange(len(texts))[:, None]
+        out[-1, 0] = np.nan
+        return out
+
+    # The encoder and the sentence named, not "set `b` row 0".
+    with pytest.raises(ValueError, match=r"encoder nan_last: returned a non-finite value .* for text \d+ \(\"") as e:
+        sdr.explain(GOOD, REF, encoder=nan_last)
+    assert "set `" not in str(e.value)
+
+    def broken(texts):
+        raise KeyError("nope")
+
+    with pytest.raises(RuntimeError, match="encoder broken: raised KeyError") as e:
+        sdr.explain(GOOD, REF, encoder=broken)
+    assert isinstance(e.value.__cause__, KeyError)
+    with pytest.raises(ValueError, match=r"returned shape \[\d+\]"):
+        sdr.explain(GOOD, REF, encoder=lambda texts: np.ones(len(texts)))
+    # A list of rows, as SDRReward takes it.
+    rows = lambda texts: (np.ones((len(texts), 4)) + np.arange(len(texts))[:, None]).tolist()
+    assert sdr.explain(GOOD, REF, encoder=rows)["format_valid"] is True
+
+
 def test_same_as_the_cli(sdr_bin):
     pairs = [(GOOD, REF), (template(FINDINGS[:2]), REFERENCE), ("junk", REF)]
     lines = "".join(json.dumps({"candidate": c, "reference": r}) + "\n" for c, r in pairs)

@@ -157,6 +157,11 @@ def test_bad_types_and_missing_columns(reward):
         reward(completions=[GOOD], solution=[None])
     with pytest.raises(ValueError, match="references has 2 items, expected 1"):
         reward(completions=[GOOD], solution=[REF, REF])
+    # A bad completion is named by its index, as a bad reference is.
+    with pytest.raises(TypeError, match=r"^completions\[1\]: a completion must be a string"):
+        reward.score([GOOD, None], references=[REF, REF])
+    with pytest.raises(TypeError, match=r"^completions\[2\]: a chat message must be a dict with a 'content'"):
+        reward.score([GOOD, GOOD, [{"role": "assistant"}]], references=[REF] * 3)
 
 
 def test_pickle_round_trip(reward):

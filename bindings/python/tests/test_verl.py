@@ -147,3 +147,17 @@ def test_batch_manager_embeds_once_per_batch():
 def test_a_missing_ground_truth_is_named():
     with pytest.raises(TypeError, match="ground_truth of sample 0 must be the reference report"):
         sdr.verl.compute_score(None, GOOD, None)
+
+
+def test_a_bad_ground_truth_in_a_mixed_batch_is_named_by_its_sample():
+    # Texts and section dicts are scored in two calls; the error names the
+    # sample, not its position within its call.
+    sections = {"findings": "Heart normal.", "impression": "No acute disease."}
+    with pytest.raises(ValueError, match=r"^reference 2: section `findings` is empty"):
+        sdr.verl.compute_score(solution_strs=[GOOD] * 3, ground_truths=[sections, sections, "no sections here"])
+    with pytest.raises(TypeError, match=r"item 2 must be a string"):
+        sdr.verl.compute_score(
+            solution_strs=[GOOD] * 3, ground_truths=[REF, sections, {"findings": None, "impression": "x."}]
+        )
+    with pytest.raises(ValueError, match=r"^reference 2: "):
+        sdr.verl.compute_score(solution_strs=[GOOD] * 3, ground_truths=[sections, REF, "junk"])

@@ -72,18 +72,27 @@ impl<'a> CorpusScorer<'a> {
     }
 
     /// [`partial_score`] of every partial output: all complete sentences are
-    /// embedded in one encoder call and scored in one corpus pass.
+    /// embedded in one encoder call and scored in one corpus pass. Sentences
+    /// are trimmed, and empty or blank ones dropped (SPEC §1), so a section
+    /// of blanks counts as no section yet.
     ///
     /// # Errors
     /// The encoder's error, or the corpus scorer's (an embedding of another
     /// dimension or a zero/non-finite vector).
     pub fn score<S: AsRef<str>>(&self, parts: &[PartialSections<'_, S>]) -> Result<PartialScores> {
         let dim = self.encoder.dim();
-        let sentences: Vec<&str> = parts
+        fn clean<S: AsRef<str>>(section: &[S]) -> Vec<&str> {
+            section
+                .iter()
+                .map(|s| s.as_ref().trim())
+                .filter(|s| !s.is_empty())
+                .collect()
+        }
+        let kept: Vec<[Vec<&str>; 2]> = parts
             .iter()
-            .flat_map(|p| p.findings.iter().chain(p.impression))
-            .map(AsRef::as_ref)
+            .map(|p| [clean(p.findings), clean(p.impression)])
             .collect();
+        let sentences: Vec<&str> = kept.iter().flatten().flatten().copied().collect();
         let emb = if sentences.is_empty() {
             Vec::new()
         } else {
@@ -93,8 +102,8 @@ impl<'a> CorpusScorer<'a> {
         // other's rows and its distance is ignored by `partial_score`.
         let mut pos = 0;
         let mut cands = Vec::with_capacity(parts.len());
-        for p in parts {
-            let (nf, ni) = (p.findings.len(), p.impression.len());
+        for [f, i] in &kept {
+            let (nf, ni) = (f.len(), i.len());
             let f = emb[pos * dim..(pos + nf) * dim].to_vec();
             let i = emb[(pos + nf) * dim..(pos + nf + ni) * dim].to_vec();
             pos += nf + ni;
@@ -119,10 +128,10 @@ impl<'a> CorpusScorer<'a> {
             std::slice::from_ref(&self.policy),
             ScoreOptions::default(),
         )?;
-        let scores = parts
+        let scores = kept
             .iter()
             .zip(&scored.sections[0])
-            .map(|(p, &d)| partial_score(d, [!p.findings.is_empty(), !p.impression.is_empty()]))
+            .map(|([f, i], &d)| partial_score(d, [!f.is_empty(), !i.is_empty()]))
             .collect();
         Ok(PartialScores {
             scores,

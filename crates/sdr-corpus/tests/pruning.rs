@@ -105,3 +105,41 @@ fn pruning_skips_most_of_a_large_corpus_for_chamfer_min() {
         brute.evaluated
     );
 }
+
+/// Blank sentences in a partial output are dropped before embedding (SPEC
+/// §1): a partial with only blanks in a section scores as if the section had
+/// not started, and blanks beside real sentences change nothing.
+#[test]
+fn partial_scores_drop_blank_sentences() {
+    use sdr_corpus::{CorpusScorer, PartialSections};
+    let data = common::random_corpus(40, 30, DIM, 7);
+    let index = CorpusIndex::new(data.view()).unwrap();
+    let enc = HashEncoder::new(DIM);
+    let policy = Policy {
+        metric: Metric::Chamfer,
+        agg: Aggregation::Min,
+    };
+    let scorer = CorpusScorer::new(&index, &enc, policy);
+    let part = |f: &'static [&'static str], i: &'static [&'static str]| PartialSections {
+        findings: f,
+        impression: i,
+    };
+    let clean = scorer
+        .score(&[
+            part(&["No acute disease."], &[]),
+            part(&["The heart is normal.", "Lungs are clear."], &["Normal."]),
+        ])
+        .unwrap();
+    let blanks = scorer
+        .score(&[
+            part(&["", "No acute disease.", "   "], &["\t"]),
+            part(
+                &[" The heart is normal. ", "", "Lungs are clear."],
+                &["Normal.", " "],
+            ),
+        ])
+        .unwrap();
+    assert_eq!(blanks.scores, clean.scores);
+    let only_blanks = scorer.score(&[part(&["", "  "], &[])]).unwrap();
+    assert_eq!(only_blanks.scores, vec![f64::INFINITY]);
+}

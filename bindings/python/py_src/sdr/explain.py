@@ -23,8 +23,6 @@ import os
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
-import numpy as np
-
 from . import _sdr
 
 _log = logging.getLogger("sdr")
@@ -46,8 +44,9 @@ def _own_encoder(model_dir: Optional[str], device: str, precision: str) -> Any:
         return enc
 
 
-def _embedder(encoder: Any, model_dir: Any, device: str = "cpu", precision: str = "f32") -> Callable[[List[str]], np.ndarray]:
-    """A function ``list[str] -> float32 (n, d)`` from what the caller gave."""
+def _embedder(encoder: Any, model_dir: Any, device: str = "cpu", precision: str = "f32") -> Callable[[List[str]], Any]:
+    """A function ``list[str] -> (n, d)`` array from what the caller gave; what
+    it returns is checked in Rust as ``SDRReward(encoder=...)`` checks it."""
     if encoder is None:
         own = _own_encoder(None if model_dir is None else os.fspath(model_dir), device, precision)
         return own.embed
@@ -59,15 +58,7 @@ def _embedder(encoder: Any, model_dir: Any, device: str = "cpu", precision: str 
         encoder = resolve_encoder(encoder)
     if not callable(encoder):
         raise TypeError(f"encoder must be a callable list[str] -> (n, d) array, got {type(encoder).__name__}")
-
-    def embed(texts: List[str]) -> np.ndarray:
-        out = encoder(list(texts))
-        # A torch tensor (any device or dtype): to a float32 host array.
-        if not isinstance(out, np.ndarray) and hasattr(out, "detach"):
-            out = out.detach().float().cpu().numpy()
-        return np.ascontiguousarray(np.asarray(out, dtype=np.float32))
-
-    return embed
+    return encoder
 
 
 def explain(

@@ -422,7 +422,12 @@ class SDRReward:
                 f"completions must be a list of completions (strings or chat messages), "
                 f"got a single {type(completions).__name__}: wrap it in a list"
             )
-        texts = [completion_text(c) for c in completions]
+        texts = []
+        for k, c in enumerate(completions):
+            try:
+                texts.append(completion_text(c))
+            except TypeError as e:
+                raise TypeError(f"completions[{k}]: {e}") from None
         kwargs: Dict[str, Any] = {}
         if references is not None:
             kwargs["references"] = _strings(references, "references")

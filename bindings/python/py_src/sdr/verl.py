@@ -34,6 +34,7 @@ a fork drops the parent's objects so the child builds its own.
 from __future__ import annotations
 
 import os
+import re
 import threading
 import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -109,6 +110,19 @@ def _sections(ground_truth: Any) -> Tuple[str, str]:
         raise ValueError(f"ground_truth dict needs 'findings' and 'impression' keys, missing {e}") from None
 
 
+_POSITION = re.compile(r"(\breference |\bitem |\[)(\d+)")
+
+
+def _renumbered(message: str, idx: List[int]) -> str:
+    """`message` with the positions it names (``reference 1``, ``item 1``,
+    ``completions[1]``) mapped through `idx` to sample numbers."""
+    def sample(m: "re.Match[str]") -> str:
+        j = int(m.group(2))
+        return m.group(1) + str(idx[j] if j < len(idx) else j)
+
+    return _POSITION.sub(sample, message)
+
+
 def _score_many(reward: SDRReward, solutions: List[str], truths: List[Any]) -> List[Dict[str, float]]:
     """Scores `solutions[k]` against `truths[k]`: texts in one call, section
     dicts in another, in the order given."""
@@ -125,11 +139,17 @@ def _score_many(reward: SDRReward, solutions: List[str], truths: List[Any]) -> L
         if not idx:
             continue
         completions = [solutions[k] for k in idx]
-        if is_dict:
-            f, i = zip(*(_sections(truths[k]) for k in idx))
-            res = reward.score(completions, findings=list(f), impression=list(i))
-        else:
-            res = reward.score(completions, references=[truths[k] for k in idx])
+        try:
+            if is_dict:
+                f, i = zip(*(_sections(truths[k]) for k in idx))
+                res = reward.score(completions, findings=list(f), impression=list(i))
+            else:
+                res = reward.score(completions, references=[truths[k] for k in idx])
+        except (TypeError, ValueError) as e:
+            if len(idx) == len(truths):
+                raise
+            # Positions in this part of the batch, renumbered as samples.
+            raise type(e)(_renumbered(str(e), idx)) from e
         for j, k in enumerate(idx):
             out[k] = {
                 "score": res["reward"][j],
