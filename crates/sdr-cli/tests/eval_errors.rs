@@ -268,6 +268,14 @@ fn arguments_are_checked_first_and_a_missing_default_is_named() {
     assert!(e.contains("--run foo: expected NAME=FILE"), "{e}");
     let e = err(&sdr().args(["--seeds", "0"]).output().unwrap());
     assert!(e.ends_with("--seeds 0: must be at least 1"), "{e}");
+    let e = err(&sdr()
+        .args(["--seeds", "18446744073709551615"])
+        .output()
+        .unwrap());
+    assert!(
+        e.ends_with("--seeds 18446744073709551615: at most 100000"),
+        "{e}"
+    );
     let e = err(&sdr().arg("--run").arg(spec("a")).output().unwrap());
     assert_eq!(
         e,

@@ -495,3 +495,33 @@ fn a_signal_during_a_run_keeps_the_finished_studies_for_resume() {
     assert_eq!(records(&partial).len(), 1);
     assert!(!out.exists());
 }
+
+/// A studies file that `select` and `eval` would refuse later is refused
+/// before any request: a repeated study, an id that is neither string nor
+/// number.
+#[test]
+fn repeated_or_odd_study_ids_are_refused_before_generating() {
+    let server = Server::start(good);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("g.jsonl");
+    let cases = [
+        (
+            "{\"id\": \"a\"}\n{\"id\": \"b\"}\n{\"id\": \"a\"}\n",
+            "studies.jsonl: study a occurs more than once",
+        ),
+        (
+            "{\"id\": \"a\"}\n{\"id\": [1]}\n",
+            "studies.jsonl:2: \"id\" must be a string or a number, got [1]",
+        ),
+    ];
+    for (text, want) in cases {
+        let studies = dir.path().join("studies.jsonl");
+        std::fs::write(&studies, text).unwrap();
+        let o = generate(&server, &studies, &out, &[]);
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.trim_end().ends_with(want), "{err}");
+        assert!(!out.exists());
+    }
+    assert_eq!(server.requests.load(Ordering::SeqCst), 0);
+}

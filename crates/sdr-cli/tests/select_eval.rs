@@ -277,6 +277,14 @@ fn select_eval_refuses_bad_selections_naming_the_line() {
         e.ends_with("bad.jsonl:2: study 2: policy bad@min is missing (the first line has it)"),
         "{e}"
     );
+    // Selections cut short: the study left out would drop out of every
+    // table unnoticed.
+    let e = run(format!("{}\n{}\n", lines[0], lines[1]));
+    assert!(
+        e.contains("cands.jsonl:3: study 3 has no line in ")
+            && e.contains("bad.jsonl (2 of 3 studies selected)"),
+        "{e}"
+    );
     // A choice out of range.
     let e = run(format!(
         "{}\n",
@@ -319,6 +327,29 @@ fn select_eval_refuses_bad_selections_naming_the_line() {
             .unwrap(),
     );
     assert!(e.ends_with("--seeds 0: must be at least 1"), "{e}");
+    // A count that would run for ever with no output.
+    let e = one_line_error(
+        &sdr()
+            .args([
+                "select-eval",
+                "--seeds",
+                "18446744073709551615",
+                "--references",
+            ])
+            .arg(&csv)
+            .arg("--candidates")
+            .arg(&cands)
+            .arg("--selections")
+            .arg(&sels)
+            .arg("--out-dir")
+            .arg(dir.path().join("o"))
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        e.ends_with("--seeds 18446744073709551615: at most 100000"),
+        "{e}"
+    );
     assert!(!dir.path().join("o").exists());
 }
 

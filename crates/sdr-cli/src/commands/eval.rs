@@ -77,7 +77,7 @@ pub struct Args {
     /// Write the Markdown table here (atomically); a .csv beside it holds full precision.
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Seeds of the random row's CheXpert-rule F1.
+    /// Seeds of the random row's CheXpert-rule F1 (1 to 100000).
     #[arg(
         allow_negative_numbers = true,
         long,
@@ -210,9 +210,7 @@ struct Scored<'a> {
 pub fn run(args: Args) -> Result<()> {
     // Arguments, and bad output paths, fail before any input is read or
     // scored, and leave nothing behind.
-    if args.seeds == 0 {
-        return Err(anyhow!("--seeds 0: must be at least 1"));
-    }
+    crate::common::check_seeds(args.seeds)?;
     let specs = run_specs(&args.runs)?;
     let outputs = match &args.output {
         Some(md) => {

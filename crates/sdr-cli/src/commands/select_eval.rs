@@ -64,7 +64,7 @@ pub struct Args {
     /// Folder for the tables and heatmaps (created if needed).
     #[arg(long, value_name = "DIR")]
     pub out_dir: PathBuf,
-    /// Seeds averaged by each random baseline.
+    /// Seeds averaged by each random baseline (1 to 100000).
     #[arg(
         allow_negative_numbers = true,
         long,
@@ -208,9 +208,7 @@ struct Row {
 type BertF1 = HashMap<(usize, usize, usize), f64>;
 
 pub fn run(a: Args) -> Result<()> {
-    if a.seeds == 0 {
-        return Err(anyhow!("--seeds 0: must be at least 1"));
-    }
+    crate::common::check_seeds(a.seeds)?;
     // The folder is made only once every table is ready (see `publish`); a
     // bad path fails here, before the scoring.
     check_output_dir("--out-dir", &a.out_dir)?;
@@ -316,11 +314,13 @@ fn load_inputs(a: &Args) -> Result<Inputs> {
     // A repeated study would count twice in every mean: refused in both files.
     let mut cands: HashMap<String, Vec<String>> = HashMap::new();
     let mut first_at: HashMap<String, String> = HashMap::new();
+    let mut cand_order: Vec<(String, String)> = Vec::new();
     for (at, c) in read_jsonl_file::<CandLine>(&a.candidates)? {
         let id = id_text(&c.id);
         if let Some(first) = first_at.insert(id.clone(), at.clone()) {
             return Err(anyhow!("{at}: study {id} again (first at {first})"));
         }
+        cand_order.push((at, id.clone()));
         cands.insert(id, c.candidates);
     }
     let sels = read_selections(&a.selections)?;
@@ -334,6 +334,7 @@ fn load_inputs(a: &Args) -> Result<Inputs> {
             a.selections.display()
         ));
     }
+
     // Every line checked here, in file order, so that an error names its line.
     let mut first_at: HashMap<String, String> = HashMap::new();
     for (at, s) in &sels {
@@ -370,6 +371,17 @@ fn load_inputs(a: &Args) -> Result<Inputs> {
             }
         }
         chosen_indices(&keys, s, &id, texts.len()).map_err(|e| anyhow!("{at}: {e}"))?;
+    }
+    // A study with candidates but no selection would drop out of every
+    // table unnoticed (a selections file cut short), as `sdr eval` refuses.
+    if let Some((at, id)) = cand_order.iter().find(|(_, id)| !first_at.contains_key(id)) {
+        return Err(anyhow!(
+            "{at}: study {id} has no line in {} ({} of {} studies selected);              give the selections of every study in {}",
+            a.selections.display(),
+            first_at.len(),
+            cand_order.len(),
+            a.candidates.display()
+        ));
     }
     let sels = sels.into_iter().map(|(_, s)| s).collect();
     Ok(Inputs {

@@ -227,12 +227,25 @@ impl StudyArgs {
                 }
                 let l: StudyLine =
                     parse_json(line).map_err(|e| anyhow!("{name}:{}: {e}", no + 1))?;
+                if !(l.id.is_string() || l.id.is_number()) {
+                    return Err(anyhow!(
+                        "{name}:{}: \"id\" must be a string or a number, got {}",
+                        no + 1,
+                        l.id
+                    ));
+                }
                 out.push(Study {
                     id: id_text(&l.id),
                     context: if with_context { l.context } else { None },
                     images: l.images,
                 });
             }
+        }
+        // A repeated study would be generated twice, and every later step
+        // (`select`, `eval`) refuses the file then.
+        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        if let Some(again) = out.iter().find(|s| !seen.insert(s.id.as_str())) {
+            return Err(anyhow!("{name}: study {} occurs more than once", again.id));
         }
         if let Some(n) = self.limit {
             out.truncate(n);

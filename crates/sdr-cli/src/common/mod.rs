@@ -24,6 +24,18 @@ pub use output::{
     or_stdin, print_stdout,
 };
 
+/// Most seeds `--seeds` takes (`sdr eval`, `sdr select-eval`): the default
+/// 1,000 already averages the random baselines' F1 to about 1e-3, and a
+/// count near `usize::MAX` would run for ever with no output.
+pub const MAX_SEEDS: usize = 100_000;
+
+/// `--seeds N` checked: 1 to [`MAX_SEEDS`].
+pub fn check_seeds(n: usize) -> anyhow::Result<()> {
+    anyhow::ensure!(n >= 1, "--seeds {n}: must be at least 1");
+    anyhow::ensure!(n <= MAX_SEEDS, "--seeds {n}: at most {MAX_SEEDS}");
+    Ok(())
+}
+
 /// A progress bar over `n` studies, hidden with `quiet`; a line every 10
 /// studies when stderr is not a terminal (see [`Progress`]).
 pub fn progress_bar(n: usize, quiet: bool, what: &str) -> Progress {
