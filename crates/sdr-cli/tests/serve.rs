@@ -232,6 +232,125 @@ async fn oversized_requests_are_refused() {
         .contains("--max-request-samples"));
 }
 
+/// Connect with a plain blocking socket and send `head` (and `body`, which
+/// may be shorter than the Content-Length `head` declares: a stalled upload).
+fn raw_send(addr: std::net::SocketAddr, head: &str, body: &[u8]) -> std::net::TcpStream {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    s
+}
+
+/// The reply on `s` (status, whole text) and how long it took, reading until
+/// the server closes the connection or `limit` passes (status `None` when no
+/// reply came).
+async fn raw_reply(mut s: std::net::TcpStream, limit: Duration) -> (Option<u16>, String, Duration) {
+    tokio::task::spawn_blocking(move || {
+        use std::io::Read;
+        let t0 = std::time::Instant::now();
+        s.set_read_timeout(Some(limit)).unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        let text = String::from_utf8_lossy(&out).into_owned();
+        let status = text.split(' ').nth(1).and_then(|c| c.parse().ok());
+        (status, text, t0.elapsed())
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_upload_gets_408_and_does_not_hold_up_other_requests() {
+    // The review's case: --max-concurrency 1, a client declares 100 bytes,
+    // sends 2 and stalls. It used to hold the only slot, with no time limit.
+    let limits = Limits {
+        max_concurrency: 1,
+        timeout: Duration::from_secs(2),
+        ..Limits::default()
+    };
+    let srv = start(exact(), limits).await;
+    let head = format!(
+        "POST /get_reward HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+         Content-Length: 100\r\n\r\n",
+        srv.addr
+    );
+    let sent = std::time::Instant::now();
+    let stalled = raw_send(srv.addr, &head, b"{}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A valid request is scored at once, not after the stalled one's 2 s.
+    let t0 = std::time::Instant::now();
+    let valid = json!({"query": [REF], "labels": [REF]});
+    let (status, out) = tokio::time::timeout(
+        Duration::from_secs(5),
+        post_json(srv.addr, "/get_reward", &valid),
+    )
+    .await
+    .expect("a valid request is answered while another client stalls");
+    assert_eq!((status, floats(&out["rewards"])), (200, vec![3.0]), "{out}");
+    assert!(
+        t0.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        t0.elapsed()
+    );
+    // The stalled one gets 408 within the --timeout-ms budget, and is closed.
+    let (status, text, _) = raw_reply(stalled, Duration::from_secs(6)).await;
+    let took = sent.elapsed();
+    assert_eq!(status, Some(408), "after {took:?}: {text:?}");
+    assert!(
+        took >= Duration::from_millis(1900) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    let v: serde_json::Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert!(v["error"].as_str().unwrap().contains("--timeout-ms"), "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declared_content_length_over_the_limit_gets_413_at_once() {
+    let limits = Limits {
+        max_body_bytes: 1024,
+        ..Limits::default()
+    };
+    let srv = start(exact(), limits).await;
+    for (path, length) in [
+        ("/get_reward", "999999999999"),
+        ("/get_reward", "1025"),
+        ("/v1/rewards", "20000000"),
+    ] {
+        // The headers only: the body is never sent.
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Content-Length: {length}\r\n\r\n",
+            srv.addr
+        );
+        let s = raw_send(srv.addr, &head, b"");
+        let (status, text, took) = raw_reply(s, Duration::from_secs(5)).await;
+        assert_eq!(
+            status,
+            Some(413),
+            "{path} {length} after {took:?}: {text:?}"
+        );
+        assert!(took < Duration::from_secs(2), "{path} {length}: {took:?}");
+        let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        let v: serde_json::Value =
+            serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {text}"));
+        let msg = v["error"].as_str().unwrap();
+        assert!(
+            msg.contains("too large") && msg.contains("--max-body-bytes"),
+            "{msg}"
+        );
+    }
+    // A body within the limit is still read and scored.
+    let (status, out) = post_json(
+        srv.addr,
+        "/get_reward",
+        &json!({"query": [REF], "labels": [REF]}),
+    )
+    .await;
+    assert_eq!((status, floats(&out["rewards"])), (200, vec![3.0]), "{out}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overload_is_shed_with_503_and_retry_after() {
     // One queued sample at most, and batches held for 400 ms: while the first
@@ -921,7 +1040,7 @@ fn help_documents_the_formats_and_the_errors() {
     ] {
         assert!(long.contains(needle), "--help lacks {needle:?}:\n{long}");
     }
-    for status in ["400", "404", "405", "413", "503", "504"] {
+    for status in ["400", "404", "405", "408", "413", "503", "504"] {
         assert!(
             long.contains(&format!("\n  {status}  ")),
             "--help lacks {status}"

@@ -39,12 +39,16 @@
 //! own slice of the results.
 //!
 //! # Limits
-//! Body size (`--max-body-bytes`, 413), samples per request
+//! Body size (`--max-body-bytes`, 413; a larger declared `Content-Length` is
+//! refused before the body is read), samples per request
 //! (`--max-request-samples`, 413), sentences per sample and per request
 //! (`--max-sentences-per-sample`, `--max-request-sentences`, 413 naming the
 //! sample: the work grows with sentences, and 8 MiB hold hundreds of
-//! thousands), concurrent requests in flight (`--max-concurrency`, further ones
-//! wait), a per-request timeout (`--timeout-ms`, 504), samples waiting to be
+//! thousands), concurrent reward requests (`--max-concurrency`, further ones
+//! wait; a request takes its slot once its body is read, so a client that
+//! stalls mid-upload blocks no one), a per-request timeout (`--timeout-ms`,
+//! counted from the request's headers: 408 while the body is still arriving,
+//! then 504 while it waits for a slot or its scores), samples waiting to be
 //! scored (`--max-queued-samples`: beyond it, 503 with `Retry-After: 1` at
 //! once, so overload is shed quickly and memory stays bounded; clients should
 //! retry after the delay). A request that timed out or whose client left is
@@ -119,11 +123,14 @@ Errors are {"error": "message"} with the status:
        with an empty section or a broken template (named by its index), an unknown metric
   404  no such path
   405  wrong method (POST the two reward paths, GET /health)
-  413  over --max-body-bytes, --max-request-samples (--max-queued-samples if lower),
+  408  the body did not arrive within --timeout-ms (counted from the headers)
+  413  over --max-body-bytes (a larger Content-Length at once, before the body),
+       --max-request-samples (--max-queued-samples if lower),
        --max-sentences-per-sample (naming the sample) or --max-request-sentences
   500  the encoder failed
   503  over --max-queued-samples, with Retry-After: 1 (retry after 1 s)
-  504  not scored within --timeout-ms; the rest of its encoder work is given up"#;
+  504  not scored within --timeout-ms (waiting for a --max-concurrency slot included); the
+       rest of its encoder work is given up"#;
 
 #[derive(clap::Args, Debug, Clone)]
 #[command(after_help = AFTER_HELP, after_long_help = AFTER_LONG_HELP)]
@@ -259,7 +266,8 @@ pub struct Args {
         value_name = "SENTENCES"
     )]
     pub max_request_sentences: usize,
-    /// Most requests handled at once; further ones wait.
+    /// Most reward requests handled at once; further ones wait (within
+    /// --timeout-ms). A request takes its slot once its body has arrived.
     #[arg(
         allow_negative_numbers = true,
         long,
@@ -267,7 +275,9 @@ pub struct Args {
         value_name = "REQUESTS"
     )]
     pub max_concurrency: usize,
-    /// Per-request timeout, in milliseconds, queueing included (504 beyond).
+    /// Per-request timeout, in milliseconds, from the request's headers: a body
+    /// not received by then gets 408, a request not scored by then 504
+    /// (queueing included).
     ///
     /// The work of a request that timed out, or whose client disconnected, is
     /// given up after the chunk of sentences in progress (one encoder batch per
@@ -349,7 +359,7 @@ impl Args {
                  well-formed completion have 2 sentences or more each)"
             );
         }
-        // tower's limit is a semaphore, which panics beyond this.
+        // The limit is a semaphore, which panics beyond this.
         let most = tokio::sync::Semaphore::MAX_PERMITS;
         anyhow::ensure!(
             (1..=most).contains(&self.max_concurrency),

@@ -5,9 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, State};
-use axum::http::StatusCode;
+use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -19,8 +18,8 @@ use sdr_reward::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use tokio::sync::{mpsc, oneshot};
-use tower::limit::ConcurrencyLimitLayer;
+use tokio::sync::{mpsc, oneshot, Semaphore, SemaphorePermit};
+use tokio::time::Instant;
 
 use super::batcher::{self, Counters, Failure, Job, Limits, OwnedReference};
 
@@ -47,6 +46,9 @@ struct Inner {
     counters: Arc<Counters>,
     /// Samples accepted and not yet answered.
     queued: AtomicUsize,
+    /// `--max-concurrency`: one permit per reward request being handled,
+    /// taken once its body is read (a client still uploading holds none).
+    slots: Semaphore,
 }
 
 /// Releases a request's share of the queue bound when it is answered or dropped.
@@ -108,6 +110,8 @@ impl AppState {
                 limits,
                 counters,
                 queued: AtomicUsize::new(0),
+                // Semaphore::new panics beyond MAX_PERMITS (`Args::limits` refuses it).
+                slots: Semaphore::new(limits.max_concurrency.min(Semaphore::MAX_PERMITS)),
             }),
         })
     }
@@ -153,12 +157,75 @@ impl AppState {
         Ok(s)
     }
 
-    /// Check the references, queue the samples, wait for the scores.
+    /// The body of a reward request, read by `deadline` (408 beyond; a
+    /// declared Content-Length over `--max-body-bytes` is a 413 before any of
+    /// it is read), then a `--max-concurrency` slot, waited for until
+    /// `deadline` (504 beyond). A client that stalls mid-upload thus holds no
+    /// slot, and the connection only until `deadline`. After a 408 or 413 here
+    /// the rest of the body is not read: the connection is closed.
+    async fn receive(
+        &self,
+        req: Request,
+        deadline: Instant,
+    ) -> Result<(Bytes, SemaphorePermit<'_>), ApiError> {
+        let limits = &self.inner.limits;
+        let too_large_body = || {
+            too_large(format!(
+                "request body too large: the limit is {} bytes (--max-body-bytes)",
+                limits.max_body_bytes
+            ))
+        };
+        // hyper has checked the header (a malformed one is a 400 before this).
+        let declared = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > limits.max_body_bytes as u64) {
+            return Err(too_large_body());
+        }
+        // Bytes applies DefaultBodyLimit (413) to bodies sent without a length.
+        let body = match tokio::time::timeout_at(deadline, Bytes::from_request(req, &())).await {
+            Err(_) => {
+                return Err(ApiError(
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!(
+                        "request body not received within {} ms (--timeout-ms)",
+                        limits.timeout.as_millis()
+                    ),
+                ))
+            }
+            Ok(Err(r)) if r.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                return Err(too_large_body())
+            }
+            Ok(Err(r)) => return Err(ApiError(r.status(), r.body_text())),
+            Ok(Ok(body)) => body,
+        };
+        let slot = tokio::time::timeout_at(deadline, self.inner.slots.acquire())
+            .await
+            .map_err(|_| {
+                ApiError(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    format!(
+                        "not started within {} ms (--timeout-ms): {} requests in progress \
+                         (--max-concurrency)",
+                        limits.timeout.as_millis(),
+                        limits.max_concurrency
+                    ),
+                )
+            })?
+            .map_err(|_| ApiError::internal("the concurrency limit is closed"))?;
+        Ok((body, slot))
+    }
+
+    /// Check the references, queue the samples, wait for the scores until
+    /// `deadline`.
     async fn submit(
         &self,
         scorer: Arc<Scorer>,
         completions: Vec<String>,
         references: Vec<OwnedReference>,
+        deadline: Instant,
     ) -> Result<Vec<RewardBreakdown>, ApiError> {
         let limits = &self.inner.limits;
         // More than the queue holds would get 503 forever: it is too large.
@@ -236,7 +303,7 @@ impl AppState {
             rx.await
                 .map_err(|_| ApiError::internal("the scoring task dropped the request"))
         };
-        match tokio::time::timeout(limits.timeout, wait).await {
+        match tokio::time::timeout_at(deadline, wait).await {
             Err(_) => Err(ApiError(
                 StatusCode::GATEWAY_TIMEOUT,
                 format!(
@@ -276,6 +343,10 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = Json(json!({ "error": self.1 }));
+        if self.0 == StatusCode::REQUEST_TIMEOUT {
+            // The rest of the body may still come: the connection is done.
+            return (self.0, [(header::CONNECTION, "close")], body).into_response();
+        }
         if self.0 == StatusCode::SERVICE_UNAVAILABLE {
             // Shed load: tell well-behaved clients when to come back.
             return (self.0, [(axum::http::header::RETRY_AFTER, "1")], body).into_response();
@@ -284,27 +355,10 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// The body as JSON of type `T`, or a 4xx naming the problem; `shape` is the
+/// The body as JSON of type `T`, or a 400 naming the problem; `shape` is the
 /// object expected, for the message.
-fn read_json<T: for<'de> Deserialize<'de>>(
-    body: Result<Bytes, BytesRejection>,
-    limits: &Limits,
-    shape: &str,
-) -> Result<T, ApiError> {
-    let body = body.map_err(|r| {
-        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError(
-                r.status(),
-                format!(
-                    "request body too large: the limit is {} bytes (--max-body-bytes)",
-                    limits.max_body_bytes
-                ),
-            )
-        } else {
-            ApiError(r.status(), r.body_text())
-        }
-    })?;
-    let value: serde_json::Value = serde_json::from_slice(&body)
+fn read_json<T: for<'de> Deserialize<'de>>(body: &[u8], shape: &str) -> Result<T, ApiError> {
+    let value: serde_json::Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad(format!("invalid JSON body: {e}")))?;
     // serde would describe any other shape in its own terms ("struct X with 3 elements").
     if !value.is_object() {
@@ -376,9 +430,12 @@ fn check_len(what: &str, got: usize, expected: usize) -> Result<(), ApiError> {
     Ok(())
 }
 
-async fn openrlhf(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+async fn openrlhf(State(s): State<AppState>, req: Request) -> Response {
+    // --timeout-ms counts from the headers: reading the body included.
+    let deadline = Instant::now() + s.inner.limits.timeout;
     let run = async {
-        let req: OpenRlhfRequest = read_json(body, &s.inner.limits, OPENRLHF_SHAPE)?;
+        let (body, _slot) = s.receive(req, deadline).await?;
+        let req: OpenRlhfRequest = read_json(&body, OPENRLHF_SHAPE)?;
         let n = req.query.len();
         check_len("labels", req.labels.len(), n)?;
         if let Some(p) = &req.prompts {
@@ -395,7 +452,7 @@ async fn openrlhf(State(s): State<AppState>, body: Result<Bytes, BytesRejection>
             .collect();
         let references = req.labels.into_iter().map(OwnedReference::Report).collect();
         let scores = s
-            .submit(s.inner.default.clone(), completions, references)
+            .submit(s.inner.default.clone(), completions, references, deadline)
             .await?;
         let clinical = clinical_of(&s.inner.default, &scores);
         let rewards: Vec<f64> = scores.iter().map(|r| r.reward).collect();
@@ -476,9 +533,11 @@ struct BatchReply {
     failed: Vec<u8>,
 }
 
-async fn batch(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+async fn batch(State(s): State<AppState>, req: Request) -> Response {
+    let deadline = Instant::now() + s.inner.limits.timeout;
     let run = async {
-        let req: BatchRequest = read_json(body, &s.inner.limits, BATCH_SHAPE)?;
+        let (body, _slot) = s.receive(req, deadline).await?;
+        let req: BatchRequest = read_json(&body, BATCH_SHAPE)?;
         check_len("references", req.references.len(), req.completions.len())?;
         let scorer = s.scorer_for(req.metric.as_deref())?;
         let metric = if scorer.options().exact {
@@ -493,7 +552,9 @@ async fn batch(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -
             .map(|(i, r)| reference_in(i, r))
             .collect::<Result<Vec<_>, _>>()?;
         let clinical_on = scorer.options().clinical_weight > 0.0;
-        let scores = s.submit(scorer, req.completions, references).await?;
+        let scores = s
+            .submit(scorer, req.completions, references, deadline)
+            .await?;
         Ok::<_, ApiError>(Json(BatchReply {
             clinical: clinical_on.then(|| scores.iter().map(|r| r.clinical).collect()),
             metric,
@@ -576,7 +637,9 @@ async fn method_not_allowed() -> Response {
     .into_response()
 }
 
-/// The routes with their limits; `path` is the OpenRLHF endpoint.
+/// The routes with their limits; `path` is the OpenRLHF endpoint. The two
+/// reward routes share `--max-concurrency` ([`AppState::receive`]); `/health`
+/// is not counted.
 pub fn router(state: AppState, path: &str) -> Router {
     let limits = state.inner.limits;
     Router::new()
@@ -587,6 +650,5 @@ pub fn router(state: AppState, path: &str) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
-        .layer(ConcurrencyLimitLayer::new(limits.max_concurrency))
         .with_state(state)
 }
