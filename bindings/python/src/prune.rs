@@ -4,7 +4,6 @@
 
 use std::path::PathBuf;
 
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use sdr_core::report::SEGMENTER_VERSION;
@@ -15,6 +14,7 @@ use sdr_corpus::{
 };
 
 use crate::corpus::{corpus_err, load_encoder};
+use crate::error::ToPy;
 
 /// Scores partial reports against a corpus built by ``sdr corpus build``.
 ///
@@ -48,9 +48,8 @@ impl PyPruneScorer {
         device: &str,
         precision: &str,
     ) -> PyResult<Self> {
-        let metric: Metric = metric
-            .parse()
-            .map_err(|e| PyValueError::new_err(format!("metric `{metric}`: {e}")))?;
+        // The error names the spec already.
+        let metric: Metric = metric.parse::<Metric>().py()?;
         let agg: Aggregation = agg.parse().map_err(corpus_err)?;
         let encoder = load_encoder(py, encoder, model_dir, device, precision)?;
         let corpus = Corpus::open(&corpus).map_err(corpus_err)?;

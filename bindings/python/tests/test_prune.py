@@ -56,6 +56,9 @@ def test_mean_of_the_two_sections(corpus):
 def test_bad_arguments_raise_value_error(corpus, tmp_path):
     with pytest.raises(ValueError, match="metric"):
         sdr.PruneScorer(corpus, "nope", encoder="hash-16")
+    # The spec named once, as sdr.distance names it.
+    with pytest.raises(ValueError, match=r"^metric `pot:rho=2`: `rho` must be in \(0, 1\], got 2$"):
+        sdr.PruneScorer(corpus, "pot:rho=2", encoder="hash-16")
     with pytest.raises(ValueError):
         sdr.PruneScorer(corpus, "chamfer", "worst", encoder="hash-16")
     # A corpus built with another encoder is refused.

@@ -119,8 +119,10 @@ Requests (JSON bodies):
     "path", "writable"}}
 
 Errors are {"error": "message"} with the status:
-  400  not JSON, a missing, mistyped or unknown field, lists of different lengths, a reference
-       with an empty section or a broken template (named by its index), an unknown metric
+  400  not JSON, a missing or mistyped field, an unknown field in /v1/rewards (/get_reward
+       ignores keys other than its three: OpenRLHF versions add their own), lists of different
+       lengths, a reference with an empty section or a broken template (named by its index),
+       an unknown metric
   404  no such path
   405  wrong method (POST the two reward paths, GET /health)
   408  the body did not arrive within --timeout-ms (counted from the headers)
