@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use sdr_core::explain::{explain_texts, ExplainOptions};
 use sdr_core::{parse_report, Metric};
@@ -28,7 +29,17 @@ pub fn explain_json(
 ) -> PyResult<String> {
     let metric: Metric = metric.parse::<Metric>().py()?;
     let options = ExplainOptions::new(metric, threshold).py()?;
-    let reference = parse_reference(&Reference::Report(&reference), 0).py()?;
+    // One reference: its errors need no index ("reference 0: ...").
+    let reference = match parse_reference(&Reference::Report(&reference), 0) {
+        Ok(r) => r,
+        Err(e) => {
+            let message = e.to_string();
+            return Err(match message.strip_prefix("reference 0: ") {
+                Some(rest) => PyValueError::new_err(format!("reference: {rest}")),
+                None => Err::<(), _>(e).py().unwrap_err(),
+            });
+        }
+    };
     let candidate = parse_report(&candidate);
 
     // Distinct sentences, embedded in one call (with the GIL: `embed` is Python).

@@ -98,7 +98,7 @@ def test_errors():
         sdr.explain(GOOD, REF, metric="chamfre")
     with pytest.raises(ValueError, match="threshold"):
         sdr.explain(GOOD, REF, threshold=1.5)
-    with pytest.raises(ValueError, match="section `impression` is empty"):
+    with pytest.raises(ValueError, match="^reference: section `impression` is empty"):
         sdr.explain(GOOD, "Findings: Clear lungs.")
     with pytest.raises(TypeError):
         sdr.explain(GOOD, REF, threshold="0.2")
