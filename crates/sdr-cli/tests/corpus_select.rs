@@ -289,7 +289,7 @@ fn select_names_the_corpus_that_lacks_a_section() {
             .unwrap(),
     );
     assert!(
-        e.contains("c_imp.safetensors: no report in the corpus has a findings section"),
+        e.contains("c_imp.safetensors: no report in the corpus has the findings section"),
         "{e}"
     );
     assert!(!e.contains("build a corpus from"), "{e}");
@@ -306,7 +306,7 @@ fn select_names_the_corpus_that_lacks_a_section() {
             .unwrap(),
     );
     assert!(
-        e.contains("c_imp.safetensors: no report in the corpus has a findings section"),
+        e.contains("c_imp.safetensors: no report in the corpus has the findings section"),
         "{e}"
     );
 }

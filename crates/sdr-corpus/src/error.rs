@@ -62,7 +62,7 @@ pub enum CorpusError {
     EmptyCorpus { source_name: String, reason: String },
     /// A corpus in which no report has one of the two sections, which
     /// scoring aggregates over (e.g. one built from impressions only).
-    #[error("{}no report in the corpus has a {section} section, and scoring needs both sections; rebuild it from reports with a {section} section", path.as_ref().map(|p| format!("{}: ", p.display())).unwrap_or_default())]
+    #[error("{}no report in the corpus has the {section} section, and scoring needs both sections; rebuild it from reports that have both", path.as_ref().map(|p| format!("{}: ", p.display())).unwrap_or_default())]
     MissingSection {
         path: Option<PathBuf>,
         section: &'static str,
