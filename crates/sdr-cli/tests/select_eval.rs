@@ -312,40 +312,27 @@ fn select_eval_refuses_bad_selections_naming_the_line() {
             .unwrap(),
     );
     assert!(e.contains("cands.jsonl:4: study 1 again (first at"), "{e}");
-    // --seeds 0, before anything is read.
-    let e = one_line_error(
-        &sdr()
-            .args(["select-eval", "--seeds", "0", "--references"])
-            .arg(&csv)
-            .arg("--candidates")
-            .arg(dir.path().join("missing"))
-            .arg("--selections")
-            .arg(&sels)
-            .arg("--out-dir")
-            .arg(dir.path().join("o"))
-            .output()
-            .unwrap(),
-    );
+    // --seeds out of range, before anything is read (the candidates file
+    // named is missing).
+    let seeds = |n: &str| {
+        one_line_error(
+            &sdr()
+                .args(["select-eval", "--seeds", n, "--references"])
+                .arg(&csv)
+                .arg("--candidates")
+                .arg(dir.path().join("missing"))
+                .arg("--selections")
+                .arg(&sels)
+                .arg("--out-dir")
+                .arg(dir.path().join("o"))
+                .output()
+                .unwrap(),
+        )
+    };
+    let e = seeds("0");
     assert!(e.ends_with("--seeds 0: must be at least 1"), "{e}");
     // A count that would run for ever with no output.
-    let e = one_line_error(
-        &sdr()
-            .args([
-                "select-eval",
-                "--seeds",
-                "18446744073709551615",
-                "--references",
-            ])
-            .arg(&csv)
-            .arg("--candidates")
-            .arg(&cands)
-            .arg("--selections")
-            .arg(&sels)
-            .arg("--out-dir")
-            .arg(dir.path().join("o"))
-            .output()
-            .unwrap(),
-    );
+    let e = seeds("18446744073709551615");
     assert!(
         e.ends_with("--seeds 18446744073709551615: at most 100000"),
         "{e}"
