@@ -12,7 +12,7 @@ use sdr_core::{parse_report, Metric};
 use sdr_reward::{parse_reference, Reference};
 
 use crate::error::ToPy;
-use crate::reward::{check_matrix, CallError};
+use crate::reward::{callable_name, embed_checked};
 
 /// ``_explain_json(candidate, reference, embed, metric, threshold)``: the
 /// explanation as JSON. ``embed(texts: list[str])`` must return an array
@@ -63,19 +63,8 @@ pub fn explain_json(
     }
     // One call; what it returns is checked as `SDRReward(encoder=...)`
     // checks it (shape, dtype, finiteness), with the same exceptions.
-    let name = embed
-        .getattr("__name__")
-        .or_else(|_| embed.get_type().getattr("__name__"))
-        .and_then(|n| n.extract::<String>())
-        .unwrap_or_else(|_| "callable".to_string());
-    let (vectors, dim) = embed
-        .call1((texts.clone(),))
-        .map_err(CallError::Raised)
-        .and_then(|out| check_matrix(py, out.unbind(), &texts).map_err(CallError::Bad))
-        .map_err(|e| {
-            let message = format!("encoder {name}: {}", e.message());
-            e.into_py(py, message)
-        })?;
+    let name = callable_name(&embed);
+    let (vectors, dim) = embed_checked(py, &embed.unbind(), &name, &texts)?;
 
     py.detach(|| {
         let row = |t: &str| {

@@ -62,7 +62,7 @@ struct CallableEmbedder {
 }
 
 /// How a call of the encoder failed.
-pub(crate) enum CallError {
+enum CallError {
     /// It raised this exception.
     Raised(PyErr),
     /// It returned something unusable (the message says what).
@@ -70,7 +70,7 @@ pub(crate) enum CallError {
 }
 
 impl CallError {
-    pub(crate) fn message(&self) -> String {
+    fn message(&self) -> String {
         match self {
             CallError::Raised(e) => format!("raised {e}"),
             CallError::Bad(m) => m.clone(),
@@ -80,7 +80,7 @@ impl CallError {
     /// The exception for the caller: what the encoder raised when it is not
     /// an `Exception` (KeyboardInterrupt, SystemExit pass through unchanged),
     /// else `RuntimeError` chained to it; `ValueError` for an unusable result.
-    pub(crate) fn into_py(self, py: Python<'_>, message: String) -> PyErr {
+    fn into_py(self, py: Python<'_>, message: String) -> PyErr {
         match self {
             CallError::Raised(e) if !e.is_instance_of::<pyo3::exceptions::PyException>(py) => e,
             CallError::Raised(e) => {
@@ -96,17 +96,8 @@ impl CallError {
 impl CallableEmbedder {
     /// Wraps `func`, calling it once on a probe sentence to learn the dimension.
     fn new(py: Python<'_>, func: Py<PyAny>, id: Option<String>) -> PyResult<Self> {
-        let name = func
-            .bind(py)
-            .getattr("__name__")
-            .or_else(|_| func.bind(py).get_type().getattr("__name__"))
-            .and_then(|n| n.extract::<String>())
-            .unwrap_or_else(|_| "callable".to_string());
-        let probe =
-            call_matrix(py, &func, &["No acute cardiopulmonary abnormality."]).map_err(|e| {
-                let message = format!("encoder {name}: {}", e.message());
-                e.into_py(py, message)
-            })?;
+        let name = callable_name(func.bind(py));
+        let probe = embed_checked(py, &func, &name, &["No acute cardiopulmonary abnormality."])?;
         Ok(CallableEmbedder {
             func,
             dim: probe.1,
@@ -115,6 +106,28 @@ impl CallableEmbedder {
             failure: Mutex::new(None),
         })
     }
+}
+
+/// How errors name an encoder callable: its `__name__`, else its type's.
+pub(crate) fn callable_name(func: &Bound<'_, PyAny>) -> String {
+    func.getattr("__name__")
+        .or_else(|_| func.get_type().getattr("__name__"))
+        .and_then(|n| n.extract::<String>())
+        .unwrap_or_else(|_| "callable".to_string())
+}
+
+/// [`call_matrix`] with its failure as the exception for the caller, naming
+/// the encoder (`SDRReward`'s probe call and `sdr.explain`'s one call).
+pub(crate) fn embed_checked(
+    py: Python<'_>,
+    func: &Py<PyAny>,
+    name: &str,
+    texts: &[&str],
+) -> PyResult<(Vec<f32>, usize)> {
+    call_matrix(py, func, texts).map_err(|e| {
+        let message = format!("encoder {name}: {}", e.message());
+        e.into_py(py, message)
+    })
 }
 
 /// Calls `func(texts)` and returns its rows as one row-major f32 vector with
@@ -132,7 +145,7 @@ fn call_matrix(
 
 /// The rows of what an encoder returned for `texts`, checked (the callable
 /// of `SDRReward(encoder=...)` and of `sdr.explain`).
-pub(crate) fn check_matrix(
+fn check_matrix(
     py: Python<'_>,
     out: Py<PyAny>,
     texts: &[&str],
@@ -162,20 +175,22 @@ pub(crate) fn check_matrix(
     // Complex and boolean arrays cast to float32 without an error (numpy
     // drops the imaginary part with a warning, reads True as 1): vectors
     // that are not the encoder's, and rewards computed from them.
-    let kind: Option<(String, String)> = py
+    let value = py
         .import("numpy")
         .and_then(|np| np.getattr("asarray")?.call1((&value,)))
-        .and_then(|a| {
-            let dtype = a.getattr("dtype")?;
-            Ok((dtype.getattr("kind")?.extract()?, dtype.str()?.to_string()))
-        })
-        .ok();
-    if let Some((kind, dtype)) = kind {
-        if matches!(kind.as_str(), "b" | "c" | "U" | "S" | "M" | "m") {
-            return Err(format!(
-                "returned an array of dtype {dtype}, not a float array of real numbers"
-            ));
-        }
+        .map_err(|e| format!("returned something that is not a float array: {e}"))?;
+    let dtype = value
+        .getattr("dtype")
+        .map_err(|e| format!("returned an array without a dtype: {e}"))?;
+    let kind: String = dtype
+        .getattr("kind")
+        .and_then(|k| k.extract())
+        .unwrap_or_default();
+    if matches!(kind.as_str(), "b" | "c" | "U" | "S" | "M" | "m") {
+        return Err(format!(
+            "returned an array of dtype {}, not a float array of real numbers",
+            dtype.str().map(|s| s.to_string()).unwrap_or(kind)
+        ));
     }
     let arr = crate::distance::aligned_copy(&value, Some("float32"))
         .map_err(|e| format!("returned something that is not a float array: {e}"))?;
