@@ -110,20 +110,62 @@ fn ngrams<S: AsRef<str>>(t: &[S], n: usize) -> HashMap<Vec<&str>, usize> {
 }
 
 /// Length of the longest common subsequence (`_lcs_table[-1][-1]`).
+///
+/// Bit-parallel (L. Allison and T. I. Dix, 1986; H. Hyyrö, 2004): a row of
+/// the LCS table over the shorter list `a` is held as bits `V`, where a zero
+/// bit marks a step up of the row, so `LCS = zeros(V)`. For each token `y`
+/// of the longer list, with `M` the bits of `a`'s positions holding `y`,
+///
+/// $$ V \leftarrow (V + (V \wedge M)) \vee (V \wedge \neg M). $$
+///
+/// `a` is taken 64 positions at a time; the addition's carry out of one
+/// block enters the next block at the same token of `b`, so the work is
+/// `|a||b|/64` word steps and the memory `O(|a| + |b|)` (the quadratic table
+/// made a 20,000-word pair take 1.4 s). The value equals the table's.
 pub fn lcs_length<S: AsRef<str>>(a: &[S], b: &[S]) -> usize {
-    let mut prev = vec![0usize; b.len() + 1];
-    let mut cur = vec![0usize; b.len() + 1];
-    for x in a {
-        for (j, y) in b.iter().enumerate() {
-            cur[j + 1] = if x.as_ref() == y.as_ref() {
-                prev[j] + 1
-            } else {
-                prev[j + 1].max(cur[j])
-            };
-        }
-        std::mem::swap(&mut prev, &mut cur);
+    let (a, b) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    if a.is_empty() {
+        return 0;
     }
-    prev[b.len()]
+    let mut ids: HashMap<&str, u32> = HashMap::new();
+    let a_ids: Vec<u32> = a
+        .iter()
+        .map(|t| {
+            let next = ids.len() as u32;
+            *ids.entry(t.as_ref()).or_insert(next)
+        })
+        .collect();
+    // Tokens absent from `a` leave `V` and every carry unchanged.
+    let b_ids: Vec<u32> = b
+        .iter()
+        .filter_map(|t| ids.get(t.as_ref()).copied())
+        .collect();
+    let mut masks = vec![0u64; ids.len()];
+    let mut carries = vec![false; b_ids.len()];
+    let mut lcs = 0;
+    for block in a_ids.chunks(64) {
+        for (bit, &id) in block.iter().enumerate() {
+            masks[id as usize] |= 1 << bit;
+        }
+        let mut v = u64::MAX;
+        for (&id, carry) in b_ids.iter().zip(carries.iter_mut()) {
+            let m = masks[id as usize];
+            let (sum, c1) = v.overflowing_add(v & m);
+            let (sum, c2) = sum.overflowing_add(u64::from(*carry));
+            *carry = c1 | c2;
+            v = sum | (v & !m);
+        }
+        let valid = if block.len() == 64 {
+            u64::MAX
+        } else {
+            (1u64 << block.len()) - 1
+        };
+        lcs += (!v & valid).count_ones() as usize;
+        for &id in block {
+            masks[id as usize] = 0;
+        }
+    }
+    lcs
 }
 
 /// ROUGE-L on token lists (`_score_lcs`).
@@ -163,10 +205,48 @@ pub fn rouge(target: &str, prediction: &str, use_stemmer: bool) -> RougeScores {
 mod tests {
     use super::*;
 
+    /// The table `rouge-score` fills (`_lcs_table`), one row at a time.
+    fn lcs_table(a: &[String], b: &[String]) -> usize {
+        let mut prev = vec![0usize; b.len() + 1];
+        let mut cur = vec![0usize; b.len() + 1];
+        for x in a {
+            for (j, y) in b.iter().enumerate() {
+                cur[j + 1] = if x == y {
+                    prev[j] + 1
+                } else {
+                    prev[j + 1].max(cur[j])
+                };
+            }
+            std::mem::swap(&mut prev, &mut cur);
+        }
+        prev[b.len()]
+    }
+
     #[test]
     fn lcs_known() {
         assert_eq!(lcs_length(&["a", "b", "c", "d"], &["b", "d", "a"]), 2);
         assert_eq!(lcs_length::<&str>(&[], &["a"]), 0);
+        assert_eq!(lcs_length::<&str>(&["a"], &[]), 0);
+        let a: Vec<String> = (0..200).map(|i| format!("w{}", i % 7)).collect();
+        assert_eq!(lcs_length(&a, &a), 200);
+    }
+
+    proptest::proptest! {
+        /// Lengths across several 64-position blocks, over alphabets from
+        /// one token (every carry chain at its longest) to many.
+        #[test]
+        fn lcs_equals_the_table(
+            alphabet in 1u32..12,
+            a in proptest::collection::vec(0u32..12, 0..300),
+            b in proptest::collection::vec(0u32..12, 0..300),
+        ) {
+            let word = |v: &Vec<u32>| -> Vec<String> {
+                v.iter().map(|x| format!("t{}", x % alphabet)).collect()
+            };
+            let (a, b) = (word(&a), word(&b));
+            proptest::prop_assert_eq!(lcs_length(&a, &b), lcs_table(&a, &b));
+            proptest::prop_assert_eq!(lcs_length(&b, &a), lcs_table(&a, &b));
+        }
     }
 
     #[test]
