@@ -307,6 +307,35 @@ async fn a_stalled_upload_gets_408_and_does_not_hold_up_other_requests() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_without_complete_headers_are_closed_after_the_header_timeout() {
+    // A client stalled mid-headers, and one connected that sends nothing:
+    // with axum's own `serve` (no timer in hyper) both stayed open for ever.
+    let limits = Limits {
+        header_timeout: Duration::from_millis(600),
+        ..Limits::default()
+    };
+    let srv = start(exact(), limits).await;
+    let sent = std::time::Instant::now();
+    let stalled = raw_send(srv.addr, "POST /get_reward HTTP/1.1\r\nHost: x\r\n", b"");
+    let silent = raw_send(srv.addr, "", b"");
+    // Requests that arrive in time are served, on a connection kept alive.
+    let valid = json!({"query": [REF], "labels": [REF]});
+    for _ in 0..2 {
+        let (status, out) = post_json(srv.addr, "/get_reward", &valid).await;
+        assert_eq!((status, floats(&out["rewards"])), (200, vec![3.0]), "{out}");
+    }
+    for s in [stalled, silent] {
+        let (status, text, _) = raw_reply(s, Duration::from_secs(8)).await;
+        let took = sent.elapsed();
+        assert!(
+            took >= Duration::from_millis(550) && took < Duration::from_secs(4),
+            "closed after {took:?}: {text:?}"
+        );
+        assert_eq!(status, None, "{text:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_declared_content_length_over_the_limit_gets_413_at_once() {
     let limits = Limits {
         max_body_bytes: 1024,

@@ -48,7 +48,9 @@
 //! wait; a request takes its slot once its body is read, so a client that
 //! stalls mid-upload blocks no one), a per-request timeout (`--timeout-ms`,
 //! counted from the request's headers: 408 while the body is still arriving,
-//! then 504 while it waits for a slot or its scores), samples waiting to be
+//! then 504 while it waits for a slot or its scores), the wait for a request's
+//! headers (`--header-timeout-ms`, also an idle keep-alive connection's: the
+//! connection is closed without a reply), samples waiting to be
 //! scored (`--max-queued-samples`: beyond it, 503 with `Retry-After: 1` at
 //! once, so overload is shed quickly and memory stays bounded; clients should
 //! retry after the delay). A request that timed out or whose client left is
@@ -126,6 +128,7 @@ Errors are {"error": "message"} with the status:
   404  no such path
   405  wrong method (POST the two reward paths, GET /health)
   408  the body did not arrive within --timeout-ms (counted from the headers)
+       (headers not complete within --header-timeout-ms: the connection is closed, no reply)
   413  over --max-body-bytes (a larger Content-Length at once, before the body),
        --max-request-samples (--max-queued-samples if lower),
        --max-sentences-per-sample (naming the sample) or --max-request-sentences
@@ -292,6 +295,20 @@ pub struct Args {
         value_name = "MS"
     )]
     pub timeout_ms: u64,
+    /// Longest wait for a request's headers, in milliseconds, counted from the
+    /// connection's first byte or the end of its previous reply; the connection
+    /// is then closed without a reply.
+    ///
+    /// A client that stalls while sending its headers, or a keep-alive
+    /// connection idle this long, holds no connection beyond it (clients
+    /// reconnect, as with any server that closes idle connections).
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        default_value_t = 30_000,
+        value_name = "MS"
+    )]
+    pub header_timeout_ms: u64,
     /// Most samples waiting to be scored; beyond it requests get 503 with
     /// `Retry-After: 1` at once instead of queueing (bounds memory and latency).
     /// A request of more samples than this gets 413: it could never be queued.
@@ -369,6 +386,10 @@ impl Args {
         );
         anyhow::ensure!(self.timeout_ms >= 1, "--timeout-ms must be at least 1");
         anyhow::ensure!(
+            self.header_timeout_ms >= 1,
+            "--header-timeout-ms must be at least 1"
+        );
+        anyhow::ensure!(
             self.max_wait_ms < self.timeout_ms,
             "--max-wait-ms {} must be below --timeout-ms {}: a lone request would time out \
              waiting for company",
@@ -389,6 +410,7 @@ impl Args {
             encode_chunk: encode_chunk(self.device),
             max_concurrency: self.max_concurrency,
             timeout: Duration::from_millis(self.timeout_ms),
+            header_timeout: Duration::from_millis(self.header_timeout_ms),
             max_queued_samples: self.max_queued_samples,
         })
     }
@@ -518,17 +540,64 @@ pub async fn resolve_host(host: &str, port: u16) -> Result<Vec<SocketAddr>> {
 }
 
 /// Serve until `shutdown` resolves, then finish the requests in flight.
+///
+/// hyper's HTTP/1 connections are driven here rather than by `axum::serve`,
+/// which gives hyper no timer: without one, a client that stalls while sending
+/// its headers (or an idle keep-alive connection) holds its connection and
+/// file descriptor for ever. With it, `Limits::header_timeout` closes them.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     path: &str,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
+    let header_timeout = state.limits().header_timeout;
     let app = router(state, path);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .context("server failed")
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_timeout);
+    let connections = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    accept_failed(e).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let connection =
+            connections.watch(http.serve_connection(hyper_util::rt::TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            // A connection's errors (a client gone, headers too slow) are its own.
+            let _ = connection.await;
+        });
+    }
+    // Stop accepting, let requests in flight finish, close idle connections.
+    drop(listener);
+    connections.shutdown().await;
+    Ok(())
+}
+
+/// A failed `accept`: a connection reset before it was accepted is the
+/// client's affair; anything else (such as running out of file descriptors)
+/// is logged and retried after a second, when connections may have closed.
+async fn accept_failed(e: std::io::Error) {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    if matches!(
+        e.kind(),
+        ConnectionAborted | ConnectionRefused | ConnectionReset
+    ) {
+        return;
+    }
+    log_line(format_args!(
+        "sdr serve: cannot accept a connection: {e} (retrying in 1 s)"
+    ));
+    tokio::time::sleep(Duration::from_secs(1)).await;
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -64,6 +64,11 @@ impl Drop for QueueSlot<'_> {
 }
 
 impl AppState {
+    /// The limits the server was built with.
+    pub fn limits(&self) -> Limits {
+        self.inner.limits
+    }
+
     /// Build the state with a sentence cache of the default size, not persisted,
     /// and start the batcher; call inside a Tokio runtime.
     pub fn new(

@@ -29,6 +29,10 @@ pub struct Limits {
     pub encode_chunk: usize,
     pub max_concurrency: usize,
     pub timeout: Duration,
+    /// Longest time for a request's headers to arrive, counted from the
+    /// connection's first byte or the end of its previous reply: beyond it the
+    /// connection is closed (a stalled client, or an idle keep-alive connection).
+    pub header_timeout: Duration,
     /// Most samples waiting to be scored; a request that would exceed it is
     /// refused with 503 and `Retry-After` at once (load shedding), so that
     /// overload shows as fast refusals rather than timeouts and memory stays bounded.
@@ -47,6 +51,7 @@ impl Default for Limits {
             encode_chunk: sdr_reward::DEFAULT_ENCODE_CHUNK,
             max_concurrency: 1024,
             timeout: Duration::from_secs(120),
+            header_timeout: Duration::from_secs(30),
             max_queued_samples: 65_536,
         }
     }
