@@ -262,6 +262,34 @@ impl SentenceEncoder for CallableEmbedder {
     }
 }
 
+/// A reference as ``score`` takes it: a whole report, or its two sections
+/// (so that one call scores a batch that mixes both, as verl's can).
+#[derive(FromPyObject)]
+enum ReferenceArg {
+    Report(String),
+    Sections {
+        #[pyo3(item)]
+        findings: String,
+        #[pyo3(item)]
+        impression: String,
+    },
+}
+
+impl ReferenceArg {
+    fn as_reference(&self) -> Reference<'_> {
+        match self {
+            ReferenceArg::Report(text) => Reference::Report(text),
+            ReferenceArg::Sections {
+                findings,
+                impression,
+            } => Reference::Sections {
+                findings,
+                impression,
+            },
+        }
+    }
+}
+
 /// Scores completions against references (see ``sdr.SDRReward``).
 #[pyclass(name = "RewardScorer", module = "sdr._sdr", frozen, weakref)]
 pub struct PyRewardScorer {
@@ -356,7 +384,8 @@ impl PyRewardScorer {
     }
 
     /// Score ``completions[i]`` against either ``references[i]`` (a whole
-    /// report) or ``findings[i]`` + ``impression[i]``. Returns
+    /// report, or a ``{"findings", "impression"}`` dict) or ``findings[i]`` +
+    /// ``impression[i]``. Returns
     /// ``{"reward", "format", "findings", "impression"}``, lists of floats,
     /// ``"unconverged"``, ``"failed"`` (per sample, sections whose solver did not
     /// converge, last iterate used, or gave no finite distance, term 0), and
@@ -366,7 +395,7 @@ impl PyRewardScorer {
         &self,
         py: Python<'py>,
         completions: Vec<String>,
-        references: Option<Vec<String>>,
+        references: Option<Vec<ReferenceArg>>,
         findings: Option<Vec<String>>,
         impression: Option<Vec<String>>,
     ) -> PyResult<Bound<'py, PyDict>> {
@@ -392,7 +421,7 @@ impl PyRewardScorer {
             sdr_reward::install(|| {
                 let comps: Vec<&str> = completions.iter().map(String::as_str).collect();
                 let refs: Vec<Reference<'_>> = match (&reports, &sections) {
-                    (Some(r), _) => r.iter().map(|t| Reference::Report(t)).collect(),
+                    (Some(r), _) => r.iter().map(ReferenceArg::as_reference).collect(),
                     (_, Some((f, i))) => f
                         .iter()
                         .zip(i)

@@ -125,6 +125,29 @@ def test_exact_match_baseline():
     assert r.__name__ == "sdr_exact"
 
 
+def test_references_may_mix_reports_and_section_dicts(reward):
+    findings = "Heart size is normal. The lungs are clear. No pleural effusion."
+    impression = "No acute cardiopulmonary abnormality."
+    sections = {"findings": findings, "impression": impression, "source": "ignored"}
+    mixed = reward.score([GOOD, OTHER, GOOD], references=[REF, sections, REF_PLAIN])
+    apart = reward.score([OTHER], findings=[findings], impression=[impression])
+    whole = reward.score([GOOD, GOOD], references=[REF, REF_PLAIN])
+    assert mixed["reward"] == [whole["reward"][0], apart["reward"][0], whole["reward"][1]]
+    # A dataset column of section dicts works through the TRL call too.
+    assert reward(completions=[OTHER], solution=[sections]) == apart["reward"]
+    # Bad ones are named by their index in the one list.
+    with pytest.raises(ValueError, match=r"^reference 1: section `findings` is empty"):
+        reward.score([GOOD] * 2, references=[REF, {"findings": " ", "impression": "x."}])
+    with pytest.raises(ValueError, match=r"item 1 needs 'findings' and 'impression' keys, missing 'impression'"):
+        reward.score([GOOD] * 2, references=[REF, {"findings": "x."}])
+    with pytest.raises(TypeError, match=r"item 0 must be a string \(a report\) or a dict"):
+        reward.score([GOOD], references=[3])
+    with pytest.raises(TypeError, match=r"item 0 'impression' must be a string, got int"):
+        reward.score([GOOD], references=[{"findings": "x.", "impression": 3}])
+    with pytest.raises(ValueError, match=r"references\[1\] is not valid Unicode text"):
+        reward.score([GOOD] * 2, references=[REF, {"findings": "A \udcff.", "impression": "x."}])
+
+
 def test_empty_reference_section_names_its_index(reward):
     refs = [REF, "<think>Heart normal.</think><answer></answer>"]
     with pytest.raises(ValueError, match=r"reference 1: section `impression` is empty"):

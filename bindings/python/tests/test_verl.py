@@ -150,12 +150,11 @@ def test_a_missing_ground_truth_is_named():
 
 
 def test_a_bad_ground_truth_in_a_mixed_batch_is_named_by_its_sample():
-    # Texts and section dicts are scored in two calls; the error names the
-    # sample, not its position within its call.
+    # Texts and section dicts are scored in one call; the error names the sample.
     sections = {"findings": "Heart normal.", "impression": "No acute disease."}
     with pytest.raises(ValueError, match=r"^reference 2: section `findings` is empty"):
         sdr.verl.compute_score(solution_strs=[GOOD] * 3, ground_truths=[sections, sections, "no sections here"])
-    with pytest.raises(TypeError, match=r"item 2 must be a string"):
+    with pytest.raises(TypeError, match=r"item 2 'findings' must be a string, got NoneType"):
         sdr.verl.compute_score(
             solution_strs=[GOOD] * 3, ground_truths=[REF, sections, {"findings": None, "impression": "x."}]
         )

@@ -1,7 +1,7 @@
 # Type stubs of the public `sdr` API (checked against the built module by
 # tests/test_stubs.py).
 import os
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypedDict, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, TypedDict, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -207,7 +207,7 @@ class SDRReward:
     def score(
         self,
         completions: Sequence[Completion],
-        references: Optional[Sequence[str]] = None,
+        references: Optional[Sequence[Union[str, Mapping[str, str]]]] = None,
         findings: Optional[Sequence[str]] = None,
         impression: Optional[Sequence[str]] = None,
     ) -> Dict[str, List[float]]: ...

@@ -16,7 +16,7 @@ import threading
 import weakref
 import time
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _sdr
 from .explain import check_worst, log_worst
@@ -105,6 +105,40 @@ def _strings(values: Any, column: str) -> List[str]:
         if not isinstance(v, str):
             raise TypeError(f"column {column!r} item {i} must be a string, got {type(v).__name__}")
         out.append(v)
+    return out
+
+
+def _references(values: Any) -> List[Union[str, Dict[str, str]]]:
+    """References as ``score`` takes them: report strings, or ``{"findings",
+    "impression"}`` mappings (other keys ignored), mixed as they come."""
+    if isinstance(values, str) or not isinstance(values, (list, tuple)):
+        raise TypeError(
+            f"column 'references' must be a list of reports (strings) or "
+            f"{{'findings', 'impression'}} dicts, got {type(values).__name__}"
+        )
+    out: List[Union[str, Dict[str, str]]] = []
+    for i, v in enumerate(values):
+        if isinstance(v, str):
+            out.append(v)
+            continue
+        if not isinstance(v, Mapping):
+            raise TypeError(
+                f"column 'references' item {i} must be a string (a report) or a dict "
+                f"{{'findings': ..., 'impression': ...}}, got {type(v).__name__}"
+            )
+        sections = {}
+        for key in ("findings", "impression"):
+            if key not in v:
+                raise ValueError(
+                    f"column 'references' item {i} needs 'findings' and 'impression' keys, "
+                    f"missing {key!r}"
+                )
+            if not isinstance(v[key], str):
+                raise TypeError(
+                    f"column 'references' item {i} {key!r} must be a string, got {type(v[key]).__name__}"
+                )
+            sections[key] = v[key]
+        out.append(sections)
     return out
 
 
@@ -401,7 +435,7 @@ class SDRReward:
     def score(
         self,
         completions: Sequence[Completion],
-        references: Optional[Sequence[str]] = None,
+        references: Optional[Sequence[Union[str, Mapping[str, str]]]] = None,
         findings: Optional[Sequence[str]] = None,
         impression: Optional[Sequence[str]] = None,
     ) -> Dict[str, List[float]]:
@@ -409,8 +443,9 @@ class SDRReward:
         (and ``"clinical"`` when ``clinical_weight`` > 0), one float per completion, and
         ``"unconverged"``, ``"failed"``: per completion, the sections whose distance solver
         did not converge (last iterate used) or gave no finite value (term 0), SPEC §4.
-        Give `references` (whole reports) or both
-        `findings` and `impression`.
+        Give `references` (whole reports, or ``{"findings", "impression"}`` dicts, the
+        two mixed as they come) or both `findings` and `impression`. A bad reference is
+        named by its index (``reference 2: ...``).
 
         With the built-in encoder, new sentences are embedded 256 at a time and Ctrl-C
         (KeyboardInterrupt) stops the call after the part under way; what was embedded
@@ -430,19 +465,21 @@ class SDRReward:
                 raise TypeError(f"completions[{k}]: {e}") from None
         kwargs: Dict[str, Any] = {}
         if references is not None:
-            kwargs["references"] = _strings(references, "references")
+            kwargs["references"] = _references(references)
         if findings is not None:
             kwargs["findings"] = _strings(findings, "findings")
         if impression is not None:
             kwargs["impression"] = _strings(impression, "impression")
         try:
             return self._get_scorer().score(texts, **kwargs)
-        except UnicodeEncodeError:
-            # A lone surrogate (e.g. from errors="surrogateescape"): name the text.
+        except (UnicodeEncodeError, TypeError):
+            # A lone surrogate (e.g. from errors="surrogateescape"): name the text
+            # (inside a section dict it reaches here as a TypeError).
             for column, values in [("completions", texts)] + list(kwargs.items()):
                 for i, v in enumerate(values):
                     try:
-                        v.encode("utf-8")
+                        for text in v.values() if isinstance(v, dict) else (v,):
+                            text.encode("utf-8")
                     except UnicodeEncodeError as e:
                         raise ValueError(f"{column}[{i}] is not valid Unicode text: {e}") from None
             raise

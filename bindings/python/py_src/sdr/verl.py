@@ -34,7 +34,6 @@ a fork drops the parent's objects so the child builds its own.
 from __future__ import annotations
 
 import os
-import re
 import threading
 import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -103,61 +102,25 @@ def _reward(kwargs: Dict[str, Any]) -> SDRReward:
     return reward
 
 
-def _sections(ground_truth: Any) -> Tuple[str, str]:
-    try:
-        return ground_truth["findings"], ground_truth["impression"]
-    except KeyError as e:
-        raise ValueError(f"ground_truth dict needs 'findings' and 'impression' keys, missing {e}") from None
-
-
-_POSITION = re.compile(r"(\breference |\bitem |\[)(\d+)")
-
-
-def _renumbered(message: str, idx: List[int]) -> str:
-    """`message` with the positions it names (``reference 1``, ``item 1``,
-    ``completions[1]``) mapped through `idx` to sample numbers."""
-    def sample(m: "re.Match[str]") -> str:
-        j = int(m.group(2))
-        return m.group(1) + str(idx[j] if j < len(idx) else j)
-
-    return _POSITION.sub(sample, message)
-
-
 def _score_many(reward: SDRReward, solutions: List[str], truths: List[Any]) -> List[Dict[str, float]]:
-    """Scores `solutions[k]` against `truths[k]`: texts in one call, section
-    dicts in another, in the order given."""
-    out: List[Optional[Dict[str, float]]] = [None] * len(solutions)
+    """Scores `solutions[k]` against `truths[k]` (a report, or a section dict) in
+    one call, so that an error names the sample."""
     for k, t in enumerate(truths):
         if not isinstance(t, (str, dict)):
             raise TypeError(
                 f"ground_truth of sample {k} must be the reference report (a string) or a dict "
                 f"{{'findings': ..., 'impression': ...}}, got {type(t).__name__}"
             )
-    texts = [k for k, t in enumerate(truths) if not isinstance(t, dict)]
-    dicts = [k for k, t in enumerate(truths) if isinstance(t, dict)]
-    for idx, is_dict in ((texts, False), (dicts, True)):
-        if not idx:
-            continue
-        completions = [solutions[k] for k in idx]
-        try:
-            if is_dict:
-                f, i = zip(*(_sections(truths[k]) for k in idx))
-                res = reward.score(completions, findings=list(f), impression=list(i))
-            else:
-                res = reward.score(completions, references=[truths[k] for k in idx])
-        except (TypeError, ValueError) as e:
-            if len(idx) == len(truths):
-                raise
-            # Positions in this part of the batch, renumbered as samples.
-            raise type(e)(_renumbered(str(e), idx)) from e
-        for j, k in enumerate(idx):
-            out[k] = {
-                "score": res["reward"][j],
-                "format": res["format"][j],
-                "findings": res["findings"][j],
-                "impression": res["impression"][j],
-            }
-    return out  # type: ignore[return-value]
+    res = reward.score(solutions, references=truths)
+    return [
+        {
+            "score": res["reward"][k],
+            "format": res["format"][k],
+            "findings": res["findings"][k],
+            "impression": res["impression"][k],
+        }
+        for k in range(len(solutions))
+    ]
 
 
 def compute_score(
