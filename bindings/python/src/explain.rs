@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use sdr_core::explain::{explain_texts, ExplainOptions};
-use sdr_core::{parse_report, Metric};
-use sdr_reward::{parse_reference, Reference};
+use sdr_core::{parse_report, Metric, SdrError};
+use sdr_reward::{parse_reference, Reference, RewardError};
 
 use crate::error::ToPy;
 use crate::reward::{callable_name, embed_checked};
@@ -29,16 +29,20 @@ pub fn explain_json(
 ) -> PyResult<String> {
     let metric: Metric = metric.parse::<Metric>().py()?;
     let options = ExplainOptions::new(metric, threshold).py()?;
-    // One reference: its errors need no index ("reference 0: ...").
+    // One reference: its errors name no index (parse_reference's say "reference N: ").
     let reference = match parse_reference(&Reference::Report(&reference), 0) {
         Ok(r) => r,
-        Err(e) => {
-            let message = e.to_string();
-            return Err(match message.strip_prefix("reference 0: ") {
-                Some(rest) => PyValueError::new_err(format!("reference: {rest}")),
-                None => Err::<(), _>(e).py().unwrap_err(),
-            });
+        Err(RewardError::Core(SdrError::EmptySection { section, .. })) => {
+            return Err(PyValueError::new_err(format!(
+                "reference: section `{section}` is empty"
+            )))
         }
+        Err(RewardError::BadReference { reason, .. }) => {
+            return Err(PyValueError::new_err(format!(
+                "reference: not a valid report: {reason}"
+            )))
+        }
+        Err(e) => return Err(e).py(),
     };
     let candidate = parse_report(&candidate);
 

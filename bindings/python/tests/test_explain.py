@@ -100,6 +100,8 @@ def test_errors():
         sdr.explain(GOOD, REF, threshold=1.5)
     with pytest.raises(ValueError, match="^reference: section `impression` is empty"):
         sdr.explain(GOOD, "Findings: Clear lungs.")
+    with pytest.raises(ValueError, match="^reference: not a valid report: it uses the <think>/<answer> tags"):
+        sdr.explain(GOOD, "<think>Clear lungs.</think><answer>Normal.</answer> trailing text.")
     with pytest.raises(TypeError):
         sdr.explain(GOOD, REF, threshold="0.2")
     with pytest.raises(TypeError):
