@@ -9,8 +9,12 @@ references are built from IU X-ray reports as in bench/rewards.py (references:
 test-split reports; completions: other reports' sections, one in eight malformed).
 
 Reported: requests, throughput, latency p50/p90/p99/max, status counts, errors
-(anything but 200 and the documented 503 of load shedding), and the server's
-resident memory (start, peak sampled every 0.25 s, and the kernel's VmHWM).
+(anything but 200 and the documented 503 of load shedding), the server's
+sentence-cache counters at the end (distinct look-ups, hits, sentences embedded),
+and its resident memory (start, peak sampled every 0.25 s, and the kernel's VmHWM).
+The pool's sentences recur (IU reports share many), so once the server's
+sentence cache holds them most requests need no encoder; `--server-arg=--cache-mib=0`
+turns the cache off, so that every request's sentences are embedded.
 A second phase (`--overload-queue N`, on by default) restarts the server with
 `--max-queued-samples N` below the number of clients to show overload being shed
 with fast 503s (clients honour `Retry-After`) while the accepted requests still
@@ -142,6 +146,16 @@ def start_server(sdr: str, port: int, extra: list[str]) -> subprocess.Popen:
     raise SystemExit("sdr serve did not answer /health within 300 s")
 
 
+def get_health(port: int) -> dict:
+    """The server's /health JSON (its sentence-cache counters)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    return json.loads(data.split(b"\r\n\r\n", 1)[1])
+
+
 async def phase(sdr, clients, seconds, max_requests, pool, extra):
     port = free_port()
     srv = start_server(sdr, port, extra)
@@ -158,6 +172,7 @@ async def phase(sdr, clients, seconds, max_requests, pool, extra):
     wall = time.perf_counter() - t0
     stop.set()
     await sampler
+    health = get_health(port)
     hwm = rss_kib(srv.pid, "VmHWM")
     srv.terminate()
     srv.wait(timeout=60)
@@ -185,6 +200,7 @@ async def phase(sdr, clients, seconds, max_requests, pool, extra):
             "max": round(lat[-1], 3) if lat else None,
             "mean": round(statistics.fmean(lat), 3) if lat else None,
         },
+        "cache": {k: health.get("cache", {}).get(k) for k in ("distinct", "hits", "hit_rate", "embedded", "encode_seconds")},
         "rss_mib": {
             "start": round(rss0 / 1024, 1),
             "peak_sampled": round(max(rss, default=0) / 1024, 1),
@@ -202,6 +218,9 @@ def main():
     ap.add_argument("--pool", type=int, default=4096, help="distinct requests to draw from")
     ap.add_argument("--overload-queue", type=int, default=50,
                     help="--max-queued-samples for the overload phase (0 skips it)")
+    ap.add_argument("--server-arg", action="append", default=[], metavar="ARG",
+                    help="extra `sdr serve` argument for both phases, repeatable "
+                         "(e.g. --server-arg=--cache-mib=0: every sentence embedded each time)")
     ap.add_argument("--json", help="write the results here too")
     args = ap.parse_args()
 
@@ -209,10 +228,12 @@ def main():
     print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; cpus {os.cpu_count()}", file=sys.stderr)
     pool = requests_pool(args.pool)
     results = {"load_before": load[0], "cpus": os.cpu_count()}
-    results["normal"] = asyncio.run(phase(args.sdr, args.clients, args.seconds, args.max_requests, pool, []))
+    results["normal"] = asyncio.run(
+        phase(args.sdr, args.clients, args.seconds, args.max_requests, pool, list(args.server_arg))
+    )
     print(json.dumps(results["normal"], indent=1))
     if args.overload_queue > 0:
-        extra = ["--max-queued-samples", str(args.overload_queue)]
+        extra = [*args.server_arg, "--max-queued-samples", str(args.overload_queue)]
         results["overload"] = asyncio.run(phase(args.sdr, args.clients, args.seconds, args.max_requests, pool, extra))
         print(json.dumps(results["overload"], indent=1))
     if args.json:
