@@ -49,6 +49,10 @@ pub enum SdrError {
         sentences: usize,
         vectors: usize,
     },
+    /// The caller's stop flag was set while a distance was being computed
+    /// ([`crate::Metric::evaluate_until`]).
+    #[error("stopped before the distance was computed")]
+    Stopped,
 }
 
 pub type Result<T> = std::result::Result<T, SdrError>;

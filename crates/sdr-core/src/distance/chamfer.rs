@@ -6,6 +6,7 @@
 //! where `M` is the `n x m` cosine cost matrix. Range `[0, 1]`.
 //! Reference: paper appendix A, Eq. (chamfer).
 
+use super::stop::Stop;
 use super::Evaluation;
 use crate::cost::{CostMatrix, PairCost};
 use crate::error::Result;
@@ -95,8 +96,9 @@ pub fn chamfer(m: &CostMatrix) -> f64 {
     0.5 * (a + b)
 }
 
-/// The family's entry in the metric registry (`distance/spec.rs`).
-pub(crate) fn evaluate(cost: &PairCost<'_>) -> Result<Evaluation> {
+/// The family's entry in the metric registry (`distance/spec.rs`); one pass
+/// over the costs, not worth a stop check.
+pub(crate) fn evaluate(cost: &PairCost<'_>, _: Stop<'_>) -> Result<Evaluation> {
     Ok(Evaluation::exact(chamfer(&cost.cross)))
 }
 

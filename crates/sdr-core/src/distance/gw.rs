@@ -52,7 +52,8 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::logdomain::{check_masses, mul_transposed, transpose_into};
-use super::sinkhorn::sinkhorn_log;
+use super::sinkhorn::sinkhorn_log_until;
+use super::stop::Stop;
 use super::{uniform, Evaluation, SolverResult};
 use crate::cost::{CostMatrix, PairCost};
 use crate::error::{Result, SdrError};
@@ -71,6 +72,13 @@ const INNER_TOL: f64 = 1e-9;
 /// Iteration cap of the log-domain fallback (sweeps plus Newton steps), as the
 /// Sinkhorn metric's.
 const LOG_DOMAIN_MAX_ITER: usize = super::sinkhorn::DEFAULT_MAX_ITER;
+/// Rows of a [`tensor_product`] between two reads of the stop flag: one
+/// product is `O(n^2 m + n m^2)`, seconds on thousands of rows, and such a
+/// block tens of milliseconds.
+const ROWS_PER_CHECK: usize = 32;
+/// Inner Sinkhorn sweeps between two reads of the stop flag (POT's
+/// convergence check's cadence).
+const SWEEPS_PER_CHECK: usize = 10;
 
 /// GW distance from the raw intra-set cosine costs `ca = d(A, A)` (`n x n`)
 /// and `cb = d(B, B)` (`m x m`) with uniform masses (SPEC §3).
@@ -92,12 +100,22 @@ const LOG_DOMAIN_MAX_ITER: usize = super::sinkhorn::DEFAULT_MAX_ITER;
 /// assert_eq!(gw_distance(&CostMatrix::new(1, 1, vec![0.0]), &cb, 0.1).unwrap().value, 1.0);
 /// ```
 pub fn gw_distance(ca: &CostMatrix, cb: &CostMatrix, eps: f64) -> Result<Evaluation> {
+    gw_distance_until(ca, cb, eps, Stop::NEVER)
+}
+
+/// [`gw_distance`], or [`SdrError::Stopped`] once `stop` is set.
+fn gw_distance_until(
+    ca: &CostMatrix,
+    cb: &CostMatrix,
+    eps: f64,
+    stop: Stop<'_>,
+) -> Result<Evaluation> {
     if ca.n.min(cb.n) < 2 {
         return Ok(Evaluation::exact(1.0));
     }
     let scale = |c: &CostMatrix| c.normalized().unwrap_or_else(|| c.clone());
     let (c1, c2) = (scale(ca), scale(cb));
-    let r = entropic_gromov_wasserstein(
+    let r = entropic_gromov_wasserstein_until(
         &c1,
         &c2,
         &uniform(ca.n),
@@ -105,6 +123,7 @@ pub fn gw_distance(ca: &CostMatrix, cb: &CostMatrix, eps: f64) -> Result<Evaluat
         eps,
         DEFAULT_TOL,
         DEFAULT_MAX_ITER,
+        stop,
     )?;
     Ok(r.into())
 }
@@ -143,6 +162,23 @@ pub fn entropic_gromov_wasserstein(
     tol: f64,
     max_iter: usize,
 ) -> Result<SolverResult> {
+    entropic_gromov_wasserstein_until(c1, c2, p, q, eps, tol, max_iter, Stop::NEVER)
+}
+
+/// [`entropic_gromov_wasserstein`], or [`SdrError::Stopped`] once `stop` is
+/// set: read in every outer step, every [`ROWS_PER_CHECK`] rows of its
+/// products and every [`SWEEPS_PER_CHECK`] sweeps of its inner solves.
+#[allow(clippy::too_many_arguments)]
+fn entropic_gromov_wasserstein_until(
+    c1: &CostMatrix,
+    c2: &CostMatrix,
+    p: &[f64],
+    q: &[f64],
+    eps: f64,
+    tol: f64,
+    max_iter: usize,
+    stop: Stop<'_>,
+) -> Result<SolverResult> {
     let bad = |message: String| SdrError::BadMetricParameter {
         metric: "gw".to_string(),
         message,
@@ -178,7 +214,16 @@ pub fn entropic_gromov_wasserstein(
     while err > tol && cpt < max_iter {
         std::mem::swap(&mut t, &mut t_prev);
         // grad = 2 L(T) (symmetric) or the mean of both orientations.
-        tensor_product(&const_c, c1, c2, &t_prev, false, &mut grad, &mut ws.tmp);
+        tensor_product(
+            &const_c,
+            c1,
+            c2,
+            &t_prev,
+            false,
+            &mut grad,
+            &mut ws.tmp,
+            stop,
+        )?;
         if symmetric {
             grad.iter_mut().for_each(|x| *x *= 2.0);
         } else {
@@ -190,12 +235,13 @@ pub fn entropic_gromov_wasserstein(
                 true,
                 &mut ws.grad_t,
                 &mut ws.tmp,
-            );
+                stop,
+            )?;
             for (g, h) in grad.iter_mut().zip(&ws.grad_t) {
                 *g += *h;
             }
         }
-        sinkhorn_knopp(&grad, n, m, p, q, eps, &mut ws, &mut t)?;
+        sinkhorn_knopp(&grad, n, m, p, q, eps, &mut ws, &mut t, stop)?;
         if cpt % 10 == 0 {
             err = t
                 .iter()
@@ -206,7 +252,7 @@ pub fn entropic_gromov_wasserstein(
         }
         cpt += 1;
     }
-    tensor_product(&const_c, c1, c2, &t, false, &mut grad, &mut ws.tmp);
+    tensor_product(&const_c, c1, c2, &t, false, &mut grad, &mut ws.tmp, stop)?;
     let value = grad.iter().zip(&t).map(|(a, b)| a * b).sum();
     Ok(SolverResult {
         value,
@@ -255,7 +301,9 @@ fn constant_term(
 }
 
 /// `out = const_c - 2 c1 T c2^T` (or `const_c - 2 c1^T T c2` when
-/// `transposed`), POT's `tensor_product` for the square loss.
+/// `transposed`), POT's `tensor_product` for the square loss; reads `stop`
+/// at the first row, so once per outer step, and every [`ROWS_PER_CHECK`].
+#[allow(clippy::too_many_arguments)]
 fn tensor_product(
     const_c: &[f64],
     c1: &CostMatrix,
@@ -264,11 +312,15 @@ fn tensor_product(
     transposed: bool,
     out: &mut [f64],
     tmp: &mut [f64],
-) {
+    stop: Stop<'_>,
+) -> Result<()> {
     let (n, m) = (c1.n, c2.n);
     // tmp = c1 T (n x m), or c1^T T.
     tmp.fill(0.0);
     for i in 0..n {
+        if i.is_multiple_of(ROWS_PER_CHECK) {
+            stop.check()?;
+        }
         let row = &mut tmp[i * m..(i + 1) * m];
         for k in 0..n {
             let a = if transposed {
@@ -286,6 +338,10 @@ fn tensor_product(
     }
     // out = const - 2 tmp c2^T (c2 for the transposed orientation).
     for i in 0..n {
+        // Offset by a block: small sets read the flag once per product.
+        if i % ROWS_PER_CHECK == ROWS_PER_CHECK - 1 {
+            stop.check()?;
+        }
         let row = &tmp[i * m..(i + 1) * m];
         for j in 0..m {
             let s: f64 = if transposed {
@@ -296,6 +352,7 @@ fn tensor_product(
             out[i * m + j] = const_c[i * m + j] - 2.0 * s;
         }
     }
+    Ok(())
 }
 
 struct Workspace {
@@ -338,6 +395,7 @@ fn sinkhorn_knopp(
     eps: f64,
     ws: &mut Workspace,
     plan: &mut [f64],
+    stop: Stop<'_>,
 ) -> Result<()> {
     let inv = -1.0 / eps;
     for (k, c) in ws.k.iter_mut().zip(cost) {
@@ -349,6 +407,9 @@ fn sinkhorn_knopp(
     // `K^T u` computed by the convergence check is reused by the next sweep.
     let mut ktu_fresh = false;
     for ii in 0..INNER_MAX_ITER {
+        if ii.is_multiple_of(SWEEPS_PER_CHECK) {
+            stop.check()?;
+        }
         if !ktu_fresh {
             mul_transposed(&ws.k, n, m, &ws.u, &mut ws.ktu);
         }
@@ -366,7 +427,7 @@ fn sinkhorn_knopp(
         }
         if bad {
             // POT keeps the previous scalings here; their plan is no coupling.
-            return log_domain_plan(cost, n, m, p, q, eps, plan);
+            return log_domain_plan(cost, n, m, p, q, eps, plan, stop);
         }
         if ii % 10 == 0 {
             mul_transposed(&ws.k, n, m, &ws.u, &mut ws.ktu);
@@ -394,6 +455,7 @@ fn sinkhorn_knopp(
 
 /// The inner entropic plan by the stabilised log-domain solver, for a cost
 /// whose Gibbs kernel under- or overflows in the plain domain.
+#[allow(clippy::too_many_arguments)]
 fn log_domain_plan(
     cost: &[f64],
     n: usize,
@@ -402,16 +464,17 @@ fn log_domain_plan(
     q: &[f64],
     eps: f64,
     plan: &mut [f64],
+    stop: Stop<'_>,
 ) -> Result<()> {
     let c = CostMatrix::new(n, m, cost.to_vec());
     // Its 1e-9 L1 rule on the column marginals is POT's inner tolerance.
-    let r = sinkhorn_log(&c, p, q, eps, INNER_TOL, LOG_DOMAIN_MAX_ITER)?;
+    let r = sinkhorn_log_until(&c, p, q, eps, INNER_TOL, LOG_DOMAIN_MAX_ITER, stop)?;
     plan.copy_from_slice(&r.plan);
     Ok(())
 }
 
 /// The family's entry in the metric registry (`distance/spec.rs`).
-pub(crate) fn evaluate(cost: &PairCost<'_>, eps: f64) -> Result<Evaluation> {
+pub(crate) fn evaluate(cost: &PairCost<'_>, stop: Stop<'_>, eps: f64) -> Result<Evaluation> {
     super::spec::check_range("gw", "eps", eps, super::spec::EPS_RANGE)?;
     let Some((ca, cb)) = &cost.intra else {
         return Err(super::logdomain::bad(
@@ -419,7 +482,7 @@ pub(crate) fn evaluate(cost: &PairCost<'_>, eps: f64) -> Result<Evaluation> {
             "needs the intra-set cost matrices (PairCost built without them)".into(),
         ));
     };
-    gw_distance(ca, cb, eps)
+    gw_distance_until(ca, cb, eps, stop)
 }
 
 #[cfg(test)]
@@ -554,5 +617,36 @@ mod tests {
             entropic_gromov_wasserstein(&c1, &c2, &uniform(4), &uniform(5), 0.1, 0.0, 5).unwrap();
         assert!(!r.converged);
         assert_eq!(r.iterations, 5);
+    }
+
+    #[test]
+    fn products_and_inner_solves_read_the_stop_flag() {
+        use std::sync::atomic::AtomicBool;
+        let (set, unset) = (AtomicBool::new(true), AtomicBool::new(false));
+        let stop = Stop::on(&set);
+        let c1 = line(&[0.0, 0.3, 1.0, 0.45]);
+        let c2 = line(&[0.1, 0.9, 0.0, 0.5, 0.7]);
+        let (p, q) = (uniform(4), uniform(5));
+        let run = |flag| {
+            entropic_gromov_wasserstein_until(&c1, &c2, &p, &q, 0.1, 1e-9, 1000, Stop::on(flag))
+        };
+        assert_eq!(run(&set), Err(SdrError::Stopped));
+        assert_eq!(
+            run(&unset),
+            entropic_gromov_wasserstein(&c1, &c2, &p, &q, 0.1, 1e-9, 1000)
+        );
+        // Each loop on its own: the products, the plain and log-domain solves.
+        let t: Vec<f64> = (0..20).map(|k| p[k / 5] * q[k % 5]).collect();
+        let (mut out, mut tmp) = (vec![0.0; 20], vec![0.0; 20]);
+        let zero = vec![0.0; 20];
+        let product = tensor_product(&zero, &c1, &c2, &t, false, &mut out, &mut tmp, stop);
+        assert_eq!(product, Err(SdrError::Stopped));
+        let cost: Vec<f64> = (0..20).map(|k| (k % 7) as f64 / 7.0).collect();
+        let mut plan = vec![0.0; 20];
+        let mut ws = Workspace::new(4, 5);
+        let plain = sinkhorn_knopp(&cost, 4, 5, &p, &q, 0.1, &mut ws, &mut plan, stop);
+        assert_eq!(plain, Err(SdrError::Stopped));
+        let logdomain = log_domain_plan(&cost, 4, 5, &p, &q, 0.1, &mut plan, stop);
+        assert_eq!(logdomain, Err(SdrError::Stopped));
     }
 }

@@ -7,6 +7,7 @@
 //! Reference: paper appendix A, Eq. (hausdorff).
 
 use super::chamfer::row_col_minima;
+use super::stop::Stop;
 use super::Evaluation;
 use crate::cost::{CostMatrix, PairCost};
 use crate::error::Result;
@@ -16,7 +17,8 @@ pub fn hausdorff(m: &CostMatrix) -> f64 {
     row_col_minima(m).into_iter().fold(0.0, f64::max)
 }
 
-/// The family's entry in the metric registry (`distance/spec.rs`).
-pub(crate) fn evaluate(cost: &PairCost<'_>) -> Result<Evaluation> {
+/// The family's entry in the metric registry (`distance/spec.rs`); one pass
+/// over the costs, not worth a stop check.
+pub(crate) fn evaluate(cost: &PairCost<'_>, _: Stop<'_>) -> Result<Evaluation> {
     Ok(Evaluation::exact(hausdorff(&cost.cross)))
 }

@@ -7,7 +7,8 @@
 //!
 //! [`evaluate_all`] computes several metrics for one pair from one cost
 //! matrix; [`evaluate_pairs`] and [`Metric::distances`] do the same for many
-//! pairs in parallel.
+//! pairs in parallel. [`evaluate_all_until`] and [`Metric::evaluate_until`]
+//! stop partway when the caller's flag is set (`stop.rs`).
 //!
 //! [`Metric`] is a parsed metric spec; its [`Display`](std::fmt::Display) is
 //! the canonical spec string used as output key everywhere (`sinkhorn:eps=0.1`).
@@ -22,10 +23,11 @@ pub mod ot;
 pub mod partial;
 pub mod sinkhorn;
 mod spec;
+mod stop;
 pub mod uot;
 
 pub use batch::{evaluate_pairs, Pair};
-pub use spec::{evaluate_all, Metric, Rho, ALPHA_RANGE, EPS_RANGE, TAU_RANGE};
+pub use spec::{evaluate_all, evaluate_all_until, Metric, Rho, ALPHA_RANGE, EPS_RANGE, TAU_RANGE};
 
 /// Outcome of an iterative or exact solver, like POT's `OTResult`.
 #[derive(Debug, Clone, PartialEq)]

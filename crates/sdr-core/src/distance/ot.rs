@@ -22,6 +22,7 @@ mod network_simplex;
 
 pub(crate) use network_simplex::{solve as transport_simplex, with_workspace, Problem};
 
+use super::stop::{never_stopped, Stop};
 use super::{Evaluation, SolverResult};
 use crate::cost::{CostMatrix, PairCost, ZERO_COST_TOL};
 use crate::error::{Result, SdrError};
@@ -132,15 +133,15 @@ pub fn emd(cost: &CostMatrix, p: &[f64], q: &[f64]) -> Result<SolverResult> {
                 d: |b| d[b],
                 cost: c,
             };
-            let out = transport_simplex(ws, pb, max_pivots(s.len(), d.len()));
+            let out = transport_simplex(ws, pb, max_pivots(s.len(), d.len()), Stop::NEVER)?;
             let small = ws.plan(s.len(), d.len());
             for (a, &i) in rows.iter().enumerate() {
                 for (b, &j) in cols.iter().enumerate() {
                     plan[i * m + j] = small[a * d.len() + b];
                 }
             }
-            (out.value, out.pivots, out.converged)
-        })
+            Ok((out.value, out.pivots, out.converged))
+        })?
     };
     Ok(SolverResult {
         value,
@@ -175,13 +176,20 @@ fn gcd(mut a: usize, mut b: usize) -> usize {
 /// assert!((ot_distance(&m).value - 0.75).abs() < 1e-15);
 /// ```
 pub fn ot_distance(m: &CostMatrix) -> Evaluation {
+    never_stopped(ot_distance_until(m, Stop::NEVER))
+}
+
+/// [`ot_distance`], or [`SdrError::Stopped`] once `stop` is set.
+fn ot_distance_until(m: &CostMatrix, stop: Stop<'_>) -> Result<Evaluation> {
     let mx = m.max();
     if mx <= ZERO_COST_TOL {
-        return Evaluation::exact(0.0);
+        return Ok(Evaluation::exact(0.0));
     }
     let (n, k) = (m.n, m.m);
     if n == 1 || k == 1 {
-        return Evaluation::exact(m.data.iter().sum::<f64>() / (n * k) as f64 / mx);
+        return Ok(Evaluation::exact(
+            m.data.iter().sum::<f64>() / (n * k) as f64 / mx,
+        ));
     }
     let g = gcd(n, k);
     let (si, dj) = ((k / g) as f64, (n / g) as f64);
@@ -192,17 +200,17 @@ pub fn ot_distance(m: &CostMatrix) -> Evaluation {
         d: |_| dj,
         cost: &m.data,
     };
-    let out = with_workspace(|ws| transport_simplex(ws, pb, max_pivots(n, k)));
-    Evaluation {
+    let out = with_workspace(|ws| transport_simplex(ws, pb, max_pivots(n, k), stop))?;
+    Ok(Evaluation {
         value: out.value / (n * k / g) as f64 / mx,
         converged: out.converged,
         iterations: out.pivots,
-    }
+    })
 }
 
 /// The family's entry in the metric registry (`distance/spec.rs`).
-pub(crate) fn evaluate(cost: &PairCost<'_>) -> Result<Evaluation> {
-    Ok(ot_distance(&cost.cross))
+pub(crate) fn evaluate(cost: &PairCost<'_>, stop: Stop<'_>) -> Result<Evaluation> {
+    ot_distance_until(&cost.cross, stop)
 }
 
 #[cfg(test)]
@@ -325,5 +333,16 @@ mod tests {
         let lsa = super::super::hungarian::linear_sum_assignment(&c).unwrap();
         let best: f64 = lsa.cost / 200.0;
         assert!((r.value - best).abs() < 1e-12, "{} vs {best}", r.value);
+    }
+
+    #[test]
+    fn the_simplex_reads_the_stop_flag() {
+        use std::sync::atomic::AtomicBool;
+        let (set, unset) = (AtomicBool::new(true), AtomicBool::new(false));
+        let mut seed = 13u64;
+        let c = random(40, 30, &mut seed);
+        let stopped = ot_distance_until(&c, Stop::on(&set));
+        assert_eq!(stopped, Err(SdrError::Stopped));
+        assert_eq!(ot_distance_until(&c, Stop::on(&unset)), Ok(ot_distance(&c)));
     }
 }

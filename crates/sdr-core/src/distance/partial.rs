@@ -27,6 +27,7 @@
 //! 2. Paper appendix A, Eq. (pot).
 
 use super::ot::{max_pivots, transport_simplex, with_workspace, Problem};
+use super::stop::Stop;
 use super::Rho;
 use super::{Evaluation, SolverResult};
 use crate::cost::{CostMatrix, PairCost, ZERO_COST_TOL};
@@ -42,7 +43,9 @@ fn bad(message: String) -> SdrError {
 /// Solve the dummy-extended balanced problem for `n` supplies and `m`
 /// demands (all positive) and costs `cost` (row-major `n x m`), moving mass
 /// `rho`; returns the real-block value, pivots, convergence, and (when
-/// `want_plan`) the real `n x m` plan.
+/// `want_plan`) the real `n x m` plan, or [`SdrError::Stopped`] once `stop`
+/// is set.
+#[allow(clippy::too_many_arguments)]
 fn solve_partial<S, D>(
     n: usize,
     m: usize,
@@ -51,7 +54,8 @@ fn solve_partial<S, D>(
     cost: &[f64],
     rho: f64,
     want_plan: bool,
-) -> (f64, usize, bool, Vec<f64>)
+    stop: Stop<'_>,
+) -> Result<(f64, usize, bool, Vec<f64>)>
 where
     S: Fn(usize) -> f64,
     D: Fn(usize) -> f64,
@@ -85,7 +89,7 @@ where
         cost: &ext,
     };
     with_workspace(|ws| {
-        let out = transport_simplex(ws, pb, max_pivots(ne, me));
+        let out = transport_simplex(ws, pb, max_pivots(ne, me), stop)?;
         let full = ws.plan(ne, me);
         let mut value = 0.0;
         let mut plan = Vec::new();
@@ -108,7 +112,7 @@ where
         }
         // Dummy-to-dummy flow would mean less than rho was moved.
         let ok = out.converged && leaked <= 1e-12 * total_s.max(total_d);
-        (value, out.pivots, ok, plan)
+        Ok((value, out.pivots, ok, plan))
     })
 }
 
@@ -188,7 +192,8 @@ pub fn partial_wasserstein(
         &compressed,
         rho,
         true,
-    );
+        Stop::NEVER,
+    )?;
     let mut plan = vec![0.0; n * m];
     for (a, &i) in rows.iter().enumerate() {
         for (b, &j) in cols.iter().enumerate() {
@@ -235,6 +240,11 @@ fn gcd(mut a: usize, mut b: usize) -> usize {
 /// assert!((pot_distance(&m, 0.5).unwrap().value - 0.5 * 0.2 / 0.8).abs() < 1e-15);
 /// ```
 pub fn pot_distance(m: &CostMatrix, rho: f64) -> Result<Evaluation> {
+    pot_distance_until(m, rho, Stop::NEVER)
+}
+
+/// [`pot_distance`], or [`SdrError::Stopped`] once `stop` is set.
+fn pot_distance_until(m: &CostMatrix, rho: f64, stop: Stop<'_>) -> Result<Evaluation> {
     if !(rho.is_finite() && rho > 0.0 && rho <= 1.0 + 1e-12) {
         return Err(SdrError::BadMetricParameter {
             metric: "pot".into(),
@@ -253,7 +263,8 @@ pub fn pot_distance(m: &CostMatrix, rho: f64) -> Result<Evaluation> {
     if (mass - mass.round()).abs() <= 1e-12 * total {
         mass = mass.round();
     }
-    let (value, pivots, converged, _) = solve_partial(n, k, |_| si, |_| dj, &m.data, mass, false);
+    let (value, pivots, converged, _) =
+        solve_partial(n, k, |_| si, |_| dj, &m.data, mass, false, stop)?;
     Ok(Evaluation {
         value: value / total / mx,
         converged,
@@ -263,13 +274,13 @@ pub fn pot_distance(m: &CostMatrix, rho: f64) -> Result<Evaluation> {
 
 /// The family's entry in the metric registry (`distance/spec.rs`).
 /// An adaptive `rho` is `min(n, m) / max(n, m)` of the pair.
-pub(crate) fn evaluate(cost: &PairCost<'_>, rho: Rho) -> Result<Evaluation> {
+pub(crate) fn evaluate(cost: &PairCost<'_>, stop: Stop<'_>, rho: Rho) -> Result<Evaluation> {
     let m = &cost.cross;
     let rho = match rho {
         Rho::Adaptive => m.n.min(m.m) as f64 / m.n.max(m.m) as f64,
         Rho::Fixed(r) => r,
     };
-    pot_distance(m, rho)
+    pot_distance_until(m, rho, stop)
 }
 
 #[cfg(test)]
@@ -354,5 +365,19 @@ mod tests {
         assert!(partial_wasserstein(&c, &[-0.5, 1.5], &p, 0.5).is_err());
         let r = partial_wasserstein(&c, &p, &p, 0.0).unwrap();
         assert_eq!((r.value, r.converged), (0.0, true));
+    }
+
+    #[test]
+    fn the_partial_simplex_reads_the_stop_flag() {
+        use std::sync::atomic::AtomicBool;
+        let (set, unset) = (AtomicBool::new(true), AtomicBool::new(false));
+        let mut seed = 14u64;
+        let c = random(25, 35, &mut seed);
+        let stopped = pot_distance_until(&c, 0.7, Stop::on(&set));
+        assert_eq!(stopped, Err(SdrError::Stopped));
+        assert_eq!(
+            pot_distance_until(&c, 0.7, Stop::on(&unset)),
+            pot_distance(&c, 0.7)
+        );
     }
 }

@@ -12,7 +12,9 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::AtomicBool;
 
+use super::stop::Stop;
 use super::Evaluation;
 use super::{chamfer, gw, hausdorff, hungarian, ot, partial, sinkhorn, uot};
 use crate::cost::{Element, PairCost, SetView};
@@ -37,9 +39,9 @@ impl fmt::Display for Rho {
 
 /// Declares the families: for each, the [`Metric`] variant with its
 /// parameters, its spec name, each parameter's type, default and check
-/// (`fn(spec, key, value) -> Result<T>`), the `evaluate(&PairCost, params..)`
-/// that computes it, and two properties: whether it needs the intra-set
-/// costs and whether its value is bounded by 1.
+/// (`fn(spec, key, value) -> Result<T>`), the `evaluate(&PairCost, Stop,
+/// params..)` that computes it, and two properties: whether it needs the
+/// intra-set costs and whether its value is bounded by 1.
 macro_rules! metric_families {
     ($(
         $(#[$doc:meta])*
@@ -83,8 +85,31 @@ macro_rules! metric_families {
             /// with a parameter the parser rejects (`eps <= 0`, `rho > 1`,
             /// ...), or GW without the intra-set costs.
             pub fn evaluate(&self, cost: &PairCost<'_>) -> Result<Evaluation> {
+                self.evaluate_with(cost, Stop::NEVER)
+            }
+
+            /// [`Metric::evaluate`] that gives up once `stop` is set: the
+            /// solvers read it between iterations (simplex pivots, Sinkhorn
+            /// sweeps and Newton steps, UOT iterations, GW steps and blocks
+            /// of their products, Hungarian rows), so a stop is seen within
+            /// milliseconds even on thousands of rows. Until it is set, the
+            /// same result, bit for bit.
+            ///
+            /// # Errors
+            /// Those of [`Metric::evaluate`], and [`SdrError::Stopped`] when
+            /// `stop` was set before the value was computed.
+            pub fn evaluate_until(
+                &self,
+                cost: &PairCost<'_>,
+                stop: &AtomicBool,
+            ) -> Result<Evaluation> {
+                self.evaluate_with(cost, Stop::on(stop))
+            }
+
+            fn evaluate_with(&self, cost: &PairCost<'_>, stop: Stop<'_>) -> Result<Evaluation> {
+                stop.check()?;
                 match *self {
-                    $( Metric::$variant $({ $($key),+ })? => $eval(cost $($(, $key)+)?), )+
+                    $( Metric::$variant $({ $($key),+ })? => $eval(cost, stop $($(, $key)+)?), )+
                 }
             }
 
@@ -210,8 +235,49 @@ pub fn evaluate_all<T: Element>(
     a: &SetView<'_, T>,
     b: &SetView<'_, T>,
 ) -> Result<Vec<Evaluation>> {
+    evaluate_all_with(metrics, a, b, Stop::NEVER)
+}
+
+/// [`evaluate_all`] that gives up once `stop` is set, between metrics and
+/// inside each (see [`Metric::evaluate_until`]); the Python bindings set it on
+/// Ctrl-C.
+///
+/// # Errors
+/// Those of [`evaluate_all`], and [`SdrError::Stopped`] when `stop` was set
+/// before every value was computed.
+///
+/// ```
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use sdr_core::{distance::evaluate_all_until, Metric, SdrError, SetView};
+/// let (a, b) = ([1.0, 0.0, 0.0, 1.0], [1.0, 1.0]);
+/// let (a, b) = (SetView::new(&a, 2), SetView::new(&b, 2));
+/// let stop = AtomicBool::new(false);
+/// assert!(evaluate_all_until(&[Metric::Gw { eps: 0.1 }], &a, &b, &stop).is_ok());
+/// stop.store(true, Ordering::Relaxed); // as another thread would
+/// let stopped = evaluate_all_until(&[Metric::Gw { eps: 0.1 }], &a, &b, &stop);
+/// assert_eq!(stopped, Err(SdrError::Stopped));
+/// ```
+pub fn evaluate_all_until<T: Element>(
+    metrics: &[Metric],
+    a: &SetView<'_, T>,
+    b: &SetView<'_, T>,
+    stop: &AtomicBool,
+) -> Result<Vec<Evaluation>> {
+    evaluate_all_with(metrics, a, b, Stop::on(stop))
+}
+
+fn evaluate_all_with<T: Element>(
+    metrics: &[Metric],
+    a: &SetView<'_, T>,
+    b: &SetView<'_, T>,
+    stop: Stop<'_>,
+) -> Result<Vec<Evaluation>> {
+    stop.check()?;
     let cost = PairCost::between(a, b, metrics.iter().any(Metric::needs_intra))?;
-    metrics.iter().map(|m| m.evaluate(&cost)).collect()
+    metrics
+        .iter()
+        .map(|m| m.evaluate_with(&cost, stop))
+        .collect()
 }
 
 fn bad(metric: &str, message: impl Into<String>) -> SdrError {

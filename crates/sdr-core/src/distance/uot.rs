@@ -52,6 +52,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::logdomain::{check_masses, log_sum_exp, mul_transposed, GibbsKernel};
+use super::stop::Stop;
 use super::{uniform, Evaluation, SolverResult};
 use crate::cost::{CostMatrix, PairCost};
 use crate::error::{Result, SdrError};
@@ -63,6 +64,9 @@ pub const DEFAULT_MAX_ITER: usize = 100_000;
 
 /// Log-scalings beyond this magnitude are absorbed into the kernel.
 const ABSORB: f64 = 50.0;
+/// Iterations between two reads of the stop flag (each is two products
+/// with the kernel).
+const ITERATIONS_PER_CHECK: usize = 16;
 
 /// UOT distance `<gamma*, M~>` with uniform masses (SPEC §3).
 ///
@@ -80,10 +84,15 @@ const ABSORB: f64 = 50.0;
 /// assert!(d > 0.0 && d < 1.0);
 /// ```
 pub fn uot_distance(m: &CostMatrix, eps: f64, tau: f64) -> Result<Evaluation> {
+    uot_distance_until(m, eps, tau, Stop::NEVER)
+}
+
+/// [`uot_distance`], or [`SdrError::Stopped`] once `stop` is set.
+fn uot_distance_until(m: &CostMatrix, eps: f64, tau: f64, stop: Stop<'_>) -> Result<Evaluation> {
     let Some(mt) = m.normalized() else {
         return Ok(Evaluation::exact(0.0));
     };
-    let r = sinkhorn_unbalanced(
+    let r = sinkhorn_unbalanced_until(
         &mt,
         &uniform(m.n),
         &uniform(m.m),
@@ -91,6 +100,7 @@ pub fn uot_distance(m: &CostMatrix, eps: f64, tau: f64) -> Result<Evaluation> {
         tau,
         DEFAULT_TOL,
         DEFAULT_MAX_ITER,
+        stop,
     )?;
     Ok(r.into())
 }
@@ -127,6 +137,21 @@ pub fn sinkhorn_unbalanced(
     tau: f64,
     tol: f64,
     max_iter: usize,
+) -> Result<SolverResult> {
+    sinkhorn_unbalanced_until(cost, p, q, eps, tau, tol, max_iter, Stop::NEVER)
+}
+
+/// [`sinkhorn_unbalanced`], or [`SdrError::Stopped`] once `stop` is set.
+#[allow(clippy::too_many_arguments)]
+fn sinkhorn_unbalanced_until(
+    cost: &CostMatrix,
+    p: &[f64],
+    q: &[f64],
+    eps: f64,
+    tau: f64,
+    tol: f64,
+    max_iter: usize,
+    stop: Stop<'_>,
 ) -> Result<SolverResult> {
     check_masses("uot", cost.n, cost.m, p, q, eps)?;
     if !(tau.is_finite() && tau > 0.0) {
@@ -169,6 +194,9 @@ pub fn sinkhorn_unbalanced(
     let mut iterations = 0;
     let mut converged = false;
     while iterations < max_iter {
+        if iterations.is_multiple_of(ITERATIONS_PER_CHECK) {
+            stop.check()?;
+        }
         iterations += 1;
         // log u_i = phi (log p_i - log (K v)_i) - (1 - phi) alpha_i / eps, then v likewise.
         let relax = Relax { phi, inv, omega };
@@ -266,10 +294,15 @@ fn absorb(pot: &mut [f64], l: &mut [f64], x: &mut [f64], eps: f64) {
 }
 
 /// The family's entry in the metric registry (`distance/spec.rs`).
-pub(crate) fn evaluate(cost: &PairCost<'_>, eps: f64, tau: f64) -> Result<Evaluation> {
+pub(crate) fn evaluate(
+    cost: &PairCost<'_>,
+    stop: Stop<'_>,
+    eps: f64,
+    tau: f64,
+) -> Result<Evaluation> {
     super::spec::check_range("uot", "eps", eps, super::spec::EPS_RANGE)?;
     super::spec::check_range("uot", "tau", tau, super::spec::TAU_RANGE)?;
-    uot_distance(&cost.cross, eps, tau)
+    uot_distance_until(&cost.cross, eps, tau, stop)
 }
 
 #[cfg(test)]
@@ -377,5 +410,20 @@ mod tests {
         assert!(sinkhorn_unbalanced(&c, &p, &p, -0.1, 1.0, 1e-9, 10).is_err());
         assert!(sinkhorn_unbalanced(&c, &p, &[1.0], 0.1, 1.0, 1e-9, 10).is_err());
         assert!(uot_distance(&c, 0.1, f64::INFINITY).is_err());
+    }
+
+    #[test]
+    fn scaling_reads_the_stop_flag() {
+        use std::sync::atomic::AtomicBool;
+        let (set, unset) = (AtomicBool::new(true), AtomicBool::new(false));
+        let c = lcg_matrix(6, 8, 3);
+        let (p, q) = (uniform(6), uniform(8));
+        let run =
+            |flag| sinkhorn_unbalanced_until(&c, &p, &q, 0.1, 1.0, 1e-11, 100_000, Stop::on(flag));
+        assert_eq!(run(&set), Err(SdrError::Stopped));
+        assert_eq!(
+            run(&unset),
+            sinkhorn_unbalanced(&c, &p, &q, 0.1, 1.0, 1e-11, 100_000)
+        );
     }
 }

@@ -34,7 +34,14 @@
 
 use std::cell::RefCell;
 
+use crate::distance::stop::Stop;
+use crate::error::Result;
+
 const NONE: u32 = u32::MAX;
+
+/// Pivots between two reads of the stop flag: a fraction of a millisecond on
+/// thousands of rows, and one read for the few pivots of report-sized sets.
+const PIVOTS_PER_CHECK: usize = 256;
 
 /// Reusable buffers: one per thread, grown on demand, so that solving many
 /// small problems does not allocate.
@@ -206,7 +213,16 @@ pub(crate) struct Problem<'a, S, D> {
 
 /// Solve `pb`; stops after `max_pivots` pivots (then `converged` is false and
 /// the flows are feasible but possibly suboptimal).
-pub(crate) fn solve<S, D>(ws: &mut Workspace, pb: Problem<'_, S, D>, max_pivots: usize) -> Outcome
+///
+/// # Errors
+/// [`crate::SdrError::Stopped`] once `stop` is set (read every
+/// [`PIVOTS_PER_CHECK`] pivots).
+pub(crate) fn solve<S, D>(
+    ws: &mut Workspace,
+    pb: Problem<'_, S, D>,
+    max_pivots: usize,
+    stop: Stop<'_>,
+) -> Result<Outcome>
 where
     S: Fn(usize) -> f64,
     D: Fn(usize) -> f64,
@@ -287,6 +303,9 @@ where
     let mut converged = false;
 
     while pivots < max_pivots {
+        if pivots.is_multiple_of(PIVOTS_PER_CHECK) {
+            stop.check()?;
+        }
         let mut best = -tol;
         let mut entering: Option<(usize, usize)> = None;
         let (pi_rows, pi_cols) = ws.pi.split_at(n);
@@ -406,9 +425,9 @@ where
             converged = false;
         }
     }
-    Outcome {
+    Ok(Outcome {
         value,
         pivots,
         converged,
-    }
+    })
 }

@@ -65,6 +65,7 @@ use newton::{Newton, MAX_NEWTON};
 use scaling::Scaling;
 
 use super::logdomain::{bad, check_masses, transpose_into};
+use super::stop::Stop;
 use super::{uniform, Evaluation, SolverResult};
 use crate::cost::{CostMatrix, PairCost};
 use crate::error::Result;
@@ -97,16 +98,22 @@ const SWEEP_BUDGET: f64 = 300.0;
 /// assert!(d > 0.0 && d < 0.01);
 /// ```
 pub fn sinkhorn_distance(m: &CostMatrix, eps: f64) -> Result<Evaluation> {
+    sinkhorn_distance_until(m, eps, Stop::NEVER)
+}
+
+/// [`sinkhorn_distance`], or [`crate::SdrError::Stopped`] once `stop` is set.
+fn sinkhorn_distance_until(m: &CostMatrix, eps: f64, stop: Stop<'_>) -> Result<Evaluation> {
     let Some(mt) = m.normalized() else {
         return Ok(Evaluation::exact(0.0));
     };
-    let r = sinkhorn_log(
+    let r = sinkhorn_log_until(
         &mt,
         &uniform(m.n),
         &uniform(m.m),
         eps,
         DEFAULT_TOL,
         DEFAULT_MAX_ITER,
+        stop,
     )?;
     Ok(r.into())
 }
@@ -149,6 +156,20 @@ pub fn sinkhorn_log(
     tol: f64,
     max_iter: usize,
 ) -> Result<SolverResult> {
+    sinkhorn_log_until(cost, p, q, eps, tol, max_iter, Stop::NEVER)
+}
+
+/// [`sinkhorn_log`], or [`crate::SdrError::Stopped`] once `stop` is set (read
+/// every `RATE_LAG` sweeps and in each Newton step).
+pub(crate) fn sinkhorn_log_until(
+    cost: &CostMatrix,
+    p: &[f64],
+    q: &[f64],
+    eps: f64,
+    tol: f64,
+    max_iter: usize,
+    stop: Stop<'_>,
+) -> Result<SolverResult> {
     check_balanced("sinkhorn", cost, p, q, eps)?;
     let (n, m) = (cost.n, cost.m);
     let mut sk = Scaling::new(&cost.data, n, m, p, q, eps);
@@ -160,6 +181,9 @@ pub fn sinkhorn_log(
     loop {
         let mut try_newton = false;
         while iterations < max_iter {
+            if iterations % RATE_LAG == 0 {
+                stop.check()?;
+            }
             let err = sk.sweep();
             iterations += 1;
             if err <= tol {
@@ -198,12 +222,12 @@ pub fn sinkhorn_log(
         let budget = (max_iter - iterations).min(MAX_NEWTON);
         let (plan, steps, ok) = if m <= n {
             let mut nt = Newton::new(&cost.data, n, m, p, q, eps, g);
-            let (steps, ok) = nt.solve(tol, budget);
+            let (steps, ok) = nt.solve(tol, budget, stop)?;
             (nt.plan(), steps, ok)
         } else {
             let ct = cost.transpose();
             let mut nt = Newton::new(&ct.data, m, n, q, p, eps, f);
-            let (steps, ok) = nt.solve(tol, budget);
+            let (steps, ok) = nt.solve(tol, budget, stop)?;
             let pt = nt.plan();
             let mut plan = vec![0.0; n * m];
             transpose_into(&pt, m, n, &mut plan);
@@ -241,9 +265,9 @@ fn check_balanced(metric: &str, cost: &CostMatrix, p: &[f64], q: &[f64], eps: f6
 }
 
 /// The family's entry in the metric registry (`distance/spec.rs`).
-pub(crate) fn evaluate(cost: &PairCost<'_>, eps: f64) -> Result<Evaluation> {
+pub(crate) fn evaluate(cost: &PairCost<'_>, stop: Stop<'_>, eps: f64) -> Result<Evaluation> {
     super::spec::check_range("sinkhorn", "eps", eps, super::spec::EPS_RANGE)?;
-    sinkhorn_distance(&cost.cross, eps)
+    sinkhorn_distance_until(&cost.cross, eps, stop)
 }
 
 #[cfg(test)]
@@ -373,5 +397,23 @@ mod tests {
         assert!(sinkhorn_log(&c, &p, &[0.5, 0.6], 0.1, 1e-9, 10).is_err());
         assert!(sinkhorn_log(&c, &[1.0, 0.0], &p, 0.1, 1e-9, 10).is_err());
         assert!(sinkhorn_distance(&c, -1.0).is_err());
+    }
+
+    #[test]
+    fn sweeps_and_newton_steps_read_the_stop_flag() {
+        use crate::SdrError;
+        use std::sync::atomic::AtomicBool;
+        let (set, unset) = (AtomicBool::new(true), AtomicBool::new(false));
+        let c = lcg_matrix(9, 7, 4);
+        let (p, q) = (uniform(9), uniform(7));
+        let run = |flag| sinkhorn_log_until(&c, &p, &q, 0.01, 1e-9, 100_000, Stop::on(flag));
+        assert_eq!(run(&set), Err(SdrError::Stopped));
+        assert_eq!(run(&unset), sinkhorn_log(&c, &p, &q, 0.01, 1e-9, 100_000));
+        // Newton alone, from potentials short of the optimum.
+        let mut nt = Newton::new(&c.data, 9, 7, &p, &q, 0.01, vec![0.0; 7]);
+        assert_eq!(nt.solve(1e-9, 10, Stop::on(&set)), Err(SdrError::Stopped));
+        let mut nt = Newton::new(&c.data, 9, 7, &p, &q, 0.01, vec![0.0; 7]);
+        let (steps, _) = nt.solve(1e-9, 10, Stop::on(&unset)).unwrap();
+        assert!(steps > 0);
     }
 }

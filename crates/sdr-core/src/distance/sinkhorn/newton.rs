@@ -5,10 +5,17 @@
 // Index loops mirror the formulas (i over rows, j over columns).
 #![allow(clippy::needless_range_loop)]
 
+use crate::distance::stop::Stop;
+use crate::error::Result;
+
 /// Newton steps move no potential by more than `STEP_CAP * eps`.
 const STEP_CAP: f64 = 20.0;
 /// Newton steps tried at most, per call.
 pub(super) const MAX_NEWTON: usize = 500;
+/// Rows (of the Hessian's sum, of the elimination) between two reads of the
+/// stop flag: a Newton step costs `O(n m^2 + m^3)`, about a second at
+/// `m = 1000`, and such a block a few milliseconds.
+const ROWS_PER_CHECK: usize = 64;
 
 /// Newton's method on the semi-dual in the column potentials `g` (rows
 /// eliminated by their exact log-sum-exp update).
@@ -118,10 +125,13 @@ impl<'a> Newton<'a> {
     /// Newton direction: solve `L d = grad` for the Hessian Laplacian
     /// `L = diag(W 1) - W`, `W_jk = sum_i gamma_ij gamma_ik / (p_i eps)`,
     /// grounding the last potential (the gauge direction `1` is free).
-    fn direction(&mut self) {
+    fn direction(&mut self, stop: Stop<'_>) -> Result<()> {
         let m = self.m;
         self.w.fill(0.0);
         for i in 0..self.n {
+            if i.is_multiple_of(ROWS_PER_CHECK) {
+                stop.check()?;
+            }
             let scale = self.p[i] / self.rs[i];
             let wi = scale * scale / (self.p[i] * self.eps);
             let er = &self.e[i * m..(i + 1) * m];
@@ -150,6 +160,9 @@ impl<'a> Newton<'a> {
         let floor = 1e-13 * max_degree + f64::MIN_POSITIVE;
         self.dir.copy_from_slice(&self.grad);
         for k in 0..m - 1 {
+            if k.is_multiple_of(ROWS_PER_CHECK) {
+                stop.check()?;
+            }
             let piv: f64 = self.w[k * m + k + 1..(k + 1) * m].iter().sum();
             let piv = piv.max(floor);
             self.piv[k] = piv;
@@ -178,10 +191,17 @@ impl<'a> Newton<'a> {
             let s = cap / mx;
             self.dir.iter_mut().for_each(|x| *x *= s);
         }
+        Ok(())
     }
 
-    /// Iterate until `||grad||_1 <= tol`; returns (steps, converged).
-    pub(super) fn solve(&mut self, tol: f64, max_steps: usize) -> (usize, bool) {
+    /// Iterate until `||grad||_1 <= tol`; returns (steps, converged), or
+    /// [`crate::SdrError::Stopped`] once `stop` is set.
+    pub(super) fn solve(
+        &mut self,
+        tol: f64,
+        max_steps: usize,
+        stop: Stop<'_>,
+    ) -> Result<(usize, bool)> {
         let (n, m, eps) = (self.n, self.m, self.eps);
         let mut val = Self::eval(
             self.c,
@@ -198,16 +218,16 @@ impl<'a> Newton<'a> {
         loop {
             let err = self.gradient();
             if err <= tol {
-                return (steps, true);
+                return Ok((steps, true));
             }
             if steps >= max_steps || m < 2 {
-                return (steps, false);
+                return Ok((steps, false));
             }
             steps += 1;
-            self.direction();
+            self.direction(stop)?;
             let slope: f64 = self.grad.iter().zip(&self.dir).map(|(a, b)| a * b).sum();
             if !(slope > 0.0 && slope.is_finite()) {
-                return (steps, false);
+                return Ok((steps, false));
             }
             // Armijo backtracking; the slack absorbs rounding in F near the
             // optimum, where the quadratic convergence makes F flat.
@@ -215,6 +235,8 @@ impl<'a> Newton<'a> {
             let mut t = 1.0;
             let mut accepted = false;
             for _ in 0..50 {
+                // Each trial is `n m` exponentials.
+                stop.check()?;
                 for ((gt, g), d) in self.g_try.iter_mut().zip(&self.g).zip(&self.dir) {
                     *gt = g + t * d;
                 }
@@ -237,7 +259,7 @@ impl<'a> Newton<'a> {
                 t *= 0.5;
             }
             if !accepted {
-                return (steps, false);
+                return Ok((steps, false));
             }
             std::mem::swap(&mut self.g, &mut self.g_try);
             std::mem::swap(&mut self.e, &mut self.e_try);
