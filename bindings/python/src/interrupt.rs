@@ -2,10 +2,12 @@
 //!
 //! Python runs signal handlers on its main thread only, between bytecodes; a
 //! call that holds that thread in Rust for seconds would see a Ctrl-C only
-//! once it returned. Here the work runs on a helper thread while the calling
-//! thread waits, checking Python's signals every [`POLL`]: on an exception
-//! (KeyboardInterrupt, or whatever a handler raises) the work is asked to
-//! stop through its flag and the exception is raised once it has.
+//! once it returned. Here the work runs on the process's pool
+//! ([`sdr_reward::beside`]: no thread is started per call, so even
+//! microsecond calls such as one small pair's distance can go through it)
+//! while the calling thread waits, checking Python's signals every [`POLL`]:
+//! on an exception (KeyboardInterrupt, or whatever a handler raises) the work
+//! is asked to stop through its flag and the exception is raised once it has.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -25,13 +27,13 @@ pub(crate) fn interruptible<T: Send>(
 ) -> PyResult<T> {
     let stop = AtomicBool::new(false);
     py.detach(|| {
-        std::thread::scope(|s| {
-            let (tx, rx) = mpsc::channel();
-            let stop = &stop;
-            s.spawn(move || {
-                // The receiver outlives this thread (the scope joins it first).
-                let _ = tx.send(work(stop));
-            });
+        let (tx, rx) = mpsc::channel();
+        let stop = &stop;
+        // The receiver outlives the work (`beside` waits for it).
+        let send = move || {
+            let _ = tx.send(work(stop));
+        };
+        sdr_reward::beside(send, || {
             let mut raised: Option<PyErr> = None;
             loop {
                 match rx.recv_timeout(POLL) {
@@ -44,7 +46,7 @@ pub(crate) fn interruptible<T: Send>(
                     }
                     Err(mpsc::RecvTimeoutError::Timeout) => {}
                     Err(mpsc::RecvTimeoutError::Disconnected) => {
-                        // `work` panicked; the scope re-raises the panic.
+                        // `work` panicked; `beside` re-raises the panic.
                         return Err(raised.unwrap_or_else(|| {
                             pyo3::exceptions::PyRuntimeError::new_err("the work thread stopped")
                         }));

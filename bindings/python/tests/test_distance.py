@@ -263,3 +263,67 @@ def test_ctrl_c_stops_a_long_batch():
     elapsed = time.perf_counter() - t0
     timer.join()
     assert elapsed < 0.5 * per_pair * len(big), (elapsed, per_pair * len(big))
+
+
+def _signal_after(delay, signum):
+    """A started timer that sends `signum` to this process after `delay`
+    seconds, and the list its send time is appended to."""
+    import os
+    import threading
+    import time
+
+    sent = []
+
+    def send():
+        sent.append(time.perf_counter())
+        os.kill(os.getpid(), signum)
+
+    timer = threading.Timer(delay, send)
+    timer.start()
+    return timer, sent
+
+
+# GW on this pair takes about 13 s uninterrupted (2-core development machine);
+# a Ctrl-C used to wait for all of it.
+def _long_gw_pair():
+    rng = np.random.default_rng(7)
+    return rng.normal(size=(1500, 64)), rng.normal(size=(1000, 64))
+
+
+class _Raised(Exception):
+    pass
+
+
+def _raise(signum, frame):
+    raise _Raised()
+
+
+@pytest.mark.parametrize(
+    "call, handler, expected",
+    [
+        ("distance", None, KeyboardInterrupt),
+        ("distances", None, KeyboardInterrupt),
+        # Whatever a signal handler raises stops the pair and is raised.
+        ("distance", _raise, _Raised),
+    ],
+)
+def test_ctrl_c_stops_one_long_pair(call, handler, expected):
+    import signal
+    import time
+
+    a, b = _long_gw_pair()
+    previous = signal.signal(signal.SIGINT, handler) if handler else None
+    try:
+        timer, sent = _signal_after(0.3, signal.SIGINT)
+        with pytest.raises(expected):
+            if call == "distance":
+                sdr.distance(a, b, "gw")
+            else:
+                sdr.distances(a, b, ["chamfer", "gw"])
+        late = time.perf_counter() - sent[0]
+        timer.join()
+    finally:
+        if handler:
+            signal.signal(signal.SIGINT, previous)
+    # Signals are read every 50 ms, and the solver stops within milliseconds.
+    assert late < 1.0, late

@@ -24,7 +24,7 @@ pub mod reference;
 pub mod scorer;
 
 pub use error::{Result, RewardError};
-pub use parallel::{install, parallelism, set_parallelism};
+pub use parallel::{beside, install, parallelism, set_parallelism};
 pub use persist::{LoadOutcome, PersistentCache};
 pub use query::completion_of;
 pub use reference::{parse_reference, Reference, ReferenceSections};
