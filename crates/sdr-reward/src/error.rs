@@ -77,6 +77,7 @@ impl RewardError {
                 | RewardError::External { .. }
                 | RewardError::CacheMismatch { .. }
                 | RewardError::Stopped { .. }
+                | RewardError::Core(sdr_core::SdrError::Stopped)
         )
     }
 }

@@ -82,16 +82,25 @@ pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
 /// returns `watch`'s result once `work` has finished too. For a caller that
 /// must keep its own thread (Python's main thread, the only one that runs
 /// signal handlers): the pool's threads are already running, where a thread
-/// of its own cost tens of microseconds per call. `work` gets a new thread
-/// when the pool cannot start, or when the caller is one of its threads
-/// (whose queue `watch` would block).
+/// of its own cost tens of microseconds per call.
+///
+/// Called from one of the pool's threads (a Python encoder runs inside
+/// [`install`]), `work` runs first, inline: on a thread of its own, its
+/// `install` would queue on the pool and wait while this thread sits in
+/// `watch`, which deadlocks a one-thread pool (a forked worker's). Signal
+/// handlers never run on such a thread, so `watch` loses nothing. `work` gets
+/// a thread of its own only when the pool cannot start.
 pub fn beside<R>(work: impl FnOnce() + Send, watch: impl FnOnce() -> R) -> R {
     match process_pool() {
         Some(pool) if pool.current_thread_index().is_none() => pool.in_place_scope(|s| {
             s.spawn(|_| work());
             watch()
         }),
-        _ => std::thread::scope(|s| {
+        Some(_) => {
+            work();
+            watch()
+        }
+        None => std::thread::scope(|s| {
             s.spawn(work);
             watch()
         }),
@@ -133,13 +142,16 @@ mod tests {
         );
         assert!(name.unwrap_or_default().starts_with("sdr-"));
         assert_ne!(id, here);
-        // From one of the pool's threads, a thread of its own: with one
-        // thread (a forked child), the pool's queue would wait on `watch`.
-        let inner = install(|| {
+        // From one of the pool's threads, inline on that thread (see
+        // tests/one_thread_pool.rs for why).
+        let (outer, inner) = install(|| {
             let (tx, rx) = mpsc::channel();
-            let name = move || std::thread::current().name().map(str::to_string);
-            beside(move || tx.send(name()).unwrap(), || rx.recv().unwrap())
+            let id = move || std::thread::current().id();
+            (
+                id(),
+                beside(move || tx.send(id()).unwrap(), || rx.recv().unwrap()),
+            )
         });
-        assert_eq!(inner, None);
+        assert_eq!(inner, outer);
     }
 }
