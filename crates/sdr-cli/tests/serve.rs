@@ -318,7 +318,7 @@ async fn connections_without_complete_headers_are_closed_after_the_header_timeou
     let sent = std::time::Instant::now();
     let stalled = raw_send(srv.addr, "POST /get_reward HTTP/1.1\r\nHost: x\r\n", b"");
     let silent = raw_send(srv.addr, "", b"");
-    // Requests that arrive in time are served, on a connection kept alive.
+    // Requests that arrive in time are served.
     let valid = json!({"query": [REF], "labels": [REF]});
     for _ in 0..2 {
         let (status, out) = post_json(srv.addr, "/get_reward", &valid).await;
@@ -333,6 +333,77 @@ async fn connections_without_complete_headers_are_closed_after_the_header_timeou
         );
         assert_eq!(status, None, "{text:?}");
     }
+}
+
+/// One reply read off a kept-alive connection: (status, body).
+fn read_reply(s: &mut std::net::TcpStream) -> (u16, String) {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut byte).unwrap(), 1, "closed mid-reply: {buf:?}");
+        buf.push(byte[0]);
+    }
+    let head = String::from_utf8(buf).unwrap();
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .expect("content-length");
+    let mut body = vec![0u8; length];
+    s.read_exact(&mut body).unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, String::from_utf8(body).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_header_timeout_spares_slow_requests_and_kept_alive_connections() {
+    // Each request waits --max-wait-ms (600 ms) for company, past the 300 ms
+    // header timeout: the timer runs only while the headers are awaited.
+    let limits = Limits {
+        header_timeout: Duration::from_millis(300),
+        max_wait: Duration::from_millis(600),
+        ..Limits::default()
+    };
+    let srv = start(exact(), limits).await;
+    let addr = srv.addr;
+    tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let body = json!({"query": [REF], "labels": [REF]}).to_string();
+        let request = format!(
+            "POST /get_reward HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        for _ in 0..2 {
+            let t0 = std::time::Instant::now();
+            s.write_all(request.as_bytes()).unwrap();
+            let (status, reply) = read_reply(&mut s);
+            assert_eq!(status, 200, "{reply}");
+            assert!(
+                t0.elapsed() >= Duration::from_millis(550),
+                "{:?}",
+                t0.elapsed()
+            );
+        }
+        // Then idle past the timeout: closed.
+        let t0 = std::time::Instant::now();
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+        let idle = t0.elapsed();
+        assert!(rest.is_empty(), "{rest:?}");
+        assert!(
+            idle >= Duration::from_millis(250) && idle < Duration::from_secs(3),
+            "{idle:?}"
+        );
+    })
+    .await
+    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

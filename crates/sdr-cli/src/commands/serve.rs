@@ -296,12 +296,15 @@ pub struct Args {
     )]
     pub timeout_ms: u64,
     /// Longest wait for a request's headers, in milliseconds, counted from the
-    /// connection's first byte or the end of its previous reply; the connection
-    /// is then closed without a reply.
+    /// connection's opening or the end of its previous reply; the connection is
+    /// then closed without a reply.
     ///
     /// A client that stalls while sending its headers, or a keep-alive
-    /// connection idle this long, holds no connection beyond it (clients
-    /// reconnect, as with any server that closes idle connections).
+    /// connection idle this long, holds no connection beyond it. A client that
+    /// keeps idle connections in a pool longer than this (e.g. a
+    /// `requests.Session` between slow training steps) may send a request just
+    /// as its connection closes: it should retry on a connection error, or
+    /// keep its pool's idle time below this.
     #[arg(
         allow_negative_numbers = true,
         long,
@@ -563,7 +566,12 @@ pub async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
                 Err(e) => {
-                    accept_failed(e).await;
+                    if let Some(pause) = accept_failed(&e) {
+                        tokio::select! {
+                            () = tokio::time::sleep(pause) => continue,
+                            () = &mut shutdown => break,
+                        }
+                    }
                     continue;
                 }
             },
@@ -583,21 +591,22 @@ pub async fn serve(
     Ok(())
 }
 
-/// A failed `accept`: a connection reset before it was accepted is the
-/// client's affair; anything else (such as running out of file descriptors)
-/// is logged and retried after a second, when connections may have closed.
-async fn accept_failed(e: std::io::Error) {
+/// How long to pause after a failed `accept`: not at all for a connection
+/// reset before it was accepted (the client's affair); a second, logged, for
+/// anything else (such as running out of file descriptors, when connections
+/// may have closed by then).
+fn accept_failed(e: &std::io::Error) -> Option<Duration> {
     use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
     if matches!(
         e.kind(),
         ConnectionAborted | ConnectionRefused | ConnectionReset
     ) {
-        return;
+        return None;
     }
     log_line(format_args!(
         "sdr serve: cannot accept a connection: {e} (retrying in 1 s)"
     ));
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    Some(Duration::from_secs(1))
 }
 
 /// Resolves on SIGINT or SIGTERM.

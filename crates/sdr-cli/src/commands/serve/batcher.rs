@@ -30,7 +30,7 @@ pub struct Limits {
     pub max_concurrency: usize,
     pub timeout: Duration,
     /// Longest time for a request's headers to arrive, counted from the
-    /// connection's first byte or the end of its previous reply: beyond it the
+    /// connection's opening or the end of its previous reply: beyond it the
     /// connection is closed (a stalled client, or an idle keep-alive connection).
     pub header_timeout: Duration,
     /// Most samples waiting to be scored; a request that would exceed it is
