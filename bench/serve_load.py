@@ -200,7 +200,7 @@ async def phase(sdr, clients, seconds, max_requests, pool, extra):
             "max": round(lat[-1], 3) if lat else None,
             "mean": round(statistics.fmean(lat), 3) if lat else None,
         },
-        "cache": {k: health.get("cache", {}).get(k) for k in ("distinct", "hits", "hit_rate", "embedded", "encode_seconds")},
+        "cache": {k: (health.get("cache") or {}).get(k) for k in ("distinct", "hits", "hit_rate", "embedded", "encode_seconds")},
         "rss_mib": {
             "start": round(rss0 / 1024, 1),
             "peak_sampled": round(max(rss, default=0) / 1024, 1),

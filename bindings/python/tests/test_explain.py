@@ -186,6 +186,11 @@ def test_reward_explain_falls_back_to_logging(caplog):
         )
     assert "Midline sternotomy XXXX." in caplog.text
     assert r.last_explanation[0]["missing"] == {"findings": ["Midline sternotomy XXXX."]}
+    # A reference column of section dicts is explained as the report it stands for.
+    r = sdr.SDRReward(explain=True)
+    sections = {"findings": " ".join(FINDINGS), "impression": IMPRESSION}
+    r(completions=[template(FINDINGS[:1] + FINDINGS[2:])], solution=[sections])
+    assert r.last_explanation[0]["missing"] == {"findings": ["Midline sternotomy XXXX."]}
     assert sdr.SDRReward().explain == 0
     with pytest.raises(TypeError):
         sdr.SDRReward(explain="yes")

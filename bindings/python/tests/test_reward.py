@@ -138,11 +138,11 @@ def test_references_may_mix_reports_and_section_dicts(reward):
     # Bad ones are named by their index in the one list.
     with pytest.raises(ValueError, match=r"^reference 1: section `findings` is empty"):
         reward.score([GOOD] * 2, references=[REF, {"findings": " ", "impression": "x."}])
-    with pytest.raises(ValueError, match=r"item 1 needs 'findings' and 'impression' keys, missing 'impression'"):
+    with pytest.raises(ValueError, match=r"^reference 1: needs 'findings' and 'impression' keys, missing 'impression'"):
         reward.score([GOOD] * 2, references=[REF, {"findings": "x."}])
-    with pytest.raises(TypeError, match=r"item 0 must be a string \(a report\) or a dict"):
+    with pytest.raises(TypeError, match=r"^reference 0 must be a string \(a report\) or a dict"):
         reward.score([GOOD], references=[3])
-    with pytest.raises(TypeError, match=r"item 0 'impression' must be a string, got int"):
+    with pytest.raises(TypeError, match=r"^reference 0: 'impression' must be a string, got int"):
         reward.score([GOOD], references=[{"findings": "x.", "impression": 3}])
     with pytest.raises(ValueError, match=r"references\[1\] is not valid Unicode text"):
         reward.score([GOOD] * 2, references=[REF, {"findings": "A \udcff.", "impression": "x."}])
@@ -176,7 +176,7 @@ def test_bad_types_and_missing_columns(reward):
         sdr.SDRReward(format_weight="1")
     with pytest.raises(ValueError, match=r"\['solution'\] not among the dataset columns passed: \['answer'\]"):
         reward(completions=[GOOD], answer=[REF])
-    with pytest.raises(TypeError, match="item 0 must be a string"):
+    with pytest.raises(TypeError, match=r"^reference 0 must be a string \(a report\) or a dict"):
         reward(completions=[GOOD], solution=[None])
     with pytest.raises(ValueError, match="references has 2 items, expected 1"):
         reward(completions=[GOOD], solution=[REF, REF])

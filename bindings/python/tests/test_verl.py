@@ -154,7 +154,7 @@ def test_a_bad_ground_truth_in_a_mixed_batch_is_named_by_its_sample():
     sections = {"findings": "Heart normal.", "impression": "No acute disease."}
     with pytest.raises(ValueError, match=r"^reference 2: section `findings` is empty"):
         sdr.verl.compute_score(solution_strs=[GOOD] * 3, ground_truths=[sections, sections, "no sections here"])
-    with pytest.raises(TypeError, match=r"item 2 'findings' must be a string, got NoneType"):
+    with pytest.raises(TypeError, match=r"^reference 2: 'findings' must be a string, got NoneType"):
         sdr.verl.compute_score(
             solution_strs=[GOOD] * 3, ground_truths=[REF, sections, {"findings": None, "impression": "x."}]
         )

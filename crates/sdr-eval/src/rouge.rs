@@ -155,6 +155,8 @@ pub fn lcs_length<S: AsRef<str>>(a: &[S], b: &[S]) -> usize {
             *carry = c1 | c2;
             v = sum | (v & !m);
         }
+        // Bits past the end of `a` start at 1 and `| (v & !m)` keeps them so
+        // (their mask is 0); the mask only makes that explicit.
         let valid = if block.len() == 64 {
             u64::MAX
         } else {

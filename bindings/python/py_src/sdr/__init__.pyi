@@ -211,7 +211,7 @@ class SDRReward:
     def score(
         self,
         completions: Sequence[Completion],
-        references: Optional[Sequence[Union[str, Mapping[str, str]]]] = None,
+        references: Optional[Sequence[Union[str, Mapping[str, Any]]]] = None,
         findings: Optional[Sequence[str]] = None,
         impression: Optional[Sequence[str]] = None,
     ) -> Dict[str, List[float]]: ...

@@ -152,7 +152,11 @@ def log_worst(
         fcol, icol = reward.reference_columns
         references = [f"Findings: {f}\nImpression: {i}" for f, i in zip(columns[fcol], columns[icol])]
     else:
-        references = list(columns[reward.reference_column])
+        # A section dict (which `score` takes) is explained as the report it stands for.
+        references = [
+            r if isinstance(r, str) else f"Findings: {r['findings']}\nImpression: {r['impression']}"
+            for r in columns[reward.reference_column]
+        ]
     rewards, valid = out["reward"], out["format"]
     order = sorted((i for i in range(n) if valid[i] > 0), key=lambda i: (rewards[i], i))
     rows = []

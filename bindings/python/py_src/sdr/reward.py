@@ -110,10 +110,11 @@ def _strings(values: Any, column: str) -> List[str]:
 
 def _references(values: Any) -> List[Union[str, Dict[str, str]]]:
     """References as ``score`` takes them: report strings, or ``{"findings",
-    "impression"}`` mappings (other keys ignored), mixed as they come."""
+    "impression"}`` mappings (other keys ignored), mixed as they come. A bad one
+    is named ``reference N``, as the Rust side names a reference it refuses."""
     if isinstance(values, str) or not isinstance(values, (list, tuple)):
         raise TypeError(
-            f"column 'references' must be a list of reports (strings) or "
+            f"references must be a list of reports (strings) or "
             f"{{'findings', 'impression'}} dicts, got {type(values).__name__}"
         )
     out: List[Union[str, Dict[str, str]]] = []
@@ -123,20 +124,15 @@ def _references(values: Any) -> List[Union[str, Dict[str, str]]]:
             continue
         if not isinstance(v, Mapping):
             raise TypeError(
-                f"column 'references' item {i} must be a string (a report) or a dict "
+                f"reference {i} must be a string (a report) or a dict "
                 f"{{'findings': ..., 'impression': ...}}, got {type(v).__name__}"
             )
         sections = {}
         for key in ("findings", "impression"):
             if key not in v:
-                raise ValueError(
-                    f"column 'references' item {i} needs 'findings' and 'impression' keys, "
-                    f"missing {key!r}"
-                )
+                raise ValueError(f"reference {i}: needs 'findings' and 'impression' keys, missing {key!r}")
             if not isinstance(v[key], str):
-                raise TypeError(
-                    f"column 'references' item {i} {key!r} must be a string, got {type(v[key]).__name__}"
-                )
+                raise TypeError(f"reference {i}: {key!r} must be a string, got {type(v[key]).__name__}")
             sections[key] = v[key]
         out.append(sections)
     return out
@@ -435,7 +431,7 @@ class SDRReward:
     def score(
         self,
         completions: Sequence[Completion],
-        references: Optional[Sequence[Union[str, Mapping[str, str]]]] = None,
+        references: Optional[Sequence[Union[str, Mapping[str, Any]]]] = None,
         findings: Optional[Sequence[str]] = None,
         impression: Optional[Sequence[str]] = None,
     ) -> Dict[str, List[float]]:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import os
 import threading
 import warnings
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 # Absolute import: verl loads this file by path (spec_from_file_location), as a
 # module outside the package, where a relative import fails.
@@ -106,7 +106,7 @@ def _score_many(reward: SDRReward, solutions: List[str], truths: List[Any]) -> L
     """Scores `solutions[k]` against `truths[k]` (a report, or a section dict) in
     one call, so that an error names the sample."""
     for k, t in enumerate(truths):
-        if not isinstance(t, (str, dict)):
+        if not isinstance(t, (str, Mapping)):
             raise TypeError(
                 f"ground_truth of sample {k} must be the reference report (a string) or a dict "
                 f"{{'findings': ..., 'impression': ...}}, got {type(t).__name__}"
