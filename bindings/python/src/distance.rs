@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use rustc_hash::FxHashMap;
-use sdr_core::distance::{evaluate_all_until, evaluate_pairs, Evaluation};
+use sdr_core::distance::{evaluate_all_until, evaluate_pairs_until, Evaluation};
 use sdr_core::{EmbeddingSet, Metric, SetView, Side};
 
 use crate::error::ToPy;
@@ -382,8 +382,8 @@ fn evaluate_batch(
                 let part = &index[first..(first + size).min(index.len())];
                 let t0 = std::time::Instant::now();
                 out.extend(match &rows32 {
-                    Some(rows) => run_batch(rows, &dims, part, metrics, first)?,
-                    None => run_batch(&rows64, &dims, part, metrics, first)?,
+                    Some(rows) => run_batch(rows, &dims, part, metrics, first, stop)?,
+                    None => run_batch(&rows64, &dims, part, metrics, first, stop)?,
                 });
                 first += part.len();
                 // The next part lasts about PART_SECONDS at this part's rate.
@@ -393,11 +393,7 @@ fn evaluate_batch(
             Ok::<_, PyErr>(out)
         })
     };
-    let results = if index.len() > INTERRUPTIBLE_PAIRS {
-        crate::interrupt::interruptible(py, run)??
-    } else {
-        py.detach(|| run(&AtomicBool::new(false)))?
-    };
+    let results = crate::interrupt::interruptible(py, run)??;
     let mut late = vec![0usize; metrics.len()];
     let mut values = vec![Vec::with_capacity(index.len()); metrics.len()];
     for evals in results {
@@ -424,14 +420,14 @@ fn evaluate_batch(
     Ok(values)
 }
 
-/// A batch is computed in parts, between which a Ctrl-C is honoured: the
-/// first of `FIRST_PART` pairs, each further one sized to last about
-/// `PART_SECONDS` at the rate of the one before (parts share no norms, so
-/// they are not made smaller than that). From `INTERRUPTIBLE_PAIRS` pairs the
-/// work runs on a helper thread while the calling thread watches for signals.
+/// A batch runs on the process pool while the calling thread watches for
+/// signals (interrupt.rs). After a Ctrl-C the solvers stop within their pair,
+/// and the rest of the part skips its solvers but still builds its cost
+/// matrices; so the batch goes in parts, the first of `FIRST_PART` pairs,
+/// each further one sized to last about `PART_SECONDS` at the rate of the one
+/// before (parts share no norms, so they are not made smaller than that).
 const FIRST_PART: usize = 1_024;
 const PART_SECONDS: f64 = 0.1;
-const INTERRUPTIBLE_PAIRS: usize = 2_048;
 
 /// Evaluate every pair; an error names the first failing pair in input
 /// order (`first` is the index of `index[0]` in the batch).
@@ -441,6 +437,7 @@ fn run_batch<T: sdr_core::cost::Element>(
     index: &[[usize; 2]],
     metrics: &[Metric],
     first: usize,
+    stop: &AtomicBool,
 ) -> PyResult<Vec<Vec<Evaluation>>> {
     let views: Vec<SetView<'_, T>> = rows
         .iter()
@@ -448,7 +445,7 @@ fn run_batch<T: sdr_core::cost::Element>(
         .map(|(r, &d)| SetView::new(r, d))
         .collect();
     let pairs: Vec<_> = index.iter().map(|&[i, j]| (views[i], views[j])).collect();
-    evaluate_pairs(metrics, &pairs)
+    evaluate_pairs_until(metrics, &pairs, stop)
         .into_iter()
         .enumerate()
         .map(|(k, r)| r.map_err(|e| PyValueError::new_err(format!("pairs[{}]: {e}", first + k))))

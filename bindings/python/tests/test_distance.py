@@ -327,3 +327,17 @@ def test_ctrl_c_stops_one_long_pair(call, handler, expected):
             signal.signal(signal.SIGINT, previous)
     # Signals are read every 50 ms, and the solver stops within milliseconds.
     assert late < 1.0, late
+
+
+def test_ctrl_c_stops_a_batch_within_its_long_pair():
+    import signal
+    import time
+
+    a, b = _long_gw_pair()
+    small = [(a[:3], b[:4])] * 5
+    timer, sent = _signal_after(0.3, signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        sdr.distance_batch(small + [(a, b)] + small, "gw")
+    late = time.perf_counter() - sent[0]
+    timer.join()
+    assert late < 1.0, late

@@ -8,7 +8,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use sdr_core::cost::PairCost;
-use sdr_core::distance::{evaluate_all, evaluate_all_until, Evaluation};
+use sdr_core::distance::{
+    evaluate_all, evaluate_all_until, evaluate_pairs, evaluate_pairs_until, Evaluation,
+};
 use sdr_core::{Metric, SdrError, SetView};
 
 /// Rows of an LCG in [-0.5, 0.5), advancing `seed`.
@@ -111,6 +113,25 @@ fn a_set_flag_stops_every_metric() {
         SdrError::Stopped.to_string(),
         "stopped before the distance was computed"
     );
+}
+
+#[test]
+fn many_pairs_stop_too() {
+    // `evaluate_pairs_until`: unset, the results of `evaluate_pairs`, bit for
+    // bit; set, every pair is `Stopped`.
+    let mut seed = 13u64;
+    let sets: Vec<Vec<f64>> = (0..16).map(|k| rows(1 + k % 7, 8, &mut seed)).collect();
+    let views: Vec<SetView<'_, f64>> = sets.iter().map(|s| SetView::new(s, 8)).collect();
+    let pairs: Vec<_> = (0..8).map(|k| (views[2 * k], views[2 * k + 1])).collect();
+    let metrics = metrics();
+    let want = evaluate_pairs(&metrics, &pairs);
+    let got = evaluate_pairs_until(&metrics, &pairs, &AtomicBool::new(false));
+    for (k, (w, g)) in want.iter().zip(&got).enumerate() {
+        let (w, g) = (w.as_ref().unwrap(), g.as_ref().unwrap());
+        assert!(w.iter().zip(g).all(|(w, g)| same(g, w)), "pair {k}");
+    }
+    let stopped = evaluate_pairs_until(&metrics, &pairs, &AtomicBool::new(true));
+    assert!(stopped.iter().all(|r| r == &Err(SdrError::Stopped)));
 }
 
 /// `metric` on `cost`, the flag set from another thread `after` the start:

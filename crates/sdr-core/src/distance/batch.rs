@@ -18,9 +18,12 @@
 //! The values are those of [`evaluate_all`](super::evaluate_all) and
 //! [`Metric::distance`], bit for bit.
 
+use std::sync::atomic::AtomicBool;
+
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
+use super::stop::Stop;
 use super::{Evaluation, Metric};
 use crate::cost::{fused_kernels, squared_norms, Element, PairCost, SetView};
 use crate::error::Result;
@@ -35,9 +38,31 @@ pub fn evaluate_pairs<T: Element>(
     metrics: &[Metric],
     pairs: &[Pair<'_, T>],
 ) -> Vec<Result<Vec<Evaluation>>> {
+    evaluate_pairs_with(metrics, pairs, Stop::NEVER)
+}
+
+/// [`evaluate_pairs`] that gives up once `stop` is set, within a pair as
+/// [`Metric::evaluate_until`] does: the pairs not finished by then are
+/// [`SdrError::Stopped`](crate::SdrError::Stopped).
+pub fn evaluate_pairs_until<T: Element>(
+    metrics: &[Metric],
+    pairs: &[Pair<'_, T>],
+    stop: &AtomicBool,
+) -> Vec<Result<Vec<Evaluation>>> {
+    evaluate_pairs_with(metrics, pairs, Stop::on(stop))
+}
+
+fn evaluate_pairs_with<T: Element>(
+    metrics: &[Metric],
+    pairs: &[Pair<'_, T>],
+    stop: Stop<'_>,
+) -> Vec<Result<Vec<Evaluation>>> {
     let intra = metrics.iter().any(Metric::needs_intra);
     each_pair(pairs, intra, |cost| {
-        metrics.iter().map(|m| m.evaluate(cost)).collect()
+        metrics
+            .iter()
+            .map(|m| m.evaluate_with(cost, stop))
+            .collect()
     })
 }
 

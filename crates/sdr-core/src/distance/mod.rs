@@ -26,7 +26,7 @@ mod spec;
 mod stop;
 pub mod uot;
 
-pub use batch::{evaluate_pairs, Pair};
+pub use batch::{evaluate_pairs, evaluate_pairs_until, Pair};
 pub use spec::{evaluate_all, evaluate_all_until, Metric, Rho, ALPHA_RANGE, EPS_RANGE, TAU_RANGE};
 
 /// Outcome of an iterative or exact solver, like POT's `OTResult`.

@@ -106,7 +106,7 @@ macro_rules! metric_families {
                 self.evaluate_with(cost, Stop::on(stop))
             }
 
-            fn evaluate_with(&self, cost: &PairCost<'_>, stop: Stop<'_>) -> Result<Evaluation> {
+            pub(crate) fn evaluate_with(&self, cost: &PairCost<'_>, stop: Stop<'_>) -> Result<Evaluation> {
                 stop.check()?;
                 match *self {
                     $( Metric::$variant $({ $($key),+ })? => $eval(cost, stop $($(, $key)+)?), )+
