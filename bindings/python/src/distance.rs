@@ -373,7 +373,7 @@ fn evaluate_batch(
         .as_ref()
         .map(|rows| rows.iter().map(|r| &r[..]).collect());
     let rows64: Vec<&[f64]> = f64_rows.iter().map(|r| &r[..]).collect();
-    // In parts, so that a Ctrl-C stops a long batch within a part.
+    // In parts (see FIRST_PART); the solvers read `stop` within each pair.
     let run = |stop: &AtomicBool| {
         sdr_reward::install(|| {
             let mut out = Vec::with_capacity(index.len());
