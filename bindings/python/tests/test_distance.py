@@ -283,7 +283,7 @@ def _signal_after(delay, signum):
     return timer, sent
 
 
-# GW on this pair takes about 13 s uninterrupted (2-core development machine);
+# GW on this pair takes about 7 s uninterrupted (2-core development machine);
 # a Ctrl-C used to wait for all of it.
 def _long_gw_pair():
     rng = np.random.default_rng(7)
