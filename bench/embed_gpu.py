@@ -123,10 +123,10 @@ def main():
     import torch
     from sentence_transformers import SentenceTransformer
 
-    tmp = tempfile.mkdtemp()
-    model = args.model or random_model(args.files, os.path.join(tmp, "model"))
     if not args.model and not args.random_model:
         raise SystemExit("pass --model DIR or --random-model")
+    tmp = tempfile.mkdtemp()
+    model = args.model or random_model(args.files, os.path.join(tmp, "model"))
     lines = iu_sentences(args.n)
     dev = args.device
     gpu = dev.startswith("cuda")
@@ -181,16 +181,25 @@ def main():
         add(f"sdr {precision}", best, emb, ref, net=max(best - startup, 1e-9),
             note=f"start-up {startup:.2f} s" + (f"; {note}" if note else ""))
 
-    st_rate = rows[0]["sent_per_s"]
-    print()
-    print("| run | seconds | sent/s | net sent/s | x st fp32 (net) | min cos vs st fp32 | mean cos | note |")
-    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    # Ratios on net rates: against sentence-transformers fp32, and like for like
+    # (sdr f32 against st fp32, sdr bf16 against st bf16), the goal.
+    net_of = {r["run"]: r["net_sent_per_s"] or r["sent_per_s"] for r in rows}
+    st_f32 = net_of["sentence-transformers fp32"]
+    same = {"sdr f32": st_f32, "sdr bf16": net_of["sentence-transformers bf16"]}
     for r in rows:
-        net = r["net_sent_per_s"] or r["sent_per_s"]
+        net = net_of[r["run"]]
+        r["x_st_fp32"] = net / st_f32
+        r["x_st_same_precision"] = net / same[r["run"]] if r["run"] in same else None
+    print()
+    print("| run | seconds | sent/s | net sent/s | x st fp32 (net) | x st same precision (net) "
+          "| min cos vs st fp32 | mean cos | note |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    for r in rows:
         mc = "" if r["min_cos"] is None else f"{r['min_cos']:.6f}"
         mean = "" if r["mean_cos"] is None else f"{r['mean_cos']:.6f}"
-        print(f"| {r['run']} | {r['seconds']:.2f} | {r['sent_per_s']:,.0f} | {net:,.0f} | "
-              f"{net / st_rate:.2f} | {mc} | {mean} | {r['note']} |")
+        like = "" if r["x_st_same_precision"] is None else f"{r['x_st_same_precision']:.2f}"
+        print(f"| {r['run']} | {r['seconds']:.2f} | {r['sent_per_s']:,.0f} | {net_of[r['run']]:,.0f} | "
+              f"{r['x_st_fp32']:.2f} | {like} | {mc} | {mean} | {r['note']} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": name, "n": len(lines), "batch": args.batch_size, "rows": rows}, f, indent=1)

@@ -4,8 +4,9 @@
 # runs the ignored tests, which start that server on 127.0.0.1; the encoder's tests in
 # the MKL build that scripts/setup.sh makes; finally the
 # TRL check (recipes/setup.sh's venv, recipes/trl_integration.py), and the sharded
-# corpus build on a local Ray cluster (scripts/test-ray-corpus.sh), and the page of
-# `sdr explain --html` in headless Chromium (scripts/test-explain-page.sh).
+# corpus build on a local Ray cluster (scripts/test-ray-corpus.sh), the CUDA build's
+# `cargo check` (scripts/check-cuda.sh), and the page of `sdr explain --html` in headless
+# Chromium (scripts/test-explain-page.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -63,6 +64,9 @@ bash recipes/setup.sh
 # A sharded corpus build on a local three-node Ray cluster, merged, against one build.
 echo "== Ray: sharded corpus build"
 bash scripts/test-ray-corpus.sh
+# The CUDA encoder compiles (toolkit from PyPI; no GPU needed to build).
+echo "== CUDA build check"
+bash scripts/check-cuda.sh
 # The explanation page in a real browser: DOM checks and a screenshot.
 echo "== sdr explain --html in headless Chromium"
 bash scripts/test-explain-page.sh

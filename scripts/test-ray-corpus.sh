@@ -96,4 +96,12 @@ if diff:
     sys.exit(0)
 print("merged corpus == single build: metadata, reports, sentence table, vectors bit for bit")
 PY
+echo "== recipes/ray_corpus.py --device cuda with this CPU wheel: refused before any task"
+if "$PY" recipes/ray_corpus.py --address "127.0.0.1:$PORT" "${SEL[@]}" --shards 2 --device cuda \
+    --num-gpus 1 --out "$OUT/gpu.safetensors" 2>"$OUT/gpu.err"; then
+  echo "expected --device cuda to be refused by a wheel without CUDA" >&2; exit 1
+fi
+grep -q "no CUDA back-end" "$OUT/gpu.err" || { cat "$OUT/gpu.err" >&2; exit 1; }
+[ ! -e "$OUT/gpu.safetensors" ] && [ ! -e "$OUT/gpu.safetensors.parts" ]
+echo "refused: $(tail -n 1 "$OUT/gpu.err")"
 echo "ray corpus: ok"

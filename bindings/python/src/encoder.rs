@@ -12,13 +12,23 @@ use sdr_embed::{resolve_model_dir, Encoder, EncoderDevice, EncoderOptions, Preci
 use crate::error::ToPy;
 
 /// ``device=``: ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (ValueError otherwise, and for
-/// ``cuda`` in a build without the CUDA back-end).
+/// ``cuda`` in a build without the CUDA back-end, whose message names the wheel's build
+/// rather than the command line's).
 pub(crate) fn parse_device(device: &str) -> PyResult<EncoderDevice> {
-    device.parse::<EncoderDevice>().py()
+    let parsed = device.parse::<EncoderDevice>().py()?;
+    if !parsed.compiled_in() {
+        return Err(PyValueError::new_err(format!(
+            "device '{parsed}': this build of the sdr package has no CUDA back-end; build the \
+             wheel with `maturin build --release --features cuda -m bindings/python/Cargo.toml` \
+             (toolkit from scripts/install-cuda.sh)"
+        )));
+    }
+    Ok(parsed)
 }
 
 /// Check a ``device=`` value without loading anything: the canonical name
-/// (``"cpu"``, ``"cuda:0"``, ...), ValueError otherwise. ``SDRReward`` checks
+/// (``"cpu"``, ``"cuda:0"``, ...), ValueError otherwise (a misspelt device, or
+/// ``cuda`` in a build without the CUDA back-end). ``SDRReward`` checks
 /// its device when it is made, not at its first batch.
 #[pyfunction]
 pub fn check_device(device: &str) -> PyResult<String> {

@@ -64,3 +64,16 @@ def test_sdr_precision_selects_the_precision(monkeypatch):
     monkeypatch.setenv("SDR_PRECISION", "fp8")
     with pytest.raises(ValueError, match="precision 'fp8': expected 'f32' or 'bf16'"):
         load()._get()
+
+
+def test_sdr_device_selects_the_device(monkeypatch):
+    monkeypatch.setenv("SDR_DEVICE", "cpu")
+    assert load()._get().device == "cpu"
+    monkeypatch.setenv("SDR_DEVICE", "tpu")
+    with pytest.raises(ValueError, match="expected cpu, cuda or cuda:N"):
+        load()._get()
+    monkeypatch.setenv("SDR_DEVICE", "cuda")
+    try:
+        assert load()._get().device == "cuda"
+    except ValueError as e:
+        assert "no CUDA back-end" in str(e)

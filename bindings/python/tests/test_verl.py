@@ -62,6 +62,17 @@ def test_precision_key_reaches_the_reward():
         sdr.verl.compute_score(None, GOOD, REF, precision="fp8")
 
 
+def test_device_key_reaches_the_reward():
+    sdr.verl.compute_score(None, GOOD, REF, device="cpu")
+    assert any(r.device == "cpu" for r in sdr.verl._rewards.values())
+    with pytest.raises(ValueError, match="expected cpu, cuda or cuda:N"):
+        sdr.verl.compute_score(None, GOOD, REF, device="tpu")
+    try:
+        sdr.verl.compute_score(None, GOOD, REF, device="cuda:0", encoder=lambda s: [[1.0, 0.0]] * len(s))
+    except ValueError as e:
+        assert "no CUDA back-end" in str(e)
+
+
 def test_concurrent_calls_equal_serial_ones():
     samples = [GOOD, OTHER, REF, MALFORMED[2]] * 16
     serial = [sdr.verl.compute_score(None, s, REF)["score"] for s in samples]

@@ -22,6 +22,18 @@ fn cuda_device_in_a_cpu_build_is_one_clear_line() {
             "x.jsonl",
         ][..],
         &["serve", "--device", "cuda"][..],
+        &[
+            "corpus",
+            "build",
+            "--input",
+            "r.csv",
+            "--format",
+            "csv",
+            "--out",
+            "c.safetensors",
+            "--device",
+            "cuda",
+        ][..],
     ] {
         let out = sdr().args(cmd).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);

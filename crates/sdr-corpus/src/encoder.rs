@@ -56,7 +56,8 @@ pub fn load_encoder(
 /// ([`crate::Corpus::check_compatible`]). f32 adds nothing: corpora built before
 /// precision existed keep matching. The precision is the one in force (`bf16` on a
 /// CPU without bf16 support runs, and is recorded as, f32); every bf16 variant is
-/// `+bf16`, on any device, as f32 corpora are interchangeable between devices.
+/// `+bf16`, on any device, as f32 corpora are interchangeable between devices; bf16
+/// vectors of two devices differ in rounding, each within bf16's tolerance of f32.
 pub fn recorded_name(encoder: &sdr_embed::Encoder) -> String {
     use sdr_embed::Precision;
     let name = encoder.name();

@@ -82,6 +82,9 @@ def explain(
 
 _Path = Union[str, os.PathLike[str]]
 
+# The canonical name ("cpu", "cuda:0"); ValueError for a typo, or cuda in a build without CUDA.
+def check_device(device: str) -> str: ...
+
 def build_corpus(
     input: _Path,
     out: _Path,

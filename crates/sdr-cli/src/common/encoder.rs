@@ -44,8 +44,10 @@ pub struct EncoderArgs {
     #[arg(long, default_value = "mpnet", value_name = "NAME")]
     pub encoder: String,
     /// Where the encoder runs: `cpu`, or `cuda` / `cuda:N` (a build made with
-    /// `bash scripts/build-sdr.sh --cuda`; batches of 256 sentences). Corpora built on
-    /// either device are interchangeable (at the same --precision).
+    /// `bash scripts/build-sdr.sh --cuda`; `gpu` means `cuda:0`; batches of 256
+    /// sentences). A corpus records the encoder and --precision, not the device, so
+    /// one built on a GPU serves queries embedded on a CPU; at bf16 the two devices'
+    /// vectors differ in rounding (the GPU rounds activations to bf16 too).
     #[arg(long, default_value = "cpu", value_name = "DEVICE", value_parser = parse_device)]
     pub device: EncoderDevice,
     /// Numeric precision of the encoder (`mpnet`). `bf16`: bfloat16 GEMMs (f32
