@@ -122,6 +122,29 @@ fn build_info_select_and_refusal() {
     assert_eq!(first["policies"].as_object().unwrap().len(), 60);
     assert_eq!(first["policies"]["ot@knn:k=5"]["chosen"], 2);
 
+    // --consensus alone with a corpus: refused, not silently ignored (even a
+    // missing file would have passed).
+    let out = sdr()
+        .args([
+            "select",
+            "--encoder",
+            "hash-32",
+            "--consensus",
+            "--quiet",
+            "--corpus",
+            "missing.safetensors",
+        ])
+        .arg(&cands)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--corpus missing.safetensors: --consensus alone uses no corpus"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+
     // Another encoder is refused, naming the file.
     let out = sdr()
         .args(["select", "--encoder", "hash-16", "--quiet", "--corpus"])

@@ -283,3 +283,81 @@ fn arguments_are_checked_first_and_a_missing_default_is_named() {
          current folder): not found; pass --references FILE"
     );
 }
+
+#[test]
+fn token_totals_beyond_exact_f64_are_refused_not_rounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, cands) = inputs(dir.path());
+    let run = dir.path().join("run.jsonl");
+    let spec = format!("a={}", run.display());
+    // 2^53 + 1 prints as 2^53 through an f64 cell.
+    write_lines(
+        &run,
+        &[
+            run_line(1, GOOD[0], json!(9_007_199_254_740_993u64)),
+            run_line(2, GOOD[1], json!(0)),
+        ],
+    );
+    let e = err(&eval(&csv, &cands, &["--run", &spec]));
+    assert!(
+        e.contains("--run a: 9007199254740993 tokens in all, more than the table shows exactly"),
+        "{e}"
+    );
+    write_lines(
+        &run,
+        &[
+            run_line(1, GOOD[0], json!(9_007_199_254_740_992u64)),
+            run_line(2, GOOD[1], json!(0)),
+        ],
+    );
+    let o = eval(&csv, &cands, &["--run", &spec]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("| a | 9007199254740992 |"));
+}
+
+#[test]
+fn no_bertscore_leaves_every_bertscore_cell_empty_even_for_empty_sections() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, _) = inputs(dir.path());
+    // Every candidate malformed: its sections are empty and score 0 elsewhere.
+    let cands = dir.path().join("malformed.jsonl");
+    write_lines(
+        &cands,
+        &[
+            json!({"id": 1, "candidates": ["x", "y"]}),
+            json!({"id": 2, "candidates": ["x", "y"]}),
+        ],
+    );
+    let run = dir.path().join("run.jsonl");
+    write_lines(
+        &run,
+        &[run_line(1, "x", json!(5)), run_line(2, "y", json!(5))],
+    );
+    let spec = format!("a={}", run.display());
+    let o = eval(&csv, &cands, &["--run", &spec]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let header: Vec<&str> = out
+        .lines()
+        .find(|l| l.starts_with("| policy"))
+        .unwrap()
+        .split('|')
+        .map(str::trim)
+        .collect();
+    let bert: Vec<usize> = (0..header.len())
+        .filter(|&i| header[i].contains("BERTScore"))
+        .collect();
+    assert_eq!(bert.len(), 2, "{out}");
+    for row in ["random", "a"] {
+        let cells: Vec<&str> = out
+            .lines()
+            .find(|l| l.starts_with(&format!("| {row} ")))
+            .unwrap()
+            .split('|')
+            .map(str::trim)
+            .collect();
+        for &i in &bert {
+            assert_eq!(cells[i], "-", "{row}: {out}");
+        }
+    }
+}

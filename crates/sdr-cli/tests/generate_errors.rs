@@ -404,6 +404,10 @@ fn argument_and_output_errors_come_first_and_leave_nothing() {
     };
     for (args, want) in [
         (&["-k", "0"][..], "-k 0: must be at least 1"),
+        (
+            &["-k", "99999999"],
+            "-k 99999999: at most 1024 candidates per study",
+        ),
         (&["--temperature=-1"], "--temperature -1: must be finite"),
         (
             &["--temperature", "NaN"],

@@ -45,6 +45,18 @@ pub enum CorpusError {
         column: String,
         available: String,
     },
+    /// Several header cells name the column asked for (exactly, or only
+    /// case-insensitively); which one was meant is not known.
+    #[error("{source_name}: the header names column `{column}` {count} times (columns {positions}); rename all but one")]
+    AmbiguousColumn {
+        source_name: String,
+        column: String,
+        count: usize,
+        positions: String,
+    },
+    /// Two sections asked to be read from one column.
+    #[error("{source_name}: findings and impression both read column `{column}`; give each its own column")]
+    SameColumn { source_name: String, column: String },
     /// A JSON Lines key (section or id) that no record has.
     #[error("{source_name}: no record has the key `{key}` (exact or case-insensitive; keys seen: {available})")]
     MissingKey {

@@ -257,8 +257,7 @@ fn sha256_hex(bytes: &[u8]) -> String {
 
 fn read_csv(path: &Path, cols: &Columns) -> Result<(String, Vec<Raw>)> {
     let t = CsvTable::read(path)?;
-    let fi = t.column(&cols.findings)?;
-    let ii = t.column(&cols.impression)?;
+    let (fi, ii) = t.section_columns(&cols.findings, &cols.impression)?;
     let idi = match &cols.id {
         Some(c) => Some(t.column(c)?),
         None => ["uid", "id", "study_id"].iter().find_map(|c| t.find(c)),
@@ -311,6 +310,12 @@ fn find_key<'a>(
 
 fn read_jsonl(path: &Path, cols: &Columns) -> Result<(String, Vec<Raw>)> {
     let name = path.display().to_string();
+    if cols.findings.eq_ignore_ascii_case(&cols.impression) {
+        return Err(CorpusError::SameColumn {
+            source_name: name,
+            column: cols.findings.clone(),
+        });
+    }
     let bytes = read_all(path)?;
     let sha = sha256_hex(&bytes);
     let text = std::str::from_utf8(&bytes).map_err(|e| CorpusError::BadRecord {
@@ -423,8 +428,15 @@ fn read_mimic_dir(dir: &Path) -> Result<(String, Vec<Raw>)> {
         h.update([0]);
         h.update((bytes.len() as u64).to_le_bytes());
         h.update(&bytes);
-        let text = String::from_utf8_lossy(&bytes);
-        let parsed = parse_plain(&text);
+        // As CSV and JSON Lines refuse bytes that are not UTF-8: replacing them
+        // would put U+FFFD into sentences, and a binary file would pass as a
+        // report without sections.
+        let text = std::str::from_utf8(&bytes).map_err(|e| CorpusError::BadRecord {
+            source_name: p.display().to_string(),
+            record: 0,
+            message: format!("not UTF-8 ({e})"),
+        })?;
+        let parsed = parse_plain(text);
         out.push(Raw {
             line: rank + 1,
             id: rel_s.trim_end_matches(".txt").to_string(),

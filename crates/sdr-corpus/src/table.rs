@@ -53,22 +53,60 @@ impl CsvTable {
         })
     }
 
-    /// The column named `wanted`: an exact match, else a case-insensitive one.
+    /// The column named `wanted`: an exact match, else a case-insensitive one
+    /// (the first, when several match: [`CsvTable::column`] refuses that).
     pub fn find(&self, wanted: &str) -> Option<usize> {
+        self.matches(wanted).first().copied()
+    }
+
+    /// Every column [`CsvTable::find`] could mean: the exact matches, or,
+    /// without one, the case-insensitive ones.
+    fn matches(&self, wanted: &str) -> Vec<usize> {
         let h = &self.headers;
-        h.iter()
-            .position(|x| x == wanted)
-            .or_else(|| h.iter().position(|x| x.eq_ignore_ascii_case(wanted)))
+        let exact: Vec<usize> = (0..h.len()).filter(|&i| h[i] == wanted).collect();
+        if !exact.is_empty() {
+            return exact;
+        }
+        (0..h.len())
+            .filter(|&i| h[i].eq_ignore_ascii_case(wanted))
+            .collect()
     }
 
     /// As [`CsvTable::find`], or [`CorpusError::MissingColumn`] listing the
-    /// columns there are.
+    /// columns there are, or [`CorpusError::AmbiguousColumn`] when several
+    /// header cells match equally well (`findings,findings`, or
+    /// `Findings,FINDINGS` asked for `findings`).
     pub fn column(&self, wanted: &str) -> Result<usize> {
-        self.find(wanted).ok_or_else(|| CorpusError::MissingColumn {
-            source_name: self.name.clone(),
-            column: wanted.to_string(),
-            available: self.headers.join(", "),
-        })
+        match self.matches(wanted).as_slice() {
+            [] => Err(CorpusError::MissingColumn {
+                source_name: self.name.clone(),
+                column: wanted.to_string(),
+                available: self.headers.join(", "),
+            }),
+            [one] => Ok(*one),
+            many => Err(CorpusError::AmbiguousColumn {
+                source_name: self.name.clone(),
+                column: wanted.to_string(),
+                count: many.len(),
+                positions: many
+                    .iter()
+                    .map(|i| (i + 1).to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }),
+        }
+    }
+
+    /// [`CsvTable::column`] for the two sections, which must be two columns.
+    pub fn section_columns(&self, findings: &str, impression: &str) -> Result<(usize, usize)> {
+        let (f, i) = (self.column(findings)?, self.column(impression)?);
+        if f == i {
+            return Err(CorpusError::SameColumn {
+                source_name: self.name.clone(),
+                column: self.headers[f].clone(),
+            });
+        }
+        Ok((f, i))
     }
 
     /// The 1-based file line where record `record` (0-based) starts; a quoted
@@ -145,6 +183,44 @@ mod tests {
         let e = CsvTable::read(&p).unwrap_err().to_string();
         assert!(
             e.ends_with("r.csv:2: the record has 1 fields, but the header has 2"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn repeated_headers_and_one_column_for_both_sections_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("d.csv");
+        for (header, positions) in [
+            ("uid,findings,findings,impression", "2, 3"),
+            ("uid,Findings,FINDINGS,impression", "2, 3"),
+        ] {
+            std::fs::write(&p, format!("{header}\n1,a,b,c\n")).unwrap();
+            let e = CsvTable::read(&p)
+                .unwrap()
+                .column("findings")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.ends_with(&format!(
+                    "d.csv: the header names column `findings` 2 times (columns {positions}); \
+                     rename all but one"
+                )),
+                "{e}"
+            );
+        }
+        // An exact match is not ambiguous beside a case-insensitive one.
+        std::fs::write(&p, "uid,Findings,findings,impression\n1,a,b,c\n").unwrap();
+        let t = CsvTable::read(&p).unwrap();
+        assert_eq!(t.column("findings").unwrap(), 2);
+        let e = t
+            .section_columns("impression", "IMPRESSION")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.ends_with(
+                "findings and impression both read column `impression`; give each its own column"
+            ),
             "{e}"
         );
     }

@@ -168,6 +168,46 @@ fn missing_column_is_named() {
     );
 }
 
+#[test]
+fn one_column_for_both_sections_and_non_utf8_reports_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("r.csv");
+    std::fs::write(&csv, "id,findings,impression\n7,A.,B.\n").unwrap();
+    let jsonl = dir.path().join("r.jsonl");
+    std::fs::write(
+        &jsonl,
+        "{\"id\": 7, \"findings\": \"A.\", \"impression\": \"B.\"}\n",
+    )
+    .unwrap();
+    for (path, format) in [(&csv, SourceFormat::Csv), (&jsonl, SourceFormat::Jsonl)] {
+        let mut o = SourceOptions {
+            format,
+            ..Default::default()
+        };
+        o.columns.findings = "impression".into();
+        let e = read_source(path, &o).unwrap_err().to_string();
+        assert!(
+            e.contains("findings and impression both read column `impression`"),
+            "{e}"
+        );
+    }
+    // A MIMIC-style report with bytes that are not UTF-8 is named, not decoded
+    // with replacement characters.
+    let mimic = dir.path().join("m");
+    std::fs::create_dir_all(&mimic).unwrap();
+    std::fs::write(mimic.join("s1.txt"), b"FINDINGS: Clear \xff\xfe lungs.\n").unwrap();
+    let e = read_source(
+        &mimic,
+        &SourceOptions {
+            format: SourceFormat::MimicDir,
+            ..Default::default()
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("s1.txt") && e.contains("not UTF-8"), "{e}");
+}
+
 fn written(dir: &std::path::Path) -> (std::path::PathBuf, Vec<u8>) {
     let data = common::random_corpus(40, 30, 8, 3);
     let path = dir.join("c.safetensors");

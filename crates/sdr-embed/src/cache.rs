@@ -112,11 +112,15 @@ impl SentenceCache {
         let entry = Self::entry_bytes(dim);
         // The LRU's capacity is in entries; at least 1 so that it can be built.
         let cap = NonZeroUsize::new((max_bytes / entry).max(1)).unwrap_or(NonZeroUsize::MIN);
+        // The table grows with its entries: `LruCache::new` sizes it for `cap` up
+        // front, so a generous bound (`--cache-mib 10000000`) aborted on allocation.
+        let mut lru = LruCache::unbounded();
+        lru.resize(cap);
         SentenceCache {
             identity: identity.into(),
             dim,
             max_bytes,
-            lru: Mutex::new(LruCache::new(cap)),
+            lru: Mutex::new(lru),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
@@ -518,6 +522,10 @@ mod tests {
         let c = SentenceCache::new("enc", 4, 0);
         c.insert(text_key("a"), v(4, 1.0));
         assert_eq!(c.stats().entries, 0);
+        // A bound far beyond memory costs nothing until entries arrive.
+        let huge = SentenceCache::with_mib("enc", 4, 1e13).unwrap();
+        huge.insert(text_key("a"), v(4, 1.0));
+        assert_eq!(huge.stats().entries, 1);
         assert!(SentenceCache::with_mib("enc", 4, -1.0).is_err());
         assert!(SentenceCache::with_mib("enc", 4, f64::NAN).is_err());
         let u = SentenceCache::unbounded("enc", 4);

@@ -135,6 +135,9 @@ fn joined(findings: &str, impression: &str) -> String {
 /// labels of the joined report.
 type PairScores = HashMap<(String, String), ([f64; 7], Labels)>;
 
+/// The largest token total a table cell (f64) holds exactly.
+const EXACT_TOKENS: u64 = 1 << 53;
+
 /// Scores every (study, text) pair once, BERTScore in one batch.
 fn score_all(
     pairs: &[(String, String)],
@@ -168,6 +171,10 @@ fn score_all(
     for (n, key) in pairs.iter().enumerate() {
         let labels = labeler.label(&joined(&sections[2 * n].0, &sections[2 * n + 1].0));
         let mut v = [0.0; 7];
+        if bert.is_none() {
+            // Not computed: no cell, even for a section whose other metrics score 0.
+            (v[2], v[5]) = (f64::NAN, f64::NAN);
+        }
         v[6] = if well_formed[n] { 100.0 } else { 0.0 };
         for s in 0..2 {
             let (h, r) = &sections[2 * n + s];
@@ -584,6 +591,12 @@ impl Scored<'_> {
                 })?),
                 _ => None,
             };
+        }
+        // The table holds f64 cells: beyond 2^53 a total would print rounded.
+        if let Some(t) = tokens.filter(|&t| t as u64 > EXACT_TOKENS) {
+            return Err(anyhow!(
+                "--run {name}: {t} tokens in all, more than the table shows exactly (2^53)"
+            ));
         }
         let saved = match (tokens, full_tokens) {
             (Some(t), Some(f)) if f > 0 => Some(100.0 * (1.0 - t as f64 / f as f64)),

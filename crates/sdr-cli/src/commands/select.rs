@@ -44,7 +44,8 @@ and METRIC@consensus for consensus selection."
 pub struct Args {
     /// JSON Lines with one {"id": ..., "candidates": [...]} object per line; `-` or absent reads stdin.
     pub input: Option<PathBuf>,
-    /// Corpus file built by `sdr corpus build` (needed unless --consensus alone).
+    /// Corpus file built by `sdr corpus build` (needed, unless --consensus alone, which
+    /// uses none and refuses one).
     #[arg(long, value_name = "FILE")]
     pub corpus: Option<PathBuf>,
     /// Set distance: chamfer, hausdorff, ot, sinkhorn:eps=E, uot:eps=E,tau=T,
@@ -259,7 +260,15 @@ pub fn run(args: Args) -> Result<()> {
                 "--corpus FILE is required (unless --consensus alone)"
             ))
         }
-        (_, false) => None,
+        (Some(p), false) => {
+            // Silently ignored, a missing or wrong corpus would go unnoticed.
+            return Err(anyhow!(
+                "--corpus {}: --consensus alone uses no corpus; drop --corpus, or add \
+                 --all-policies to score the corpus policies too",
+                p.display()
+            ));
+        }
+        (None, false) => None,
     };
     // `Corpus::index` names the file when a section is missing from it.
     let index = corpus.as_ref().map(Corpus::index).transpose()?;

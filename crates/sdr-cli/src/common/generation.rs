@@ -14,6 +14,9 @@ use crate::jsonl::{id_text, parse_json};
 /// `--studies` when not given: relative to the current folder.
 pub const DEFAULT_STUDIES: &str = "data/iu-xray/indiana_reports.csv";
 
+/// The most candidates per study `-k` takes.
+pub const MAX_K: usize = 1024;
+
 /// Where the studies come from and how each prompt is made.
 #[derive(clap::Args, Debug, Clone)]
 pub struct StudyArgs {
@@ -76,7 +79,7 @@ pub struct BackendArgs {
         value_name = "N"
     )]
     pub retries: u32,
-    /// Candidates per study.
+    /// Candidates per study (1 to 1024).
     #[arg(
         allow_negative_numbers = true,
         long,
@@ -305,6 +308,15 @@ impl BackendArgs {
         }
         if self.k == 0 {
             return bad("-k", &self.k, "must be at least 1");
+        }
+        if self.k > MAX_K {
+            // Each candidate holds a decoding row or a stream: a K in the millions
+            // ran out of memory before the first token.
+            return bad(
+                "-k",
+                &self.k,
+                &format!("at most {MAX_K} candidates per study"),
+            );
         }
         if !(self.temperature.is_finite() && self.temperature >= 0.0) {
             return bad(
