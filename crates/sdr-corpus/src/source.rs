@@ -251,6 +251,15 @@ fn read_all(path: &Path) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// The text of a source file `name`, refused whole when it is not UTF-8.
+fn utf8<'a>(bytes: &'a [u8], name: &str) -> Result<&'a str> {
+    std::str::from_utf8(bytes).map_err(|e| CorpusError::BadRecord {
+        source_name: name.to_string(),
+        record: 0,
+        message: format!("not UTF-8 ({e})"),
+    })
+}
+
 fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
@@ -318,11 +327,7 @@ fn read_jsonl(path: &Path, cols: &Columns) -> Result<(String, Vec<Raw>)> {
     }
     let bytes = read_all(path)?;
     let sha = sha256_hex(&bytes);
-    let text = std::str::from_utf8(&bytes).map_err(|e| CorpusError::BadRecord {
-        source_name: name.clone(),
-        record: 0,
-        message: format!("not UTF-8 ({e})"),
-    })?;
+    let text = utf8(&bytes, &name)?;
     let mut out = Vec::new();
     // A section key that no record has is a typo (or another layout), not a
     // corpus without that section: refused as CSV refuses a missing column.
@@ -431,11 +436,7 @@ fn read_mimic_dir(dir: &Path) -> Result<(String, Vec<Raw>)> {
         // As CSV and JSON Lines refuse bytes that are not UTF-8: replacing them
         // would put U+FFFD into sentences, and a binary file would pass as a
         // report without sections.
-        let text = std::str::from_utf8(&bytes).map_err(|e| CorpusError::BadRecord {
-            source_name: p.display().to_string(),
-            record: 0,
-            message: format!("not UTF-8 ({e})"),
-        })?;
+        let text = utf8(&bytes, &p.display().to_string())?;
         let parsed = parse_plain(text);
         out.push(Raw {
             line: rank + 1,
