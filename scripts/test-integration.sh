@@ -3,7 +3,7 @@
 # and the SmolLM2-135M-Instruct GGUF (scripts/install-llama-server.sh), then
 # runs the ignored tests, which start that server on 127.0.0.1; the encoder's tests in
 # the MKL build that scripts/setup.sh makes; finally the
-# TRL check (recipes/setup.sh's venv, recipes/trl_integration.py), and the sharded
+# trainers (scripts/test-trainers.sh: TRL, verl, OpenRLHF in .venv-trainers), and the sharded
 # corpus build on a local Ray cluster (scripts/test-ray-corpus.sh), the CUDA build's
 # `cargo check` (scripts/check-cuda.sh), and the page of `sdr explain --html` in headless
 # Chromium (scripts/test-explain-page.sh).
@@ -56,11 +56,10 @@ for l in open(sys.argv[1]):
     print(f"study {r['id']}: chose {r['chosen']}, tokens used {r['tokens_used']}, "
           f"streamed by the server {r['tokens_produced']}, per candidate {r['candidate_tokens']}")
 PY
-# The reward inside a real TRL GRPOTrainer: 2 steps on a tiny random model, so that a TRL
-# upgrade that changes the reward's call signature or logging is caught in minutes.
-echo "== TRL GRPOTrainer + sdr.SDRReward"
-bash recipes/setup.sh
-"${SDR_TRAIN_VENV:-.venv-train}/bin/python" recipes/trl_integration.py
+# The reward inside pinned releases of TRL, verl and OpenRLHF, through their own code, on a
+# tiny model: a trainer upgrade that changes how the reward is called is caught in minutes.
+echo "== trainers: TRL 1.16.0, verl 0.9.1, OpenRLHF 0.11.2"
+SDR_BIN="$SDR" bash scripts/test-trainers.sh
 # A sharded corpus build on a local three-node Ray cluster, merged, against one build.
 echo "== Ray: sharded corpus build"
 bash scripts/test-ray-corpus.sh

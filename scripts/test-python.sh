@@ -27,9 +27,10 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "== creating venv $VENV"
   "$PY" -m venv "$VENV"
 fi
-if ! "$VENV/bin/python" -c "import maturin, numpy, pytest" 2>/dev/null; then
-  echo "== pip install maturin numpy pytest"
-  "$VENV/bin/python" -m pip install -q "maturin>=1.9,<2" numpy pytest
+# cloudpickle: how Ray (verl's remote reward manager) sends sdr/verl.py's functions.
+if ! "$VENV/bin/python" -c "import maturin, numpy, pytest, cloudpickle" 2>/dev/null; then
+  echo "== pip install maturin numpy pytest cloudpickle"
+  "$VENV/bin/python" -m pip install -q "maturin>=1.9,<2" numpy pytest cloudpickle
 fi
 
 bash scripts/fetch-model.sh

@@ -52,6 +52,8 @@ enum Command {
     Score(commands::score::Args),
     /// Serve SDR rewards over HTTP (OpenRLHF remote reward protocol, JSON batch endpoint).
     Serve(commands::serve::Args),
+    /// Check a training set's references before a run: summary, bad rows, exit status 1 if any.
+    CheckData(commands::check_data::Args),
 }
 
 fn main() {
@@ -75,6 +77,7 @@ fn main() {
         Command::Score(args) => commands::score::run(args),
         Command::Explain(args) => commands::explain::run(args),
         Command::Serve(args) => commands::serve::run(args),
+        Command::CheckData(args) => commands::check_data::run(args),
     };
     if let Err(err) = result {
         log_line(format_args!("sdr: error: {}", one_line(&err)));

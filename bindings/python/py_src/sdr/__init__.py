@@ -4,9 +4,13 @@ A Rust core (report parsing, sentence segmentation, all-mpnet-base-v2
 embeddings, fifteen set distances) with reward functions for GRPO trainers:
 
 - ``SDRReward``: a TRL ``GRPOTrainer`` reward function;
-- ``sdr.verl.compute_score``: verl's ``custom_reward_function``;
+- ``sdr.verl.compute_score`` / ``compute_score_async``: verl's
+  ``custom_reward_function``;
 - ``sdr/openrlhf_reward.py``: OpenRLHF's reward-function file (or run
-  ``sdr serve`` and point ``--remote_rm_url`` at it);
+  ``sdr serve`` and point ``--reward.remote_url`` at it);
+- ``sdr.completion_text``: the report in a completion of any shape a trainer
+  passes (strings, chat messages, TRL's parsed responses with
+  ``reasoning_content``);
 - ``sdr.distance`` / ``sdr.distances`` for one pair of embedding sets, and
   ``sdr.distance_batch`` / ``sdr.distances_batch`` for many pairs in one call;
 - ``sdr.label`` / ``sdr.chexpert_f1``: CheXpert-14 labels by phrase rules and

@@ -9,7 +9,7 @@ import numpy.typing as npt
 __version__: str
 METRICS: List[str]
 
-Completion = Union[str, Sequence[Dict[str, Any]]]
+Completion = Union[str, Dict[str, Any], Sequence[Dict[str, Any]]]
 
 class ParsedReport(TypedDict):
     format_valid: bool
@@ -182,6 +182,7 @@ class SDRReward:
     explain: int
     device: str
     precision: str
+    missing_section: str
     last_explanation: List[Dict[str, Any]]
     def __init__(
         self,
@@ -203,6 +204,7 @@ class SDRReward:
         explain: Union[bool, int] = False,
         device: str = "cpu",
         precision: str = "f32",
+        missing_section: str = "error",
     ) -> None: ...
     def __call__(
         self,

@@ -3,8 +3,22 @@
 OpenRLHF loads a Python file given where a reward-model URL would go and
 calls its ``reward_func(queries, prompts, labels)``::
 
-    --remote_rm_url /path/to/site-packages/sdr/openrlhf_reward.py --label_key solution
-    # (OpenRLHF 0.10.2+: --reward.remote_url with the same value)
+    --reward.remote_url /path/to/site-packages/sdr/openrlhf_reward.py --data.label_key solution
+    # (OpenRLHF 0.11 flags; before 0.10.2: --remote_rm_url, --label_key)
+
+OpenRLHF 0.11's ``SingleTurnAgentExecutor`` calls ``reward_func`` once per
+sample, from many threads at once (``asyncio.to_thread``): the calls are
+coalesced into one batched call of the scorer over a short window
+(``sdr.coalesce``; ``SDR_COALESCE_MS``, default 2; 0 scores each call alone),
+with the same rewards as one batched call.
+
+A label without Findings or Impression: OpenRLHF logs a reward function's
+exception at INFO level and trains on with reward ``None``, losing the sample
+without a word. So this file's default policy is ``SDR_MISSING_SECTION=score``:
+the section that is there is scored, the missing one's term is 0, and
+``extra_logs["missing_sections"]`` counts it (OpenRLHF logs it);
+``SDR_MISSING_SECTION=error`` raises instead. ``sdr check-data`` finds such
+labels before the run.
 
 ``queries`` are prompt + completion strings, decoded with their special
 tokens; the completion is what follows the matching prompt (the whole query
@@ -31,22 +45,28 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from sdr import SDRReward
 from sdr._sdr import openrlhf_completion
+from sdr.coalesce import Coalescer
 
 _reward: Optional[SDRReward] = None
+_coalescer: Optional[Coalescer] = None
 _encoder: Any = None
 
 
 def set_encoder(encoder: Any) -> None:
     """Use `encoder` (a callable ``list[str] -> (n, d)`` array) from the next call on."""
-    global _encoder, _reward
+    global _encoder, _reward, _coalescer
     _encoder = encoder
     _reward = None
+    _coalescer = None
 
 
 def _get() -> SDRReward:
-    global _reward
+    global _reward, _coalescer
     if _reward is None:
-        _reward = SDRReward(
+        ms = float(os.environ.get("SDR_COALESCE_MS", "2"))
+        if not (0 <= ms < float("inf")):
+            raise ValueError(f"SDR_COALESCE_MS must be a finite number >= 0, got {ms!r}")
+        reward = SDRReward(
             metric=os.environ.get("SDR_METRIC", "chamfer"),
             format_weight=float(os.environ.get("SDR_FORMAT_WEIGHT", "1")),
             semantic_weight=float(os.environ.get("SDR_SEMANTIC_WEIGHT", "1")),
@@ -58,7 +78,12 @@ def _get() -> SDRReward:
             encoder_id=os.environ.get("SDR_ENCODER_ID") or None,
             device=os.environ.get("SDR_DEVICE", "cpu"),
             precision=os.environ.get("SDR_PRECISION") or "f32",
+            missing_section=os.environ.get("SDR_MISSING_SECTION") or "score",
         )
+        _coalescer = (
+            Coalescer(lambda c, r: reward.score(c, references=r), window_s=ms / 1000.0) if ms > 0 else None
+        )
+        _reward = reward
     return _reward
 
 
@@ -77,12 +102,20 @@ def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence
     torch tensors when torch is importable (as OpenRLHF expects), else lists."""
     if len(prompts) != len(queries):
         raise ValueError(f"{len(queries)} queries but {len(prompts)} prompts")
+    if len(labels) != len(queries):
+        raise ValueError(f"{len(queries)} queries but {len(labels)} labels")
     completions = [completion_from_query(q, p) for q, p in zip(queries, prompts)]
-    out = _get().score(completions, references=list(labels))
+    reward = _get()
+    coalescer = _coalescer
+    if coalescer is not None:
+        out = coalescer.score(completions, list(labels))
+    else:
+        out = reward.score(completions, references=list(labels))
+    logged = ("format", "findings", "impression") + (("missing_sections",) if "missing_sections" in out else ())
     result: Dict[str, Any] = {
         "rewards": out["reward"],
         "scores": out["reward"],
-        "extra_logs": {k: out[k] for k in ("format", "findings", "impression")},
+        "extra_logs": {k: out[k] for k in logged},
     }
     try:
         import torch

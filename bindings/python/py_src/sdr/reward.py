@@ -19,45 +19,11 @@ import warnings
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _sdr
+from .completion import Completion, completion_text
 from .explain import check_worst, log_worst
-
-Completion = Union[str, Sequence[Dict[str, Any]]]
+from . import missing_section as _missing_section
 
 _COMPONENTS = ("format", "findings", "impression")
-
-
-def completion_text(completion: Completion) -> str:
-    """The text of a completion: a string as is; for chat messages
-    (``[{"role": "assistant", "content": ...}]``) the content of the last
-    assistant message (the last message when none has that role). Content
-    given as parts (``[{"type": "text", "text": ...}]``) is concatenated."""
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, dict):
-        completion = [completion]
-    if not isinstance(completion, (list, tuple)) or not completion:
-        raise TypeError(
-            "a completion must be a string or a non-empty list of chat messages, "
-            f"got {type(completion).__name__}"
-        )
-    messages = [m for m in completion if isinstance(m, dict) and m.get("role") == "assistant"]
-    message = messages[-1] if messages else completion[-1]
-    if not isinstance(message, dict) or "content" not in message:
-        raise TypeError(f"a chat message must be a dict with a 'content' key, got {message!r}")
-    content = message["content"]
-    if isinstance(content, str):
-        return content
-    if isinstance(content, (list, tuple)):
-        parts = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, dict) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-        return "".join(parts)
-    if content is None:
-        return ""
-    raise TypeError(f"message content must be a string or a list of parts, got {type(content).__name__}")
 
 
 def resolve_encoder(spec: Any) -> Optional[Callable[[List[str]], Any]]:
@@ -225,10 +191,21 @@ class SDRReward:
         completion (SDR's own encoder is then loaded once more, unless
         `encoder` is given). Default off.
 
+    missing_section : str
+        A reference with an empty Findings or Impression: ``"error"``
+        (default) raises ValueError naming its index; ``"score"`` scores the
+        section that is there, sets the missing one's term to 0 and counts it
+        (``missing_sections`` in ``score``'s result, ``<name>/missing_sections``
+        in the logs). See ``sdr.missing_section``; ``sdr check-data`` finds
+        such references before a run.
+
     Calling it as ``reward(prompts=..., completions=..., **columns)`` returns one
-    float per completion. Completions are strings or chat message lists. A
-    completion that breaks the template scores 0 (no exception); a reference
-    with an empty section raises ValueError naming its index. When TRL passes
+    float per completion. Completions are strings, chat message lists, or the
+    parsed messages TRL hands a reward when the tokenizer has a response schema
+    (``reasoning_content`` / ``reasoning`` / ``thinking`` beside ``content``):
+    the report is rebuilt as ``<think>reasoning</think>content``
+    (``sdr.completion_text``); a shape it cannot read raises TypeError naming
+    it. A completion that breaks the template scores 0 (no exception). When TRL passes
     ``log_extra`` / ``log_metric`` callbacks, the per-sample components
     (``<name>/format``, ``/findings``, ``/impression``, and ``/clinical`` when
     ``clinical_weight`` > 0) and their means are logged through them, with the
@@ -261,6 +238,7 @@ class SDRReward:
         explain: Union[bool, int] = False,
         device: str = "cpu",
         precision: str = "f32",
+        missing_section: str = "error",
     ) -> None:
         if not isinstance(metric, str):
             raise TypeError(f"metric must be a string, got {type(metric).__name__}")
@@ -310,6 +288,7 @@ class SDRReward:
         _sdr.check_device(device)  # a typo fails here, not at the first batch
         self.device = device
         self.precision = check_precision(precision)
+        self.missing_section = _missing_section.check_policy(missing_section)
         if encoder is not None and not callable(encoder) and not isinstance(encoder, str):
             raise TypeError(f"encoder must be a callable list[str] -> (n, d) array, got {type(encoder).__name__}")
         self.encoder = resolve_encoder(encoder)
@@ -401,6 +380,7 @@ class SDRReward:
             "explain": self.explain,
             "device": self.device,
             "precision": self.precision,
+            "missing_section": self.missing_section,
         }
 
     def __getstate__(self) -> Dict[str, Any]:
@@ -423,6 +403,7 @@ class SDRReward:
             and not (k == "explain" and not v)
             and not (k == "device" and v == "cpu")
             and not (k == "precision" and v == "f32")
+            and not (k == "missing_section" and v == "error")
         )
         return f"SDRReward({args})"
 
@@ -466,8 +447,23 @@ class SDRReward:
             kwargs["findings"] = _strings(findings, "findings")
         if impression is not None:
             kwargs["impression"] = _strings(impression, "impression")
+        missing = None
+        if self.missing_section == "score":
+            # Score what can be scored; the missing sections' terms are 0 and counted.
+            if "findings" in kwargs and "impression" in kwargs and "references" not in kwargs:
+                f, i = kwargs.pop("findings"), kwargs.pop("impression")
+                if len(f) != len(i):
+                    raise ValueError(f"findings has {len(f)} items but impression has {len(i)}")
+                kwargs["references"] = [{"findings": a, "impression": b} for a, b in zip(f, i)]
+            if "references" in kwargs:
+                kwargs["references"], missing = _missing_section.fill(kwargs["references"])
         try:
-            return self._get_scorer().score(texts, **kwargs)
+            out = self._get_scorer().score(texts, **kwargs)
+            if missing is not None:
+                out = _missing_section.apply(
+                    out, missing, self.format_weight, self.semantic_weight, self.clinical_weight
+                )
+            return out
         except (UnicodeEncodeError, TypeError):
             # A lone surrogate (e.g. from errors="surrogateescape"): name the text
             # (inside a section dict it reaches here as a TypeError).
@@ -513,6 +509,17 @@ class SDRReward:
                 log_extra(f"{self.__name__}/{key}", values)
             if callable(log_metric) and values:
                 log_metric(f"{self.__name__}/{key}", sum(values) / len(values))
+        if "missing_sections" in out:
+            missing_total = sum(out["missing_sections"])
+            if missing_total:
+                warnings.warn(
+                    f"{self.__name__}: {missing_total} reference section(s) missing in this batch, "
+                    "scored as 0 (missing_section='score')",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+            if callable(log_metric):
+                log_metric(f"{self.__name__}/missing_sections", float(missing_total))
         for key in ("unconverged", "failed"):
             # Sections scored with an unconverged solver's last iterate, or with a
             # non-finite distance (term 0; SPEC §4): logged whenever there are any.

@@ -1,3 +1,4 @@
+pub mod check_data;
 pub mod corpus;
 pub mod distances;
 pub mod embed;

@@ -65,6 +65,8 @@
 
 mod api;
 mod batcher;
+mod completion;
+mod missing;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -78,14 +80,18 @@ use crate::common::log_line;
 
 pub use api::{router, AppState};
 pub use batcher::Limits;
+pub use missing::MissingSection;
 
 /// `sdr serve -h`: where the rest is.
-const AFTER_HELP: &str = "OpenRLHF: --remote_rm_url http://HOST:PORT/get_reward (OpenRLHF \
-0.10.2+: --reward.remote_url). The reward, the request and reply formats and the error replies: \
-sdr serve --help.";
+const AFTER_HELP: &str = "OpenRLHF 0.11: --reward.remote_url http://HOST:PORT/get_reward \
+--data.label_key solution, with sdr serve --missing-section score. The reward, the request and \
+reply formats and the error replies: sdr serve --help.";
 
 /// `sdr serve --help`: what a client needs besides the options.
-const AFTER_LONG_HELP: &str = r#"OpenRLHF: --remote_rm_url http://HOST:PORT/get_reward (OpenRLHF 0.10.2+: --reward.remote_url).
+const AFTER_LONG_HELP: &str = r#"OpenRLHF 0.11: --reward.remote_url http://HOST:PORT/get_reward --data.label_key solution, with
+sdr serve --missing-section score (OpenRLHF trains on with reward None for a sample whose request
+failed). verl 0.9: reward_kwargs serve_url: http://HOST:PORT (sdr/verl.py): every reward worker
+of the machine shares this server's encoder.
 
 Reward of a completion against its reference (SPEC §4):
   R = λ_fmt·R_fmt + λ_sem·(R_F + R_I)   (+ λ_clin·F1 with --clinical-weight > 0)
@@ -110,20 +116,28 @@ Requests (JSON bodies):
     whose solver stopped before converging (its last iterate is used) / whose distance was not
     finite (their term is 0).
   POST /v1/rewards, a plain batch:
-    {"completions": [string], "references": [reference], "metric": "ot"}
+    {"completions": [completion], "references": [reference], "metric": "ot"}
+    a completion is a string, a chat message {"role": "assistant", "content": ...} or an array
+    of messages (the last assistant one is scored); a message whose reasoning a parser took
+    apart ("reasoning_content", "reasoning" or "thinking", as TRL hands rewards) is scored as
+    <think>reasoning</think>content; another shape is a 400 naming it.
     a reference is a report string (as labels above) or {"findings": string, "impression":
     string}; "metric" may be left out (--metric; the weights are the server's); no other key.
     Reply: {"metric": spec, "rewards": [R], "format": [R_fmt], "findings": [R_F],
     "impression": [R_I], "unconverged": [n], "failed": [n]}, and "clinical" as above.
+  With --missing-section score, both replies add "missing_sections": [n], the reference's
+  sections (0-2) that were empty and scored as 0 (R = λ_fmt·R_fmt + λ_sem·R_present).
   GET /health: {"status": "ok", "metric", "exact", "format_weight", "semantic_weight",
-    "clinical_weight", "model", "batches", "requests", "samples", "cache": {"entries", "bytes",
+    "clinical_weight", "model", "batches", "requests", "samples", "missing_section",
+    "missing_sections", "cache": {"entries", "bytes",
     "max_bytes", "evictions", "distinct", "hits", "hit_rate", "embedded", "encode_seconds",
     "path", "writable"}}
 
 Errors are {"error": "message"} with the status:
   400  not JSON, a missing or mistyped field, an unknown field in /v1/rewards (/get_reward
        ignores keys other than its three: OpenRLHF versions add their own), lists of different
-       lengths, a reference with an empty section or a broken template (named by its index),
+       lengths, a completion of an unreadable shape, a reference with an empty section (unless
+       --missing-section score) or a broken template (named by its index),
        an unknown metric
   404  no such path
   405  wrong method (POST the two reward paths, GET /health)
@@ -322,6 +336,16 @@ pub struct Args {
         value_name = "SAMPLES"
     )]
     pub max_queued_samples: usize,
+    /// A reference with an empty Findings or Impression: `error` answers 400
+    /// naming it; `score` scores the section that is there, sets the missing
+    /// one's term to 0 and counts it (`missing_sections` in the reply, per
+    /// sample; the total in /health).
+    ///
+    /// OpenRLHF 0.11 trains on with reward None for a sample whose reward
+    /// request failed, logging it only at INFO level: with OpenRLHF use
+    /// `score` (or check the data first with `sdr check-data`).
+    #[arg(long, value_enum, default_value_t = MissingSection::Error)]
+    pub missing_section: MissingSection,
 }
 
 /// Smallest `--max-body-bytes`: less refuses all but the shortest one-sample
@@ -415,6 +439,7 @@ impl Args {
             timeout: Duration::from_millis(self.timeout_ms),
             header_timeout: Duration::from_millis(self.header_timeout_ms),
             max_queued_samples: self.max_queued_samples,
+            missing_section: self.missing_section,
         })
     }
 }

@@ -22,6 +22,8 @@ use tokio::sync::{mpsc, oneshot, Semaphore, SemaphorePermit};
 use tokio::time::Instant;
 
 use super::batcher::{self, Counters, Failure, Job, Limits, OwnedReference};
+use super::completion::completion_text;
+use super::missing::{self, Missing, MissingSection};
 
 /// Most distinct metrics `/v1/rewards` keeps a scorer for.
 const MAX_METRICS: usize = 32;
@@ -46,6 +48,8 @@ struct Inner {
     counters: Arc<Counters>,
     /// Samples accepted and not yet answered.
     queued: AtomicUsize,
+    /// Reference sections found missing and scored as 0 (`--missing-section score`).
+    missing_sections: AtomicUsize,
     /// `--max-concurrency`: one permit per reward request being handled,
     /// taken once its body is read (a client still uploading holds none).
     slots: Semaphore,
@@ -115,6 +119,7 @@ impl AppState {
                 limits,
                 counters,
                 queued: AtomicUsize::new(0),
+                missing_sections: AtomicUsize::new(0),
                 // Semaphore::new panics beyond MAX_PERMITS (`Args::limits` refuses it).
                 slots: Semaphore::new(limits.max_concurrency.min(Semaphore::MAX_PERMITS)),
             }),
@@ -324,6 +329,43 @@ impl AppState {
     }
 }
 
+impl AppState {
+    /// With `--missing-section score`, the references with each missing
+    /// section filled in and which were missing ([`missing::fill`]); else as
+    /// they are (an empty section is then a 400 from [`AppState::submit`]).
+    fn fill_missing(
+        &self,
+        references: Vec<OwnedReference>,
+    ) -> (Vec<OwnedReference>, Option<Vec<Missing>>) {
+        if self.inner.limits.missing_section != MissingSection::Score {
+            return (references, None);
+        }
+        let (filled, missing) = references.into_iter().map(missing::fill).unzip();
+        (filled, Some(missing))
+    }
+
+    /// The missing sections' terms set to 0 ([`missing::apply`]); the
+    /// per-sample counts for the reply, and the total for `/health`.
+    fn apply_missing(
+        &self,
+        scorer: &Scorer,
+        scores: &mut [RewardBreakdown],
+        missing: Option<Vec<Missing>>,
+    ) -> Option<Vec<u8>> {
+        let missing = missing?;
+        let mut counts = Vec::with_capacity(missing.len());
+        for (score, m) in scores.iter_mut().zip(missing) {
+            missing::apply(score, m, scorer.options());
+            counts.push(missing::count(m));
+        }
+        let total: usize = counts.iter().map(|&c| usize::from(c)).sum();
+        self.inner
+            .missing_sections
+            .fetch_add(total, Ordering::Relaxed);
+        Some(counts)
+    }
+}
+
 /// A 413 reply.
 fn too_large(m: String) -> ApiError {
     ApiError(StatusCode::PAYLOAD_TOO_LARGE, m)
@@ -412,6 +454,10 @@ struct ExtraLogs {
     unconverged: Vec<u8>,
     /// Per sample, sections whose distance was not finite (term 0; SPEC §4).
     failed: Vec<u8>,
+    /// Per sample, the reference's missing sections (0-2), scored as 0; only
+    /// with `--missing-section score`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    missing_sections: Option<Vec<u8>>,
 }
 
 /// The clinical components, when the clinical term is on.
@@ -456,9 +502,11 @@ async fn openrlhf(State(s): State<AppState>, req: Request) -> Response {
             })
             .collect();
         let references = req.labels.into_iter().map(OwnedReference::Report).collect();
-        let scores = s
+        let (references, missing) = s.fill_missing(references);
+        let mut scores = s
             .submit(s.inner.default.clone(), completions, references, deadline)
             .await?;
+        let missing_sections = s.apply_missing(&s.inner.default, &mut scores, missing);
         let clinical = clinical_of(&s.inner.default, &scores);
         let rewards: Vec<f64> = scores.iter().map(|r| r.reward).collect();
         Ok::<_, ApiError>(Json(OpenRlhfReply {
@@ -471,6 +519,7 @@ async fn openrlhf(State(s): State<AppState>, req: Request) -> Response {
                 clinical,
                 unconverged: scores.iter().map(|r| r.unconverged).collect(),
                 failed: scores.iter().map(|r| r.failed).collect(),
+                missing_sections,
             },
         }))
     };
@@ -480,7 +529,9 @@ async fn openrlhf(State(s): State<AppState>, req: Request) -> Response {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BatchRequest {
-    completions: Vec<String>,
+    /// Read by [`completion_text`]: strings, chat messages, or parsed
+    /// messages with their reasoning apart.
+    completions: Vec<serde_json::Value>,
     /// Read by [`reference_in`], whose messages name the index and the field
     /// (serde's untagged enums only say that no variant matched).
     references: Vec<serde_json::Value>,
@@ -536,6 +587,9 @@ struct BatchReply {
     unconverged: Vec<u8>,
     /// Per sample, sections whose distance was not finite (term 0; SPEC §4).
     failed: Vec<u8>,
+    /// As in [`ExtraLogs`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    missing_sections: Option<Vec<u8>>,
 }
 
 async fn batch(State(s): State<AppState>, req: Request) -> Response {
@@ -556,10 +610,20 @@ async fn batch(State(s): State<AppState>, req: Request) -> Response {
             .enumerate()
             .map(|(i, r)| reference_in(i, r))
             .collect::<Result<Vec<_>, _>>()?;
+        let completions = req
+            .completions
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                completion_text(c).map_err(|e| ApiError::bad(format!("completions[{i}]: {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let (references, missing) = s.fill_missing(references);
         let clinical_on = scorer.options().clinical_weight > 0.0;
-        let scores = s
-            .submit(scorer, req.completions, references, deadline)
+        let mut scores = s
+            .submit(scorer.clone(), completions, references, deadline)
             .await?;
+        let missing_sections = s.apply_missing(&scorer, &mut scores, missing);
         Ok::<_, ApiError>(Json(BatchReply {
             clinical: clinical_on.then(|| scores.iter().map(|r| r.clinical).collect()),
             metric,
@@ -569,6 +633,7 @@ async fn batch(State(s): State<AppState>, req: Request) -> Response {
             impression: scores.iter().map(|r| r.impression).collect(),
             unconverged: scores.iter().map(|r| r.unconverged).collect(),
             failed: scores.iter().map(|r| r.failed).collect(),
+            missing_sections,
         }))
     };
     run.await.into_response()
@@ -588,6 +653,11 @@ async fn health(State(s): State<AppState>) -> Response {
         "batches": c.batches.load(Ordering::Relaxed),
         "requests": c.requests.load(Ordering::Relaxed),
         "samples": c.samples.load(Ordering::Relaxed),
+        "missing_section": match s.inner.limits.missing_section {
+            MissingSection::Error => "error",
+            MissingSection::Score => "score",
+        },
+        "missing_sections": s.inner.missing_sections.load(Ordering::Relaxed),
         "cache": cache_health(&s),
     }))
     .into_response()

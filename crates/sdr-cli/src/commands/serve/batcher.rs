@@ -37,6 +37,9 @@ pub struct Limits {
     /// refused with 503 and `Retry-After` at once (load shedding), so that
     /// overload shows as fast refusals rather than timeouts and memory stays bounded.
     pub max_queued_samples: usize,
+    /// What a reference with an empty section gets (`--missing-section`): a
+    /// 400, or its present section scored and the missing one counted.
+    pub missing_section: super::missing::MissingSection,
 }
 
 impl Default for Limits {
@@ -53,12 +56,13 @@ impl Default for Limits {
             timeout: Duration::from_secs(120),
             header_timeout: Duration::from_secs(30),
             max_queued_samples: 65_536,
+            missing_section: super::missing::MissingSection::Error,
         }
     }
 }
 
 /// A reference owned by a queued request.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum OwnedReference {
     Report(String),
     Sections {
