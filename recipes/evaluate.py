@@ -3,10 +3,15 @@
 Each policy generates one report per study, greedily, for the same studies; the
 reports are scored against the references on the Findings and on the Impression
 section with ``sdr score`` (BLEU-4, ROUGE-L, METEOR, BERTScore-F1) and, when the
-``sdr`` module has the labeler, CheXpert-rule F1. Writes ``<out>/generations/*.jsonl``,
-``<out>/scores/*.jsonl``, ``<out>/summary.json`` and the Markdown table ``--table``
-(rows in the paper's order, relative change against SFT in brackets), plus the reward
-curves of the GRPO runs (``<out>/reward_curves.png``) from their TRL log histories.
+``sdr`` module has the labeler, CheXpert-rule F1. BERTScore-F1 is judged by
+all-MiniLM-L6-v2 (``--bertscore-model``, fetched by ``scripts/fetch-minilm.sh``), a model
+independent of the reward's all-mpnet-base-v2; a second column gives BERTScore under the
+reward's own encoder, labelled so. Writes ``<out>/generations/*.jsonl``,
+``<out>/scores/*.jsonl`` (``*.reward-encoder.jsonl`` for the second column),
+``<out>/summary.json`` and the Markdown table ``--table`` (rows in the paper's order,
+relative change against SFT in brackets with its 95 % paired-bootstrap interval over the
+studies, ``*`` where it excludes 0), plus the reward curves of the GRPO runs
+(``<out>/reward_curves.png``) from their TRL log histories.
 
     python recipes/evaluate.py --studies 100 \\
         --policy SFT=recipes/out/sft/final \\
@@ -31,6 +36,9 @@ import common  # noqa: E402
 
 SECTIONS = ("findings", "impression")
 METRICS = ("BLEU-4", "ROUGE-L", "METEOR", "BERTScore-F1")
+#: The column of BERTScore under the reward's own encoder (all-mpnet-base-v2).
+REWARD_BERT = "BERTScore-F1 (reward's own encoder)"
+MINILM = Path(os.environ.get("SDR_HOME", Path.home() / ".cache/sdr")) / "models/all-MiniLM-L6-v2"
 
 
 def generate(policy_dir: Path, rows, out_file: Path, batch: int, max_new_tokens: int) -> float:
@@ -75,16 +83,42 @@ def sdr_bin() -> str:
     raise SystemExit("the sdr CLI is not built: bash scripts/setup.sh (or set SDR_BIN)")
 
 
-def score(gen_file: Path, refs, out_file: Path) -> list:
+def score(gen_file: Path, refs, out_file: Path, judge: Path) -> list:
+    """``sdr score`` with the independent judge, plus the BERTScore-F1 of the reward's own
+    encoder (``<out_file>.reward-encoder.jsonl``) as the REWARD_BERT key of each section."""
     pairs = out_file.with_suffix(".pairs.jsonl")
     by_id = {int(r["uid"]): r for r in refs}
     rows = [json.loads(l) for l in gen_file.read_text().splitlines() if l.strip()]
     common.write_jsonl_atomic(
         pairs, [{"id": g["id"], "hyp": g["text"], "ref": common.target(by_id[g["id"]])} for g in rows]
     )
-    subprocess.run([sdr_bin(), "score", str(pairs), "-o", str(out_file)], check=True)
+    own = out_file.with_suffix(".reward-encoder.jsonl")
+    subprocess.run([sdr_bin(), "score", str(pairs), "--bertscore-model", str(judge), "-o", str(out_file)], check=True)
+    subprocess.run([sdr_bin(), "score", str(pairs), "-o", str(own)], check=True)
     pairs.unlink()
-    return [json.loads(l) for l in out_file.read_text().splitlines() if l.strip()]
+    scored = [json.loads(l) for l in out_file.read_text().splitlines() if l.strip()]
+    reward = [json.loads(l) for l in own.read_text().splitlines() if l.strip()]
+    for r, o in zip(scored, reward):
+        for sec in SECTIONS:
+            r[sec][REWARD_BERT] = o[sec]["BERTScore-F1"]
+    return scored
+
+
+def section_texts(gen_file: Path, refs):
+    """Per section, the generated and the reference texts CheXpert-rule F1 compares."""
+    import sdr
+
+    by_id = {int(r["uid"]): r for r in refs}
+    rows = [json.loads(l) for l in gen_file.read_text().splitlines() if l.strip()]
+    out = {}
+    for sec in SECTIONS:
+        hyps, rfs = [], []
+        for g in rows:
+            p = sdr.parse_report(g["text"])
+            hyps.append(" ".join(p[sec]) if p.get(sec) else "")
+            rfs.append(" ".join(by_id[g["id"]][sec].split()))
+        out[sec] = (hyps, rfs)
+    return out
 
 
 def clinical(gen_file: Path, refs):
@@ -112,7 +146,7 @@ def summarize(scored, clin) -> dict:
     n = len(scored)
     s = {"studies": n, "well_formed": 100.0 * sum(r["format_valid"] for r in scored) / n}
     for sec in SECTIONS:
-        for m in METRICS:
+        for m in METRICS + (REWARD_BERT,):
             s[f"{sec}/{m}"] = sum(r[sec][m] for r in scored) / n
         if clin:
             s[f"{sec}/CheXpert-rule F1 (14, macro)"] = clin[sec]["macro_f1_14"]
@@ -120,16 +154,47 @@ def summarize(scored, clin) -> dict:
     return s
 
 
-def cell(v: float, base: float, pct: bool = False) -> str:
+def intervals(scored: dict, texts: dict, base_name: str) -> dict:
+    """Per policy and column, the 95 % paired-bootstrap interval of the relative change
+    against ``base_name`` over the studies (``sdr.metrics``: 1,000 resamples, fixed seed);
+    CheXpert-rule F1 is recomputed on each resample."""
+    from sdr import metrics
+
+    out = {}
+    base = scored[base_name]
+    for name, rows in scored.items():
+        if name == base_name:
+            continue
+        ci = {"well_formed": metrics.paired_bootstrap(
+            [100.0 * r["format_valid"] for r in rows], [100.0 * r["format_valid"] for r in base])}
+        for sec in SECTIONS:
+            for m in METRICS + (REWARD_BERT,):
+                ci[f"{sec}/{m}"] = metrics.paired_bootstrap([r[sec][m] for r in rows], [r[sec][m] for r in base])
+            if texts:
+                h, refs = texts[name][sec]
+                hb, _ = texts[base_name][sec]
+                cx = metrics.chexpert_f1_bootstrap(h, hb, refs)
+                ci[f"{sec}/CheXpert-rule F1 (14, macro)"] = cx["macro_f1_14"]
+                ci[f"{sec}/CheXpert-rule F1 (5, micro)"] = cx["micro_f1_5"]
+        out[name] = ci
+    return out
+
+
+def cell(v: float, base: float, pct: bool = False, ci=None) -> str:
     txt = f"{v:.1f}" if pct else f"{v:.3f}"
     if base is None:
         return txt
     if base == 0:
         return f"{txt} (n/a)"
-    return f"{txt} ({100.0 * (v - base) / base:+.1f}%)"
+    change = f"{100.0 * (v - base) / base:+.1f}%"
+    if ci is None:
+        return f"{txt} ({change})"
+    lo, hi = ci
+    mark = "*" if lo > 0 or hi < 0 else ""
+    return f"{txt} ({change} [{lo:+.1f}, {hi:+.1f}]{mark})"
 
 
-def table(summaries: dict) -> str:
+def table(summaries: dict, cis: dict) -> str:
     names = list(summaries)
     base = summaries[names[0]]
     cols = [k for k in base if "/" in k]
@@ -139,15 +204,17 @@ def table(summaries: dict) -> str:
         head = ["policy"] + [c.split("/", 1)[1] for c in sec_cols]
         if sec == "findings":
             head.append("well-formed %")
-        lines.append(f"**{sec.capitalize()}**\n")
+        lines.append(f"**{sec.capitalize()}** ({base['studies']} studies)\n")
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "---|" * len(head))
         for name in names:
             s = summaries[name]
             b = None if name == names[0] else base
-            row = [name] + [cell(s[c], None if b is None else b[c]) for c in sec_cols]
+            ci = cis.get(name, {})
+            row = [name] + [cell(s[c], None if b is None else b[c], ci=ci.get(c)) for c in sec_cols]
             if sec == "findings":
-                row.append(cell(s["well_formed"], None if b is None else b["well_formed"], pct=True))
+                row.append(cell(s["well_formed"], None if b is None else b["well_formed"], pct=True,
+                                ci=ci.get("well_formed")))
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
     return "\n".join(lines)
@@ -237,12 +304,14 @@ def main() -> None:
     ap.add_argument("--logs", action="append", default=[], help="NAME=log_history.jsonl for the curves")
     ap.add_argument("--out", default=str(common.ROOT / "docs/results/grpo"))
     ap.add_argument("--table", default=str(common.ROOT / "docs/results/grpo.md"))
+    ap.add_argument("--bertscore-model", default=str(MINILM),
+                    help="BERTScore judge, a RoBERTa/BERT folder (default: all-MiniLM-L6-v2 from scripts/fetch-minilm.sh)")
     args = ap.parse_args()
 
     common.set_threads()
     out = Path(args.out)
     refs = common.studies("test")[: args.studies]
-    summaries, timings = {}, {}
+    summaries, timings, scored_all, texts = {}, {}, {}, {}
     for spec in args.policy:
         name, _, path = spec.partition("=")
         slug = "".join(c if c.isalnum() else "_" for c in name).strip("_").lower()
@@ -251,11 +320,22 @@ def main() -> None:
         if have != len(refs):
             print(f"generating {name} from {path}", flush=True)
             timings[name] = round(generate(Path(path), refs, gen_file, args.batch, args.max_new_tokens), 1)
-        scored = score(gen_file, refs, out / "scores" / f"{slug}.jsonl")
-        summaries[name] = summarize(scored, clinical(gen_file, refs))
-    md = table(summaries)
+        scored = score(gen_file, refs, out / "scores" / f"{slug}.jsonl", Path(args.bertscore_model))
+        clin = clinical(gen_file, refs)
+        summaries[name] = summarize(scored, clin)
+        scored_all[name] = scored
+        if clin:
+            texts[name] = section_texts(gen_file, refs)
+    cis = intervals(scored_all, texts, next(iter(summaries)))
+    # Rescoring committed generations keeps the generation times of the run that made them.
+    old = out / "summary.json"
+    if old.exists():
+        timings = {**json.loads(old.read_text()).get("generation_seconds", {}), **timings}
+    md = table(summaries, cis)
     print(md)
-    (out / "summary.json").write_text(json.dumps({"summaries": summaries, "generation_seconds": timings}, indent=1) + "\n")
+    (out / "summary.json").write_text(json.dumps(
+        {"summaries": summaries, "intervals_vs_first": cis, "bertscore_model": Path(args.bertscore_model).name,
+         "generation_seconds": timings}, indent=1) + "\n")
     if args.logs:
         runs = {n: read_log(Path(p)) for n, p in (s.split("=", 1) for s in args.logs) if Path(p).exists()}
         curves(runs, out / "reward_curves.png")

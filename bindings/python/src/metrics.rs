@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use pyo3::exceptions::{PyFileNotFoundError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use sdr_clinical::UncertainPolicy;
-use sdr_eval::bertscore::TokenEncoder;
+use sdr_eval::bertscore::{Baseline, BertScorer, TokenEncoder};
 use sdr_eval::report::{score_pairs, Scope};
 use sdr_eval::scores::TextScorer;
 use sdr_eval::wordnet::WordNet;
@@ -17,6 +17,30 @@ use crate::error::ToPy;
 
 /// The last BERTScore encoder loaded, by model folder: loading takes seconds.
 static ENCODER: Mutex<Option<(PathBuf, Arc<sdr_embed::Encoder>)>> = Mutex::new(None);
+
+/// The last RoBERTa / BERT judge loaded, by folder and layer asked for.
+#[allow(clippy::type_complexity)]
+static LAYER_ENCODER: Mutex<Option<((PathBuf, Option<usize>), Arc<sdr_embed::RobertaEncoder>)>> =
+    Mutex::new(None);
+
+fn layer_encoder(dir: PathBuf, layer: Option<usize>) -> PyResult<Arc<sdr_embed::RobertaEncoder>> {
+    let mut slot = LAYER_ENCODER.lock().unwrap_or_else(|e| e.into_inner());
+    let key = (dir, layer);
+    if let Some((k, enc)) = slot.as_ref() {
+        if *k == key {
+            return Ok(enc.clone());
+        }
+    }
+    let enc = Arc::new(sdr_embed::RobertaEncoder::load(&key.0, layer).map_err(|e| {
+        let msg = format!("bertscore_model {}: {e}", key.0.display());
+        match e {
+            sdr_embed::EmbedError::Io { .. } => PyFileNotFoundError::new_err(msg),
+            _ => PyValueError::new_err(msg),
+        }
+    })?);
+    *slot = Some((key, enc.clone()));
+    Ok(enc)
+}
 
 fn bertscore_encoder(model_dir: Option<PathBuf>) -> PyResult<Arc<sdr_embed::Encoder>> {
     let dir = sdr_embed::resolve_model_dir(model_dir.as_deref()).map_err(|e| {
@@ -39,7 +63,8 @@ fn bertscore_encoder(model_dir: Option<PathBuf>) -> PyResult<Arc<sdr_embed::Enco
 
 fn eval_err(e: EvalError) -> PyErr {
     match e {
-        EvalError::Encoder { .. } | EvalError::Io { .. } | EvalError::WordNet { .. } => {
+        EvalError::Io { .. } => PyFileNotFoundError::new_err(e.to_string()),
+        EvalError::Encoder { .. } | EvalError::WordNet { .. } => {
             PyRuntimeError::new_err(e.to_string())
         }
         other => PyValueError::new_err(other.to_string()),
@@ -60,9 +85,11 @@ fn wordnet(dir: Option<&Path>) -> PyResult<Option<WordNet>> {
 
 /// Scores ``hyps[i]`` against ``refs[i]`` exactly as ``sdr score`` does;
 /// returns ``(lines, summary)`` as JSON text: one ``sdr score`` output line
-/// per pair (no ``id``) and the ``--summary`` object.
+/// per pair (no ``id``) and the ``--summary`` object. ``bertscore_model``,
+/// ``bertscore_layer``, ``rescale_baseline`` and ``idf`` are ``sdr score``'s
+/// options of the same names.
 #[pyfunction]
-#[pyo3(signature = (hyps, refs, whole = false, bertscore = true, model_dir = None, wordnet_dir = None, uncertain_negative = false))]
+#[pyo3(signature = (hyps, refs, whole = false, bertscore = true, model_dir = None, wordnet_dir = None, uncertain_negative = false, bertscore_model = None, bertscore_layer = None, rescale_baseline = None, idf = false))]
 #[allow(clippy::too_many_arguments)]
 pub fn score_reports(
     py: Python<'_>,
@@ -73,7 +100,16 @@ pub fn score_reports(
     model_dir: Option<PathBuf>,
     wordnet_dir: Option<PathBuf>,
     uncertain_negative: bool,
+    bertscore_model: Option<PathBuf>,
+    bertscore_layer: Option<usize>,
+    rescale_baseline: Option<PathBuf>,
+    idf: bool,
 ) -> PyResult<(Vec<String>, String)> {
+    if bertscore_model.is_none() && (bertscore_layer.is_some() || rescale_baseline.is_some()) {
+        return Err(PyValueError::new_err(
+            "bertscore_layer and rescale_baseline need bertscore_model (a RoBERTa or BERT folder)",
+        ));
+    }
     if hyps.len() != refs.len() {
         return Err(PyValueError::new_err(format!(
             "{} hyps but {} refs: they are paired by position",
@@ -82,10 +118,33 @@ pub fn score_reports(
         )));
     }
     let wn = py.detach(|| wordnet(wordnet_dir.as_deref()))?;
-    let encoder = if bertscore {
-        Some(py.detach(|| sdr_reward::install(|| bertscore_encoder(model_dir)))?)
-    } else {
-        None
+    enum Judge {
+        Reward(Arc<sdr_embed::Encoder>),
+        Layer(Arc<sdr_embed::RobertaEncoder>),
+    }
+    let judge = match (bertscore, bertscore_model) {
+        (false, _) => None,
+        (true, None) => {
+            Some(Judge::Reward(py.detach(|| {
+                sdr_reward::install(|| bertscore_encoder(model_dir))
+            })?))
+        }
+        (true, Some(dir)) => {
+            Some(Judge::Layer(py.detach(|| {
+                sdr_reward::install(|| layer_encoder(dir, bertscore_layer))
+            })?))
+        }
+    };
+    let baseline = match (&judge, &rescale_baseline) {
+        (Some(Judge::Layer(e)), Some(path)) => {
+            Some(Baseline::from_file(path, e.layer()).map_err(|e| match e {
+                EvalError::Io { .. } => {
+                    PyFileNotFoundError::new_err(format!("rescale_baseline: {e}"))
+                }
+                other => PyValueError::new_err(format!("rescale_baseline: {other}")),
+            })?)
+        }
+        _ => None,
     };
     let policy = if uncertain_negative {
         UncertainPolicy::Negative
@@ -101,19 +160,97 @@ pub fn score_reports(
                 .map(|(h, r)| (h.as_str(), r.as_str()))
                 .collect();
             let scorer = TextScorer::new(Default::default(), wn.as_ref());
-            let scores = score_pairs(
-                &pairs,
-                scope,
-                &scorer,
-                encoder.as_deref().map(|e| e as &dyn TokenEncoder),
-                policy,
-            )?;
+            let bert = judge.as_ref().map(|j| BertScorer {
+                encoder: match j {
+                    Judge::Reward(e) => &**e as &dyn TokenEncoder,
+                    Judge::Layer(e) => &**e as &dyn TokenEncoder,
+                },
+                idf,
+                baseline,
+            });
+            let mut scores = score_pairs(&pairs, scope, &scorer, bert.as_ref(), policy)?;
+            // Named as `sdr score` names it.
+            scores.encoder = bert
+                .as_ref()
+                .map(|b| b.describe(matches!(judge, Some(Judge::Reward(_)))));
             let lines = (0..scores.len())
                 .map(|n| serde_json::Value::Object(scores.pair_json(n)).to_string())
                 .collect();
             let summary = serde_json::Value::Object(scores.summary_json()?).to_string();
             Ok::<_, EvalError>((lines, summary))
         })
+    })
+    .map_err(eval_err)
+}
+
+/// The 95 % paired-bootstrap interval (`sdr_eval::bootstrap`: 1,000
+/// resamples of the studies, fixed seed) of the relative change in % of the
+/// mean of ``policy`` against the mean of ``baseline`` (one value per study,
+/// paired by position); ``None`` when a resample's baseline mean is 0.
+#[pyfunction]
+pub fn paired_bootstrap(policy: Vec<f64>, baseline: Vec<f64>) -> PyResult<Option<(f64, f64)>> {
+    sdr_eval::bootstrap::paired_mean_change(&policy, &baseline)
+        .map(|ci| ci.map(|c| (c.low, c.high)))
+        .map_err(eval_err)
+}
+
+/// Paired-bootstrap intervals of the relative change in % of corpus-level
+/// CheXpert-rule F1 (macro-14, micro-14, macro-5, micro-5, in that order) of
+/// ``hyps`` against ``base_hyps``, both against ``refs`` (paired by
+/// position): each text is labelled once, and each resample recomputes both
+/// F1s on the same studies.
+#[pyfunction]
+#[pyo3(signature = (hyps, base_hyps, refs, uncertain_negative = false))]
+pub fn chexpert_f1_bootstrap(
+    py: Python<'_>,
+    hyps: Vec<String>,
+    base_hyps: Vec<String>,
+    refs: Vec<String>,
+    uncertain_negative: bool,
+) -> PyResult<Vec<Option<(f64, f64)>>> {
+    if hyps.len() != refs.len() || base_hyps.len() != refs.len() {
+        return Err(PyValueError::new_err(format!(
+            "{} hyps, {} base_hyps and {} refs: they are paired by position",
+            hyps.len(),
+            base_hyps.len(),
+            refs.len()
+        )));
+    }
+    if refs.is_empty() {
+        return Err(PyValueError::new_err("no studies (refs is empty)"));
+    }
+    let policy = if uncertain_negative {
+        UncertainPolicy::Negative
+    } else {
+        UncertainPolicy::Positive
+    };
+    py.detach(|| {
+        let l = sdr_clinical::Labeler::default();
+        let lab =
+            |v: &[String]| -> Vec<sdr_clinical::Labels> { v.iter().map(|t| l.label(t)).collect() };
+        let (a, b, r) = (lab(&hyps), lab(&base_hyps), lab(&refs));
+        let draws = sdr_eval::bootstrap::resample_indices(
+            refs.len(),
+            sdr_eval::bootstrap::RESAMPLES,
+            sdr_eval::bootstrap::SEED,
+        );
+        let f1 = |h: &[sdr_clinical::Labels], idx: &[usize]| -> Result<[f64; 4], EvalError> {
+            let hh: Vec<_> = idx.iter().map(|&i| h[i]).collect();
+            let rr: Vec<_> = idx.iter().map(|&i| r[i]).collect();
+            Ok(sdr_eval::chexpert::f1_columns(&sdr_clinical::chexpert_f1(
+                &hh, &rr, policy,
+            )?))
+        };
+        let stats: Vec<([f64; 4], [f64; 4])> = draws
+            .iter()
+            .map(|d| Ok((f1(&a, d)?, f1(&b, d)?)))
+            .collect::<Result<_, EvalError>>()?;
+        (0..4)
+            .map(|k| {
+                let s: Vec<(f64, f64)> = stats.iter().map(|(x, y)| (x[k], y[k])).collect();
+                sdr_eval::bootstrap::interval_of(&s).map(|ci| ci.map(|c| (c.low, c.high)))
+            })
+            .collect::<Result<Vec<_>, EvalError>>()
     })
     .map_err(eval_err)
 }

@@ -3,6 +3,7 @@ bit), metric selection, bad input, and the optional model-based metrics with
 stand-ins of the f1chexbert and radgraph packages (nothing is downloaded)."""
 
 import json
+from pathlib import Path
 import subprocess
 import sys
 import types
@@ -141,3 +142,68 @@ def test_model_metrics_missing_package_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "radgraph", None)
     with pytest.raises(RuntimeError, match=r"sdr\[clinical-models\]"):
         metrics.score([REF], [REF], metrics=["radgraph_f1"])
+
+
+BERT_FIXTURES = Path(__file__).resolve().parents[3] / "crates/sdr-eval/tests/fixtures/bertscore"
+
+
+def test_bertscore_model_matches_bert_score_and_sdr_score(sdr_bin, tmp_path):
+    """bert-score's P/R/F1 on a small random RoBERTa (tools/fixtures/bertscore_roberta.py),
+    with idf and baseline rescaling, through sdr.metrics; the same numbers as `sdr score`."""
+    f = json.loads((BERT_FIXTURES / "bertscore.json").read_text())
+    cli = f["cli"]
+    hyps = [f["hyps"][i] for i in cli["pairs"]]
+    refs = [f["refs"][i] for i in cli["pairs"]]
+    opts = dict(
+        bertscore_model=BERT_FIXTURES / "roberta-tiny",
+        bertscore_layer=cli["layer"],
+        rescale_baseline=BERT_FIXTURES / "roberta-tiny-baseline.tsv",
+        idf=True,
+    )
+    lines, summary = metrics.evaluate(hyps, refs, metrics=list(metrics.BERT_METRICS), sections=False, **opts)
+    for k, line in enumerate(lines):
+        for key, col in (("P", "BERTScore-P"), ("R", "BERTScore-R"), ("F", "BERTScore-F1")):
+            assert line["whole"][col] == pytest.approx(cli[key][k], abs=1e-5)
+    assert summary["bertscore_model"] == "roberta-tiny L3 (idf, rescaled with baseline)"
+    args = ["--whole", "--bertscore-model", str(opts["bertscore_model"]), "--bertscore-layer", "3",
+            "--idf", "--rescale-baseline", str(opts["rescale_baseline"])]
+    cli_lines, cli_summary = run_cli(sdr_bin, tmp_path, args, hyps=hyps, refs=refs)
+    assert [x["whole"]["BERTScore-F1"] for x in cli_lines] == [x["whole"]["BERTScore-F1"] for x in lines]
+    assert cli_summary["bertscore_model"] == summary["bertscore_model"]
+
+
+def test_bertscore_model_errors(tmp_path):
+    folder = BERT_FIXTURES / "roberta-tiny"
+    with pytest.raises(FileNotFoundError, match="bertscore_model"):
+        metrics.score([REF], [REF], metrics=["BERTScore-F1"], bertscore_model=tmp_path / "nowhere")
+    with pytest.raises(ValueError, match="layer = 9"):
+        metrics.score([REF], [REF], metrics=["BERTScore-F1"], bertscore_model=folder, bertscore_layer=9)
+    with pytest.raises(ValueError, match="need bertscore_model"):
+        metrics.score([REF], [REF], metrics=["BERTScore-F1"], bertscore_layer=3)
+    with pytest.raises(FileNotFoundError, match="rescale_baseline"):
+        metrics.score([REF], [REF], metrics=["BERTScore-F1"], bertscore_model=folder,
+                      rescale_baseline=tmp_path / "none.tsv")
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("LAYER,P,R\n0,0.1,0.2\n")
+    with pytest.raises(ValueError, match="expected `LAYER,P,R,F`"):
+        metrics.score([REF], [REF], metrics=["BERTScore-F1"], bertscore_model=folder, rescale_baseline=bad)
+    with pytest.raises(TypeError, match="bertscore_layer must be an int"):
+        metrics.score([REF], [REF], metrics=["BERTScore-F1"], bertscore_model=folder, bertscore_layer="3")
+
+
+def test_paired_bootstrap():
+    base = [1.0, 2.0, 3.0, 4.0, 5.0]
+    lo, hi = metrics.paired_bootstrap([1.1 * b for b in base], base)
+    assert lo == pytest.approx(10.0) and hi == pytest.approx(10.0)
+    lo, hi = metrics.paired_bootstrap([1.0, 0.5, 1.5, 1.0], [1.0, 1.5, 0.5, 1.0])
+    assert lo < 0 < hi
+    assert metrics.paired_bootstrap([1.0, 1.0], [0.0, 1.0]) is None
+    with pytest.raises(ValueError, match="paired by study"):
+        metrics.paired_bootstrap([1.0], [1.0, 2.0])
+    with pytest.raises(TypeError, match="policy item 0 must be a number"):
+        metrics.paired_bootstrap(["x"], [1.0])
+    refs = ["Cardiomegaly.", "No acute disease.", "Pleural effusion.", "Normal."] * 5
+    cis = metrics.chexpert_f1_bootstrap(refs, ["Normal."] * 20, refs)
+    assert set(cis) == {"macro_f1_14", "micro_f1_14", "macro_f1_5", "micro_f1_5"}
+    with pytest.raises(ValueError, match="paired by position"):
+        metrics.chexpert_f1_bootstrap(refs, refs[:3], refs)

@@ -23,6 +23,7 @@ pub mod error;
 pub mod linear;
 pub mod mpnet;
 pub mod packed;
+pub mod roberta;
 pub mod sentence_encoder;
 pub mod tokenize;
 
@@ -35,4 +36,5 @@ pub use encoder::{
     Embeddings, Encoder, EncoderDevice, EncoderOptions, Parallelism, Precision, TokenEmbeddings,
 };
 pub use error::{EmbedError, Result};
+pub use roberta::{bertscore_default_layer, LayerTokens, RobertaEncoder};
 pub use sentence_encoder::SentenceEncoder;

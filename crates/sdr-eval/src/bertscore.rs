@@ -1,6 +1,7 @@
 //! BERTScore (precision, recall, F1) over caller-supplied token embeddings,
-//! following bert-score's `greedy_cos_idf` (bert-score 0.3.13,
-//! `bert_score/utils.py`), baseline rescaling off.
+//! following bert-score's `greedy_cos_idf` and `score` (bert-score 0.3.13,
+//! `bert_score/utils.py`, `bert_score/score.py`), with its two options: idf
+//! weighting and baseline rescaling ([`BertScorer`]).
 //!
 //! $$ P = \frac{\sum_{i} w^h_i \max_j \cos(h_i, r_j)}{\sum_i w^h_i}, \quad
 //!    R = \frac{\sum_{j} w^r_j \max_i \cos(h_i, r_j)}{\sum_j w^r_j}, \quad
@@ -24,10 +25,19 @@
 //!   whose cosines are all negative scores 0 there in a padded batch; with
 //!   real encoders cosines are positive and the two agree.
 //!
-//! The encoder is the caller's (SDR uses the last layer of
-//! all-mpnet-base-v2 from `sdr-embed`; bert-score's usual roberta-large
-//! weights are not available here), so every table must name it: see
-//! [`TokenEncoder::name`].
+//! Baseline rescaling (`rescale_with_baseline`) maps each of P, R and F
+//! through its layer's baseline `b` (the mean score of random sentence pairs,
+//! bert-score's `rescale_baseline/<lang>/<model>.tsv`):
+//!
+//! $$ \hat{x} = \frac{x - b}{1 - b} $$
+//!
+//! after F is computed from the raw P and R, as bert-score does; an empty side
+//! (raw 0) is rescaled too.
+//!
+//! The encoder is the caller's: bert-score's roberta-large at layer 17 through
+//! `sdr_embed::RobertaEncoder` gives the literature's number; SDR's own tables
+//! use all-MiniLM-L6-v2, a judge independent of the reward's all-mpnet-base-v2.
+//! Every table must name it: see [`TokenEncoder::name`] and [`BertScorer::label`].
 //!
 //! Reference: T. Zhang, V. Kishore, F. Wu, K. Q. Weinberger, Y. Artzi,
 //! "BERTScore: Evaluating Text Generation with BERT", ICLR 2020.
@@ -350,6 +360,282 @@ pub fn bert_score(
             bert_score_pair(a, b, idf.as_ref())
         })
         .collect()
+}
+
+/// One layer's row of a bert-score baseline file: the expected P, R and F of
+/// unrelated sentence pairs, which rescaling maps to 0.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Baseline {
+    pub precision: f64,
+    pub recall: f64,
+    pub f1: f64,
+}
+
+impl Baseline {
+    /// Reads `layer`'s row from a bert-score baseline file
+    /// (`bert_score/rescale_baseline/<lang>/<model>.tsv` in its wheel: despite
+    /// the name, comma-separated, header `LAYER,P,R,F`, then one row per layer
+    /// from 0). As bert-score (`pd.read_csv(path).iloc[num_layers]`) the row is
+    /// taken by position; its `LAYER` value must agree.
+    ///
+    /// # Errors
+    /// [`EvalError::Io`] when unreadable; [`EvalError::Baseline`] naming the
+    /// file for a wrong header, a missing row or a value that is not a number
+    /// below 1.
+    pub fn from_file(path: &std::path::Path, layer: usize) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|source| EvalError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text, layer).map_err(|message| EvalError::Baseline {
+            path: path.to_path_buf(),
+            message,
+        })
+    }
+
+    /// [`Baseline::from_file`] on the file's text; the error is the message.
+    ///
+    /// ```
+    /// use sdr_eval::bertscore::Baseline;
+    /// let b = Baseline::parse("LAYER,P,R,F\n0,0.5,0.6,0.55\n1,0.8,0.9,0.85\n", 1).unwrap();
+    /// assert_eq!((b.precision, b.recall, b.f1), (0.8, 0.9, 0.85));
+    /// assert!(Baseline::parse("LAYER,P,R,F\n0,0.5,0.6,0.55\n", 3).is_err());
+    /// ```
+    pub fn parse(text: &str, layer: usize) -> std::result::Result<Self, String> {
+        let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+        let header: Vec<String> = lines
+            .next()
+            .ok_or("empty file")?
+            .split(',')
+            .map(|c| c.trim().to_ascii_uppercase())
+            .collect();
+        if header != ["LAYER", "P", "R", "F"] {
+            return Err(format!(
+                "header is `{}`, expected `LAYER,P,R,F` (bert-score's rescale_baseline format)",
+                header.join(",")
+            ));
+        }
+        let rows: Vec<&str> = lines.collect();
+        let row = rows.get(layer).ok_or_else(|| {
+            format!(
+                "no row for layer {layer} ({} rows: layers 0 to {})",
+                rows.len(),
+                rows.len().saturating_sub(1)
+            )
+        })?;
+        let cells: Vec<&str> = row.split(',').map(str::trim).collect();
+        if cells.len() != 4 {
+            return Err(format!(
+                "row {} has {} columns, expected 4",
+                layer + 2,
+                cells.len()
+            ));
+        }
+        match cells[0].parse::<f64>() {
+            Ok(l) if l == layer as f64 => {}
+            _ => {
+                return Err(format!(
+                    "row {} is for LAYER {}, expected {layer}",
+                    layer + 2,
+                    cells[0]
+                ))
+            }
+        }
+        let mut v = [0.0; 3];
+        for (k, c) in cells[1..].iter().enumerate() {
+            v[k] = match c.parse::<f64>() {
+                Ok(x) if x.is_finite() && x < 1.0 => x,
+                _ => {
+                    return Err(format!(
+                        "layer {layer}: {} = `{c}` is not a number below 1",
+                        ["P", "R", "F"][k]
+                    ))
+                }
+            };
+        }
+        Ok(Baseline {
+            precision: v[0],
+            recall: v[1],
+            f1: v[2],
+        })
+    }
+
+    /// `(x - b) / (1 - b)` for each of P, R and F.
+    pub fn rescale(&self, s: BertScore) -> BertScore {
+        let r = |x: f64, b: f64| (x - b) / (1.0 - b);
+        BertScore {
+            precision: r(s.precision, self.precision),
+            recall: r(s.recall, self.recall),
+            f1: r(s.f1, self.f1),
+        }
+    }
+}
+
+/// A BERTScore judge: the encoder and bert-score's options (`idf`,
+/// `rescale_with_baseline`).
+pub struct BertScorer<'a> {
+    pub encoder: &'a dyn TokenEncoder,
+    /// Weight tokens by their idf over the references scored together.
+    pub idf: bool,
+    /// Rescale P, R and F with this baseline.
+    pub baseline: Option<Baseline>,
+}
+
+impl<'a> BertScorer<'a> {
+    /// The plain judge: no idf, no rescaling.
+    pub fn new(encoder: &'a dyn TokenEncoder) -> Self {
+        BertScorer {
+            encoder,
+            idf: false,
+            baseline: None,
+        }
+    }
+
+    /// What every table prints: the encoder's name and the options that are
+    /// on, e.g. `roberta-large L17, idf, rescaled with baseline` (the plain
+    /// judge is its encoder's name alone).
+    pub fn label(&self) -> String {
+        let mut s = self.encoder.name().to_string();
+        if self.idf {
+            s.push_str(", idf");
+        }
+        if self.baseline.is_some() {
+            s.push_str(", rescaled with baseline");
+        }
+        s
+    }
+
+    /// What a table says about its BERTScore column: the encoder, the options,
+    /// and, when `reward_encoder`, that it is the reward's own encoder (whose
+    /// BERTScore is not an independent judgement of policies chosen under it).
+    ///
+    /// ```
+    /// use sdr_eval::bertscore::{BertScorer, FnEncoder, TokenEmbeddings};
+    /// let enc = FnEncoder { name: "roberta-large L17".to_string(),
+    ///     encode: |_: &[&str]| -> sdr_eval::Result<Vec<TokenEmbeddings>> { Ok(vec![]) } };
+    /// assert_eq!(BertScorer::new(&enc).describe(false), "roberta-large L17 (no idf, not rescaled)");
+    /// ```
+    pub fn describe(&self, reward_encoder: bool) -> String {
+        let opts = format!(
+            "{}, {}",
+            if self.idf { "idf" } else { "no idf" },
+            if self.baseline.is_some() {
+                "rescaled with baseline"
+            } else {
+                "not rescaled"
+            }
+        );
+        if reward_encoder {
+            format!(
+                "{}, last layer: the reward's own encoder ({opts})",
+                self.encoder.name()
+            )
+        } else {
+            format!("{} ({opts})", self.encoder.name())
+        }
+    }
+
+    /// BERTScore of every `(hypothesis, reference)` pair, as bert-score's
+    /// `score(hyps, refs, idf=..., rescale_with_baseline=...)` on the same
+    /// lists: idf weights from the references of `pairs` (each occurrence
+    /// counted), each distinct string encoded once in one encoder call, a
+    /// pair with an empty (whitespace-only) side scoring 0 before rescaling.
+    ///
+    /// # Errors
+    /// The encoder's errors, an encoder returning the wrong number of texts,
+    /// and the errors of [`bert_score_pair`].
+    pub fn score_pairs(&self, pairs: &[(&str, &str)]) -> Result<Vec<BertScore>> {
+        let mut uniq: Vec<&str> = pairs
+            .iter()
+            .flat_map(|&(h, r)| [h, r])
+            .filter(|s| !s.trim().is_empty())
+            .collect();
+        uniq.sort_unstable();
+        uniq.dedup();
+        let toks = if uniq.is_empty() {
+            Vec::new()
+        } else {
+            self.encoder.encode_tokens(&uniq)?
+        };
+        if toks.len() != uniq.len() {
+            return Err(EvalError::LengthMismatch {
+                what: "encoder output",
+                expected: uniq.len(),
+                got: toks.len(),
+            });
+        }
+        let emb: HashMap<&str, TokenEmbeddings> = uniq.iter().copied().zip(toks).collect();
+        // An empty reference holds special tokens only, which weigh 0: it
+        // counts in N and adds to no document frequency.
+        let idf = self.idf.then(|| {
+            IdfWeights::from_references(pairs.iter().map(|(_, r)| {
+                emb.get(r)
+                    .map_or(&[][..], |e: &TokenEmbeddings| e.token_ids.as_slice())
+            }))
+        });
+        pairs
+            .iter()
+            .map(|(h, r)| {
+                let raw = match (emb.get(h), emb.get(r)) {
+                    (Some(he), Some(re)) => bert_score_pair(he, re, idf.as_ref())?,
+                    _ => BertScore::default(),
+                };
+                Ok(match &self.baseline {
+                    Some(b) => b.rescale(raw),
+                    None => raw,
+                })
+            })
+            .collect()
+    }
+}
+
+impl BertScorer<'_> {
+    /// [`BertScorer::score_pairs`] on `units` interleaved lists (pair `k` of
+    /// list `s` at `k * units + s`, e.g. Findings and Impression of each
+    /// report): each list is scored as its own bert-score call, so idf
+    /// weights come from that list's references.
+    ///
+    /// # Errors
+    /// As [`BertScorer::score_pairs`]; `units` of 0 or not dividing the
+    /// number of pairs is [`EvalError::LengthMismatch`].
+    pub fn score_units(&self, pairs: &[(&str, &str)], units: usize) -> Result<Vec<BertScore>> {
+        if units == 0 || pairs.len() % units != 0 {
+            return Err(EvalError::LengthMismatch {
+                what: "pairs (a multiple of the units per report)",
+                expected: units.max(1) * pairs.len().div_ceil(units.max(1)),
+                got: pairs.len(),
+            });
+        }
+        let mut out = vec![BertScore::default(); pairs.len()];
+        for s in 0..units {
+            let list: Vec<(&str, &str)> = pairs.iter().skip(s).step_by(units).copied().collect();
+            for (k, b) in self.score_pairs(&list)?.into_iter().enumerate() {
+                out[k * units + s] = b;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A RoBERTa or BERT checkpoint cut at one layer (`sdr_embed::RobertaEncoder`)
+/// as a BERTScore [`TokenEncoder`]: bert-score's tokenisation, the
+/// tokenizer's cls and sep zero-weighted.
+#[cfg(feature = "embed")]
+impl TokenEncoder for sdr_embed::RobertaEncoder {
+    fn name(&self) -> &str {
+        sdr_embed::RobertaEncoder::name(self)
+    }
+    fn encode_tokens(&self, texts: &[&str]) -> Result<Vec<TokenEmbeddings>> {
+        let toks = self.embed_tokens(texts).map_err(|e| EvalError::Encoder {
+            encoder: sdr_embed::RobertaEncoder::name(self).to_string(),
+            message: e.to_string(),
+        })?;
+        let special = self.special_ids().to_vec();
+        Ok(toks
+            .into_iter()
+            .map(|t| TokenEmbeddings::with_special_ids(t.ids, t.vectors, t.dim, &special))
+            .collect())
+    }
 }
 
 /// sdr-embed's encoder as a BERTScore [`TokenEncoder`]: last-layer token

@@ -64,6 +64,10 @@ pub enum EvalError {
     /// A reference without one of its two sections.
     #[error("the reference has no {section} section (template or `{section}:` header)")]
     MissingSection { section: &'static str },
+    /// A BERTScore baseline file (bert-score's `rescale_baseline` TSV) that
+    /// cannot be used.
+    #[error("baseline file {path}: {message}")]
+    Baseline { path: PathBuf, message: String },
     /// A bad (hypothesis, reference) pair, by index in the caller's list.
     #[error("pair {index}: {message}")]
     Pair { index: usize, message: String },

@@ -40,6 +40,13 @@
 //! | chrF++ sentence + corpus (0-100) | 1e-10 | 0 |
 //! | BERTScore P, R, F1 (plain, idf) | 1e-9 | 2.2e-16 |
 //!
+//! `tools/fixtures/bertscore_roberta.py` builds a small random RoBERTa and
+//! BERT with transformers and writes the `bert-score` package's P/R/F1 on
+//! them at two layers, with and without idf and baseline rescaling;
+//! `tests/bertscore_models.rs` runs the same texts through
+//! `sdr_embed::RobertaEncoder` and [`bertscore::BertScorer`] (tolerance 1e-5:
+//! f32 encoders on both sides).
+//!
 //! NLTK's Porter stems of all 426 fixture words and WordNet synonym sets of
 //! 626 words are compared exactly; a further test repeats the METEOR and
 //! synonym checks against the full WordNet 3.0 database (Debian `wordnet-base`,
@@ -51,11 +58,13 @@
 //! ([`baseline`]), CheXpert-rule F1 columns ([`chexpert`]), finding strata
 //! and the normal / abnormal split ([`strata`]), the per-policy summaries
 //! and stratified tables ([`selection`]), Markdown/CSV tables ([`table`])
-//! and the policy × metric heatmap ([`heatmap`]).
+//! and the policy × metric heatmap ([`heatmap`]); a paired bootstrap over
+//! studies gives the 95 % interval of every relative change ([`bootstrap`]).
 
 pub mod baseline;
 pub mod bertscore;
 pub mod bleu;
+pub mod bootstrap;
 pub mod chexpert;
 pub mod chrf;
 pub mod error;

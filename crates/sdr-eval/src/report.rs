@@ -16,14 +16,12 @@
 //! tokens and smoothing as the sentence BLEU) and CheXpert-rule F1 over the
 //! corpus (macro and micro over 14 and 5 observations).
 
-use std::collections::HashMap;
-
 use rayon::prelude::*;
 use sdr_clinical::{chexpert_f1, example_f1, Labeler, Labels, UncertainPolicy};
 use sdr_core::report::parse_report;
 use serde_json::{Map, Value};
 
-use crate::bertscore::{bert_score_pair, BertScore, TokenEmbeddings, TokenEncoder};
+use crate::bertscore::{BertScore, BertScorer, TokenEncoder};
 use crate::bleu::{corpus_bleu, Smoothing};
 use crate::error::{EvalError, Result};
 use crate::scores::{TextScorer, TEXT_METRICS};
@@ -102,40 +100,15 @@ pub fn split_pair(hypothesis: &str, reference: &str, scope: Scope) -> Result<Pai
     })
 }
 
-/// BERTScore (no idf, no rescaling) of every `(hypothesis, reference)` pair.
-/// Each distinct string is encoded once, in one encoder call. A pair with an
-/// empty (whitespace-only) side scores 0.
+/// BERTScore (no idf, no rescaling) of every `(hypothesis, reference)` pair:
+/// [`BertScorer::score_pairs`] with the plain judge. Each distinct string is
+/// encoded once, in one encoder call. A pair with an empty (whitespace-only)
+/// side scores 0.
 ///
 /// # Errors
 /// The encoder's errors, an encoder returning the wrong number of texts.
 pub fn bertscore_pairs(pairs: &[(&str, &str)], enc: &dyn TokenEncoder) -> Result<Vec<BertScore>> {
-    let mut uniq: Vec<&str> = pairs
-        .iter()
-        .flat_map(|&(h, r)| [h, r])
-        .filter(|s| !s.trim().is_empty())
-        .collect();
-    uniq.sort_unstable();
-    uniq.dedup();
-    let toks = if uniq.is_empty() {
-        Vec::new()
-    } else {
-        enc.encode_tokens(&uniq)?
-    };
-    if toks.len() != uniq.len() {
-        return Err(EvalError::LengthMismatch {
-            what: "encoder output",
-            expected: uniq.len(),
-            got: toks.len(),
-        });
-    }
-    let emb: HashMap<&str, TokenEmbeddings> = uniq.iter().copied().zip(toks).collect();
-    pairs
-        .iter()
-        .map(|(h, r)| match (emb.get(h), emb.get(r)) {
-            (Some(he), Some(re)) => bert_score_pair(he, re, None),
-            _ => Ok(BertScore::default()),
-        })
-        .collect()
+    BertScorer::new(enc).score_pairs(pairs)
 }
 
 /// The scores of a list of pairs: values per unit, labels for the corpus F1.
@@ -162,7 +135,8 @@ pub struct ReportScores {
 }
 
 /// Scores `pairs` on every metric: text metrics with `scorer`, BERTScore with
-/// `encoder` when given, CheXpert-rule F1 with `policy`.
+/// `bert` when given (per unit: idf weights come from that unit's
+/// references), CheXpert-rule F1 with `policy`.
 ///
 /// # Errors
 /// A pair whose reference lacks a section, as
@@ -171,7 +145,7 @@ pub fn score_pairs(
     pairs: &[(&str, &str)],
     scope: Scope,
     scorer: &TextScorer<'_>,
-    encoder: Option<&dyn TokenEncoder>,
+    bert: Option<&BertScorer<'_>>,
     policy: UncertainPolicy,
 ) -> Result<ReportScores> {
     let split: Vec<PairUnits> = pairs
@@ -184,7 +158,7 @@ pub fn score_pairs(
             })
         })
         .collect::<Result<_>>()?;
-    score_split(split, scope, scorer, encoder, policy)
+    score_split(split, scope, scorer, bert, policy)
 }
 
 /// [`score_pairs`] on pairs already split by [`split_pair`] (the CLI splits
@@ -197,7 +171,7 @@ pub fn score_split(
     split: Vec<PairUnits>,
     scope: Scope,
     scorer: &TextScorer<'_>,
-    encoder: Option<&dyn TokenEncoder>,
+    bert: Option<&BertScorer<'_>>,
     policy: UncertainPolicy,
 ) -> Result<ReportScores> {
     let per = scope.names().len();
@@ -223,13 +197,15 @@ pub fn score_split(
             Ok(scorer.score(h, r)?.values())
         })
         .collect::<Result<_>>()?;
-    let bert = match encoder {
-        Some(enc) => {
+    // One bert-score call per unit (Findings, Impression): idf is over that
+    // unit's references.
+    let bert_scores = match bert {
+        Some(judge) => {
             let pairs: Vec<(&str, &str)> = units
                 .iter()
                 .map(|(h, r)| (h.as_str(), r.as_str()))
                 .collect();
-            Some(bertscore_pairs(&pairs, enc)?)
+            Some(judge.score_units(&pairs, per)?)
         }
         None => None,
     };
@@ -241,7 +217,7 @@ pub fn score_split(
     let values = (0..units.len())
         .map(|j| {
             let mut v = text[j].to_vec();
-            if let Some(b) = &bert {
+            if let Some(b) = &bert_scores {
                 v.extend([b[j].precision, b[j].recall, b[j].f1]);
             }
             v.push(example_f1(&labels[j].0, &labels[j].1, policy));
@@ -251,7 +227,7 @@ pub fn score_split(
     let metrics = TEXT_METRICS
         .iter()
         .copied()
-        .chain(bert.iter().flat_map(|_| BERT_METRICS))
+        .chain(bert_scores.iter().flat_map(|_| BERT_METRICS))
         .chain([CHEXPERT_RULE_F1])
         .collect();
     Ok(ReportScores {
@@ -261,7 +237,7 @@ pub fn score_split(
         values,
         policy,
         wordnet: scorer.wordnet.is_some(),
-        encoder: encoder.map(|e| e.name().to_string()),
+        encoder: bert.map(BertScorer::label),
         labels,
         units,
         smoothing: scorer.config.bleu_smoothing,
@@ -392,7 +368,7 @@ impl ReportScores {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bertscore::FnEncoder;
+    use crate::bertscore::{FnEncoder, TokenEmbeddings};
 
     const REF: &str =
         "Findings: The lungs are clear. Mild cardiomegaly.\nImpression: No acute disease.";
@@ -490,7 +466,7 @@ mod tests {
             &[("the lungs", "the lungs")],
             Scope::Whole,
             &TextScorer::new(Default::default(), None),
-            Some(&enc),
+            Some(&BertScorer::new(&enc)),
             UncertainPolicy::Positive,
         )
         .unwrap();

@@ -13,7 +13,12 @@
 
 use sdr_clinical::{Labels, UncertainPolicy};
 
-use crate::baseline::{improvement_percent, policy_mean, random_baseline_seeded, Pool, Study};
+use rayon::prelude::*;
+
+use crate::baseline::{
+    improvement_percent, policy_mean, random_baseline_seeded, random_choices, Pool, Study,
+};
+use crate::bootstrap::{interval_of, resample_indices, Interval, RESAMPLES, SEED};
 use crate::chexpert::{f1_of_choices, random_f1, LabelledStudy, CHEXPERT_COLUMNS};
 use crate::error::{EvalError, Result};
 use crate::table::Table;
@@ -60,6 +65,99 @@ pub struct SelectionSummary {
     pub random: [Vec<f64>; 2],
     /// `policies[p][column]`.
     pub policies: Vec<Vec<f64>>,
+    /// 95 % paired-bootstrap interval of each improvement over random
+    /// ([`crate::bootstrap`]), `intervals[pool][p][column]`, pools as in
+    /// [`SelectionSummary::random`]; `None` where a resample's baseline is 0.
+    pub intervals: [Vec<Vec<Option<Interval>>>; 2],
+}
+
+/// Seeds of the random CheXpert-rule F1 baseline recomputed on each bootstrap
+/// resample (the first of the point estimate's seeds): corpus-level F1 has no
+/// per-study expectation, and 1,000 resamples x 1,000 seeds x every policy
+/// would cost minutes per table.
+pub const BOOTSTRAP_F1_SEEDS: usize = 50;
+
+/// Mean of `values[i]` over the studies `idx`.
+fn mean_at(values: &[f64], idx: &[usize]) -> f64 {
+    idx.iter().map(|&i| values[i]).sum::<f64>() / idx.len() as f64
+}
+
+/// The paired-bootstrap intervals of every policy's improvement over the
+/// `pool` baseline, `[policy][column]`. Per-candidate metrics compare the
+/// policy's picks with each study's exact random expectation (the mean over
+/// the pool); CheXpert-rule F1 is recomputed on each resample, for the policy
+/// and for [`BOOTSTRAP_F1_SEEDS`] seeded random picks.
+fn improvement_intervals(
+    studies: &[&SelectionStudy],
+    config: &SelectionConfig,
+    pool: Pool,
+    labelled: &[LabelledStudy],
+    flags: &[&[bool]],
+) -> Result<Vec<Vec<Option<Interval>>>> {
+    let n = studies.len();
+    let draws = resample_indices(n, RESAMPLES, SEED);
+    let n_m = config.metrics.len();
+    let mut out = vec![vec![None; n_m + CHEXPERT_COLUMNS.len()]; config.policies.len()];
+    for m in 0..n_m {
+        let expect: Vec<f64> = studies
+            .iter()
+            .map(|s| {
+                let idx: Vec<usize> = (0..s.well_formed.len())
+                    .filter(|&c| pool == Pool::All || s.well_formed[c])
+                    .collect();
+                // No well-formed candidate: the pool falls back to all of them.
+                let idx = if idx.is_empty() {
+                    (0..s.well_formed.len()).collect()
+                } else {
+                    idx
+                };
+                idx.iter().map(|&c| s.values[m][c]).sum::<f64>() / idx.len() as f64
+            })
+            .collect();
+        let base: Vec<f64> = draws.par_iter().map(|d| mean_at(&expect, d)).collect();
+        for (p, row) in out.iter_mut().enumerate() {
+            let picked: Vec<f64> = studies.iter().map(|s| s.values[m][s.chosen[p]]).collect();
+            let stats: Vec<(f64, f64)> = draws
+                .par_iter()
+                .zip(&base)
+                .map(|(d, &b)| (mean_at(&picked, d), b))
+                .collect();
+            row[m] = interval_of(&stats)?;
+        }
+    }
+    let seeds = config.seeds.clamp(1, BOOTSTRAP_F1_SEEDS);
+    let seed_picks: Vec<Vec<usize>> = (0..seeds as u64)
+        .map(|s| random_choices(flags, pool, s))
+        .collect::<Result<_>>()?;
+    let f1_at = |d: &[usize], choices: &dyn Fn(usize) -> usize| -> Result<[f64; 4]> {
+        let sub: Vec<LabelledStudy> = d.iter().map(|&i| labelled[i]).collect();
+        let ch: Vec<usize> = d.iter().map(|&i| choices(i)).collect();
+        f1_of_choices(&sub, &ch, config.uncertain)
+    };
+    let base: Vec<[f64; 4]> = draws
+        .par_iter()
+        .map(|d| {
+            let mut sum = [0.0; 4];
+            for picks in &seed_picks {
+                let f = f1_at(d, &|i| picks[i])?;
+                for (a, b) in sum.iter_mut().zip(f) {
+                    *a += b;
+                }
+            }
+            Ok(sum.map(|v| v / seeds as f64))
+        })
+        .collect::<Result<_>>()?;
+    for (p, row) in out.iter_mut().enumerate() {
+        let pol: Vec<[f64; 4]> = draws
+            .par_iter()
+            .map(|d| f1_at(d, &|i| studies[i].chosen[p]))
+            .collect::<Result<_>>()?;
+        for k in 0..CHEXPERT_COLUMNS.len() {
+            let stats: Vec<(f64, f64)> = pol.iter().zip(&base).map(|(a, b)| (a[k], b[k])).collect();
+            row[n_m + k] = interval_of(&stats)?;
+        }
+    }
+    Ok(out)
 }
 
 fn pool_index(pool: Pool) -> usize {
@@ -138,6 +236,10 @@ pub fn summarize(
     for (row, choices) in policies.iter_mut().zip(&picks) {
         row[n_m..].copy_from_slice(&f1_of_choices(&labelled, choices, config.uncertain)?);
     }
+    let intervals = [
+        improvement_intervals(studies, config, Pool::All, &labelled, &flags)?,
+        improvement_intervals(studies, config, Pool::WellFormed, &labelled, &flags)?,
+    ];
     Ok(SelectionSummary {
         columns,
         n_studies: studies.len(),
@@ -147,6 +249,7 @@ pub fn summarize(
             .count(),
         random,
         policies,
+        intervals,
     })
 }
 
@@ -198,8 +301,15 @@ impl SelectionSummary {
         self.check_policies(policies)?;
         let mut t = Table::new(title, "policy", self.columns.clone());
         t.decimals = 2;
-        for (k, row) in policies.iter().zip(self.improvement(pool)) {
+        for (p, (k, row)) in policies.iter().zip(self.improvement(pool)).enumerate() {
+            // An interval only beside a change that is reported.
+            let ci = row
+                .iter()
+                .zip(&self.intervals[pool_index(pool)][p])
+                .map(|(v, ci)| v.and(*ci))
+                .collect();
             t.push_row(k.clone(), row)?;
+            t.set_intervals(p, ci)?;
         }
         Ok(t)
     }
@@ -295,6 +405,13 @@ pub fn strata_table(
     t.push_row(
         "improvement over random, %",
         (0..cols.len()).map(|c| cell(best, c)).collect(),
+    )?;
+    t.set_intervals(
+        2,
+        cols.iter()
+            .enumerate()
+            .map(|(c, (_, s, i))| cell(best, c).and(s.intervals[pool_index(pool)][best][*i]))
+            .collect(),
     )?;
     Ok(t)
 }

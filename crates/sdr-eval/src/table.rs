@@ -1,13 +1,18 @@
 //! Result tables (policy rows × metric columns) as Markdown and CSV.
 //!
 //! A table that holds a BERTScore column must name the encoder that produced
-//! it (BERTScore's usual roberta-large weights are unavailable here, so the
-//! numbers are not comparable to published BERTScore values): the encoder is
-//! appended to every BERTScore column header in both formats, and
-//! [`Table::validate`] refuses a BERTScore column without an encoder.
+//! it (only roberta-large at layer 17, rescaled, is on the scale of published
+//! BERTScore values): the encoder is appended to every BERTScore column header
+//! in both formats, and [`Table::validate`] refuses a BERTScore column without
+//! an encoder.
+//!
+//! A cell may carry a bootstrap interval ([`Table::set_intervals`]): Markdown
+//! prints it beside the value as `[low, high]`, with `*` when it excludes 0;
+//! CSV adds a `<column> 95% low` and `<column> 95% high` column per column.
 
 use std::path::Path;
 
+use crate::bootstrap::{format_interval, Interval};
 use crate::error::{EvalError, Result};
 
 /// One row: a label and one optional value per column (`None` prints as
@@ -34,6 +39,8 @@ pub struct Table {
     /// Indices of columns that hold counts: printed without decimals in
     /// both formats, and [`Table::validate`] refuses a non-integer value.
     pub integer_columns: Vec<usize>,
+    /// Per row, per column, a 95 % interval of the cell (empty: none).
+    pub intervals: Vec<Vec<Option<Interval>>>,
 }
 
 fn is_bertscore(column: &str) -> bool {
@@ -56,6 +63,7 @@ impl Table {
             notes: Vec::new(),
             decimals: 4,
             integer_columns: Vec::new(),
+            intervals: Vec::new(),
         }
     }
 
@@ -114,6 +122,45 @@ impl Table {
     ///
     /// # Errors
     /// [`EvalError::LengthMismatch`] or [`EvalError::BadParameter`].
+    /// Attaches one interval per column to row `row` (see [`Table::intervals`]).
+    ///
+    /// # Errors
+    /// [`EvalError::LengthMismatch`] for no such row or the wrong number of
+    /// intervals.
+    pub fn set_intervals(&mut self, row: usize, intervals: Vec<Option<Interval>>) -> Result<()> {
+        if row >= self.rows.len() {
+            return Err(EvalError::LengthMismatch {
+                what: "table rows (for intervals)",
+                expected: row + 1,
+                got: self.rows.len(),
+            });
+        }
+        if intervals.len() != self.columns.len() {
+            return Err(EvalError::LengthMismatch {
+                what: "table row intervals",
+                expected: self.columns.len(),
+                got: intervals.len(),
+            });
+        }
+        if self.intervals.len() < self.rows.len() {
+            self.intervals.resize(self.rows.len(), Vec::new());
+        }
+        self.intervals[row] = intervals;
+        Ok(())
+    }
+
+    fn interval(&self, row: usize, column: usize) -> Option<Interval> {
+        self.intervals
+            .get(row)
+            .and_then(|r| r.get(column))
+            .copied()
+            .flatten()
+    }
+
+    fn has_intervals(&self) -> bool {
+        self.intervals.iter().flatten().any(Option::is_some)
+    }
+
     pub fn validate(&self) -> Result<()> {
         for r in &self.rows {
             if r.cells.len() != self.columns.len() {
@@ -191,21 +238,37 @@ impl Table {
         out.push_str("\n|---|");
         out.push_str(&"---:|".repeat(self.columns.len()));
         out.push('\n');
-        for r in &self.rows {
+        for (i, r) in self.rows.iter().enumerate() {
             out.push_str(&format!("| {} |", esc(&r.label)));
             for (j, c) in r.cells.iter().enumerate() {
                 let d = if self.is_integer(j) { 0 } else { self.decimals };
-                match c {
-                    Some(v) => out.push_str(&format!(" {v:.d$} |")),
-                    None => out.push_str(" - |"),
+                match (c, self.interval(i, j)) {
+                    (Some(v), Some(ci)) => {
+                        out.push_str(&format!(" {v:.d$} {} |", format_interval(&ci, d.min(1))))
+                    }
+                    (Some(v), None) => out.push_str(&format!(" {v:.d$} |")),
+                    (None, _) => out.push_str(" - |"),
                 }
             }
             out.push('\n');
         }
         if let Some(e) = &self.bertscore_encoder {
             if self.columns.iter().any(|c| is_bertscore(c)) {
-                out.push_str(&format!("\nBERTScore encoder: {} (not roberta-large; not comparable to published BERTScore values).\n", esc(e)));
+                let scale = if e.starts_with("roberta-large L17") && e.contains("rescaled") {
+                    "the literature's BERTScore"
+                } else {
+                    "not roberta-large; not comparable to published BERTScore values"
+                };
+                out.push_str(&format!("\nBERTScore encoder: {} ({scale}).\n", esc(e)));
             }
+        }
+        if self.has_intervals() {
+            out.push_str(&format!(
+                "\n[low, high]: {:.0} % paired bootstrap interval over studies ({} resamples, seed {}); * where it excludes 0.\n",
+                100.0 * crate::bootstrap::LEVEL,
+                crate::bootstrap::RESAMPLES,
+                crate::bootstrap::SEED
+            ));
         }
         for n in &self.notes {
             out.push_str(&format!("\n{}\n", esc(n)));
@@ -227,16 +290,39 @@ impl Table {
             what: self.title.clone(),
             source: e,
         };
+        let with_ci = self.has_intervals();
+        let ci_headers: Vec<String> = if with_ci {
+            self.columns
+                .iter()
+                .flat_map(|c| {
+                    let h = self.header(c);
+                    [format!("{h} 95% low"), format!("{h} 95% high")]
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         let header = std::iter::once(self.row_header.clone())
-            .chain(self.columns.iter().map(|c| self.header(c)));
+            .chain(self.columns.iter().map(|c| self.header(c)))
+            .chain(ci_headers);
         w.write_record(header).map_err(csv_err)?;
-        for r in &self.rows {
+        for (i, r) in self.rows.iter().enumerate() {
             let cells = r.cells.iter().enumerate().map(|(j, c)| match c {
                 Some(v) if self.is_integer(j) => format!("{v:.0}"),
                 Some(v) => format!("{v}"),
                 None => String::new(),
             });
-            w.write_record(std::iter::once(r.label.clone()).chain(cells))
+            let cis: Vec<String> = if with_ci {
+                (0..self.columns.len())
+                    .flat_map(|j| match self.interval(i, j) {
+                        Some(ci) => [format!("{}", ci.low), format!("{}", ci.high)],
+                        None => [String::new(), String::new()],
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            w.write_record(std::iter::once(r.label.clone()).chain(cells).chain(cis))
                 .map_err(csv_err)?;
         }
         let bytes = w
@@ -295,6 +381,30 @@ mod tests {
             csv,
             "policy,ROUGE-L,BERTScore-F1 [all-mpnet-base-v2]\r\n\"a, \"\"b\"\"\",0.5,\r\n"
         );
+    }
+
+    #[test]
+    fn intervals_print_beside_their_cells_and_as_csv_columns() {
+        let mut t = Table::new("T", "policy", vec!["ROUGE-L".into(), "METEOR".into()]);
+        t.decimals = 2;
+        t.push_row("p", vec![Some(12.345), Some(-1.0)]).unwrap();
+        t.push_row("q", vec![Some(1.0), None]).unwrap();
+        let ci = |low, high| Some(Interval { low, high });
+        assert!(t.set_intervals(2, vec![None, None]).is_err());
+        assert!(t.set_intervals(0, vec![None]).is_err());
+        t.set_intervals(0, vec![ci(3.0, 20.0), ci(-4.0, 2.0)])
+            .unwrap();
+        let md = t.to_markdown().unwrap();
+        assert!(
+            md.contains("| p | 12.35 [+3.0, +20.0]* | -1.00 [-4.0, +2.0] |"),
+            "{md}"
+        );
+        assert!(md.contains("| q | 1.00 | - |"), "{md}");
+        assert!(md.contains("paired bootstrap interval over studies (1000 resamples"));
+        let csv = t.to_csv().unwrap();
+        assert!(csv.starts_with("policy,ROUGE-L,METEOR,ROUGE-L 95% low,ROUGE-L 95% high,METEOR 95% low,METEOR 95% high\r\n"), "{csv}");
+        assert!(csv.contains("p,12.345,-1,3,20,-4,2\r\n"), "{csv}");
+        assert!(csv.contains("q,1,,,,,\r\n"), "{csv}");
     }
 
     #[test]

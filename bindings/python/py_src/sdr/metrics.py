@@ -33,7 +33,15 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 from . import _sdr
 from . import clinical as _clinical
 
-__all__ = ["METRICS", "SDR_SCORE_METRICS", "corpus", "evaluate", "score"]
+__all__ = [
+    "METRICS",
+    "SDR_SCORE_METRICS",
+    "chexpert_f1_bootstrap",
+    "corpus",
+    "evaluate",
+    "paired_bootstrap",
+    "score",
+]
 
 TEXT_METRICS: Tuple[str, ...] = (
     "BLEU-1",
@@ -102,6 +110,10 @@ def evaluate(
     model_dir: Optional[PathLike] = None,
     wordnet_dir: Optional[PathLike] = None,
     uncertain_negative: bool = False,
+    bertscore_model: Optional[PathLike] = None,
+    bertscore_layer: Optional[int] = None,
+    rescale_baseline: Optional[PathLike] = None,
+    idf: bool = False,
 ) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
     """Per-pair scores and the corpus summary in one pass: ``(score(...), corpus(...))``.
 
@@ -119,12 +131,26 @@ def evaluate(
         whole texts (``sdr score --whole``, key ``whole``).
     model_dir : path, optional
         all-mpnet-base-v2 folder for BERTScore (default ``$SDR_MODEL``, then
-        ``~/.cache/sdr/models/all-mpnet-base-v2``); ``sdr score --model``.
+        ``~/.cache/sdr/models/all-mpnet-base-v2``); ``sdr score --model``. This is the
+        reward's own encoder; ``bertscore_model`` gives an independent judge.
     wordnet_dir : path, optional
         WordNet for METEOR's synonyms (default ``$SDR_WORDNET_DIR``, then
         ``/usr/share/wordnet``; without one, exact words and stems only).
     uncertain_negative : bool
         Count uncertain CheXpert-rule labels as absent (``--uncertain-negative``).
+    bertscore_model : path, optional
+        A Hugging Face RoBERTa or BERT folder for BERTScore, as bert-score's
+        ``model_type`` (``sdr score --bertscore-model``): a local roberta-large for
+        the literature's BERTScore, ``~/.cache/sdr/models/all-MiniLM-L6-v2`` for
+        SDR's tables. The summary's ``bertscore_model`` names the judge.
+    bertscore_layer : int, optional
+        Its layer (bert-score's ``num_layers``; default: bert-score's layer for the
+        folder's name, e.g. roberta-large 17, else the last layer).
+    rescale_baseline : path, optional
+        bert-score baseline file (``rescale_baseline/en/roberta-large.tsv`` in its
+        wheel): P, R and F1 become ``(x - b) / (1 - b)`` (``rescale_with_baseline``).
+    idf : bool
+        Weight tokens by idf over the references of each section (bert-score ``idf``).
     """
     hyps = _texts(hyps, "hyps")
     refs = _texts(refs, "refs")
@@ -132,6 +158,12 @@ def evaluate(
         raise ValueError(f"{len(hyps)} hyps but {len(refs)} refs: they are paired by position")
     wanted = _metric_list(metrics)
     bertscore = any(m in BERT_METRICS for m in wanted)
+    if bertscore_layer is not None and (
+        isinstance(bertscore_layer, bool) or not isinstance(bertscore_layer, int)
+    ):
+        raise TypeError(f"bertscore_layer must be an int, got {type(bertscore_layer).__name__}")
+    if bertscore_layer is not None and bertscore_layer < 0:
+        raise ValueError(f"bertscore_layer must be 0 or more, got {bertscore_layer}")
     raw_lines, raw_summary = _sdr.score_reports(
         hyps,
         refs,
@@ -140,6 +172,10 @@ def evaluate(
         model_dir=None if model_dir is None else os.fspath(model_dir),
         wordnet_dir=None if wordnet_dir is None else os.fspath(wordnet_dir),
         uncertain_negative=bool(uncertain_negative),
+        bertscore_model=None if bertscore_model is None else os.fspath(bertscore_model),
+        bertscore_layer=bertscore_layer,
+        rescale_baseline=None if rescale_baseline is None else os.fspath(rescale_baseline),
+        idf=bool(idf),
     )
     lines: List[Dict[str, Any]] = [json.loads(x) for x in raw_lines]
     summary: Dict[str, Any] = json.loads(raw_summary)
@@ -184,9 +220,16 @@ def score(
     model_dir: Optional[PathLike] = None,
     wordnet_dir: Optional[PathLike] = None,
     uncertain_negative: bool = False,
+    bertscore_model: Optional[PathLike] = None,
+    bertscore_layer: Optional[int] = None,
+    rescale_baseline: Optional[PathLike] = None,
+    idf: bool = False,
 ) -> List[Dict[str, Any]]:
     """One dict per pair, as ``sdr score``'s lines (see ``evaluate``)."""
-    return evaluate(hyps, refs, metrics, sections, model_dir, wordnet_dir, uncertain_negative)[0]
+    return evaluate(
+        hyps, refs, metrics, sections, model_dir, wordnet_dir, uncertain_negative,
+        bertscore_model, bertscore_layer, rescale_baseline, idf,
+    )[0]
 
 
 def corpus(
@@ -197,6 +240,55 @@ def corpus(
     model_dir: Optional[PathLike] = None,
     wordnet_dir: Optional[PathLike] = None,
     uncertain_negative: bool = False,
+    bertscore_model: Optional[PathLike] = None,
+    bertscore_layer: Optional[int] = None,
+    rescale_baseline: Optional[PathLike] = None,
+    idf: bool = False,
 ) -> Dict[str, Any]:
     """The corpus summary, as ``sdr score --summary`` writes it (see ``evaluate``)."""
-    return evaluate(hyps, refs, metrics, sections, model_dir, wordnet_dir, uncertain_negative)[1]
+    return evaluate(
+        hyps, refs, metrics, sections, model_dir, wordnet_dir, uncertain_negative,
+        bertscore_model, bertscore_layer, rescale_baseline, idf,
+    )[1]
+
+
+def _floats(values: Any, name: str) -> List[float]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple)):
+        raise TypeError(f"{name} must be a list of numbers, got {type(values).__name__}")
+    out = []
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError(f"{name} item {i} must be a number, got {type(v).__name__}")
+        out.append(float(v))
+    return out
+
+
+def paired_bootstrap(policy: Sequence[float], baseline: Sequence[float]) -> Optional[Tuple[float, float]]:
+    """95 % paired-bootstrap interval of the relative change (in %) of the mean of
+    ``policy`` against the mean of ``baseline``: one value per study on each side, paired
+    by position; 1,000 resamples of the studies with a fixed seed, percentile interval
+    (the same code as the intervals of ``sdr select-eval`` and ``sdr eval --compare``).
+    ``None`` when some resample's baseline mean is 0."""
+    a = _floats(policy, "policy")
+    b = _floats(baseline, "baseline")
+    if len(a) != len(b):
+        raise ValueError(f"{len(a)} policy values but {len(b)} baseline values: they are paired by study")
+    return _sdr.paired_bootstrap(a, b)
+
+
+def chexpert_f1_bootstrap(
+    hyps: Sequence[str],
+    base_hyps: Sequence[str],
+    refs: Sequence[str],
+    uncertain_negative: bool = False,
+) -> Dict[str, Optional[Tuple[float, float]]]:
+    """95 % paired-bootstrap intervals of the relative change (in %) of corpus-level
+    CheXpert-rule F1 of ``hyps`` against ``base_hyps`` (both scored against ``refs``,
+    paired by position), keyed as ``sdr.chexpert_f1``'s ``macro_f1_14``, ``micro_f1_14``,
+    ``macro_f1_5`` and ``micro_f1_5``; each resample recomputes both F1s on the same
+    studies."""
+    h = _texts(hyps, "hyps")
+    b = _texts(base_hyps, "base_hyps")
+    r = _texts(refs, "refs")
+    cis = _sdr.chexpert_f1_bootstrap(h, b, r, uncertain_negative=bool(uncertain_negative))
+    return dict(zip(("macro_f1_14", "micro_f1_14", "macro_f1_5", "micro_f1_5"), cis))

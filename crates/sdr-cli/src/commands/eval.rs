@@ -13,6 +13,7 @@ use sdr_core::io::AtomicFile;
 use sdr_core::report::parse_report;
 use sdr_corpus::CsvTable;
 use sdr_eval::baseline::Pool;
+use sdr_eval::bootstrap::{interval_of, resample_indices, Interval, RESAMPLES, SEED};
 use sdr_eval::chexpert::{self, f1_columns, random_f1, LabelledStudy, CHEXPERT_COLUMNS};
 use sdr_eval::scores::TextScorer;
 use sdr_eval::table::Table;
@@ -22,7 +23,7 @@ use crate::common::{
     candidate_tokens, check_input, check_outputs, non_negative_count, print_stdout,
 };
 use crate::jsonl::{id_text, read_jsonl_file};
-use crate::textscore::{bertscore_pairs, load_bertscore_encoder};
+use crate::textscore::{load_judge, BertScoreArgs, Judge};
 
 #[derive(clap::Args)]
 #[command(
@@ -33,7 +34,8 @@ records. A run's tokens are its lines' \"tokens_used\" when present; otherwise t
 candidates' tokens from --candidates (what best-of-K generation costs). The Random row is\n\
 the expectation of a uniform pick among the K candidates (exact, no seeds) for the per-study\n\
 metrics, and the mean over --seeds seeded uniform picks for CheXpert-rule F1.\n\
-BERTScore-F1 uses all-mpnet-base-v2's last-layer token embeddings (no idf, no rescaling);\n\
+BERTScore-F1 is bert-score's with --bertscore-model DIR (a RoBERTa/BERT folder; see `sdr score\n\
+--help`), else the reward's own encoder (all-mpnet-base-v2, last layer); the table names it;\n\
 an empty section scores 0 on every metric. CheXpert-rule F1 (rule-based CheXpert labels of\n\
 the whole report, Findings and Impression joined; not CheXbert) is corpus-level over the\n\
 run's picks: macro and micro over 14 observations and over 5. Every text is scored once,\n\
@@ -57,13 +59,8 @@ pub struct Args {
     /// A run to evaluate, NAME=FILE or NAME=FILE#FIELD; repeat for several.
     #[arg(long = "run", value_name = "NAME=FILE[#FIELD]")]
     pub runs: Vec<String>,
-    /// Skip BERTScore (no model needed).
-    #[arg(long)]
-    pub no_bertscore: bool,
-    /// Sentence-transformers model folder for BERTScore (default: $SDR_MODEL,
-    /// then ~/.cache/sdr/models/all-mpnet-base-v2).
-    #[arg(long, value_name = "DIR")]
-    pub model: Option<PathBuf>,
+    #[command(flatten)]
+    pub bert: BertScoreArgs,
     /// Title printed above the table.
     #[arg(
         long,
@@ -74,6 +71,12 @@ pub struct Args {
     /// A note printed under the table (repeatable), e.g. the command that made the inputs.
     #[arg(long, value_name = "TEXT")]
     pub note: Vec<String>,
+    /// Compare run A with run B ("A=B", repeatable): a second table of A's
+    /// change against B in %, per metric, each with its 95 % paired-bootstrap
+    /// interval over the studies (1,000 resamples, fixed seed; `*` where it
+    /// excludes 0), e.g. --compare "chamfer@min pruning wu1=chamfer@min standard".
+    #[arg(long, value_name = "A=B")]
+    pub compare: Vec<String>,
     /// Write the Markdown table here (atomically); a .csv beside it holds full precision.
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -142,7 +145,7 @@ const EXACT_TOKENS: u64 = 1 << 53;
 fn score_all(
     pairs: &[(String, String)],
     refs: &Refs,
-    bert: Option<&sdr_embed::Encoder>,
+    bert: Option<&Judge>,
     labeler: &Labeler,
 ) -> Result<PairScores> {
     let text = TextScorer::new(Default::default(), None);
@@ -158,12 +161,12 @@ fn score_all(
     }
     // BERTScore: every distinct string encoded once, length-batched by the encoder.
     let mut f1 = vec![f64::NAN; sections.len()];
-    if let Some(enc) = bert {
+    if let Some(judge) = bert {
         let refs: Vec<(&str, &str)> = sections
             .iter()
             .map(|(h, r)| (h.as_str(), r.as_str()))
             .collect();
-        for (j, b) in bertscore_pairs(&refs, enc)?.into_iter().enumerate() {
+        for (j, b) in judge.score_units(&refs, 2)?.into_iter().enumerate() {
             f1[j] = b.f1;
         }
     }
@@ -219,6 +222,7 @@ pub fn run(args: Args) -> Result<()> {
     // scored, and leave nothing behind.
     crate::common::check_seeds(args.seeds)?;
     let specs = run_specs(&args.runs)?;
+    let compares = compare_specs(&args.compare, &specs)?;
     let outputs = match &args.output {
         Some(md) => {
             let csv = md.with_extension("csv");
@@ -253,7 +257,7 @@ pub fn run(args: Args) -> Result<()> {
         .map(|s| s.tokens.or_else(|| full_from_runs.get(&s.id).copied()))
         .collect();
     let full_tokens = checked_total(&full).map_err(|e| anyhow!("--candidates: {e}"))?;
-    let bert = load_bertscore_encoder(args.model.as_deref(), args.no_bertscore)?;
+    let bert = load_judge(&args.bert)?;
     let pairs = distinct_pairs(&cands, &runs);
     let labeler = Labeler::default();
     let scores = score_all(&pairs, &refs, bert.as_ref(), &labeler)?;
@@ -266,7 +270,12 @@ pub fn run(args: Args) -> Result<()> {
         .iter()
         .map(|s| labeler.label(&joined(&refs[&s.id].0, &refs[&s.id].1)))
         .collect();
-    let mut table = new_table(&args, cands.len(), bert.is_some(), uncertain)?;
+    let mut table = new_table(
+        &args,
+        cands.len(),
+        bert.as_ref().map(Judge::describe),
+        uncertain,
+    )?;
     let scored = Scored {
         studies: &cands,
         scores: &scores,
@@ -278,12 +287,41 @@ pub fn run(args: Args) -> Result<()> {
         let row = scored.run_row(name, by_id, &full, full_tokens)?;
         table.push_row(name.as_str(), row)?;
     }
-    let md = table.to_markdown()?;
+    let mut md = table.to_markdown()?;
+    let mut csv = table.to_csv()?;
+    if !compares.is_empty() {
+        let mut t = Table::new(
+            format!(
+                "Change against the compared run, % ({} studies, paired bootstrap 95 % intervals)",
+                cands.len()
+            ),
+            "comparison",
+            table.columns[2..].to_vec(),
+        );
+        t.decimals = 2;
+        t.bertscore_encoder = table.bertscore_encoder.clone();
+        for (k, (a, b)) in compares.iter().enumerate() {
+            let by = |n: &str| &runs.iter().find(|(r, _)| r == n).expect("checked").1;
+            let (cells, cis) = scored.change_row(by(a), by(b))?;
+            t.push_row(format!("{a} vs {b}"), cells)?;
+            t.set_intervals(k, cis)?;
+        }
+        t.notes.push(
+            "Change = 100 (A - B) / B of the column's value over the same studies; the interval \
+             resamples studies (the same for A and B) and recomputes both, corpus-level \
+             CheXpert-rule F1 included."
+                .into(),
+        );
+        md.push('\n');
+        md.push_str(&t.to_markdown()?);
+        csv.push_str("\r\n");
+        csv.push_str(&t.to_csv()?);
+    }
     print_stdout(&md)?;
     if let Some((md_path, csv_path)) = &outputs {
         // Both files are written before either is committed, so a failure
         // leaves neither.
-        let files = [(md_path, md), (csv_path, table.to_csv()?)]
+        let files = [(md_path, md), (csv_path, csv)]
             .into_iter()
             .map(|(path, text)| {
                 let mut f = AtomicFile::create(path)
@@ -419,6 +457,28 @@ fn run_specs(specs: &[String]) -> Result<Vec<RunSpec<'_>>> {
     Ok(out)
 }
 
+/// Every `--compare A=B`, both names runs of the table.
+fn compare_specs(specs: &[String], runs: &[RunSpec<'_>]) -> Result<Vec<(String, String)>> {
+    specs
+        .iter()
+        .map(|spec| {
+            // Run names may hold `=` nowhere (see run_specs), so the first one splits.
+            let (a, b) = spec
+                .split_once('=')
+                .ok_or_else(|| anyhow!("--compare {spec}: expected A=B (two --run names)"))?;
+            for n in [a, b] {
+                if !runs.iter().any(|r| r.name == n) {
+                    return Err(anyhow!("--compare {spec}: no --run is named {n:?}"));
+                }
+            }
+            if a == b {
+                return Err(anyhow!("--compare {spec}: a run compared with itself"));
+            }
+            Ok((a.to_string(), b.to_string()))
+        })
+        .collect()
+}
+
 fn load_runs(specs: &[RunSpec<'_>], cands: &[Study]) -> Result<Runs> {
     let mut runs = Vec::new();
     let mut full_from_runs = HashMap::new();
@@ -490,7 +550,12 @@ fn distinct_pairs(cands: &[Study], runs: &[(String, RunPicks)]) -> Vec<(String, 
 }
 
 /// The empty table with its columns and notes.
-fn new_table(args: &Args, n: usize, bert: bool, uncertain: UncertainPolicy) -> Result<Table> {
+fn new_table(
+    args: &Args,
+    n: usize,
+    bert: Option<String>,
+    uncertain: UncertainPolicy,
+) -> Result<Table> {
     let mut table = Table::new(
         args.title.clone(),
         "policy",
@@ -501,9 +566,7 @@ fn new_table(args: &Args, n: usize, bert: bool, uncertain: UncertainPolicy) -> R
             .collect(),
     );
     table.set_integer_column("tokens")?;
-    if bert {
-        table.bertscore_encoder = Some("all-mpnet-base-v2 (last layer, no idf)".into());
-    }
+    table.bertscore_encoder = bert;
     table.notes.push(format!(
         "{n} studies; metrics on Findings (F) and Impression (I); tokens summed over studies; \
          saved = 1 - tokens / tokens of the K full candidates; \
@@ -560,6 +623,78 @@ impl Scored<'_> {
         row.extend(metric_cells(random));
         row.extend(random_cx.map(Some));
         Ok(row)
+    }
+
+    /// A run's per-study values (the 7 of [`metric_cells`]'s input) and picked labels.
+    fn per_study(&self, by_id: &RunPicks) -> (Vec<[f64; 7]>, Vec<Labels>) {
+        self.studies
+            .iter()
+            .map(|s| {
+                let text = &by_id[&s.id].0;
+                let (v, l) = &self.scores[&(s.id.clone(), text.clone())];
+                (*v, *l)
+            })
+            .unzip()
+    }
+
+    /// Run `a`'s change against run `b` in % over the table's metric columns
+    /// (well-formed %, the six metrics, CheXpert-rule F1), and the paired
+    /// bootstrap interval of each; `None` where `b` is 0 or not computed.
+    fn change_row(
+        &self,
+        a: &RunPicks,
+        b: &RunPicks,
+    ) -> Result<(Vec<Option<f64>>, Vec<Option<Interval>>)> {
+        let ((va, la), (vb, lb)) = (self.per_study(a), self.per_study(b));
+        let n = self.studies.len();
+        let all: Vec<usize> = (0..n).collect();
+        let draws = resample_indices(n, RESAMPLES, SEED);
+        let mean = |v: &[[f64; 7]], j: usize, idx: &[usize]| {
+            idx.iter().map(|&i| v[i][j]).sum::<f64>() / idx.len() as f64
+        };
+        let change = |x: f64, y: f64| {
+            (y != 0.0 && x.is_finite() && y.is_finite()).then(|| 100.0 * (x - y) / y)
+        };
+        let mut cells = Vec::new();
+        let mut cis = Vec::new();
+        // Column order of the table: well-formed % (index 6), then 0..6.
+        for j in std::iter::once(6).chain(0..6) {
+            let point = change(mean(&va, j, &all), mean(&vb, j, &all));
+            let ci = match point {
+                Some(_) => {
+                    let stats: Vec<(f64, f64)> = draws
+                        .iter()
+                        .map(|d| (mean(&va, j, d), mean(&vb, j, d)))
+                        .collect();
+                    interval_of(&stats)?
+                }
+                None => None,
+            };
+            cells.push(point);
+            cis.push(ci);
+        }
+        let f1 = |l: &[Labels], idx: &[usize]| -> Result<[f64; 4]> {
+            let h: Vec<Labels> = idx.iter().map(|&i| l[i]).collect();
+            let r: Vec<Labels> = idx.iter().map(|&i| self.ref_labels[i]).collect();
+            Ok(f1_columns(&chexpert_f1(&h, &r, self.uncertain)?))
+        };
+        let (pa, pb) = (f1(&la, &all)?, f1(&lb, &all)?);
+        let boot: Vec<([f64; 4], [f64; 4])> = draws
+            .iter()
+            .map(|d| Ok((f1(&la, d)?, f1(&lb, d)?)))
+            .collect::<Result<_>>()?;
+        for k in 0..4 {
+            let point = change(pa[k], pb[k]);
+            let ci = match point {
+                Some(_) => {
+                    interval_of(&boot.iter().map(|(x, y)| (x[k], y[k])).collect::<Vec<_>>())?
+                }
+                None => None,
+            };
+            cells.push(point);
+            cis.push(ci);
+        }
+        Ok((cells, cis))
     }
 
     /// A run's row: tokens, tokens saved against the full candidates

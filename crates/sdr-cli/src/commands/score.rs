@@ -7,7 +7,6 @@ use std::path::PathBuf;
 
 use anyhow::{anyhow, Context, Result};
 use sdr_clinical::UncertainPolicy;
-use sdr_eval::bertscore::TokenEncoder;
 use sdr_eval::report::{score_split, split_pair, Scope};
 use sdr_eval::scores::TextScorer;
 use serde::Deserialize;
@@ -15,7 +14,7 @@ use serde_json::Value;
 
 use crate::common::{check_outputs, log_line, or_stdin};
 use crate::jsonl::{parse_json, Input, Output};
-use crate::textscore::{load_bertscore_encoder, load_wordnet};
+use crate::textscore::{load_judge, load_wordnet, BertScoreArgs, Judge};
 
 #[derive(clap::Args)]
 #[command(
@@ -28,8 +27,11 @@ empty reference is an error).\n\n\
 Metrics (sdr-eval): tokens are lower-cased [a-z0-9]+ runs; BLEU-n is nltk's sentence BLEU with\n\
 method1 smoothing (epsilon 0.1), uniform weights up to n; ROUGE F1 without stemming; METEOR as\n\
 nltk (with WordNet synonyms when a database is found); chrF++ is sacrebleu's CHRF(word_order=2)\n\
-on a 0-100 scale; BERTScore P/R/F1 uses all-mpnet-base-v2's last-layer token embeddings (no idf,\n\
-no baseline rescaling). A summary of the means and the corpus scores (corpus BLEU, CheXpert-rule\n\
+on a 0-100 scale; BERTScore P/R/F1 is bert-score's (greedy cosine matching of token\n\
+embeddings): with --bertscore-model DIR a RoBERTa/BERT folder at --bertscore-layer (bert-score's\n\
+default layer for known names, e.g. roberta-large 17), optionally --idf and --rescale-baseline\n\
+FILE, matching the bert-score package to 1e-5; without it the reward's own encoder\n\
+(all-mpnet-base-v2, last layer), named so in the summary's \"bertscore_model\". A summary of the means and the corpus scores (corpus BLEU, CheXpert-rule\n\
 F1 macro/micro) is printed on stderr; `--summary FILE` writes it as JSON (means and corpus\n\
 scores are null when there are no pairs). Python's `sdr.metrics`\n\
 runs the same code (sdr_eval::report).\n\n\
@@ -44,13 +46,8 @@ pub struct Args {
     /// Score the whole texts, without splitting them into sections.
     #[arg(long)]
     pub whole: bool,
-    /// Skip BERTScore (no model needed).
-    #[arg(long)]
-    pub no_bertscore: bool,
-    /// Sentence-transformers model folder for BERTScore (default: $SDR_MODEL,
-    /// then ~/.cache/sdr/models/all-mpnet-base-v2).
-    #[arg(long, value_name = "DIR")]
-    pub model: Option<PathBuf>,
+    #[command(flatten)]
+    pub bert: BertScoreArgs,
     /// WordNet database folder for METEOR's synonyms (default: $SDR_WORDNET_DIR,
     /// then /usr/share/wordnet; without one METEOR matches exact words and stems only).
     #[arg(long, value_name = "DIR")]
@@ -112,19 +109,22 @@ pub fn run(args: Args) -> Result<()> {
     }
     let wordnet = load_wordnet(args.wordnet.as_deref())?;
     let scorer = TextScorer::new(Default::default(), wordnet.as_ref());
-    let encoder = load_bertscore_encoder(args.model.as_deref(), args.no_bertscore)?;
+    let judge = load_judge(&args.bert)?;
     let policy = if args.uncertain_negative {
         UncertainPolicy::Negative
     } else {
         UncertainPolicy::Positive
     };
-    let scores = score_split(
+    let mut scores = score_split(
         split,
         scope,
         &scorer,
-        encoder.as_ref().map(|e| e as &dyn TokenEncoder),
+        judge.as_ref().map(|j| j.scorer()).as_ref(),
         policy,
     )?;
+    // The summary names the judge in full (model, layer, options, and whether
+    // it is the reward's own encoder).
+    scores.encoder = judge.as_ref().map(Judge::describe);
     let summary = scores.summary_json()?;
     // The summary file is written, uncommitted, before the lines: a failure
     // of either leaves neither file.

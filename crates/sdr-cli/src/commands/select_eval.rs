@@ -26,7 +26,7 @@ use serde::Deserialize;
 
 use crate::common::{candidates_hash, check_output_dir, log_line, print_stdout};
 use crate::jsonl::{id_text, parse_json, read_jsonl_file, read_jsonl_lines};
-use crate::textscore::{bertscore_pairs, load_bertscore_encoder, load_wordnet};
+use crate::textscore::{load_judge, load_wordnet, BertScoreArgs, Judge};
 
 #[derive(clap::Args)]
 #[command(
@@ -43,8 +43,8 @@ when missing), scored against the reference section; studies whose reference lac
 section are skipped for that section. Strata come from the reference CSV's `Problems`\n\
 column, when it has one: `normal` vs anything else, and (SPEC 7) no finding / one\n\
 finding / several distinct findings. Columns: BLEU-1..4, ROUGE-1/2/L,\n\
-METEOR, chrF++, BERTScore-F1 (all-mpnet-base-v2 last layer, no idf; each candidate\n\
-scored once) as means over studies, and CheXpert-rule F1 (rule-based labels, not\n\
+METEOR, chrF++, BERTScore-F1 (bert-score's, with --bertscore-model DIR, else the reward's\n\
+own all-mpnet-base-v2; the tables name it; each candidate scored once) as means over studies, and CheXpert-rule F1 (rule-based labels, not\n\
 CheXbert) macro / micro over 14 and over 5 observations, corpus-level over the chosen\n\
 set; random baselines draw the same seeded picks for every column."
 )]
@@ -83,13 +83,8 @@ pub struct Args {
     /// A line naming where the candidates come from, printed under every table.
     #[arg(long, value_name = "TEXT")]
     pub origin: Option<String>,
-    /// Skip the BERTScore-F1 column (no model needed).
-    #[arg(long)]
-    pub no_bertscore: bool,
-    /// Sentence-transformers model folder for BERTScore (default: $SDR_MODEL,
-    /// then ~/.cache/sdr/models/all-mpnet-base-v2).
-    #[arg(long, value_name = "DIR")]
-    pub model: Option<PathBuf>,
+    #[command(flatten)]
+    pub bert: BertScoreArgs,
     /// Count uncertain CheXpert-rule labels as absent (default: as present,
     /// the convention of the common CheXbert-F1 scripts).
     #[arg(long)]
@@ -216,9 +211,9 @@ pub fn run(a: Args) -> Result<()> {
     let wordnet = load_wordnet(a.wordnet.as_deref())?;
     let scorer = TextScorer::new(Default::default(), wordnet.as_ref());
     let rows = score_studies(&a, &inputs, &scorer)?;
-    let bert = load_bertscore_encoder(a.model.as_deref(), a.no_bertscore)?;
+    let bert = load_judge(&a.bert)?;
     let bert_f1 = bertscore_rows(&rows, bert.as_ref())?;
-    let out = Output::new(&a, &inputs, bert.is_some(), wordnet.is_some());
+    let out = Output::new(&a, &inputs, bert.as_ref(), wordnet.is_some());
     if !inputs.has_problems {
         log_line(format_args!(
             "sdr select-eval: {} has no `Problems` column: no normal / abnormal tables",
@@ -524,15 +519,16 @@ fn chosen_indices(keys: &[String], s: &SelLine, id: &str, n: usize) -> Result<Ve
     Ok(chosen)
 }
 
-/// BERTScore: one batch over every (candidate section, reference) pair
-/// whose reference section exists; each distinct text is encoded once.
-fn bertscore_rows(rows: &[Row], bert: Option<&sdr_embed::Encoder>) -> Result<BertF1> {
+/// BERTScore: one batch per section over every (candidate section,
+/// reference) pair whose reference section exists (idf, when asked for, over
+/// that section's pairs); each distinct text is encoded once per section.
+fn bertscore_rows(rows: &[Row], bert: Option<&Judge>) -> Result<BertF1> {
     let mut bert_f1: BertF1 = HashMap::new();
-    if let Some(enc) = bert {
-        let mut at = Vec::new();
-        let mut pairs: Vec<(&str, &str)> = Vec::new();
-        for (r, row) in rows.iter().enumerate() {
-            for si in 0..2 {
+    if let Some(judge) = bert {
+        for si in 0..2 {
+            let mut at = Vec::new();
+            let mut pairs: Vec<(&str, &str)> = Vec::new();
+            for (r, row) in rows.iter().enumerate() {
                 if row.reference[si].is_empty() {
                     continue;
                 }
@@ -541,9 +537,9 @@ fn bertscore_rows(rows: &[Row], bert: Option<&sdr_embed::Encoder>) -> Result<Ber
                     pairs.push((h.as_str(), row.reference[si].as_str()));
                 }
             }
-        }
-        for (key, b) in at.into_iter().zip(bertscore_pairs(&pairs, enc)?) {
-            bert_f1.insert(key, b.f1);
+            for (key, b) in at.into_iter().zip(judge.scorer().score_pairs(&pairs)?) {
+                bert_f1.insert(key, b.f1);
+            }
         }
     }
     Ok(bert_f1)
@@ -565,13 +561,14 @@ struct Output<'a> {
 }
 
 impl<'a> Output<'a> {
-    fn new(a: &'a Args, inputs: &'a Inputs, bert: bool, wordnet: bool) -> Self {
+    fn new(a: &'a Args, inputs: &'a Inputs, judge: Option<&Judge>, wordnet: bool) -> Self {
         let keys = &inputs.keys;
+        let bert = judge.is_some();
         let mut metric_cols: Vec<String> = TEXT_METRICS.iter().map(|s| s.to_string()).collect();
         if bert {
             metric_cols.push("BERTScore-F1".into());
         }
-        let encoder_name = bert.then(|| "all-mpnet-base-v2 (last layer, no idf)".to_string());
+        let encoder_name = judge.map(Judge::describe);
         let uncertain = if a.uncertain_negative {
             UncertainPolicy::Negative
         } else {
@@ -734,7 +731,7 @@ impl<'a> Output<'a> {
         };
         let notes = self.base_notes(sec, sm.n_studies, sm.n_well_formed, &in_group);
         let mut values = sm.values_table(
-            format!("Selection on the {sec} section{label}: mean metric of the chosen candidate; CheXpert-rule F1 over the chosen set"),
+            format!("Selection on the {sec} section{label}, {} studies: mean metric of the chosen candidate; CheXpert-rule F1 over the chosen set", sm.n_studies),
             keys,
         )?;
         self.write(&mut values, &notes, &format!("{sec}_values{suffix}"))?;
@@ -744,7 +741,8 @@ impl<'a> Output<'a> {
         ] {
             let mut t = sm.improvement_table(
                 format!(
-                    "Selection on the {sec} section{label}: improvement over random ({plabel}), %"
+                    "Selection on the {sec} section{label}, {} studies: improvement over random ({plabel}), % [95 % paired-bootstrap interval]",
+                    sm.n_studies
                 ),
                 keys,
                 pool,
@@ -787,7 +785,7 @@ impl<'a> Output<'a> {
         .filter(|c| self.metric_cols.iter().any(|m| m == c) || c.starts_with("CheXpert"))
         .collect();
         let mut st = strata_table(
-            format!("Selection on the {sec} section by stratum: best policy vs random (well-formed only)"),
+            format!("Selection on the {sec} section by stratum, {} studies: best policy vs random (well-formed only) [95 % paired-bootstrap interval]", summaries.first().map_or(0, |(_, s)| s.n_studies)),
             summaries,
             self.keys,
             &headline,
