@@ -10,7 +10,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use sdr_core::cost::clinical::{ClinicalWeights, Conflict, Fact, Laterality, PairConflicts, Polarity};
+use sdr_core::cost::clinical::{
+    ClinicalWeights, Conflict, Fact, Laterality, PairConflicts, Polarity,
+};
 use sdr_core::cost::{Element, PairCost, SetView};
 
 use crate::labeler::Labeler;
@@ -172,7 +174,10 @@ impl ClinicalCost {
         let mine = own
             .get(c.fact)
             .map_or_else(|| "?".to_string(), |f| fact_text(&self.labeler, f));
-        match c.other.and_then(|(j, k)| other.get(j).and_then(|s| s.get(k)).map(|g| (j, g))) {
+        match c
+            .other
+            .and_then(|(j, k)| other.get(j).and_then(|s| s.get(k)).map(|g| (j, g)))
+        {
             Some((j, g)) => format!(
                 "{}: {mine} vs {} in sentence {j}",
                 c.kind.name(),
@@ -201,13 +206,17 @@ mod tests {
         let c = ClinicalCost::default();
         let a = [1.0f32, 0.0];
         let v = SetView::new(&a[..], 2);
-        let err = c.pair_cost(&v, &["A.", "B."], &v, &["A."], false).unwrap_err();
+        let err = c
+            .pair_cost(&v, &["A.", "B."], &v, &["A."], false)
+            .unwrap_err();
         assert!(err.to_string().contains("2 x 1 sentences"), "{err}");
         let bad = ClinicalWeights {
             side: -1.0,
             ..Default::default()
         };
-        assert!(ClinicalCost::new(Labeler::default(), bad).unwrap_err().contains("side"));
+        assert!(ClinicalCost::new(Labeler::default(), bad)
+            .unwrap_err()
+            .contains("side"));
     }
 
     #[test]
@@ -218,7 +227,10 @@ mod tests {
         let (fa, fb): (Vec<Vec<Fact>>, Vec<Vec<Fact>>) = (vec![a[0].to_vec()], vec![b[0].to_vec()]);
         let conflicts = PairConflicts::of(&fa, &fb, c.weights());
         let text = c.describe(&conflicts.a[0].unwrap(), &fa[0], &fb);
-        assert_eq!(text, "side: present Atelectasis (left) vs present Atelectasis (right) in sentence 0");
+        assert_eq!(
+            text,
+            "side: present Atelectasis (left) vs present Atelectasis (right) in sentence 0"
+        );
         let g = c.facts(&["Calcified granuloma in the right upper lobe."]);
         let gs = vec![g[0].to_vec()];
         let conflicts = PairConflicts::of(&gs, &fb, c.weights());
@@ -239,8 +251,16 @@ mod tests {
         let tb = ["Right basilar atelectasis.", "The heart is normal in size."];
         let cos = PairCost::between(&va, &vb, true).unwrap();
         let (clin, _) = c.pair_cost(&va, &ta, &vb, &tb, true).unwrap();
-        for m in [Metric::Chamfer, Metric::Hausdorff, Metric::Ot, "hung-nn".parse().unwrap()] {
-            let (v0, v1) = (m.evaluate(&cos).unwrap().value, m.evaluate(&clin).unwrap().value);
+        for m in [
+            Metric::Chamfer,
+            Metric::Hausdorff,
+            Metric::Ot,
+            "hung-nn".parse().unwrap(),
+        ] {
+            let (v0, v1) = (
+                m.evaluate(&cos).unwrap().value,
+                m.evaluate(&clin).unwrap().value,
+            );
             assert!(v1 > v0 + 0.2, "{m}: {v1} vs {v0}");
         }
     }

@@ -233,7 +233,14 @@ mod tests {
         let l = labeler();
         l.sentence_facts(s)
             .into_iter()
-            .map(|f| (l.fact_name(f.observation).to_string(), f.polarity, f.side, f.grade))
+            .map(|f| {
+                (
+                    l.fact_name(f.observation).to_string(),
+                    f.polarity,
+                    f.side,
+                    f.grade,
+                )
+            })
             .collect()
     }
 
@@ -303,14 +310,23 @@ mod tests {
     #[test]
     fn conflicts_between_iu_sentences() {
         use ConflictKind::*;
-        assert_eq!(conflict("No pneumothorax.", "There is a pneumothorax."), Some(Polarity));
-        assert_eq!(conflict("No pneumothorax.", "Pneumothorax is not seen."), None);
+        assert_eq!(
+            conflict("No pneumothorax.", "There is a pneumothorax."),
+            Some(Polarity)
+        );
+        assert_eq!(
+            conflict("No pneumothorax.", "Pneumothorax is not seen."),
+            None
+        );
         assert_eq!(
             conflict("Left basilar atelectasis.", "Right basilar atelectasis."),
             Some(Side)
         );
         assert_eq!(
-            conflict("Small right pleural effusion.", "Large right pleural effusion."),
+            conflict(
+                "Small right pleural effusion.",
+                "Large right pleural effusion."
+            ),
             Some(Grade)
         );
         assert_eq!(
@@ -318,11 +334,17 @@ mod tests {
             Some(Grade)
         );
         assert_eq!(
-            conflict("Possible small left pleural effusion.", "No pleural effusion."),
+            conflict(
+                "Possible small left pleural effusion.",
+                "No pleural effusion."
+            ),
             Some(Hedge)
         );
         assert_eq!(
-            conflict("Calcified granuloma in the right upper lobe.", "No pneumothorax."),
+            conflict(
+                "Calcified granuloma in the right upper lobe.",
+                "No pneumothorax."
+            ),
             Some(Unmatched)
         );
         // Rephrasings keep their facts.
@@ -339,7 +361,8 @@ mod tests {
     #[test]
     fn extras_never_change_labels() {
         let l = labeler();
-        let labels = l.label("Findings: Calcified granuloma in the right upper lobe. Hyperinflated lungs.");
+        let labels =
+            l.label("Findings: Calcified granuloma in the right upper lobe. Hyperinflated lungs.");
         assert_eq!(labels[Observation::NoFinding], Some(Label::Positive));
         assert_eq!(l.fact_observations(), 14 + l.extras.len());
         assert_eq!(l.fact_name(14), "Granuloma");

@@ -40,9 +40,9 @@ mod labeler;
 mod observation;
 mod rules;
 
-pub use error::{ClinicalError, Result};
 pub use cost::{fact_text, ClinicalCost, FACT_CACHE_ENTRIES};
-pub use facts::{BUNDLED_EXTRAS, QUALIFIER_GAP};
+pub use error::{ClinicalError, Result};
 pub use f1::{chexpert_f1, example_f1, F1Report, ObservationScore, Scores, UncertainPolicy};
+pub use facts::{BUNDLED_EXTRAS, QUALIFIER_GAP};
 pub use labeler::{Labeler, BUNDLED_RULES};
 pub use observation::{Label, Labels, Observation};

@@ -16,8 +16,9 @@ type Rows = Vec<Vec<f64>>;
 
 fn set(dim: usize, max_n: usize) -> impl Strategy<Value = Rows> {
     prop::collection::vec(
-        prop::collection::vec(-1.0f64..1.0, dim)
-            .prop_filter("non-zero row", |v| v.iter().map(|x| x * x).sum::<f64>() > 1e-3),
+        prop::collection::vec(-1.0f64..1.0, dim).prop_filter("non-zero row", |v| {
+            v.iter().map(|x| x * x).sum::<f64>() > 1e-3
+        }),
         1..=max_n,
     )
 }
@@ -27,7 +28,11 @@ fn pair(max_n: usize) -> impl Strategy<Value = (Rows, Rows)> {
 }
 
 fn polarity() -> impl Strategy<Value = Polarity> {
-    prop_oneof![Just(Polarity::Present), Just(Polarity::Absent), Just(Polarity::Uncertain)]
+    prop_oneof![
+        Just(Polarity::Present),
+        Just(Polarity::Absent),
+        Just(Polarity::Uncertain)
+    ]
 }
 
 fn fact() -> impl Strategy<Value = Fact> {

@@ -148,7 +148,7 @@ pub struct ClinicalWeights {
 /// between the Findings of two unrelated train reports, so that one
 /// contradicted finding (`≥ λ/2` under Chamfer) costs at least what an
 /// unrelated report costs.
-pub const DEFAULT_LAMBDA: f64 = 0.44;
+pub const DEFAULT_LAMBDA: f64 = 0.41;
 
 impl Default for ClinicalWeights {
     fn default() -> Self {
@@ -238,7 +238,11 @@ impl ClinicalWeights {
     }
 
     /// `κ(f, B)` with what caused it.
-    fn fact_conflict(&self, f: &Fact, other: &[Vec<Fact>]) -> Option<(f64, ConflictKind, Option<(usize, usize)>)> {
+    fn fact_conflict(
+        &self,
+        f: &Fact,
+        other: &[Vec<Fact>],
+    ) -> Option<(f64, ConflictKind, Option<(usize, usize)>)> {
         let mut best: Option<(f64, ConflictKind, Option<(usize, usize)>)> = None;
         let mut named = false;
         for (j, facts) in other.iter().enumerate() {
@@ -368,10 +372,11 @@ impl<'a> PairCost<'a> {
         facts_b: &[Vec<Fact>],
         w: &ClinicalWeights,
     ) -> crate::Result<(PairCost<'a>, PairConflicts)> {
-        w.check().map_err(|message| crate::SdrError::BadMetricParameter {
-            metric: "clinical cost".into(),
-            message,
-        })?;
+        w.check()
+            .map_err(|message| crate::SdrError::BadMetricParameter {
+                metric: "clinical cost".into(),
+                message,
+            })?;
         let (n, m) = (self.cross.n, self.cross.m);
         if facts_a.len() != n || facts_b.len() != m {
             return Err(crate::SdrError::BadMetricParameter {
@@ -387,7 +392,12 @@ impl<'a> PairCost<'a> {
         if !conflicts.any() {
             return Ok((self, conflicts));
         }
-        let cross = penalized(&self.cross, &kappa(&conflicts.a), &kappa(&conflicts.b), w.lambda);
+        let cross = penalized(
+            &self.cross,
+            &kappa(&conflicts.a),
+            &kappa(&conflicts.b),
+            w.lambda,
+        );
         Ok((
             PairCost {
                 cross: Cow::Owned(cross),
@@ -418,12 +428,34 @@ mod tests {
     fn pair_conflicts_by_kind() {
         let w = ClinicalWeights::default();
         let p = |s, g| fact(9, Present, s, g);
-        assert_eq!(w.pair(&p(None, None), &fact(9, Absent, None, None)).unwrap().1, ConflictKind::Polarity);
-        assert_eq!(w.pair(&p(None, None), &fact(9, Uncertain, None, None)).unwrap(), (0.5, ConflictKind::Hedge));
-        assert_eq!(w.pair(&p(Some(Left), None), &p(Some(Right), None)).unwrap(), (1.0, ConflictKind::Side));
-        assert_eq!(w.pair(&p(Some(Left), None), &p(Some(Bilateral), None)).unwrap(), (0.5, ConflictKind::Bilateral));
-        assert_eq!(w.pair(&p(None, Some(1)), &p(None, Some(3))).unwrap(), (1.0, ConflictKind::Grade));
-        assert_eq!(w.pair(&p(None, Some(1)), &p(None, Some(2))).unwrap(), (0.5, ConflictKind::Grade));
+        assert_eq!(
+            w.pair(&p(None, None), &fact(9, Absent, None, None))
+                .unwrap()
+                .1,
+            ConflictKind::Polarity
+        );
+        assert_eq!(
+            w.pair(&p(None, None), &fact(9, Uncertain, None, None))
+                .unwrap(),
+            (0.5, ConflictKind::Hedge)
+        );
+        assert_eq!(
+            w.pair(&p(Some(Left), None), &p(Some(Right), None)).unwrap(),
+            (1.0, ConflictKind::Side)
+        );
+        assert_eq!(
+            w.pair(&p(Some(Left), None), &p(Some(Bilateral), None))
+                .unwrap(),
+            (0.5, ConflictKind::Bilateral)
+        );
+        assert_eq!(
+            w.pair(&p(None, Some(1)), &p(None, Some(3))).unwrap(),
+            (1.0, ConflictKind::Grade)
+        );
+        assert_eq!(
+            w.pair(&p(None, Some(1)), &p(None, Some(2))).unwrap(),
+            (0.5, ConflictKind::Grade)
+        );
         // An unnamed side or grade agrees with any.
         assert_eq!(w.pair(&p(Some(Left), Some(1)), &p(None, None)), None);
         let a = fact(9, Absent, Some(Left), None);
@@ -433,8 +465,14 @@ mod tests {
     #[test]
     fn one_agreeing_statement_supports_a_fact_and_absence_needs_none() {
         let w = ClinicalWeights::default();
-        let a = vec![vec![fact(2, Present, None, None)], vec![fact(9, Absent, None, None)]];
-        let b = vec![vec![fact(2, Absent, None, None)], vec![fact(2, Present, None, None)]];
+        let a = vec![
+            vec![fact(2, Present, None, None)],
+            vec![fact(9, Absent, None, None)],
+        ];
+        let b = vec![
+            vec![fact(2, Absent, None, None)],
+            vec![fact(2, Present, None, None)],
+        ];
         let c = w.conflicts(&a, &b);
         assert_eq!(c[0], None);
         // B never names observation 9; an absent finding is no omission.
@@ -451,7 +489,9 @@ mod tests {
         let m = CostMatrix::new(
             3,
             4,
-            vec![0.05, 0.3, 0.35, 0.4, 0.32, 0.02, 0.3, 0.33, 0.36, 0.31, 0.04, 0.29],
+            vec![
+                0.05, 0.3, 0.35, 0.4, 0.32, 0.02, 0.3, 0.33, 0.36, 0.31, 0.04, 0.29,
+            ],
         );
         let ka = [0.0, 1.0, 0.0];
         let kb = [0.0, 1.0, 0.0, 0.0];
@@ -466,12 +506,20 @@ mod tests {
         // Row and column shifts change every plan's cost by the same amount,
         // so the optimal plan stays and the value moves by λ/2 (1 + 1) / max M.
         let expected = ot(&m) + 0.4 / m.max();
-        assert!((ot(&p) - expected).abs() < 1e-12, "{} vs {expected}", ot(&p));
+        assert!(
+            (ot(&p) - expected).abs() < 1e-12,
+            "{} vs {expected}",
+            ot(&p)
+        );
         let ch = |c: &CostMatrix| crate::distance::chamfer::chamfer(c);
         assert!(ch(&p) - ch(&m) >= 0.2 - 1e-12);
         for metric in Metric::all() {
-            let v0 = metric.evaluate(&PairCost::borrowed(&m, None)).map(|e| e.value);
-            let v1 = metric.evaluate(&PairCost::borrowed(&p, None)).map(|e| e.value);
+            let v0 = metric
+                .evaluate(&PairCost::borrowed(&m, None))
+                .map(|e| e.value);
+            let v1 = metric
+                .evaluate(&PairCost::borrowed(&p, None))
+                .map(|e| e.value);
             if let (Ok(v0), Ok(v1)) = (v0, v1) {
                 assert!(v1 >= v0 - 1e-9, "{metric}: {v1} < {v0}");
             }
@@ -491,7 +539,10 @@ mod tests {
         let (m, _) = sets();
         let pc = PairCost::borrowed(&m, None);
         let facts = vec![vec![]; 3];
-        let err = pc.clone().clinical(&facts, &facts, &ClinicalWeights::default()).unwrap_err();
+        let err = pc
+            .clone()
+            .clinical(&facts, &facts, &ClinicalWeights::default())
+            .unwrap_err();
         assert!(err.to_string().contains("3 x 3 sentences"), "{err}");
         let bad = ClinicalWeights {
             lambda: f64::NAN,
