@@ -53,6 +53,9 @@ enum Target {
     Anatomy(u16),
     /// Attribute of rule `n`; `true` when abnormal.
     Attribute(u16, bool),
+    /// A finding beyond CheXpert's 14 (`data/clinical/sentence_facts.json`),
+    /// read by [`Labeler::sentence_facts`] only: labels never see it.
+    Extra(u16),
 }
 
 /// Phrases compiled into one automaton, with per-phrase payload.
@@ -195,6 +198,8 @@ pub struct Labeler {
     cues: PhraseSet<u8>,
     /// Observation and `max_gap` of each anatomy rule.
     anatomy: Vec<(Observation, usize)>,
+    /// Names of the findings beyond CheXpert's 14, fact ids 14, 15, ...
+    pub(crate) extras: Vec<String>,
 }
 
 impl Default for Labeler {
@@ -216,13 +221,13 @@ struct Item {
 
 /// Scratch buffers reused across the sentences of one report.
 #[derive(Default)]
-struct Scratch {
-    text: String,
+pub(crate) struct Scratch {
+    pub(crate) text: String,
     hits: Vec<Hit>,
     items: Vec<Item>,
     cues: Vec<Hit>,
     unmentions: Vec<(Observation, usize, usize)>,
-    breaks: Vec<usize>,
+    pub(crate) breaks: Vec<usize>,
     /// Per cue (in text order): its clause; the flags of the nearest cue at
     /// or before it in its clause that negates or hedges what follows; of the
     /// nearest at or after it that negates or hedges what precedes (0: none).
@@ -305,10 +310,23 @@ impl Labeler {
             }
         }
         check_complete(&rules)?;
+        // The findings beyond CheXpert's 14 share the automaton under keys
+        // of their own (14 + id): overlaps resolve within a key, so the 14
+        // labels are what they were without them.
+        let extras = crate::facts::ExtrasFile::parse(crate::facts::BUNDLED_EXTRAS)?;
+        let mut names = Vec::with_capacity(extras.findings.len());
+        for (id, finding) in extras.findings.iter().enumerate() {
+            let list = format!("sentence_facts.{}", finding.name);
+            for raw in &finding.mentions {
+                push_unique(mentions.slot(&list, raw)?, Target::Extra(id as u16));
+            }
+            names.push(finding.name.clone());
+        }
         Ok(Labeler {
             mentions: mentions.build()?,
             cues: cues.build()?,
             anatomy,
+            extras: names,
         })
     }
 
@@ -357,6 +375,22 @@ impl Labeler {
     }
 
     fn label_sentence(&self, sentence: &str, labels: &mut Labels, sc: &mut Scratch) {
+        self.each_mention(sentence, sc, |key, l, _, _| {
+            if let Some(&o) = Observation::ALL.get(key) {
+                labels[o] = Some(Label::merge(labels[o], l));
+            }
+        });
+    }
+
+    /// Calls `found(key, label, start, end)` for every judged mention of one
+    /// sentence, with `key` the observation's index (14 + id for a finding
+    /// beyond CheXpert's) and its span in `sc.text`, the normalised sentence.
+    pub(crate) fn each_mention(
+        &self,
+        sentence: &str,
+        sc: &mut Scratch,
+        mut found: impl FnMut(usize, Label, usize, usize),
+    ) {
         normalize_into(sentence, &mut sc.text);
         let text = sc.text.as_str();
         self.mentions.hits(text, &mut sc.hits);
@@ -372,14 +406,17 @@ impl Labeler {
                         sc.unmentions.push((o, h.start, h.end));
                         continue;
                     }
-                    Target::Mention(o) => o,
-                    Target::Anatomy(r) | Target::Attribute(r, _) => self.anatomy[r as usize].0,
+                    Target::Mention(o) => o.index(),
+                    Target::Anatomy(r) | Target::Attribute(r, _) => {
+                        self.anatomy[r as usize].0.index()
+                    }
+                    Target::Extra(x) => Observation::ALL.len() + x as usize,
                 };
                 sc.items.push(Item {
                     start: h.start,
                     end: h.end,
                     target,
-                    key: o.index(),
+                    key: o,
                 });
             }
         }
@@ -474,14 +511,13 @@ impl Labeler {
         sc.longest = items.iter().map(|it| it.end - it.start).max().unwrap_or(0);
         let sc = &*sc;
         for it in &sc.items {
-            let o = Observation::ALL[it.key];
             let label = match it.target {
-                Target::Mention(_) => Some(self.judge(it.start, it.end, sc)),
+                Target::Mention(_) | Target::Extra(_) => Some(self.judge(it.start, it.end, sc)),
                 Target::Anatomy(rule) => self.describe(it, rule, text, sc),
                 _ => None,
             };
             if let Some(l) = label {
-                labels[o] = Some(Label::merge(labels[o], l));
+                found(it.key, l, it.start, it.end);
             }
         }
     }
@@ -693,7 +729,7 @@ fn words_start(text: &[u8], to: usize, limit: usize) -> usize {
 }
 
 /// Index of the clause holding byte `pos`: the number of breaks at or before it.
-fn clause_of(breaks: &[usize], pos: usize) -> usize {
+pub(crate) fn clause_of(breaks: &[usize], pos: usize) -> usize {
     breaks.partition_point(|&b| b <= pos)
 }
 

@@ -10,6 +10,10 @@
 //! - [`chexpert_f1`] scores candidate labels against reference labels over a
 //!   corpus (macro and micro over 14 and over 5 observations);
 //!   [`example_f1`] scores one pair (for rewards).
+//! - [`Labeler::sentence_facts`] gives one sentence's clinical facts
+//!   (finding, polarity, side, size/severity) for the clinical cost of
+//!   `sdr_core::cost::clinical` (SPEC §10), over CheXpert's 14 and the
+//!   findings of `data/clinical/sentence_facts.json`.
 //! - [`iu`] validates the labeler against IU X-ray's MeSH coding.
 //!
 //! The metric is called "CheXpert-rule F1": it is computed with these rules,
@@ -27,14 +31,18 @@
 
 #![warn(missing_docs)]
 
+mod cost;
 mod error;
 mod f1;
+mod facts;
 pub mod iu;
 mod labeler;
 mod observation;
 mod rules;
 
+pub use cost::{fact_text, ClinicalCost, FACT_CACHE_ENTRIES};
 pub use error::{ClinicalError, Result};
 pub use f1::{chexpert_f1, example_f1, F1Report, ObservationScore, Scores, UncertainPolicy};
+pub use facts::{BUNDLED_EXTRAS, QUALIFIER_GAP};
 pub use labeler::{Labeler, BUNDLED_RULES};
 pub use observation::{Label, Labels, Observation};

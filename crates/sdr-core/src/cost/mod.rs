@@ -10,6 +10,7 @@ use std::ops::Range;
 
 use crate::error::{Result, SdrError, Side};
 
+pub mod clinical;
 pub mod gram;
 mod kernel;
 
@@ -234,6 +235,10 @@ pub struct CostMatrix {
     pub(crate) n: usize,
     pub(crate) m: usize,
     pub(crate) data: Vec<f64>,
+    /// The OT family's `max(M)` when it is not this matrix's own maximum:
+    /// the clinical cost keeps its cosine part's (`clinical.rs`). `None`
+    /// for every cosine cost.
+    pub(crate) scale: Option<f64>,
 }
 
 impl CostMatrix {
@@ -242,7 +247,12 @@ impl CostMatrix {
     /// instead.
     pub fn new(n: usize, m: usize, data: Vec<f64>) -> Self {
         assert_eq!(data.len(), n * m, "cost matrix buffer has the wrong length");
-        CostMatrix { n, m, data }
+        CostMatrix {
+            n,
+            m,
+            data,
+            scale: None,
+        }
     }
 
     /// [`CostMatrix::new`] for buffers from outside (a file, a caller).
@@ -257,7 +267,12 @@ impl CostMatrix {
                 len: data.len(),
             });
         }
-        Ok(CostMatrix { n, m, data })
+        Ok(CostMatrix {
+            n,
+            m,
+            data,
+            scale: None,
+        })
     }
 
     /// Rows (elements of the first set).
@@ -296,6 +311,13 @@ impl CostMatrix {
         self.data.iter().copied().fold(0.0, f64::max)
     }
 
+    /// What the OT family divides by, SPEC §3's `max(M)`: the maximum
+    /// itself, except for a clinical cost, which keeps its cosine part's
+    /// ([`clinical::penalized`]) so that its penalty is not divided away.
+    pub fn scale(&self) -> f64 {
+        self.scale.unwrap_or_else(|| self.max())
+    }
+
     /// The transpose, `M^T` (`m x n`).
     pub fn transpose(&self) -> CostMatrix {
         let mut data = vec![0.0; self.n * self.m];
@@ -304,14 +326,17 @@ impl CostMatrix {
                 data[j * self.n + i] = self.get(i, j);
             }
         }
-        CostMatrix::new(self.m, self.n, data)
+        CostMatrix {
+            scale: self.scale,
+            ..CostMatrix::new(self.m, self.n, data)
+        }
     }
 
     /// `M / max(M)` as used by the OT family; `None` when `max(M) = 0`
     /// (identical sets up to scale), where every OT-family distance is 0.
     /// "Zero" means at most [`ZERO_COST_TOL`], see there.
     pub fn normalized(&self) -> Option<CostMatrix> {
-        let mx = self.max();
+        let mx = self.scale();
         if mx <= ZERO_COST_TOL {
             return None;
         }

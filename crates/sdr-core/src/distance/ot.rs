@@ -181,7 +181,7 @@ pub fn ot_distance(m: &CostMatrix) -> Evaluation {
 
 /// [`ot_distance`], or [`SdrError::Stopped`] once `stop` is set.
 fn ot_distance_until(m: &CostMatrix, stop: Stop<'_>) -> Result<Evaluation> {
-    let mx = m.max();
+    let mx = m.scale();
     if mx <= ZERO_COST_TOL {
         return Ok(Evaluation::exact(0.0));
     }

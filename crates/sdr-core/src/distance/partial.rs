@@ -251,7 +251,7 @@ fn pot_distance_until(m: &CostMatrix, rho: f64, stop: Stop<'_>) -> Result<Evalua
             message: format!("`rho` must be in (0, 1], got {rho}"),
         });
     }
-    let mx = m.max();
+    let mx = m.scale();
     if mx <= ZERO_COST_TOL {
         return Ok(Evaluation::exact(0.0));
     }

@@ -1,0 +1,434 @@
+//! The faithfulness benchmark's scorer (docs/results/faithfulness.md): every
+//! reward configuration and metric of the project on perturbed copies of IU
+//! X-ray reports (`bench/faithfulness/cases.jsonl`, written by
+//! `bench/faithfulness/make_cases.py`).
+//!
+//! ```text
+//! faithfulness CASES.jsonl OUT.jsonl [--model DIR] [--lambda L] [--limit N]
+//! faithfulness lambda REPORTS.csv [--model DIR] [--limit N]
+//! ```
+//!
+//! `lambda` derives the clinical cost's default strength (SPEC §10): every IU
+//! X-ray train report (uid % 10 not 0 or 1, both sections) is paired with
+//! another train report drawn at random (seeded), and the Chamfer distance
+//! (cosine cost) between their Findings is computed; it prints the quantiles
+//! and `λ = 2 x median`, so that one contradicted finding (which adds at
+//! least `λ/2` to Chamfer) costs what an unrelated report costs.
+//!
+//! Per case it scores the candidate against the reference and the reference
+//! against itself (so a drop is `self - candidate` also for the regularised
+//! metrics, which do not give exactly 0 for identical sets), and writes one
+//! JSON line `{"id", "uid", "kind", "self": {...}, "candidate": {...}}` whose
+//! maps hold, per configuration:
+//! - `cosine/<metric>`: the paper's reward `R = R_fmt + R_sem^F + R_sem^I`
+//!   with the cosine cost, for each of the 15 metrics;
+//! - `clinical/<metric>`: the same with the clinical cost (SPEC §10);
+//! - `cosine+term/<metric>`: the cosine reward plus the report-level term
+//!   (`clinical_weight = 1`: example-level CheXpert-rule F1, SPEC §4);
+//! - `BLEU-4`, `ROUGE-L`, `METEOR`, `BERTScore-F1`: the mean of the Findings
+//!   and Impression values (SPEC §7, `sdr score`'s implementation), and
+//!   `CheXpert-rule F1`, the report's example-level F1.
+//!
+//! `bench/faithfulness/summarize.py` turns the lines into the tables.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use anyhow::{anyhow, bail, Context, Result};
+use rayon::prelude::*;
+use sdr_clinical::{example_f1, Labeler, UncertainPolicy};
+use sdr_core::cost::clinical::{ClinicalWeights, Fact};
+use sdr_core::cost::PairCost;
+use sdr_core::report::parse_report;
+use sdr_core::reward::section_term;
+use sdr_core::{Metric, SetView};
+use sdr_embed::SentenceEncoder;
+use sdr_eval::report::{score_pairs, Scope};
+use sdr_eval::scores::TextScorer;
+use serde_json::{json, Map, Value};
+
+struct Case {
+    id: String,
+    uid: Value,
+    kind: String,
+    reference: String,
+    candidate: String,
+}
+
+struct Args {
+    cases: PathBuf,
+    out: PathBuf,
+    model: Option<PathBuf>,
+    lambda: Option<f64>,
+    limit: Option<usize>,
+}
+
+fn args() -> Result<Args> {
+    let a: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "faithfulness CASES.jsonl OUT.jsonl [--model DIR] [--lambda L] [--limit N]";
+    let mut pos = Vec::new();
+    let (mut model, mut lambda, mut limit) = (None, None, None);
+    let mut it = a.into_iter();
+    while let Some(x) = it.next() {
+        let mut val = |name: &str| {
+            it.next()
+                .ok_or_else(|| anyhow!("{name} needs a value; {usage}"))
+        };
+        match x.as_str() {
+            "--model" => model = Some(PathBuf::from(val("--model")?)),
+            "--lambda" => {
+                let v = val("--lambda")?;
+                lambda = Some(
+                    v.parse()
+                        .map_err(|_| anyhow!("--lambda: `{v}` is not a number"))?,
+                )
+            }
+            "--limit" => {
+                let v = val("--limit")?;
+                limit = Some(
+                    v.parse()
+                        .map_err(|_| anyhow!("--limit: `{v}` is not a count"))?,
+                )
+            }
+            "-h" | "--help" => {
+                println!("{usage}\n(see the doc comment of bench/src/bin/faithfulness.rs)");
+                std::process::exit(0);
+            }
+            _ if x.starts_with("--") => bail!("unknown option {x}; {usage}"),
+            _ => pos.push(PathBuf::from(x)),
+        }
+    }
+    let [cases, out]: [PathBuf; 2] = pos
+        .try_into()
+        .map_err(|_| anyhow!("two paths expected; {usage}"))?;
+    Ok(Args {
+        cases,
+        out,
+        model,
+        lambda,
+        limit,
+    })
+}
+
+fn read_cases(path: &PathBuf, limit: Option<usize>) -> Result<Vec<Case>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut cases = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: Value = serde_json::from_str(line)
+            .with_context(|| format!("{}:{}: not JSON", path.display(), n + 1))?;
+        let s = |k: &str| {
+            v.get(k)
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .ok_or_else(|| anyhow!("{}:{}: no string `{k}`", path.display(), n + 1))
+        };
+        cases.push(Case {
+            id: s("id")?,
+            uid: v.get("uid").cloned().unwrap_or(Value::Null),
+            kind: s("kind")?,
+            reference: s("reference")?,
+            candidate: s("candidate")?,
+        });
+        if limit.is_some_and(|l| cases.len() >= l) {
+            break;
+        }
+    }
+    Ok(cases)
+}
+
+/// Sentence rows and facts of every distinct sentence.
+struct Table {
+    dim: usize,
+    index: HashMap<String, usize>,
+    rows: Vec<f32>,
+    facts: Vec<Vec<Fact>>,
+}
+
+impl Table {
+    fn set(&self, sentences: &[String]) -> (Vec<f32>, Vec<Vec<Fact>>) {
+        let mut rows = Vec::with_capacity(sentences.len() * self.dim);
+        let mut facts = Vec::with_capacity(sentences.len());
+        for s in sentences {
+            let i = self.index[s];
+            rows.extend_from_slice(&self.rows[i * self.dim..(i + 1) * self.dim]);
+            facts.push(self.facts[i].clone());
+        }
+        (rows, facts)
+    }
+}
+
+/// The three reward families of one (candidate, reference) pair, per metric.
+fn rewards(
+    table: &Table,
+    weights: &ClinicalWeights,
+    cand: &str,
+    reference: &str,
+    f1: f64,
+    out: &mut Map<String, Value>,
+) -> Result<()> {
+    let (c, r) = (parse_report(cand), parse_report(reference));
+    if !c.format_valid || !r.format_valid {
+        bail!("a case without both sections");
+    }
+    let mut per_section: Vec<(Vec<f64>, Vec<f64>)> = Vec::new();
+    for (cs, rs) in [(&c.findings, &r.findings), (&c.impression, &r.impression)] {
+        let (ca, fa) = table.set(cs);
+        let (ra, fb) = table.set(rs);
+        let (va, vb) = (SetView::new(&ca, table.dim), SetView::new(&ra, table.dim));
+        let cos = PairCost::between(&va, &vb, true)?;
+        let (clin, _) = cos.clone().clinical(&fa, &fb, weights)?;
+        let eval = |pc: &PairCost<'_>| -> Result<Vec<f64>> {
+            Metric::all()
+                .iter()
+                .map(|m| Ok(section_term(&m.evaluate(pc)?)))
+                .collect()
+        };
+        per_section.push((eval(&cos)?, eval(&clin)?));
+    }
+    for (k, m) in Metric::all().iter().enumerate() {
+        let cosine = 1.0 + per_section[0].0[k] + per_section[1].0[k];
+        let clinical = 1.0 + per_section[0].1[k] + per_section[1].1[k];
+        out.insert(format!("cosine/{m}"), json!(cosine));
+        out.insert(format!("clinical/{m}"), json!(clinical));
+        out.insert(format!("cosine+term/{m}"), json!(cosine + f1));
+    }
+    Ok(())
+}
+
+/// Embeds `sentences` (distinct) in chunks.
+fn embed_all(enc: &sdr_embed::Encoder, sentences: &[&str]) -> Result<Vec<f32>> {
+    let mut rows = Vec::with_capacity(sentences.len() * enc.dim());
+    for chunk in sentences.chunks(256) {
+        rows.extend(SentenceEncoder::embed(enc, chunk).map_err(|e| anyhow!("{e}"))?);
+    }
+    Ok(rows)
+}
+
+/// `faithfulness lambda`: see the module docs.
+fn derive_lambda(rest: &[String]) -> Result<()> {
+    let usage = "faithfulness lambda REPORTS.csv [--model DIR] [--limit N]";
+    let (mut csv_path, mut model, mut limit) = (None, None, None);
+    let mut it = rest.iter();
+    while let Some(x) = it.next() {
+        match x.as_str() {
+            "--model" => model = Some(PathBuf::from(it.next().ok_or_else(|| anyhow!("{usage}"))?)),
+            "--limit" => {
+                let v = it.next().ok_or_else(|| anyhow!("{usage}"))?;
+                limit = Some(
+                    v.parse::<usize>()
+                        .map_err(|_| anyhow!("--limit: `{v}` is not a count"))?,
+                )
+            }
+            _ if csv_path.is_none() && !x.starts_with("--") => csv_path = Some(PathBuf::from(x)),
+            _ => bail!("unexpected argument {x}; {usage}"),
+        }
+    }
+    let csv_path = csv_path.ok_or_else(|| anyhow!("{usage}"))?;
+    let mut reader = csv::Reader::from_path(&csv_path)
+        .with_context(|| format!("reading {}", csv_path.display()))?;
+    let headers = reader.headers()?.clone();
+    let col = |name: &str| {
+        headers
+            .iter()
+            .position(|h| h == name)
+            .ok_or_else(|| anyhow!("{}: no `{name}` column", csv_path.display()))
+    };
+    let (cu, cf, ci) = (col("uid")?, col("findings")?, col("impression")?);
+    let mut reports: Vec<Vec<String>> = Vec::new();
+    for row in reader.records() {
+        let row = row?;
+        let uid: u64 = row[cu]
+            .trim()
+            .parse()
+            .with_context(|| format!("uid `{}`", &row[cu]))?;
+        let (f, i) = (row[cf].trim(), row[ci].trim());
+        if uid % 10 <= 1 || f.is_empty() || i.is_empty() {
+            continue;
+        }
+        let p = parse_report(&format!("Findings: {f}\nImpression: {i}"));
+        if p.format_valid {
+            reports.push(p.findings);
+        }
+        if limit.is_some_and(|l| reports.len() >= l) {
+            break;
+        }
+    }
+    let dir = sdr_embed::resolve_model_dir(model.as_deref()).map_err(|e| anyhow!("{e}"))?;
+    let enc = sdr_embed::Encoder::load(&dir, Default::default()).map_err(|e| anyhow!("{e}"))?;
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    let mut distinct: Vec<&str> = Vec::new();
+    for s in reports.iter().flatten() {
+        if !index.contains_key(s.as_str()) {
+            index.insert(s, distinct.len());
+            distinct.push(s);
+        }
+    }
+    eprintln!(
+        "{} train reports, {} distinct Findings sentences",
+        reports.len(),
+        distinct.len()
+    );
+    let rows = embed_all(&enc, &distinct)?;
+    let dim = enc.dim();
+    let set = |r: &[String]| -> Vec<f32> {
+        r.iter()
+            .flat_map(|s| {
+                let i = index[s.as_str()];
+                rows[i * dim..(i + 1) * dim].iter().copied()
+            })
+            .collect()
+    };
+    // A fixed LCG (Knuth's MMIX constants), seed 0: each report's partner.
+    let mut state: u64 = 0;
+    let mut next = |n: usize| {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((state >> 33) as usize) % n
+    };
+    let mut d = Vec::with_capacity(reports.len());
+    for (k, r) in reports.iter().enumerate() {
+        let mut j = next(reports.len() - 1);
+        if j >= k {
+            j += 1;
+        }
+        let (a, b) = (set(r), set(&reports[j]));
+        let e = Metric::Chamfer.evaluate(&PairCost::between(
+            &SetView::new(&a, dim),
+            &SetView::new(&b, dim),
+            false,
+        )?)?;
+        d.push(e.value);
+    }
+    d.sort_by(f64::total_cmp);
+    let q = |p: f64| d[((d.len() - 1) as f64 * p).round() as usize];
+    println!(
+        "{}",
+        json!({
+            "pairs": d.len(),
+            "encoder": SentenceEncoder::name(&enc),
+            "chamfer_quantiles": {"10": q(0.1), "25": q(0.25), "50": q(0.5), "75": q(0.75), "90": q(0.9)},
+            "lambda": 2.0 * q(0.5),
+        })
+    );
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    if raw.first().map(String::as_str) == Some("lambda") {
+        return derive_lambda(&raw[1..]);
+    }
+    let a = args()?;
+    let cases = read_cases(&a.cases, a.limit)?;
+    let dir = sdr_embed::resolve_model_dir(a.model.as_deref()).map_err(|e| anyhow!("{e}"))?;
+    let enc = sdr_embed::Encoder::load(&dir, Default::default()).map_err(|e| anyhow!("{e}"))?;
+    let labeler = Labeler::default();
+    let weights = ClinicalWeights {
+        lambda: a.lambda.unwrap_or(ClinicalWeights::default().lambda),
+        ..Default::default()
+    };
+    weights.check().map_err(|e| anyhow!("--lambda: {e}"))?;
+
+    // Every distinct sentence, embedded and annotated once.
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut distinct: Vec<String> = Vec::new();
+    for c in &cases {
+        for text in [&c.reference, &c.candidate] {
+            let p = parse_report(text);
+            for s in p.findings.into_iter().chain(p.impression) {
+                if !index.contains_key(&s) {
+                    index.insert(s.clone(), distinct.len());
+                    distinct.push(s);
+                }
+            }
+        }
+    }
+    eprintln!(
+        "{} cases, {} distinct sentences",
+        cases.len(),
+        distinct.len()
+    );
+    let refs: Vec<&str> = distinct.iter().map(String::as_str).collect();
+    let rows = embed_all(&enc, &refs)?;
+    let table = Table {
+        dim: enc.dim(),
+        facts: labeler.facts_of(refs.iter().copied()),
+        index,
+        rows,
+    };
+
+    // Text metrics, per section, for candidate and self pairs.
+    let mut pairs: Vec<(&str, &str)> = Vec::with_capacity(cases.len() * 2);
+    for c in &cases {
+        pairs.push((c.candidate.as_str(), c.reference.as_str()));
+        pairs.push((c.reference.as_str(), c.reference.as_str()));
+    }
+    let scorer = TextScorer::new(Default::default(), None);
+    let scores = score_pairs(
+        &pairs,
+        Scope::Sections,
+        &scorer,
+        Some(&enc),
+        UncertainPolicy::Positive,
+    )?;
+    let col = |name: &str| {
+        scores
+            .metrics
+            .iter()
+            .position(|m| *m == name)
+            .expect("metric column")
+    };
+    let wanted = ["BLEU-4", "ROUGE-L", "METEOR", "BERTScore-F1"];
+    let cols: Vec<usize> = wanted.iter().map(|n| col(n)).collect();
+
+    let lines: Vec<String> = cases
+        .par_iter()
+        .enumerate()
+        .map(|(n, c)| -> Result<String> {
+            let mut maps = Vec::new();
+            for (p, cand) in [(2 * n, &c.candidate), (2 * n + 1, &c.reference)] {
+                let mut m = Map::new();
+                for (name, &k) in wanted.iter().zip(&cols) {
+                    let v = (scores.values[2 * p][k] + scores.values[2 * p + 1][k]) / 2.0;
+                    m.insert(name.to_string(), json!(v));
+                }
+                let f1 = example_f1(
+                    &labeler.label(cand),
+                    &labeler.label(&c.reference),
+                    UncertainPolicy::Positive,
+                );
+                m.insert("CheXpert-rule F1".into(), json!(f1));
+                rewards(&table, &weights, cand, &c.reference, f1, &mut m)
+                    .with_context(|| format!("case {}", c.id))?;
+                maps.push(Value::Object(m));
+            }
+            let self_ = maps.pop().expect("two maps");
+            let cand = maps.pop().expect("two maps");
+            Ok(
+                json!({"id": c.id, "uid": c.uid, "kind": c.kind, "candidate": cand, "self": self_})
+                    .to_string(),
+            )
+        })
+        .collect::<Result<_>>()?;
+    sdr_core::io::write_atomic(&a.out, |f| {
+        use std::io::Write;
+        for l in &lines {
+            writeln!(f, "{l}")?;
+        }
+        Ok(())
+    })
+    .with_context(|| format!("writing {}", a.out.display()))?;
+    eprintln!(
+        "wrote {} ({} cases; encoder {}, lambda {})",
+        a.out.display(),
+        lines.len(),
+        SentenceEncoder::name(&enc),
+        weights.lambda
+    );
+    Ok(())
+}

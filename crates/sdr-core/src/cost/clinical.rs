@@ -1,0 +1,554 @@
+//! The clinically aware cost (beyond the paper; SPEC §10): the cosine cost
+//! plus a penalty on sentences whose findings the other set contradicts or
+//! lacks.
+//!
+//! Each sentence carries its clinical facts ([`Fact`]: an observation, its
+//! polarity, side and size/severity grade), annotated once per distinct
+//! sentence by a labeler outside this crate (`sdr-clinical`). A fact `f` of
+//! sentence `a_i` is checked against the facts of the other set `B` that name
+//! the same observation; its conflict is the smallest pair conflict among
+//! them (the other report may state a finding twice; one agreeing statement
+//! supports it), or the omission weight when `B` never names the
+//! observation:
+//!
+//! $$\kappa(f, B) = \begin{cases}\min_{g \in B,\ o(g) = o(f)} c(f, g) & \text{if any}\\
+//!   w_{\text{omit}}(f) & \text{otherwise}\end{cases}, \qquad
+//!   \kappa^A_i = \min\Bigl(1, \max_{f \in a_i} \kappa(f, B)\Bigr)$$
+//!
+//! with `c(f, g)` the pair conflict of [`ClinicalWeights`] (present against
+//! absent 1, hedged against either 1/2, left against right 1, ...). The cost
+//! adds, to every pair of the conflicting sentence's row (column), a share
+//! scaled by its set's size:
+//!
+//! $$M'_{ij} = M_{ij} + \tfrac{\lambda}{2}\bigl(n\,\kappa^A_i + m\,\kappa^B_j\bigr)$$
+//!
+//! Why this form. A distance that averages over sentences (Chamfer, OT,
+//! Hungarian) moves by `1/n` of a pair's cost change, so a pair penalty of
+//! any size is diluted by the section's length, and a nearest-neighbour
+//! distance escapes a penalised pair through the next-nearest sentence. A
+//! penalty on the whole row cannot be escaped, and its `n` factor cancels the
+//! `1/n` mass: every transport plan (OT, Sinkhorn, partial OT scaled by its
+//! mass) pays exactly `λ/2 (Σ_i κ^A_i + Σ_j κ^B_j)` more, Chamfer at least
+//! half that, whatever the sections' lengths. One contradicted finding
+//! (one sentence on each side) costs `λ` under OT and `≥ λ/2` under Chamfer.
+//!
+//! The OT family divides by `max(M)` (SPEC §3); the penalised matrix keeps
+//! the cosine part's maximum as that scale ([`CostMatrix::scale`]), so the
+//! penalty is not divided away by itself. Intra-set costs (GW) are left
+//! cosine: a conflict is between the two sets, and GW reads only intra-set
+//! geometry, so GW does not see the clinical cost.
+
+use super::{CostMatrix, PairCost};
+use std::borrow::Cow;
+
+/// Whether a sentence states a finding as present, absent or hedged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Polarity {
+    /// "There is a small right pleural effusion."
+    Present,
+    /// "No pleural effusion."
+    Absent,
+    /// "Possible small effusion."
+    Uncertain,
+}
+
+/// The side a finding is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Laterality {
+    /// Left.
+    Left,
+    /// Right.
+    Right,
+    /// Both sides ("bilateral", "bibasilar").
+    Bilateral,
+}
+
+/// One clinical statement of a sentence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Fact {
+    /// The labeler's observation id (CheXpert's 14 first, then its own).
+    pub observation: u16,
+    pub polarity: Polarity,
+    /// The side, when the sentence names one for this finding.
+    pub side: Option<Laterality>,
+    /// Size or severity, 1 (small, mild) to 3 (large, severe), when named.
+    pub grade: Option<u8>,
+}
+
+/// What made a fact conflict with the other set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ConflictKind {
+    /// Present against absent.
+    Polarity,
+    /// Hedged against present or absent.
+    Hedge,
+    /// Left against right.
+    Side,
+    /// Both sides against one.
+    Bilateral,
+    /// Size or severity grades apart.
+    Grade,
+    /// A present or hedged finding the other set never names (an omission
+    /// seen from the reference, a hallucination seen from the candidate).
+    Unmatched,
+}
+
+impl ConflictKind {
+    /// A lower-case name for reports and explanations.
+    pub fn name(self) -> &'static str {
+        match self {
+            ConflictKind::Polarity => "polarity",
+            ConflictKind::Hedge => "hedge",
+            ConflictKind::Side => "side",
+            ConflictKind::Bilateral => "bilateral",
+            ConflictKind::Grade => "grade",
+            ConflictKind::Unmatched => "unmatched",
+        }
+    }
+}
+
+/// A sentence's worst conflict with the other set.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Conflict {
+    /// Its weight `κ` in `(0, 1]`.
+    pub weight: f64,
+    pub kind: ConflictKind,
+    /// The fact of this sentence (index into its facts).
+    pub fact: usize,
+    /// The other set's sentence and fact it conflicts with (`None` for
+    /// [`ConflictKind::Unmatched`]).
+    pub other: Option<(usize, usize)>,
+}
+
+/// The strength `λ` and the pair conflicts `c(f, g)` of the clinical cost.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClinicalWeights {
+    /// `λ`: what one fully conflicting sentence on each side adds to an
+    /// OT-family transport cost (before the family's division by `max M`).
+    pub lambda: f64,
+    /// Present against absent.
+    pub polarity: f64,
+    /// Hedged against present or absent.
+    pub hedge: f64,
+    /// Left against right.
+    pub side: f64,
+    /// Bilateral against left or right.
+    pub bilateral: f64,
+    /// Grades two apart (small against large, mild against severe).
+    pub grade_far: f64,
+    /// Grades one apart (mild against moderate).
+    pub grade_near: f64,
+    /// A present finding the other set never names.
+    pub unmatched: f64,
+    /// A hedged finding the other set never names.
+    pub unmatched_hedged: f64,
+}
+
+/// `λ` derived from IU X-ray (SPEC §10): twice the median Chamfer distance
+/// between the Findings of two unrelated train reports, so that one
+/// contradicted finding (`≥ λ/2` under Chamfer) costs at least what an
+/// unrelated report costs.
+pub const DEFAULT_LAMBDA: f64 = 0.41;
+
+impl Default for ClinicalWeights {
+    fn default() -> Self {
+        ClinicalWeights {
+            lambda: DEFAULT_LAMBDA,
+            polarity: 1.0,
+            hedge: 0.5,
+            side: 1.0,
+            bilateral: 0.5,
+            grade_far: 1.0,
+            grade_near: 0.5,
+            unmatched: 1.0,
+            unmatched_hedged: 0.5,
+        }
+    }
+}
+
+impl ClinicalWeights {
+    /// Checks that every weight is finite and non-negative and `λ` at most
+    /// 1e3 (costs stay far from overflow); the error names the weight.
+    pub fn check(&self) -> Result<(), String> {
+        let named = [
+            ("lambda", self.lambda),
+            ("polarity", self.polarity),
+            ("hedge", self.hedge),
+            ("side", self.side),
+            ("bilateral", self.bilateral),
+            ("grade_far", self.grade_far),
+            ("grade_near", self.grade_near),
+            ("unmatched", self.unmatched),
+            ("unmatched_hedged", self.unmatched_hedged),
+        ];
+        for (name, w) in named {
+            if !(w.is_finite() && w >= 0.0) {
+                return Err(format!(
+                    "clinical weight `{name}` must be finite and >= 0, got {w}"
+                ));
+            }
+        }
+        if self.lambda > 1e3 {
+            return Err(format!(
+                "clinical weight `lambda` must be at most 1000, got {}",
+                self.lambda
+            ));
+        }
+        Ok(())
+    }
+
+    /// The pair conflict `c(f, g)` of two facts of one observation, with its
+    /// kind (`None` when they agree).
+    pub fn pair(&self, f: &Fact, g: &Fact) -> Option<(f64, ConflictKind)> {
+        use Polarity::*;
+        match (f.polarity, g.polarity) {
+            (Present, Absent) | (Absent, Present) => {
+                return Some((self.polarity, ConflictKind::Polarity))
+            }
+            (Uncertain, Present | Absent) | (Present | Absent, Uncertain) => {
+                return Some((self.hedge, ConflictKind::Hedge))
+            }
+            // Two absent statements agree whatever their sides ("no left
+            // effusion" and "no effusion").
+            (Absent, Absent) => return None,
+            _ => {}
+        }
+        let side = match (f.side, g.side) {
+            (Some(a), Some(b)) if a != b => {
+                if a == Laterality::Bilateral || b == Laterality::Bilateral {
+                    Some((self.bilateral, ConflictKind::Bilateral))
+                } else {
+                    Some((self.side, ConflictKind::Side))
+                }
+            }
+            _ => None,
+        };
+        let grade = match (f.grade, g.grade) {
+            (Some(a), Some(b)) => match a.abs_diff(b) {
+                0 => None,
+                1 => Some((self.grade_near, ConflictKind::Grade)),
+                _ => Some((self.grade_far, ConflictKind::Grade)),
+            },
+            _ => None,
+        };
+        match (side, grade) {
+            (Some(s), Some(g)) => Some(if g.0 > s.0 { g } else { s }),
+            (s, g) => s.or(g),
+        }
+    }
+
+    /// `κ(f, B)` with what caused it.
+    fn fact_conflict(
+        &self,
+        f: &Fact,
+        other: &[Vec<Fact>],
+    ) -> Option<(f64, ConflictKind, Option<(usize, usize)>)> {
+        let mut best: Option<(f64, ConflictKind, Option<(usize, usize)>)> = None;
+        let mut named = false;
+        for (j, facts) in other.iter().enumerate() {
+            for (k, g) in facts.iter().enumerate() {
+                if g.observation != f.observation {
+                    continue;
+                }
+                named = true;
+                let (w, kind) = match self.pair(f, g) {
+                    None => return None,
+                    Some(c) => c,
+                };
+                if best.is_none_or(|(b, _, _)| w < b) {
+                    best = Some((w, kind, Some((j, k))));
+                }
+            }
+        }
+        if named {
+            return best.filter(|b| b.0 > 0.0);
+        }
+        let w = match f.polarity {
+            Polarity::Present => self.unmatched,
+            Polarity::Uncertain => self.unmatched_hedged,
+            Polarity::Absent => 0.0,
+        };
+        (w > 0.0).then_some((w, ConflictKind::Unmatched, None))
+    }
+
+    /// Each sentence of `a`'s worst conflict with the set `b` (`None`: its
+    /// facts agree with `b`, or it states none). Costs
+    /// `O(facts(a) x facts(b))`, no text.
+    pub fn conflicts(&self, a: &[Vec<Fact>], b: &[Vec<Fact>]) -> Vec<Option<Conflict>> {
+        a.iter()
+            .map(|facts| {
+                let mut worst: Option<Conflict> = None;
+                for (i, f) in facts.iter().enumerate() {
+                    if let Some((w, kind, other)) = self.fact_conflict(f, b) {
+                        if worst.is_none_or(|c| w > c.weight) {
+                            worst = Some(Conflict {
+                                weight: w.min(1.0),
+                                kind,
+                                fact: i,
+                                other,
+                            });
+                        }
+                    }
+                }
+                worst
+            })
+            .collect()
+    }
+}
+
+/// The sentence weights `κ` of one set (0 without a conflict).
+pub fn kappa(conflicts: &[Option<Conflict>]) -> Vec<f64> {
+    conflicts
+        .iter()
+        .map(|c| c.map_or(0.0, |c| c.weight))
+        .collect()
+}
+
+/// `M'_{ij} = M_{ij} + λ/2 (n κ^A_i + m κ^B_j)` over the cosine cost `m`,
+/// keeping `max(M)` as the OT family's scale. Without a conflict the
+/// result is `m` itself, bit for bit (scale included).
+///
+/// # Panics
+/// When `ka` / `kb` do not have one weight per row / column.
+pub fn penalized(m: &CostMatrix, ka: &[f64], kb: &[f64], lambda: f64) -> CostMatrix {
+    assert_eq!(ka.len(), m.n, "one conflict weight per row");
+    assert_eq!(kb.len(), m.m, "one conflict weight per column");
+    if ka.iter().chain(kb).all(|&k| k == 0.0) || lambda == 0.0 {
+        return m.clone();
+    }
+    let (n, k) = (m.n as f64, m.m as f64);
+    let row: Vec<f64> = ka.iter().map(|&x| 0.5 * lambda * n * x).collect();
+    let col: Vec<f64> = kb.iter().map(|&x| 0.5 * lambda * k * x).collect();
+    let mut data = m.data.clone();
+    for (r, line) in data.chunks_exact_mut(m.m.max(1)).enumerate() {
+        for (c, x) in line.iter_mut().enumerate() {
+            *x += row[r] + col[c];
+        }
+    }
+    CostMatrix {
+        n: m.n,
+        m: m.m,
+        data,
+        scale: Some(m.scale()),
+    }
+}
+
+/// The conflicts of a pair of sets, both ways.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PairConflicts {
+    /// Per sentence of the first set.
+    pub a: Vec<Option<Conflict>>,
+    /// Per sentence of the second set.
+    pub b: Vec<Option<Conflict>>,
+}
+
+impl PairConflicts {
+    /// Both directions' conflicts of sets with facts `a` and `b`.
+    pub fn of(a: &[Vec<Fact>], b: &[Vec<Fact>], w: &ClinicalWeights) -> Self {
+        PairConflicts {
+            a: w.conflicts(a, b),
+            b: w.conflicts(b, a),
+        }
+    }
+
+    /// Whether any sentence conflicts.
+    pub fn any(&self) -> bool {
+        self.a.iter().chain(&self.b).any(Option::is_some)
+    }
+}
+
+impl<'a> PairCost<'a> {
+    /// The clinical cost of this pair: the cross cost penalised by
+    /// [`penalized`] with the conflicts of `facts_a` against `facts_b`
+    /// (one list of facts per sentence, in the sets' row order); intra-set
+    /// costs unchanged. Returns the conflicts too (for explanations).
+    ///
+    /// # Errors
+    /// When the fact lists do not have one entry per sentence, or a weight
+    /// is out of range ([`ClinicalWeights::check`]).
+    pub fn clinical(
+        self,
+        facts_a: &[Vec<Fact>],
+        facts_b: &[Vec<Fact>],
+        w: &ClinicalWeights,
+    ) -> crate::Result<(PairCost<'a>, PairConflicts)> {
+        w.check()
+            .map_err(|message| crate::SdrError::BadMetricParameter {
+                metric: "clinical cost".into(),
+                message,
+            })?;
+        let (n, m) = (self.cross.n, self.cross.m);
+        if facts_a.len() != n || facts_b.len() != m {
+            return Err(crate::SdrError::BadMetricParameter {
+                metric: "clinical cost".into(),
+                message: format!(
+                    "facts for {} x {} sentences given for a cost of {n} x {m}",
+                    facts_a.len(),
+                    facts_b.len()
+                ),
+            });
+        }
+        let conflicts = PairConflicts::of(facts_a, facts_b, w);
+        if !conflicts.any() {
+            return Ok((self, conflicts));
+        }
+        let cross = penalized(
+            &self.cross,
+            &kappa(&conflicts.a),
+            &kappa(&conflicts.b),
+            w.lambda,
+        );
+        Ok((
+            PairCost {
+                cross: Cow::Owned(cross),
+                intra: self.intra,
+            },
+            conflicts,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::distance::Metric;
+
+    fn fact(o: u16, p: Polarity, side: Option<Laterality>, grade: Option<u8>) -> Fact {
+        Fact {
+            observation: o,
+            polarity: p,
+            side,
+            grade,
+        }
+    }
+    use Laterality::*;
+    use Polarity::*;
+
+    #[test]
+    fn pair_conflicts_by_kind() {
+        let w = ClinicalWeights::default();
+        let p = |s, g| fact(9, Present, s, g);
+        assert_eq!(
+            w.pair(&p(None, None), &fact(9, Absent, None, None))
+                .unwrap()
+                .1,
+            ConflictKind::Polarity
+        );
+        assert_eq!(
+            w.pair(&p(None, None), &fact(9, Uncertain, None, None))
+                .unwrap(),
+            (0.5, ConflictKind::Hedge)
+        );
+        assert_eq!(
+            w.pair(&p(Some(Left), None), &p(Some(Right), None)).unwrap(),
+            (1.0, ConflictKind::Side)
+        );
+        assert_eq!(
+            w.pair(&p(Some(Left), None), &p(Some(Bilateral), None))
+                .unwrap(),
+            (0.5, ConflictKind::Bilateral)
+        );
+        assert_eq!(
+            w.pair(&p(None, Some(1)), &p(None, Some(3))).unwrap(),
+            (1.0, ConflictKind::Grade)
+        );
+        assert_eq!(
+            w.pair(&p(None, Some(1)), &p(None, Some(2))).unwrap(),
+            (0.5, ConflictKind::Grade)
+        );
+        // An unnamed side or grade agrees with any.
+        assert_eq!(w.pair(&p(Some(Left), Some(1)), &p(None, None)), None);
+        let a = fact(9, Absent, Some(Left), None);
+        assert_eq!(w.pair(&a, &fact(9, Absent, Some(Right), None)), None);
+    }
+
+    #[test]
+    fn one_agreeing_statement_supports_a_fact_and_absence_needs_none() {
+        let w = ClinicalWeights::default();
+        let a = vec![
+            vec![fact(2, Present, None, None)],
+            vec![fact(9, Absent, None, None)],
+        ];
+        let b = vec![
+            vec![fact(2, Absent, None, None)],
+            vec![fact(2, Present, None, None)],
+        ];
+        let c = w.conflicts(&a, &b);
+        assert_eq!(c[0], None);
+        // B never names observation 9; an absent finding is no omission.
+        assert_eq!(c[1], None);
+        let c = w.conflicts(&b, &a);
+        assert_eq!(c[0].unwrap().kind, ConflictKind::Polarity);
+        assert_eq!(c[0].unwrap().other, Some((0, 0)));
+        let unmatched = w.conflicts(&[vec![fact(5, Present, None, None)]], &b);
+        assert_eq!(unmatched[0].unwrap().kind, ConflictKind::Unmatched);
+    }
+
+    fn sets() -> (CostMatrix, CostMatrix) {
+        // Three sentences against four, costs in (0, 0.5).
+        let m = CostMatrix::new(
+            3,
+            4,
+            vec![
+                0.05, 0.3, 0.35, 0.4, 0.32, 0.02, 0.3, 0.33, 0.36, 0.31, 0.04, 0.29,
+            ],
+        );
+        let ka = [0.0, 1.0, 0.0];
+        let kb = [0.0, 1.0, 0.0, 0.0];
+        (m.clone(), penalized(&m, &ka, &kb, 0.4))
+    }
+
+    #[test]
+    fn transport_pays_exactly_lambda_per_conflicting_pair() {
+        let (m, p) = sets();
+        assert_eq!(p.scale(), m.max());
+        let ot = |c: &CostMatrix| crate::distance::ot::ot_distance(c).value;
+        // Row and column shifts change every plan's cost by the same amount,
+        // so the optimal plan stays and the value moves by λ/2 (1 + 1) / max M.
+        let expected = ot(&m) + 0.4 / m.max();
+        assert!(
+            (ot(&p) - expected).abs() < 1e-12,
+            "{} vs {expected}",
+            ot(&p)
+        );
+        let ch = |c: &CostMatrix| crate::distance::chamfer::chamfer(c);
+        assert!(ch(&p) - ch(&m) >= 0.2 - 1e-12);
+        for metric in Metric::all() {
+            let v0 = metric
+                .evaluate(&PairCost::borrowed(&m, None))
+                .map(|e| e.value);
+            let v1 = metric
+                .evaluate(&PairCost::borrowed(&p, None))
+                .map(|e| e.value);
+            if let (Ok(v0), Ok(v1)) = (v0, v1) {
+                assert!(v1 >= v0 - 1e-9, "{metric}: {v1} < {v0}");
+            }
+        }
+    }
+
+    #[test]
+    fn no_conflict_leaves_the_cost_bit_for_bit() {
+        let (m, _) = sets();
+        let same = penalized(&m, &[0.0; 3], &[0.0; 4], 0.4);
+        assert_eq!(same, m);
+        assert_eq!(same.scale().to_bits(), m.max().to_bits());
+    }
+
+    #[test]
+    fn clinical_pair_cost_checks_its_input() {
+        let (m, _) = sets();
+        let pc = PairCost::borrowed(&m, None);
+        let facts = vec![vec![]; 3];
+        let err = pc
+            .clone()
+            .clinical(&facts, &facts, &ClinicalWeights::default())
+            .unwrap_err();
+        assert!(err.to_string().contains("3 x 3 sentences"), "{err}");
+        let bad = ClinicalWeights {
+            lambda: f64::NAN,
+            ..Default::default()
+        };
+        let err = pc.clinical(&facts, &vec![vec![]; 4], &bad).unwrap_err();
+        assert!(err.to_string().contains("lambda"), "{err}");
+    }
+}
