@@ -23,6 +23,7 @@ pub mod error;
 pub mod linear;
 pub mod mpnet;
 pub mod packed;
+pub mod sections;
 pub mod sentence_encoder;
 pub mod tokenize;
 
@@ -35,4 +36,8 @@ pub use encoder::{
     Embeddings, Encoder, EncoderDevice, EncoderOptions, Parallelism, Precision, TokenEmbeddings,
 };
 pub use error::{EmbedError, Result};
+pub use sections::{
+    Cosine, EmbedControl, EmbedStats, EmbeddedSets, SectionBatch, SectionEmbedder, SentenceSet,
+    SetCost,
+};
 pub use sentence_encoder::SentenceEncoder;
