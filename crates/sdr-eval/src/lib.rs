@@ -59,6 +59,7 @@ pub mod bleu;
 pub mod chexpert;
 pub mod chrf;
 pub mod error;
+#[cfg(feature = "heatmap")]
 pub mod heatmap;
 pub mod meteor;
 pub mod porter;
