@@ -19,8 +19,8 @@ use anyhow::{anyhow, ensure, Context, Result};
 use sdr_core::Metric;
 use sdr_corpus::store::SectionIndex;
 use sdr_corpus::{
-    all_policies, embed_candidates, Aggregation, CandidateEmbedding, Corpus, CorpusIndex,
-    CorpusView, Policy, ScoreOptions, SentenceEncoder,
+    all_policies, embed_candidate_texts, Aggregation, CandidateEmbedding, Corpus, CorpusIndex,
+    CorpusView, Policy, ScoreOptions, SectionEmbedder, SentenceEncoder,
 };
 
 fn read_cands(path: &str, dim: usize) -> Result<Vec<Option<CandidateEmbedding>>> {
@@ -117,7 +117,7 @@ fn main() -> Result<()> {
             let v: serde_json::Value = serde_json::from_str(line)?;
             let texts: Vec<String> = serde_json::from_value(v["candidates"].clone())?;
             let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-            let cands = embed_candidates(&refs, &enc)?;
+            let cands = embed_candidate_texts(&refs, &SectionEmbedder::transient(&enc))?;
             let mut out = Vec::new();
             for c in &cands {
                 let (f, i) = c

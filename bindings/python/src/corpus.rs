@@ -3,13 +3,14 @@
 //! distributed builds (recipes/ray_corpus.py runs one shard per Ray task).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use sdr_corpus::{
-    build_corpus as build, merge_files, read_source, shard_source, BuildInfo, Columns, CorpusError,
-    ModelEncoder, SentenceEncoder, ShardSpec, SourceFormat, SourceOptions, Split,
+    build_corpus_with as build, merge_files, read_source, shard_source, BuildInfo, Columns,
+    CorpusError, SectionEmbedder, SentenceEncoder, ShardSpec, SourceFormat, SourceOptions, Split,
 };
 use sdr_embed::EncoderOptions;
 
@@ -27,16 +28,16 @@ pub(crate) fn corpus_err(e: CorpusError) -> PyErr {
 
 /// `mpnet` (the model folder: `model_dir`, else $SDR_MODEL, else the default
 /// cache folder, on `device` at `precision`) or `hash-DIM` (the deterministic
-/// stand-in of the CLI, which has no precision).
+/// stand-in of the CLI, which has no precision), through the one loader.
 pub(crate) fn load_encoder(
     py: Python<'_>,
     name: &str,
     model_dir: Option<PathBuf>,
     device: &str,
     precision: &str,
-) -> Result<Box<dyn SentenceEncoder>, PyErr> {
+) -> Result<Arc<dyn SentenceEncoder>, PyErr> {
     let device = crate::encoder::parse_device(device)?;
-    // No sentence cache: each distinct sentence of a build is embedded once anyway.
+    // The embedding stage keeps the sentence cache.
     let opts = EncoderOptions {
         cache: false,
         device,
@@ -44,12 +45,8 @@ pub(crate) fn load_encoder(
         batch_size: device.default_batch_size(),
         ..EncoderOptions::default()
     };
-    if name == "mpnet" {
-        // Loaded here rather than by `sdr_corpus::load_encoder` for its notice.
-        let encoder = crate::encoder::load_model(py, model_dir, opts)?;
-        return Ok(Box::new(ModelEncoder(encoder)));
-    }
-    sdr_corpus::load_encoder(name, model_dir.as_deref(), opts).map_err(corpus_err)
+    let loaded = crate::encoder::open(py, name, model_dir, opts)?;
+    Ok(loaded.encoder)
 }
 
 struct Built {
@@ -128,7 +125,7 @@ pub(crate) fn build_corpus<'py>(
                 };
                 let data = build(
                     &source,
-                    enc.as_ref(),
+                    &SectionEmbedder::unbounded(enc).map_err(CorpusError::from)?,
                     &BuildInfo {
                         source_format: format.name().to_string(),
                         split: split.name().to_string(),

@@ -7,7 +7,8 @@ use numpy::{PyArray1, PyArray2, PyArrayMethods};
 use pyo3::exceptions::{PyRuntimeWarning, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use sdr_embed::{resolve_model_dir, Encoder, EncoderDevice, EncoderOptions, Precision};
+use sdr_corpus::LoadedEncoder;
+use sdr_embed::{Encoder, EncoderDevice, EncoderOptions, Precision};
 
 use crate::error::ToPy;
 
@@ -56,28 +57,27 @@ fn precision_name(precision: Precision) -> &'static str {
     }
 }
 
-/// Loads the model folder `model_dir`, else ``$SDR_MODEL``, else
-/// ``~/.cache/sdr/models/all-mpnet-base-v2`` (``bash scripts/fetch-model.sh``), and
-/// turns the encoder's notice (``bf16`` replaced by f32 on this CPU) into a
-/// RuntimeWarning.
-pub(crate) fn load_model(
+/// Loads the encoder `name` (``"mpnet"``: the model folder `model_dir`, else
+/// ``$SDR_MODEL``, else ``~/.cache/sdr/models/all-mpnet-base-v2``, as ``bash
+/// scripts/fetch-model.sh`` puts it; ``"hash-DIM"``: the stand-in) through the one
+/// loader, `sdr_corpus::open_encoder`, and turns its notice (``bf16`` replaced by
+/// f32 on this CPU) into a RuntimeWarning.
+pub(crate) fn open(
     py: Python<'_>,
+    name: &str,
     model_dir: Option<PathBuf>,
     opts: EncoderOptions,
-) -> PyResult<Encoder> {
-    let encoder = py
+) -> PyResult<LoadedEncoder> {
+    let loaded = py
         .detach(|| {
-            sdr_reward::install(|| {
-                let dir = resolve_model_dir(model_dir.as_deref())?;
-                Encoder::load(&dir, opts)
-            })
+            sdr_reward::install(|| sdr_corpus::open_encoder(name, model_dir.as_deref(), opts))
         })
-        .py()?;
-    if let Some(notice) = encoder.notice() {
-        let message = std::ffi::CString::new(notice).unwrap_or_default();
+        .map_err(crate::corpus::corpus_err)?;
+    if let Some(notice) = &loaded.notice {
+        let message = std::ffi::CString::new(notice.as_str()).unwrap_or_default();
         PyErr::warn(py, &py.get_type::<PyRuntimeWarning>(), &message, 1)?;
     }
-    Ok(encoder)
+    Ok(loaded)
 }
 
 /// The encoder of ``sdr.Encoder`` and ``SDRReward``, on `device` at `precision`.
@@ -97,7 +97,9 @@ pub(crate) fn load_encoder(
         batch_size: device.default_batch_size(),
         ..EncoderOptions::default()
     };
-    load_model(py, model_dir, opts).map(Arc::new)
+    open(py, "mpnet", model_dir, opts)?
+        .model
+        .ok_or_else(|| PyValueError::new_err("the mpnet encoder loaded without its model"))
 }
 
 /// A frozen sentence encoder (all-mpnet-base-v2 on candle: mean pooling, L2

@@ -3,16 +3,16 @@
 //! reward with `sdr_core::explain` (no maths here). The result is the JSON of
 //! `sdr explain`'s output line, which `py_src/sdr/explain.py` decodes.
 
-use std::collections::HashMap;
-
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use sdr_core::explain::{explain_texts, ExplainOptions};
 use sdr_core::{parse_report, Metric, SdrError};
 use sdr_reward::{parse_reference, Reference, RewardError};
 
+use sdr_embed::{EmbedControl, EmbedError, SectionBatch, SectionEmbedder};
+
 use crate::error::ToPy;
-use crate::reward::{callable_name, embed_checked};
+use crate::reward::CallableEmbedder;
 
 /// ``_explain_json(candidate, reference, embed, metric, threshold)``: the
 /// explanation as JSON. ``embed(texts: list[str])`` must return an array
@@ -46,35 +46,25 @@ pub fn explain_json(
     };
     let candidate = parse_report(&candidate);
 
-    // Distinct sentences, embedded in one call (with the GIL: `embed` is Python).
-    let mut row_of: HashMap<&str, usize> = HashMap::new();
-    let mut texts: Vec<&str> = Vec::new();
-    let sections: Vec<&[String]> = if candidate.format_valid {
-        vec![
-            &reference.findings,
-            &reference.impression,
-            &candidate.findings,
-            &candidate.impression,
-        ]
-    } else {
-        vec![&reference.findings, &reference.impression]
-    };
-    for s in sections.iter().flat_map(|s| s.iter()) {
-        row_of.entry(s.as_str()).or_insert_with(|| {
-            texts.push(s.as_str());
-            texts.len() - 1
-        });
+    // The reference is report 0, the candidate report 1; their new sentences
+    // go to `embed` in one call (after the probe that learns its dimension),
+    // checked as `SDRReward(encoder=...)` checks them, with the same exceptions.
+    let mut batch = SectionBatch::new();
+    batch.push(&reference.findings, &reference.impression);
+    if candidate.format_valid {
+        batch.push(&candidate.findings, &candidate.impression);
     }
-    // One call; what it returns is checked as `SDRReward(encoder=...)`
-    // checks it (shape, dtype, finiteness), with the same exceptions.
-    let name = callable_name(&embed);
-    let (vectors, dim) = embed_checked(py, &embed.unbind(), &name, &texts)?;
+    let encoder = CallableEmbedder::new(py, embed.unbind(), None)?;
+    let embedder = SectionEmbedder::transient(&encoder);
+    let sets = py
+        .detach(|| embedder.embed(&batch, &EmbedControl::default()))
+        .map_err(|e| {
+            let external = matches!(e, EmbedError::External { .. });
+            encoder.exception(py, e, external, crate::error::embed_err)
+        })?;
 
     py.detach(|| {
-        let row = |t: &str| {
-            let r = row_of[t];
-            &vectors[r * dim..(r + 1) * dim]
-        };
+        let row = |t: &str| sets.vector_of(t).unwrap_or_default();
         let cand = candidate
             .format_valid
             .then_some((&candidate.findings[..], &candidate.impression[..]));
@@ -82,7 +72,7 @@ pub fn explain_json(
             &options,
             cand,
             (&reference.findings, &reference.impression),
-            dim,
+            sets.dim(),
             row,
             0,
         )?;

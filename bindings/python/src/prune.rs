@@ -10,7 +10,7 @@ use sdr_core::report::SEGMENTER_VERSION;
 use sdr_core::Metric;
 use sdr_corpus::{
     Aggregation, Corpus, CorpusError, CorpusScorer, PartialScores, PartialSections, Policy,
-    SentenceEncoder,
+    SectionEmbedder,
 };
 
 use crate::corpus::{corpus_err, load_encoder};
@@ -29,7 +29,9 @@ use crate::error::ToPy;
 #[pyclass(name = "PruneScorer", module = "sdr._sdr")]
 pub(crate) struct PyPruneScorer {
     corpus: Corpus,
-    encoder: Box<dyn SentenceEncoder + Send>,
+    /// The encoder and a sentence cache of [`sdr_reward::DEFAULT_CACHE_MIB`]:
+    /// a generation loop scores the same complete sentences round after round.
+    embedder: SectionEmbedder<'static>,
     policy: Policy,
 }
 
@@ -56,9 +58,15 @@ impl PyPruneScorer {
         corpus
             .check_encoder(encoder.as_ref(), SEGMENTER_VERSION)
             .map_err(corpus_err)?;
+        let cache = sdr_embed::SentenceCache::for_encoder(
+            encoder.as_ref(),
+            Some(sdr_reward::DEFAULT_CACHE_MIB),
+        )
+        .py()?;
+        let embedder = SectionEmbedder::new(encoder, std::sync::Arc::new(cache)).py()?;
         Ok(PyPruneScorer {
             corpus,
-            encoder,
+            embedder,
             policy: Policy { metric, agg },
         })
     }
@@ -78,7 +86,8 @@ impl PyPruneScorer {
             .detach(|| -> Result<PartialScores, CorpusError> {
                 // Indexing is linear in the corpus; the index borrows the map.
                 let index = self.corpus.index()?;
-                let scorer = CorpusScorer::new(&index, self.encoder.as_ref(), self.policy);
+                let scorer =
+                    CorpusScorer::with_embedder(&index, self.embedder.clone(), self.policy);
                 let parts: Vec<PartialSections<'_, String>> = partials
                     .iter()
                     .map(|(f, i)| PartialSections {

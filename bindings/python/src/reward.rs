@@ -14,7 +14,9 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use sdr_embed::{EmbedError, SentenceCache, SentenceEncoder};
-use sdr_reward::{BatchStats, LoadOutcome, PersistentCache, Reference, RewardOptions, Scorer};
+use sdr_reward::{
+    BatchStats, LoadOutcome, OwnedReference, PersistentCache, Reference, RewardOptions, Scorer,
+};
 
 use crate::encoder::load_encoder;
 use crate::error::ToPy;
@@ -51,7 +53,7 @@ pub fn openrlhf_completion(query: &str, prompt: Option<&str>) -> String {
 /// anything ``numpy.asarray`` takes) used as the sentence encoder: parsing,
 /// deduplication, the sentence cache and the distances stay in Rust; only
 /// the distinct sentences not cached reach the callable, in one call per batch.
-struct CallableEmbedder {
+pub(crate) struct CallableEmbedder {
     func: Py<PyAny>,
     dim: usize,
     name: String,
@@ -95,7 +97,7 @@ impl CallError {
 
 impl CallableEmbedder {
     /// Wraps `func`, calling it once on a probe sentence to learn the dimension.
-    fn new(py: Python<'_>, func: Py<PyAny>, id: Option<String>) -> PyResult<Self> {
+    pub(crate) fn new(py: Python<'_>, func: Py<PyAny>, id: Option<String>) -> PyResult<Self> {
         let name = callable_name(func.bind(py));
         let probe = embed_checked(py, &func, &name, &["No acute cardiopulmonary abnormality."])?;
         Ok(CallableEmbedder {
@@ -105,6 +107,32 @@ impl CallableEmbedder {
             id,
             failure: Mutex::new(None),
         })
+    }
+}
+
+impl CallableEmbedder {
+    /// The exception for `err`, an error of a call through this encoder: what
+    /// the callable raised (or why its result was unusable) when that is the
+    /// cause, else `fallback(err)`.
+    pub(crate) fn exception<E: std::fmt::Display>(
+        &self,
+        py: Python<'_>,
+        err: E,
+        external: bool,
+        fallback: impl FnOnce(E) -> PyErr,
+    ) -> PyErr {
+        let failure = self
+            .failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        match failure {
+            Some(f) if external => {
+                let message = err.to_string();
+                f.into_py(py, message)
+            }
+            _ => fallback(err),
+        }
     }
 }
 
@@ -262,32 +290,28 @@ impl SentenceEncoder for CallableEmbedder {
     }
 }
 
-/// A reference as ``score`` takes it: a whole report, or its two sections
-/// (so that one call scores a batch that mixes both, as verl's can).
-#[derive(FromPyObject)]
-enum ReferenceArg {
-    Report(String),
-    Sections {
-        #[pyo3(item)]
-        findings: String,
-        #[pyo3(item)]
-        impression: String,
-    },
-}
-
-impl ReferenceArg {
-    fn as_reference(&self) -> Reference<'_> {
-        match self {
-            ReferenceArg::Report(text) => Reference::Report(text),
-            ReferenceArg::Sections {
-                findings,
-                impression,
-            } => Reference::Sections {
-                findings,
-                impression,
-            },
-        }
+/// A reference as ``score`` takes it: a whole report (a string), or its two
+/// sections (a mapping with ``"findings"`` and ``"impression"`` strings), so
+/// that one call scores a batch that mixes both, as verl's can.
+fn reference_arg(i: usize, value: &Bound<'_, PyAny>) -> PyResult<OwnedReference> {
+    if let Ok(text) = value.extract::<String>() {
+        return Ok(OwnedReference::Report(text));
     }
+    let section = |key: &str| -> PyResult<String> {
+        value
+            .get_item(key)
+            .and_then(|v| v.extract::<String>())
+            .map_err(|_| {
+                pyo3::exceptions::PyTypeError::new_err(format!(
+                    "references[{i}] must be a report string or a mapping with \"findings\" \
+                     and \"impression\" strings (its \"{key}\" is missing or not a string)"
+                ))
+            })
+    };
+    Ok(OwnedReference::Sections {
+        findings: section("findings")?,
+        impression: section("impression")?,
+    })
 }
 
 /// Scores completions against references (see ``sdr.SDRReward``).
@@ -358,7 +382,7 @@ impl PyRewardScorer {
         };
         let cache = match &embedder {
             Some(e) => Some(Arc::new(
-                SentenceCache::with_mib(e.identity().py()?, e.dim(), cache_mib).py()?,
+                SentenceCache::for_encoder(e.as_ref(), Some(cache_mib)).py()?,
             )),
             None => None,
         };
@@ -395,10 +419,18 @@ impl PyRewardScorer {
         &self,
         py: Python<'py>,
         completions: Vec<String>,
-        references: Option<Vec<ReferenceArg>>,
+        references: Option<Vec<Bound<'py, PyAny>>>,
         findings: Option<Vec<String>>,
         impression: Option<Vec<String>>,
     ) -> PyResult<Bound<'py, PyDict>> {
+        let references = references
+            .map(|r| {
+                r.iter()
+                    .enumerate()
+                    .map(|(i, v)| reference_arg(i, v))
+                    .collect::<PyResult<Vec<_>>>()
+            })
+            .transpose()?;
         let (reports, sections) = match (references, findings, impression) {
             (Some(r), None, None) => (Some(r), None),
             (None, Some(f), Some(i)) => {
@@ -421,7 +453,7 @@ impl PyRewardScorer {
             sdr_reward::install(|| {
                 let comps: Vec<&str> = completions.iter().map(String::as_str).collect();
                 let refs: Vec<Reference<'_>> = match (&reports, &sections) {
-                    (Some(r), _) => r.iter().map(ReferenceArg::as_reference).collect(),
+                    (Some(r), _) => r.iter().map(OwnedReference::as_reference).collect(),
                     (_, Some((f, i))) => f
                         .iter()
                         .zip(i)
@@ -448,16 +480,13 @@ impl PyRewardScorer {
         let (scores, stats) = match result {
             Ok(r) => r,
             Err(e) => {
-                let message = e.to_string();
-                let failure = self
-                    .callable
-                    .as_ref()
-                    .and_then(|c| c.failure.lock().unwrap_or_else(|p| p.into_inner()).take());
-                return Err(match (failure, &e) {
-                    (Some(f), sdr_reward::RewardError::Embed(EmbedError::External { .. })) => {
-                        f.into_py(py, message)
-                    }
-                    _ => crate::error::reward_err(e),
+                let external = matches!(
+                    e,
+                    sdr_reward::RewardError::Embed(EmbedError::External { .. })
+                );
+                return Err(match &self.callable {
+                    Some(c) => c.exception(py, e, external, crate::error::reward_err),
+                    None => crate::error::reward_err(e),
                 });
             }
         };

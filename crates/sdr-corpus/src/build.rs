@@ -3,11 +3,11 @@
 
 use std::collections::HashMap;
 
-use indicatif::ProgressBar;
 use sdr_core::report::SEGMENTER_VERSION;
+use sdr_embed::{EmbedControl, SectionEmbedder};
 
 use crate::encoder::SentenceEncoder;
-use crate::error::{CorpusError, Result};
+use crate::error::Result;
 use crate::source::Source;
 use crate::store::{CorpusData, CorpusMeta};
 
@@ -23,15 +23,38 @@ pub struct BuildInfo {
     pub seed: u64,
 }
 
-/// Embeds the distinct sentences of `source` and lays the reports out as a
-/// [`CorpusData`]. `progress`, when given, is advanced by one per distinct
-/// sentence embedded (its length is set here).
+/// Progress of a long library call: told `(done, total)` as work completes (a
+/// command draws a bar with it; the library prints nothing).
+pub type Progress<'a> = Option<&'a (dyn Fn(usize, usize) + Sync)>;
+
+/// [`build_corpus_with`] through a [`SectionEmbedder`] of its own.
+///
+/// Deprecated since 0.2.0 (kept for one release, see CHANGELOG.md): use
+/// [`build_corpus_with`], which takes the run's embedder.
 pub fn build_corpus(
     source: &Source,
     encoder: &dyn SentenceEncoder,
     info: &BuildInfo,
-    progress: Option<&ProgressBar>,
+    progress: Progress<'_>,
 ) -> Result<CorpusData> {
+    build_corpus_with(source, &SectionEmbedder::transient(encoder), info, progress)
+}
+
+/// Embeds the distinct sentences of `source` through `embedder` ([`EMBED_CHUNK`]
+/// new sentences per encoder call) and lays the reports out as a
+/// [`CorpusData`]. `progress(done, total)` is told the distinct sentences
+/// embedded so far (or found in the embedder's cache) out of all.
+pub fn build_corpus_with(
+    source: &Source,
+    embedder: &SectionEmbedder<'_>,
+    info: &BuildInfo,
+    progress: Progress<'_>,
+) -> Result<CorpusData> {
+    let progress = |done: usize, total: usize| {
+        if let Some(p) = progress {
+            p(done, total);
+        }
+    };
     let mut table: HashMap<&str, u32> = HashMap::new();
     let mut sentences: Vec<&str> = Vec::new();
     let mut f_off = vec![0i64];
@@ -53,35 +76,22 @@ pub fn build_corpus(
             off.push(idx.len() as i64);
         }
     }
+    let encoder = embedder.encoder();
     let dim = encoder.dim();
-    if let Some(pb) = progress {
-        pb.set_length(sentences.len() as u64);
-    }
-    let mut embeddings = Vec::with_capacity(sentences.len() * dim);
-    for chunk in sentences.chunks(EMBED_CHUNK) {
-        let e = encoder.embed(chunk)?;
-        if e.len() != chunk.len() * dim {
-            return Err(CorpusError::EncoderShape {
-                encoder: encoder.name(),
-                texts: chunk.len(),
-                dim,
-                got: e.len(),
-            });
-        }
-        for (k, row) in e.chunks_exact(dim).enumerate() {
-            if row.iter().any(|x| !x.is_finite()) || row.iter().all(|&x| x == 0.0) {
-                return Err(CorpusError::BadVector {
-                    what: format!("sentence `{}`", chunk[k]),
-                    index: k,
-                    fault: "non-finite or zero",
-                });
-            }
-        }
-        embeddings.extend_from_slice(&e);
-        if let Some(pb) = progress {
-            pb.inc(chunk.len() as u64);
-        }
-    }
+    let total = sentences.len();
+    progress(0, total);
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let advance = |n: usize| {
+        let d = done.fetch_add(n, std::sync::atomic::Ordering::Relaxed) + n;
+        progress(d, total);
+    };
+    let control = EmbedControl {
+        chunk: EMBED_CHUNK,
+        stop: None,
+        progress: Some(&advance),
+    };
+    let (embeddings, _) = embedder.embed_texts(&sentences, &control)?;
+    progress(total, total);
     Ok(CorpusData {
         meta: CorpusMeta {
             encoder: encoder.name(),

@@ -6,11 +6,24 @@
 //! any semantic sense, and a corpus built with it records its name, so it can
 //! never be mixed with real embeddings.
 
+use std::borrow::Borrow;
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::error::{CorpusError, Result};
 use crate::rng::{fnv1a, SplitMix64};
 pub use sdr_embed::SentenceEncoder;
+
+/// An encoder loaded by name ([`open_encoder`]), with what to tell the user.
+pub struct LoadedEncoder {
+    /// The encoder, under the name corpora record ([`recorded_name`]).
+    pub encoder: Arc<dyn SentenceEncoder>,
+    /// The model behind `mpnet` (absent for the stand-ins).
+    pub model: Option<Arc<sdr_embed::Encoder>>,
+    /// Why the precision asked for was replaced on this machine (one line): the
+    /// CLI prints it on stderr, Python raises it as a RuntimeWarning.
+    pub notice: Option<String>,
+}
 
 /// The one encoder loader of the CLI, the server and the bindings: `mpnet` (the
 /// sentence-transformers folder `model_dir`, else `$SDR_MODEL`, else the default
@@ -19,14 +32,18 @@ pub use sdr_embed::SentenceEncoder;
 /// # Errors
 /// [`CorpusError::InvalidOption`] for another name; the model's own errors
 /// (missing folder, bad weights) as [`CorpusError::Encoder`].
-pub fn load_encoder(
+pub fn open_encoder(
     name: &str,
     model_dir: Option<&Path>,
     options: sdr_embed::EncoderOptions,
-) -> Result<Box<dyn SentenceEncoder>> {
+) -> Result<LoadedEncoder> {
     if let Some(dim) = name.strip_prefix("hash-") {
         return match dim.parse::<usize>() {
-            Ok(d) if (1..=HashEncoder::MAX_DIM).contains(&d) => Ok(Box::new(HashEncoder::new(d))),
+            Ok(d) if (1..=HashEncoder::MAX_DIM).contains(&d) => Ok(LoadedEncoder {
+                encoder: Arc::new(HashEncoder::new(d)),
+                model: None,
+                notice: None,
+            }),
             _ => Err(CorpusError::InvalidOption {
                 name: "encoder",
                 value: name.to_string(),
@@ -45,9 +62,47 @@ pub fn load_encoder(
         });
     }
     let dir = sdr_embed::resolve_model_dir(model_dir)?;
-    Ok(Box::new(ModelEncoder(sdr_embed::Encoder::load(
-        &dir, options,
-    )?)))
+    let model = Arc::new(sdr_embed::Encoder::load(&dir, options)?);
+    Ok(LoadedEncoder {
+        encoder: Arc::new(ModelEncoder(model.clone())),
+        notice: model.notice().map(str::to_string),
+        model: Some(model),
+    })
+}
+
+/// [`open_encoder`]'s encoder alone, its notice dropped.
+#[deprecated(
+    since = "0.2.0",
+    note = "use open_encoder, which also returns the notice"
+)]
+pub fn load_encoder(
+    name: &str,
+    model_dir: Option<&Path>,
+    options: sdr_embed::EncoderOptions,
+) -> Result<Box<dyn SentenceEncoder>> {
+    let loaded = open_encoder(name, model_dir, options)?;
+    Ok(Box::new(Shared(loaded.encoder)))
+}
+
+/// An `Arc`'d encoder as a `Box`'d one.
+struct Shared(Arc<dyn SentenceEncoder>);
+
+impl SentenceEncoder for Shared {
+    fn name(&self) -> String {
+        self.0.name()
+    }
+    fn weights_sha256(&self) -> sdr_embed::Result<String> {
+        self.0.weights_sha256()
+    }
+    fn dim(&self) -> usize {
+        self.0.dim()
+    }
+    fn embed(&self, texts: &[&str]) -> sdr_embed::Result<Vec<f32>> {
+        self.0.embed(texts)
+    }
+    fn identity(&self) -> sdr_embed::Result<String> {
+        self.0.identity()
+    }
 }
 
 /// The encoder name a corpus records for `encoder`: the model's name, plus `+bf16`
@@ -77,25 +132,25 @@ pub(crate) fn split_precision(recorded: &str) -> (&str, &str) {
     }
 }
 
-/// `sdr_embed::Encoder` under the name corpora record ([`recorded_name`]); what
-/// `load_encoder` returns for `mpnet`.
-pub struct ModelEncoder(pub sdr_embed::Encoder);
+/// `sdr_embed::Encoder` (owned, or shared as `Arc<Encoder>`) under the name
+/// corpora record ([`recorded_name`]); what [`open_encoder`] returns for `mpnet`.
+pub struct ModelEncoder<E = sdr_embed::Encoder>(pub E);
 
-impl SentenceEncoder for ModelEncoder {
+impl<E: Borrow<sdr_embed::Encoder> + Send + Sync> SentenceEncoder for ModelEncoder<E> {
     fn name(&self) -> String {
-        recorded_name(&self.0)
+        recorded_name(self.0.borrow())
     }
     fn weights_sha256(&self) -> sdr_embed::Result<String> {
-        self.0.weights_sha256()
+        self.0.borrow().weights_sha256()
     }
     fn dim(&self) -> usize {
-        self.0.dim()
+        self.0.borrow().dim()
     }
     fn embed(&self, texts: &[&str]) -> sdr_embed::Result<Vec<f32>> {
-        SentenceEncoder::embed(&self.0, texts)
+        SentenceEncoder::embed(self.0.borrow(), texts)
     }
     fn identity(&self) -> sdr_embed::Result<String> {
-        SentenceEncoder::identity(&self.0)
+        SentenceEncoder::identity(self.0.borrow())
     }
 }
 
@@ -199,11 +254,14 @@ mod tests {
     fn hash_dimension_is_bounded() {
         let opts = sdr_embed::EncoderOptions::default;
         assert_eq!(
-            load_encoder("hash-65536", None, opts()).unwrap().dim(),
+            open_encoder("hash-65536", None, opts())
+                .unwrap()
+                .encoder
+                .dim(),
             65_536
         );
         for bad in ["hash-0", "hash-65537", "hash-99999999999", "hash-x"] {
-            let e = load_encoder(bad, None, opts()).err().unwrap().to_string();
+            let e = open_encoder(bad, None, opts()).err().unwrap().to_string();
             assert!(e.contains("DIM from 1 to 65536"), "{bad}: {e}");
         }
     }

@@ -111,13 +111,6 @@ pub enum CorpusError {
     /// The encoder failed (boxed: `EmbedError` is large and rare).
     #[error(transparent)]
     Encoder(Box<sdr_embed::EmbedError>),
-    #[error("encoder {encoder} returned {got} values for {texts} sentences of dimension {dim}")]
-    EncoderShape {
-        encoder: String,
-        texts: usize,
-        dim: usize,
-        got: usize,
-    },
 }
 
 pub type Result<T> = std::result::Result<T, CorpusError>;

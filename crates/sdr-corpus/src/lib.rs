@@ -64,14 +64,22 @@ pub mod synth;
 pub mod table;
 
 pub use agg::{all_policies, Aggregation, Policy};
-pub use build::{build_corpus, BuildInfo};
+pub use build::{build_corpus, build_corpus_with, BuildInfo, Progress};
 pub use convergence::Convergence;
-pub use encoder::{load_encoder, recorded_name, HashEncoder, ModelEncoder, SentenceEncoder};
+#[allow(deprecated)]
+pub use encoder::{
+    load_encoder, open_encoder, recorded_name, HashEncoder, LoadedEncoder, ModelEncoder,
+    SentenceEncoder,
+};
 pub use error::{CorpusError, Result};
 pub use index::CorpusIndex;
 pub use partial::{partial_score, CorpusScorer, PartialScores, PartialSections};
 pub use score::{CandidateEmbedding, ScoreOptions, Scores};
-pub use select::{argmin, consensus_scores, embed_candidates, Consensus, Selection};
+pub use sdr_embed::{EmbedControl, SectionBatch, SectionEmbedder};
+pub use select::{
+    argmin, best_of_k, consensus_scores, embed_candidate_texts, embed_candidates, BestOfK,
+    Consensus, Selection,
+};
 pub use shard::{merge_corpora, merge_files, shard_source, ShardInfo, ShardSpec};
 pub use source::{read_source, Columns, Source, SourceFormat, SourceOptions, SourceReport, Split};
 pub use store::{Corpus, CorpusData, CorpusMeta, CorpusView, Section};

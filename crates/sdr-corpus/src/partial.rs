@@ -10,6 +10,9 @@
 //! through its `PartialScorer` trait; the CLI and the Python bindings wire
 //! [`CorpusScorer`] in, so the rule lives here once.
 
+use sdr_core::report::Section;
+use sdr_embed::{EmbedControl, SectionBatch, SectionEmbedder};
+
 use crate::agg::Policy;
 use crate::convergence::Convergence;
 use crate::encoder::SentenceEncoder;
@@ -49,26 +52,45 @@ pub fn partial_score(distances: [f64; 2], present: [bool; 2]) -> f64 {
 /// Scores partial outputs against a corpus under one policy.
 pub struct CorpusScorer<'a> {
     index: &'a CorpusIndex<'a>,
-    encoder: &'a dyn SentenceEncoder,
+    embedder: SectionEmbedder<'a>,
     policy: Policy,
 }
 
 impl<'a> CorpusScorer<'a> {
+    /// Scores against `index`, embedding through `embedder` (clone it to share
+    /// its cache).
+    pub fn with_embedder(
+        index: &'a CorpusIndex<'a>,
+        embedder: SectionEmbedder<'a>,
+        policy: Policy,
+    ) -> Self {
+        CorpusScorer {
+            index,
+            embedder,
+            policy,
+        }
+    }
+
+    /// [`CorpusScorer::with_embedder`] with a sentence cache of its own.
+    ///
+    /// Deprecated since 0.2.0 (kept for one release, see CHANGELOG.md): use
+    /// [`CorpusScorer::with_embedder`] with the run's [`SectionEmbedder`].
     pub fn new(
         index: &'a CorpusIndex<'a>,
         encoder: &'a dyn SentenceEncoder,
         policy: Policy,
     ) -> Self {
-        CorpusScorer {
-            index,
-            encoder,
-            policy,
-        }
+        Self::with_embedder(index, SectionEmbedder::transient(encoder), policy)
     }
 
     /// The policy the scores aggregate with.
     pub fn policy(&self) -> Policy {
         self.policy
+    }
+
+    /// The embedding stage the scorer embeds through.
+    pub fn embedder(&self) -> &SectionEmbedder<'a> {
+        &self.embedder
     }
 
     /// [`partial_score`] of every partial output: all complete sentences are
@@ -80,7 +102,6 @@ impl<'a> CorpusScorer<'a> {
     /// The encoder's error, or the corpus scorer's (an embedding of another
     /// dimension or a zero/non-finite vector).
     pub fn score<S: AsRef<str>>(&self, parts: &[PartialSections<'_, S>]) -> Result<PartialScores> {
-        let dim = self.encoder.dim();
         fn clean<S: AsRef<str>>(section: &[S]) -> Vec<&str> {
             section
                 .iter()
@@ -92,37 +113,29 @@ impl<'a> CorpusScorer<'a> {
             .iter()
             .map(|p| [clean(p.findings), clean(p.impression)])
             .collect();
-        let sentences: Vec<&str> = kept.iter().flatten().flatten().copied().collect();
-        let emb = if sentences.is_empty() {
-            Vec::new()
-        } else {
-            self.encoder.embed(&sentences)?
-        };
+        let mut batch = SectionBatch::new();
+        for [f, i] in &kept {
+            batch.push(f, i);
+        }
+        let sets = self.embedder.embed(&batch, &EmbedControl::default())?;
         // The corpus scorer wants both sections; a missing one borrows the
         // other's rows and its distance is ignored by `partial_score`.
-        let mut pos = 0;
-        let mut cands = Vec::with_capacity(parts.len());
-        for [f, i] in &kept {
-            let (nf, ni) = (f.len(), i.len());
-            let f = emb[pos * dim..(pos + nf) * dim].to_vec();
-            let i = emb[(pos + nf) * dim..(pos + nf + ni) * dim].to_vec();
-            pos += nf + ni;
-            cands.push(match (nf > 0, ni > 0) {
-                (false, false) => None,
-                (true, true) => Some(CandidateEmbedding {
-                    findings: f,
-                    impression: i,
-                }),
-                (true, false) => Some(CandidateEmbedding {
-                    impression: f.clone(),
-                    findings: f,
-                }),
-                (false, true) => Some(CandidateEmbedding {
-                    findings: i.clone(),
-                    impression: i,
-                }),
-            });
-        }
+        let cands: Vec<_> = (0..kept.len())
+            .map(|c| {
+                let f = sets.view(c, Section::Findings).data;
+                let i = sets.view(c, Section::Impression).data;
+                match (!f.is_empty(), !i.is_empty()) {
+                    (false, false) => None,
+                    (true, true) => Some((f, i)),
+                    (true, false) => Some((f, f)),
+                    (false, true) => Some((i, i)),
+                }
+                .map(|(f, i)| CandidateEmbedding {
+                    findings: f.to_vec(),
+                    impression: i.to_vec(),
+                })
+            })
+            .collect();
         let scored = self.index.score(
             &cands,
             std::slice::from_ref(&self.policy),

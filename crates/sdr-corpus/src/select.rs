@@ -9,13 +9,16 @@
 
 use sdr_core::cost::PairCost;
 use sdr_core::report::parse_report;
-use sdr_core::Metric;
+use sdr_core::{Metric, ParsedReport};
+use sdr_embed::{EmbedControl, SectionBatch, SectionEmbedder};
 
+use crate::agg::Policy;
 use crate::convergence::{Convergence, Tally};
 use crate::encoder::SentenceEncoder;
 use crate::error::Result;
 use crate::gram::{gram, inverse_norms};
-use crate::score::CandidateEmbedding;
+use crate::index::CorpusIndex;
+use crate::score::{CandidateEmbedding, ScoreOptions};
 use crate::store::Section;
 
 /// The outcome of one selection.
@@ -50,44 +53,79 @@ pub fn argmin(scores: &[f64]) -> Selection {
     }
 }
 
-/// Candidate texts parsed (template or plain headers, SPEC §1) and embedded;
-/// `None` for a candidate that does not parse into both sections.
+/// Candidate texts parsed (template or plain headers, SPEC §1) and embedded
+/// through `embedder` (one encoder call for their new sentences); `None` for a
+/// candidate that does not parse into both sections.
+pub fn embed_candidate_texts(
+    texts: &[&str],
+    embedder: &SectionEmbedder<'_>,
+) -> Result<Vec<Option<CandidateEmbedding>>> {
+    let parsed: Vec<_> = texts.iter().map(|t| parse_report(t)).collect();
+    let well =
+        |p: &ParsedReport| p.format_valid && !p.findings.is_empty() && !p.impression.is_empty();
+    let mut batch = SectionBatch::new();
+    for p in &parsed {
+        if well(p) {
+            batch.push(&p.findings, &p.impression);
+        } else {
+            batch.push_empty();
+        }
+    }
+    let sets = embedder.embed(&batch, &EmbedControl::default())?;
+    Ok(parsed
+        .iter()
+        .enumerate()
+        .map(|(c, p)| {
+            well(p).then(|| CandidateEmbedding {
+                findings: sets.view(c, Section::Findings).data.to_vec(),
+                impression: sets.view(c, Section::Impression).data.to_vec(),
+            })
+        })
+        .collect())
+}
+
+/// [`embed_candidate_texts`] with a cache of its own for this call.
+///
+/// Deprecated since 0.2.0 (kept for one release, see CHANGELOG.md): use
+/// [`embed_candidate_texts`] with the run's [`SectionEmbedder`] (one cache).
 pub fn embed_candidates(
     texts: &[&str],
     encoder: &dyn SentenceEncoder,
 ) -> Result<Vec<Option<CandidateEmbedding>>> {
-    let parsed: Vec<_> = texts.iter().map(|t| parse_report(t)).collect();
-    let mut sentences: Vec<&str> = Vec::new();
-    for p in &parsed {
-        if p.format_valid && !p.findings.is_empty() && !p.impression.is_empty() {
-            sentences.extend(p.findings.iter().map(String::as_str));
-            sentences.extend(p.impression.iter().map(String::as_str));
-        }
-    }
-    let dim = encoder.dim();
-    let emb = if sentences.is_empty() {
-        Vec::new()
-    } else {
-        encoder.embed(&sentences)?
-    };
-    let mut pos = 0;
-    let mut out = Vec::with_capacity(parsed.len());
-    for p in &parsed {
-        if p.format_valid && !p.findings.is_empty() && !p.impression.is_empty() {
-            let nf = p.findings.len();
-            let ni = p.impression.len();
-            let f = emb[pos * dim..(pos + nf) * dim].to_vec();
-            let i = emb[(pos + nf) * dim..(pos + nf + ni) * dim].to_vec();
-            pos += nf + ni;
-            out.push(Some(CandidateEmbedding {
-                findings: f,
-                impression: i,
-            }));
-        } else {
-            out.push(None);
-        }
-    }
-    Ok(out)
+    embed_candidate_texts(texts, &SectionEmbedder::transient(encoder))
+}
+
+/// The outcome of standard best-of-K under one corpus policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BestOfK {
+    /// The candidate chosen (ties to the lowest index).
+    pub selection: Selection,
+    /// `D_F + D_I` of each candidate (`+inf` when malformed).
+    pub scores: Vec<f64>,
+    /// Corpus distances computed, and how many did not converge or failed.
+    pub evaluated: usize,
+    pub convergence: Convergence,
+}
+
+/// Standard best-of-K (paper Eq. selection-rule, SPEC §5) under one corpus
+/// `policy`: the candidate texts parsed and embedded through `embedder`,
+/// scored against `index`, the argmin. What `sdr prune` sets beside pruning's
+/// choice, and what Python and the server can call too.
+pub fn best_of_k(
+    texts: &[&str],
+    embedder: &SectionEmbedder<'_>,
+    index: &CorpusIndex<'_>,
+    policy: &Policy,
+) -> Result<BestOfK> {
+    let emb = embed_candidate_texts(texts, embedder)?;
+    let s = index.score(&emb, std::slice::from_ref(policy), ScoreOptions::default())?;
+    let scores = s.total.into_iter().next().unwrap_or_default();
+    Ok(BestOfK {
+        selection: argmin(&scores),
+        scores,
+        evaluated: s.evaluated,
+        convergence: s.convergence,
+    })
 }
 
 /// Consensus scores of the candidates, with how their distances ended.

@@ -29,9 +29,9 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use indicatif::ProgressBar;
 use sha2::{Digest, Sha256};
 
+use crate::build::Progress;
 use crate::error::{CorpusError, Result};
 use crate::source::Source;
 use crate::store::{hex, Corpus, CorpusData, CorpusMeta};
@@ -239,8 +239,8 @@ fn settings(meta: &CorpusMeta, shard: &ShardInfo) -> [(&'static str, String); 12
 /// Checks that `parts` are the complete, disjoint shards of one build and
 /// concatenates them, in shard order, into the corpus a single build would
 /// have written. `parts` may come in any order. `progress`, when given, is
-/// advanced by one per shard.
-pub fn merge_corpora(parts: &[Corpus], progress: Option<&ProgressBar>) -> Result<CorpusData> {
+/// told `(shards merged, shards)`.
+pub fn merge_corpora(parts: &[Corpus], progress: Progress<'_>) -> Result<CorpusData> {
     let first = parts.first().ok_or_else(|| CorpusError::InvalidOption {
         name: "parts",
         value: String::new(),
@@ -332,10 +332,11 @@ pub fn merge_corpora(parts: &[Corpus], progress: Option<&ProgressBar>) -> Result
         impression_offsets: vec![0],
         impression_indices: Vec::new(),
     };
-    if let Some(pb) = progress {
-        pb.set_length(ordered.len() as u64);
+    let total = ordered.len();
+    if let Some(p) = progress {
+        p(0, total);
     }
-    for c in ordered {
+    for (done, c) in ordered.into_iter().enumerate() {
         let v = c.view();
         // Local sentence id -> merged id, in the shard's table order.
         let remap: Vec<u32> = (0..c.n_sentences())
@@ -372,8 +373,8 @@ pub fn merge_corpora(parts: &[Corpus], progress: Option<&ProgressBar>) -> Result
                 offs.push(idx.len() as i64);
             }
         }
-        if let Some(pb) = progress {
-            pb.inc(1);
+        if let Some(p) = progress {
+            p(done + 1, total);
         }
     }
     if out.sentences.len() > u32::MAX as usize {
@@ -386,7 +387,7 @@ pub fn merge_corpora(parts: &[Corpus], progress: Option<&ProgressBar>) -> Result
 }
 
 /// Opens every shard file (validating each) and merges them; see [`merge_corpora`].
-pub fn merge_files(paths: &[PathBuf], progress: Option<&ProgressBar>) -> Result<CorpusData> {
+pub fn merge_files(paths: &[PathBuf], progress: Progress<'_>) -> Result<CorpusData> {
     let parts = paths
         .iter()
         .map(|p| Corpus::open(p))

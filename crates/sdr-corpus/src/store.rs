@@ -638,16 +638,10 @@ impl Corpus {
         let dim = self.meta.dim;
         let emb: &[f32] = typed(m, &self.embeddings);
         for (row, v) in emb.chunks_exact(dim).enumerate() {
-            if v.iter().any(|x| !x.is_finite()) {
+            if let Some(fault) = sdr_core::cost::row_fault(v) {
                 return Err(CorpusError::bad(
                     p,
-                    format!("embedding row {row} is not finite"),
-                ));
-            }
-            if v.iter().all(|&x| x == 0.0) {
-                return Err(CorpusError::bad(
-                    p,
-                    format!("embedding row {row} is the zero vector"),
+                    format!("embedding row {row} is {fault}"),
                 ));
             }
         }

@@ -268,3 +268,33 @@ fn gw_of_two_row_sets_matches_the_f64_path() {
         assert!((s[0] - want).abs() < 1e-5, "2x{n}: {} vs {want}", s[0]);
     }
 }
+
+#[test]
+fn best_of_k_is_the_argmin_of_the_policy_scores_through_the_embedder() {
+    let data = common::random_corpus(30, 20, DIM, 2);
+    let index = CorpusIndex::new(data.view()).unwrap();
+    let enc = HashEncoder::new(DIM);
+    let texts = [
+        "Findings: Lungs clear.",
+        "Findings: Heart size normal. Lungs clear.\nImpression: No acute disease.",
+        "Findings: Large effusion.\nImpression: Pneumothorax.",
+    ];
+    let policy = Policy {
+        metric: Metric::Chamfer,
+        agg: Aggregation::Min,
+    };
+    let embedder = sdr_corpus::SectionEmbedder::transient(&enc);
+    let got = sdr_corpus::best_of_k(&texts, &embedder, &index, &policy).unwrap();
+    let cands = embed_candidates(&texts, &enc).unwrap();
+    let s = index
+        .score(&cands, &[policy], ScoreOptions::default())
+        .unwrap();
+    assert_eq!(got.scores, s.total[0]);
+    assert_eq!(got.selection, argmin(&s.total[0]));
+    assert_eq!(got.evaluated, s.evaluated);
+    // The embedder kept every sentence: a second call embeds nothing new.
+    let before = embedder.cache().stats().entries;
+    sdr_corpus::best_of_k(&texts, &embedder, &index, &policy).unwrap();
+    assert_eq!(embedder.cache().stats().entries, before);
+    assert_eq!(before, 5);
+}

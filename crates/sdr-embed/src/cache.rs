@@ -148,6 +148,20 @@ impl SentenceCache {
         c
     }
 
+    /// The one constructor of an encoder's cache (the CLI, `sdr serve`, Python): keyed
+    /// by `encoder`'s identity and dimension, bounded at `mib` MiB (the unit of
+    /// `--cache-mib` and `cache_mib=`), or unbounded for `None` (a command's lifetime).
+    ///
+    /// # Errors
+    /// A bound that is not a finite number >= 0; the encoder's identity error.
+    pub fn for_encoder(encoder: &dyn crate::SentenceEncoder, mib: Option<f64>) -> Result<Self> {
+        let identity = encoder.identity()?;
+        match mib {
+            Some(mib) => Self::with_mib(identity, encoder.dim(), mib),
+            None => Ok(Self::unbounded(identity, encoder.dim())),
+        }
+    }
+
     /// Bytes one entry of dimension `dim` counts for.
     pub fn entry_bytes(dim: usize) -> usize {
         dim * 4 + ENTRY_OVERHEAD

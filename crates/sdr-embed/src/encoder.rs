@@ -10,10 +10,12 @@ use rayon::prelude::*;
 
 use crate::avx512_gemm;
 use crate::backbone::Backbone;
-use crate::cache::{normalise, text_key, SentenceCache};
+use crate::cache::SentenceCache;
 use crate::discover::weights_sha256;
 use crate::error::{EmbedError, Result};
 use crate::linear::Bf16Gemm;
+use crate::sections::{EmbedControl, SectionEmbedder};
+use crate::sentence_encoder::SentenceEncoder;
 use crate::tokenize::{SentenceTokenizer, Tokens};
 
 /// Numeric precision of weights and activations.
@@ -292,6 +294,33 @@ impl Embeddings {
     }
 }
 
+/// See [`Encoder::cache_identity`].
+fn cache_identity(name: &str, precision: Precision) -> String {
+    format!("{name}/{precision}")
+}
+
+/// The network of an [`Encoder`] without its cache, under the identity of its
+/// cache: what [`Encoder::embed_matrix`] hands the embedding stage.
+struct Uncached<'a>(&'a Encoder);
+
+impl SentenceEncoder for Uncached<'_> {
+    fn name(&self) -> String {
+        self.0.name.clone()
+    }
+    fn weights_sha256(&self) -> Result<String> {
+        self.0.weights_sha256()
+    }
+    fn dim(&self) -> usize {
+        self.0.dim
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<f32>> {
+        Ok(self.0.embed_uncached(texts)?.data)
+    }
+    fn identity(&self) -> Result<String> {
+        Ok(self.0.cache_identity())
+    }
+}
+
 /// Last-layer token vectors of one sentence (special tokens included), unpooled and
 /// unnormalised, for token-level metrics such as BERTScore.
 #[derive(Debug, Clone)]
@@ -312,7 +341,7 @@ pub struct Encoder {
     dim: usize,
     device: Device,
     opts: EncoderOptions,
-    cache: Option<SentenceCache>,
+    cache: Option<Arc<SentenceCache>>,
     notice: Option<String>,
     weights_hash: OnceLock<String>,
 }
@@ -512,9 +541,12 @@ impl Encoder {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| dir.display().to_string());
         // In memory for this encoder only: its name and precision identify it.
-        let cache = opts
-            .cache
-            .then(|| SentenceCache::unbounded(format!("{name}/{precision}"), loaded.hidden_size));
+        let cache = opts.cache.then(|| {
+            Arc::new(SentenceCache::unbounded(
+                cache_identity(&name, precision),
+                loaded.hidden_size,
+            ))
+        });
         Ok(Self {
             dir: dir.to_path_buf(),
             name,
@@ -566,7 +598,14 @@ impl Encoder {
 
     /// The sentence cache, when enabled.
     pub fn cache(&self) -> Option<&SentenceCache> {
-        self.cache.as_ref()
+        self.cache.as_deref()
+    }
+
+    /// What identifies this encoder's vectors in the sentence-cache files of
+    /// `--cache-dir` (the model's name and precision; the file name carries the
+    /// weights' hash): the identity of [`Encoder::cache`].
+    pub fn cache_identity(&self) -> String {
+        cache_identity(&self.name, self.opts.precision)
     }
 
     /// sha256 of `model.safetensors` (computed once, cached in a sidecar file).
@@ -594,47 +633,20 @@ impl Encoder {
         Ok(m.data.chunks_exact(self.dim).map(|r| r.to_vec()).collect())
     }
 
-    /// Unit-norm sentence embeddings as a `texts.len() × dim` matrix, in input order.
+    /// Unit-norm sentence embeddings as a `texts.len() × dim` matrix, in input order;
+    /// with the cache on, through [`SectionEmbedder`] (each distinct text embedded
+    /// once, repeats and earlier texts from the cache).
     pub fn embed_matrix(&self, texts: &[&str]) -> Result<Embeddings> {
-        let dim = self.dim;
         let Some(cache) = &self.cache else {
             return self.embed_uncached(texts);
         };
-        let keys: Vec<_> = texts.iter().map(|t| text_key(t)).collect();
-        let mut found: Vec<Option<Arc<[f32]>>> = keys.iter().map(|k| cache.get(k)).collect();
-        // Distinct missing texts, each embedded once.
-        let mut missing: Vec<usize> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for (i, f) in found.iter().enumerate() {
-            if f.is_none() && seen.insert(keys[i]) {
-                missing.push(i);
-            }
-        }
-        if !missing.is_empty() {
-            let sub: Vec<std::borrow::Cow<str>> =
-                missing.iter().map(|&i| normalise(texts[i])).collect();
-            let sub: Vec<&str> = sub.iter().map(|s| s.as_ref()).collect();
-            let fresh = self.embed_uncached(&sub)?;
-            for (j, &i) in missing.iter().enumerate() {
-                cache.insert(keys[i], fresh.row(j).to_vec().into());
-            }
-            let fresh_by_key: std::collections::HashMap<_, _> = missing
-                .iter()
-                .enumerate()
-                .map(|(j, &i)| (keys[i], j))
-                .collect();
-            for (i, f) in found.iter_mut().enumerate() {
-                if f.is_none() {
-                    let j = fresh_by_key[&keys[i]];
-                    *f = Some(fresh.row(j).to_vec().into());
-                }
-            }
-        }
-        let mut data = Vec::with_capacity(texts.len() * dim);
-        for f in found.into_iter().flatten() {
-            data.extend_from_slice(&f);
-        }
-        Ok(Embeddings { data, dim })
+        let network = Uncached(self);
+        let embedder = SectionEmbedder::borrowing(&network, cache.clone())?;
+        let (data, _) = embedder.embed_texts(texts, &EmbedControl::default())?;
+        Ok(Embeddings {
+            data,
+            dim: self.dim,
+        })
     }
 
     /// Embeds without the cache: every text goes through the network.

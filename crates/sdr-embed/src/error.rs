@@ -81,6 +81,41 @@ pub enum EmbedError {
     #[error("device {device}: {message}")]
     Device { device: String, message: String },
 
+    /// An encoder returned a matrix of the wrong shape (`texts x dim` values expected).
+    #[error("encoder {encoder} returned {got} values for {texts} sentences of dimension {dim}")]
+    EncoderShape {
+        encoder: String,
+        texts: usize,
+        dim: usize,
+        got: usize,
+    },
+
+    /// An encoder gave a sentence a vector no cosine can use (the zero vector, or
+    /// a non-finite value); nothing of that encoder call was cached.
+    #[error(
+        "encoder {encoder} gave sentence {text:?} {}; nothing of this batch was cached",
+        crate::sections::fault_text(*fault)
+    )]
+    EncoderRow {
+        encoder: String,
+        text: String,
+        fault: sdr_core::cost::RowFault,
+    },
+
+    /// A sentence cache given to an embedder holds vectors of another encoder.
+    #[error("sentence cache of {cache} cannot serve encoder {encoder}")]
+    CacheMismatch { cache: String, encoder: String },
+
+    /// The caller's stop flag gave an embedding call up; the sentences embedded
+    /// until then are in the sentence cache.
+    #[error("embedding stopped at the caller's request, after {embedded} new sentences")]
+    Stopped {
+        /// New sentences embedded (and cached) before the stop.
+        embedded: usize,
+        /// Encoder seconds they took.
+        encode_seconds: f64,
+    },
+
     /// An option value that cannot be used.
     #[error("invalid option {name} = {value}: {reason}")]
     InvalidOption {

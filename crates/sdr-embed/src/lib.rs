@@ -24,6 +24,7 @@ pub mod linear;
 pub mod mpnet;
 pub mod packed;
 pub mod roberta;
+pub mod sections;
 pub mod sentence_encoder;
 pub mod tokenize;
 
@@ -37,4 +38,8 @@ pub use encoder::{
 };
 pub use error::{EmbedError, Result};
 pub use roberta::{bertscore_default_layer, LayerTokens, RobertaEncoder};
+pub use sections::{
+    Cosine, EmbedControl, EmbedStats, EmbeddedSets, SectionBatch, SectionEmbedder, SentenceSet,
+    SetCost,
+};
 pub use sentence_encoder::SentenceEncoder;

@@ -67,10 +67,9 @@ pub const F32_GEMM_ENV: &str = "SDR_F32_GEMM";
 
 impl F32Gemm {
     /// The faster one for this build and CPU: MKL on Intel CPUs in the `mkl` build
-    /// (its kernels reach ~90 % of the FMA peak there, ours ~65 %; bench/README.md,
-    /// session 14), else
-    /// the AVX-512 kernel where the CPU has AVX-512 (on a Zen 4 it beat MKL's
-    /// `sgemm` by 1.3x), else the library.
+    /// (its kernels reach ~90 % of the FMA peak there, ours ~65 %; measured on an
+    /// Intel host, see bench/README.md's history), else the AVX-512 kernel where the
+    /// CPU has AVX-512 (on a Zen 4 it beat MKL's `sgemm` by 1.3x), else the library.
     pub fn pick(mkl: bool, intel: bool, avx512: bool) -> F32Gemm {
         if avx512 && !(mkl && intel) {
             F32Gemm::Avx512

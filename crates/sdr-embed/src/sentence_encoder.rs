@@ -37,8 +37,10 @@ impl SentenceEncoder for Encoder {
     fn dim(&self) -> usize {
         Encoder::dim(self)
     }
+    /// The network's vectors, without [`Encoder::cache`]: callers embed through
+    /// [`crate::SectionEmbedder`], whose cache is the one.
     fn embed(&self, texts: &[&str]) -> Result<Vec<f32>> {
-        Ok(self.embed_matrix(texts)?.data)
+        Ok(self.embed_uncached(texts)?.data)
     }
     fn identity(&self) -> Result<String> {
         Ok(format!(

@@ -68,6 +68,7 @@ pub mod bootstrap;
 pub mod chexpert;
 pub mod chrf;
 pub mod error;
+#[cfg(feature = "heatmap")]
 pub mod heatmap;
 pub mod meteor;
 pub mod porter;

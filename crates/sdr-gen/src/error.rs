@@ -33,6 +33,7 @@ pub enum GenError {
     #[error("{what}: {message}")]
     BadModel { what: String, message: String },
     /// The local model failed to load or run (`what` names the file and step).
+    #[cfg(feature = "local")]
     /// candle's messages can carry a backtrace: the message keeps their first line.
     #[error("{what}: {}", first_line(source))]
     Model {
@@ -41,6 +42,7 @@ pub enum GenError {
         source: candle_core::Error,
     },
     /// Building or running the GGUF tokenizer failed.
+    #[cfg(feature = "local")]
     #[error("{what}: {source}")]
     Tokenizer {
         what: String,
@@ -48,12 +50,14 @@ pub enum GenError {
         source: tokenizers::Error,
     },
     /// The GGUF chat template could not be rendered.
+    #[cfg(feature = "local")]
     #[error("rendering the GGUF chat template: {source}")]
     Template {
         #[source]
         source: minijinja::Error,
     },
     /// The HTTP client for a server could not be built.
+    #[cfg(feature = "openai")]
     #[error("HTTP client for {url}: {source}")]
     Http {
         url: String,
@@ -82,6 +86,7 @@ pub enum GenError {
     Score(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
+#[cfg(feature = "local")]
 fn first_line(e: &impl std::fmt::Display) -> String {
     e.to_string().lines().next().unwrap_or_default().to_string()
 }

@@ -15,8 +15,10 @@
 
 mod backend;
 mod error;
+#[cfg(feature = "local")]
 pub mod local;
 mod lockstep;
+#[cfg(feature = "openai")]
 pub mod openai;
 mod prompt;
 mod prune;

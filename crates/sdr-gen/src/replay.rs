@@ -63,6 +63,45 @@ pub fn pseudo_token_ends(text: &str) -> Vec<usize> {
     ends
 }
 
+/// Checks a generation record's framing: one `token_ends` list per candidate
+/// (`candidates` of them) and, where the record counts each candidate's
+/// `tokens`, one token end per token. A server stream's pieces are chunks,
+/// and its last one also carries the tokens that the server's usage count has
+/// beyond the chunks (the OpenAI back-end: `chunked`), so there a candidate
+/// may have fewer ends than tokens. The offsets themselves are checked by
+/// [`Replay::new`] ([`check_token_ends`]). The error says what is wrong.
+pub fn check_framing(
+    candidates: usize,
+    token_ends: &[Vec<usize>],
+    tokens: Option<&[usize]>,
+    chunked: bool,
+) -> Result<(), String> {
+    if token_ends.len() != candidates {
+        return Err(format!(
+            "{} token_ends lists for {candidates} candidates",
+            token_ends.len()
+        ));
+    }
+    let Some(tokens) = tokens else {
+        return Ok(());
+    };
+    for (i, (ends, &n)) in token_ends.iter().zip(tokens).enumerate() {
+        if ends.len() > n {
+            return Err(format!(
+                "candidate {i}: token_ends has {} offsets, more than its {n} tokens (\"tokens\")",
+                ends.len()
+            ));
+        }
+        if !chunked && ends.len() != n {
+            return Err(format!(
+                "candidate {i}: token_ends has {} offsets, but \"tokens\" says {n}",
+                ends.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Checks stored token boundaries against their text (see [`Stored::token_ends`]);
 /// the error says what is wrong, starting with `token_ends`.
 pub fn check_token_ends(text: &str, ends: &[usize]) -> Result<(), String> {
@@ -197,6 +236,27 @@ impl Candidates for Replay {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn framing_wants_one_list_per_candidate_and_one_end_per_token() {
+        let ends = vec![vec![3, 5], vec![2]];
+        assert!(check_framing(2, &ends, None, false).is_ok());
+        assert!(check_framing(2, &ends, Some(&[2, 1]), false).is_ok());
+        let e = check_framing(3, &ends, None, false).unwrap_err();
+        assert_eq!(e, "2 token_ends lists for 3 candidates");
+        let e = check_framing(2, &ends, Some(&[2, 4]), false).unwrap_err();
+        assert_eq!(
+            e,
+            "candidate 1: token_ends has 1 offsets, but \"tokens\" says 4"
+        );
+        // A server's chunks may carry several tokens, never fewer than one.
+        assert!(check_framing(2, &ends, Some(&[2, 4]), true).is_ok());
+        let e = check_framing(2, &ends, Some(&[1, 1]), true).unwrap_err();
+        assert!(
+            e.starts_with("candidate 0: token_ends has 2 offsets, more than its 1"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn pseudo_tokens() {

@@ -65,6 +65,36 @@ pub enum RewardError {
 }
 
 impl RewardError {
+    /// An error of the embedding stage as the scorer reports it (its own
+    /// variants for a stop, a cache of another encoder and unusable vectors).
+    pub fn from_stage(e: EmbedError) -> Self {
+        match e {
+            EmbedError::Stopped {
+                embedded,
+                encode_seconds,
+            } => RewardError::Stopped {
+                embedded,
+                encode_seconds,
+            },
+            EmbedError::CacheMismatch { cache, encoder } => {
+                RewardError::CacheMismatch { cache, encoder }
+            }
+            EmbedError::EncoderRow {
+                encoder,
+                text,
+                fault,
+            } => RewardError::EncoderRow {
+                encoder,
+                text,
+                problem: sdr_embed::sections::fault_text(fault).to_string(),
+            },
+            EmbedError::EncoderShape {
+                texts, dim, got, ..
+            } => RewardError::EncoderShape { texts, dim, got },
+            other => RewardError::Embed(other),
+        }
+    }
+
     /// Whether the error is the caller's input (as opposed to the environment:
     /// a missing model folder, an unreadable file, a failing network).
     pub fn is_input_error(&self) -> bool {

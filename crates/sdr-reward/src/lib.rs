@@ -27,6 +27,6 @@ pub use error::{Result, RewardError};
 pub use parallel::{beside, install, parallelism, set_parallelism};
 pub use persist::{LoadOutcome, PersistentCache};
 pub use query::completion_of;
-pub use reference::{parse_reference, Reference, ReferenceSections};
+pub use reference::{parse_reference, OwnedReference, Reference, ReferenceSections, ReferenceText};
 pub use scorer::{BatchStats, RewardOptions, Scorer, DEFAULT_CACHE_MIB, DEFAULT_ENCODE_CHUNK};
-pub use sdr_embed::{CacheStats, SentenceCache, SentenceEncoder};
+pub use sdr_embed::{CacheStats, SectionEmbedder, SentenceCache, SentenceEncoder};

@@ -12,16 +12,37 @@ use sdr_core::SdrError;
 
 use crate::error::{Result, RewardError};
 
-/// One reference, borrowed from the caller.
+/// One reference report, its text borrowed (`S = &str`, [`Reference`]) or
+/// owned (`S = String`, [`OwnedReference`]: a queued server request, a Python
+/// argument): the one reference type of the reward, `sdr serve` and Python.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reference<'a> {
+pub enum ReferenceText<S> {
     /// A whole report (template or plain headers; the layout is detected).
-    Report(&'a str),
+    Report(S),
     /// Findings and Impression texts given separately.
-    Sections {
-        findings: &'a str,
-        impression: &'a str,
-    },
+    Sections { findings: S, impression: S },
+}
+
+/// A reference borrowed from the caller.
+pub type Reference<'a> = ReferenceText<&'a str>;
+
+/// A reference that owns its text.
+pub type OwnedReference = ReferenceText<String>;
+
+impl<S: AsRef<str>> ReferenceText<S> {
+    /// The same reference, borrowed.
+    pub fn as_reference(&self) -> Reference<'_> {
+        match self {
+            ReferenceText::Report(t) => ReferenceText::Report(t.as_ref()),
+            ReferenceText::Sections {
+                findings,
+                impression,
+            } => ReferenceText::Sections {
+                findings: findings.as_ref(),
+                impression: impression.as_ref(),
+            },
+        }
+    }
 }
 
 /// The sentences of a reference's two sections, both non-empty.

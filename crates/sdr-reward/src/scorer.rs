@@ -22,15 +22,16 @@
 //! client's batch does not hold the encoder or the cores. With `exact` set, the section terms are the exact-match
 //! baseline `R_exact` instead and no encoder is needed.
 
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 use sdr_clinical::{example_f1, Labeler, UncertainPolicy};
+use sdr_core::report::Section;
 use sdr_core::report::{exact_match_reward, parse_template, ParsedReport};
 use sdr_core::reward::{reward, EmbeddedSections, RewardBreakdown, RewardConfig};
-use sdr_core::{Metric, SetView};
-use sdr_embed::{normalise, text_key, CacheStats, SentenceCache, SentenceEncoder, TextKey};
+use sdr_core::Metric;
+use sdr_embed::{
+    CacheStats, EmbedControl, SectionBatch, SectionEmbedder, SentenceCache, SentenceEncoder,
+};
 
 use crate::error::{Result, RewardError};
 use crate::parallel;
@@ -175,80 +176,23 @@ pub const DEFAULT_ENCODE_CHUNK: usize = 256;
 /// Scores batches of completions against references; thread-safe.
 pub struct Scorer {
     options: RewardOptions,
-    embedder: Option<Arc<dyn SentenceEncoder>>,
-    /// Present when an encoder is (semantic rewards).
-    cache: Option<Arc<SentenceCache>>,
+    /// The encoder and its sentence cache (semantic rewards).
+    embedder: Option<SectionEmbedder<'static>>,
     persist: Option<Arc<PersistentCache>>,
     /// Present only when the clinical term is on.
     labeler: Option<Labeler>,
-}
-
-/// Where a distinct sentence's vector is.
-enum Slot {
-    Cached(Arc<[f32]>),
-    Fresh(usize),
-}
-
-/// The distinct sentences of a batch and where their vectors come from.
-struct SlotTable<'a> {
-    cache: &'a SentenceCache,
-    dim: usize,
-    index: HashMap<TextKey, usize>,
-    slots: Vec<Slot>,
-    /// Normalised sentences to embed, in slot order of first appearance, with their keys.
-    fresh: Vec<(TextKey, std::borrow::Cow<'a, str>)>,
-}
-
-impl<'a> SlotTable<'a> {
-    fn slot_of(&mut self, s: &'a str, stats: &mut BatchStats) -> usize {
-        stats.sentences += 1;
-        let key = text_key(s);
-        if let Some(&k) = self.index.get(&key) {
-            return k;
-        }
-        let slot = match self.cache.get(&key) {
-            Some(v) if v.len() == self.dim => {
-                stats.cache_hits += 1;
-                Slot::Cached(v)
-            }
-            _ => {
-                self.fresh.push((key, normalise(s)));
-                Slot::Fresh(self.fresh.len() - 1)
-            }
-        };
-        self.slots.push(slot);
-        self.index.insert(key, self.slots.len() - 1);
-        self.slots.len() - 1
-    }
-
-    fn slots_of(&mut self, sentences: &'a [String], stats: &mut BatchStats) -> Vec<usize> {
-        sentences.iter().map(|s| self.slot_of(s, stats)).collect()
-    }
-}
-
-/// Keep the first occurrence of each slot id, in order.
-fn first_occurrences(ids: &mut Vec<usize>) {
-    let mut seen = std::collections::HashSet::with_capacity(ids.len());
-    ids.retain(|k| seen.insert(*k));
 }
 
 impl Scorer {
     /// A scorer with its own sentence cache of [`DEFAULT_CACHE_MIB`]; `embedder`
     /// may be `None` only for exact-match rewards.
     pub fn new(options: RewardOptions, embedder: Option<Arc<dyn SentenceEncoder>>) -> Result<Self> {
-        let cache = match &embedder {
-            Some(e) => Some(Arc::new(SentenceCache::with_mib(
-                e.identity()?,
-                e.dim(),
-                DEFAULT_CACHE_MIB,
-            )?)),
-            None => None,
-        };
-        Self::with_cache(options, embedder, cache)
+        Self::with_cache(options, embedder, None)
     }
 
     /// A scorer that uses `cache` (shared with other scorers of the same encoder,
-    /// e.g. every metric of one `sdr serve`).
+    /// e.g. every metric of one `sdr serve`); `None` makes one of
+    /// [`DEFAULT_CACHE_MIB`].
     ///
     /// # Errors
     /// [`RewardError::NoEncoder`] without an encoder for a semantic reward;
@@ -258,33 +202,39 @@ impl Scorer {
         embedder: Option<Arc<dyn SentenceEncoder>>,
         cache: Option<Arc<SentenceCache>>,
     ) -> Result<Self> {
+        let embedder = match embedder {
+            Some(e) => {
+                let cache = match cache {
+                    Some(c) => c,
+                    None => Arc::new(SentenceCache::for_encoder(
+                        e.as_ref(),
+                        Some(DEFAULT_CACHE_MIB),
+                    )?),
+                };
+                Some(SectionEmbedder::new(e, cache).map_err(RewardError::from_stage)?)
+            }
+            None => None,
+        };
+        Self::with_embedder(options, embedder)
+    }
+
+    /// A scorer that embeds through `embedder` (absent only for exact-match
+    /// rewards).
+    ///
+    /// # Errors
+    /// [`RewardError::NoEncoder`] without an embedder for a semantic reward.
+    pub fn with_embedder(
+        options: RewardOptions,
+        embedder: Option<SectionEmbedder<'static>>,
+    ) -> Result<Self> {
         if !options.exact && embedder.is_none() {
             return Err(RewardError::NoEncoder {
                 metric: options.config.metric.to_string(),
             });
         }
-        let cache = match (&embedder, cache) {
-            (Some(e), Some(c)) => {
-                let identity = e.identity()?;
-                if c.identity() != identity || c.dim() != e.dim() {
-                    return Err(RewardError::CacheMismatch {
-                        cache: format!("{} (dim {})", c.identity(), c.dim()),
-                        encoder: format!("{identity} (dim {})", e.dim()),
-                    });
-                }
-                Some(c)
-            }
-            (Some(e), None) => Some(Arc::new(SentenceCache::with_mib(
-                e.identity()?,
-                e.dim(),
-                DEFAULT_CACHE_MIB,
-            )?)),
-            (None, _) => None,
-        };
         Ok(Scorer {
             options,
             embedder,
-            cache,
             persist: None,
             labeler: (options.clinical_weight > 0.0).then(Labeler::default),
         })
@@ -302,12 +252,17 @@ impl Scorer {
 
     /// The sentence cache (absent for exact-match rewards).
     pub fn cache(&self) -> Option<&Arc<SentenceCache>> {
-        self.cache.as_ref()
+        self.embedder.as_ref().map(SectionEmbedder::cache)
+    }
+
+    /// The embedding stage (absent for exact-match rewards).
+    pub fn embedder(&self) -> Option<&SectionEmbedder<'static>> {
+        self.embedder.as_ref()
     }
 
     /// Counters of the sentence cache (all zero for exact-match rewards).
     pub fn cache_stats(&self) -> CacheStats {
-        self.cache.as_ref().map(|c| c.stats()).unwrap_or_default()
+        self.cache().map(|c| c.stats()).unwrap_or_default()
     }
 
     /// Sentences currently cached.
@@ -451,129 +406,60 @@ impl Scorer {
         chunk: usize,
         stop: &(dyn Fn() -> bool + Sync),
     ) -> Result<(Vec<RewardBreakdown>, BatchStats)> {
-        let (Some(embedder), Some(cache)) = (self.embedder.as_ref(), self.cache.as_deref()) else {
+        let Some(embedder) = self.embedder.as_ref() else {
             return Err(RewardError::NoEncoder {
                 metric: self.options.config.metric.to_string(),
             });
         };
-        let dim = embedder.dim();
+        // Sample `b`'s reference is report `2b`, its completion `2b + 1` (no
+        // sentence when malformed); references first, so that a batch's new
+        // sentences reach the encoder in the order they always have.
+        let mut batch = SectionBatch::new().distinct_sentences(self.options.distinct_sentences);
+        for (g, r) in gens.iter().zip(refs) {
+            batch.push(&r.findings, &r.impression);
+            if g.format_valid {
+                batch.push(&g.findings, &g.impression);
+            } else {
+                batch.push_empty();
+            }
+        }
+        let control = EmbedControl {
+            chunk,
+            stop: Some(stop),
+            progress: None,
+        };
+        let sets = embedder
+            .embed(&batch, &control)
+            .map_err(RewardError::from_stage)?;
+        let s = sets.stats();
         let mut stats = BatchStats {
             samples: gens.len(),
+            sentences: s.sentences,
+            distinct: s.distinct,
+            embedded: s.embedded,
+            cache_hits: s.cache_hits,
+            encode_seconds: s.encode_seconds,
             ..BatchStats::default()
         };
 
-        // Distinct sentences -> slots; per sample, the slot ids of its four sections.
-        let mut table = SlotTable {
-            cache,
-            dim,
-            index: HashMap::new(),
-            slots: Vec::new(),
-            fresh: Vec::new(),
-        };
-        let mut plan: Vec<[Vec<usize>; 4]> = Vec::with_capacity(gens.len());
-        for (g, r) in gens.iter().zip(refs) {
-            let rf = table.slots_of(&r.findings, &mut stats);
-            let ri = table.slots_of(&r.impression, &mut stats);
-            let (gf, gi) = if g.format_valid {
-                (
-                    table.slots_of(&g.findings, &mut stats),
-                    table.slots_of(&g.impression, &mut stats),
-                )
-            } else {
-                (Vec::new(), Vec::new())
-            };
-            let mut sections = [gf, gi, rf, ri];
-            if self.options.distinct_sentences {
-                for ids in &mut sections {
-                    first_occurrences(ids);
-                }
-            }
-            plan.push(sections);
-        }
-        let SlotTable { slots, fresh, .. } = table;
-        stats.distinct = slots.len();
-        stats.embedded = fresh.len();
-
-        let mut fresh_data: Vec<f32> = Vec::with_capacity(fresh.len() * dim);
-        let stopped = |embedded: usize, encode_seconds: f64| RewardError::Stopped {
-            embedded,
-            encode_seconds,
-        };
-        for (k, part) in fresh.chunks(chunk).enumerate() {
-            if stop() {
-                return Err(stopped(k * chunk, stats.encode_seconds));
-            }
-            let texts: Vec<&str> = part.iter().map(|(_, t)| t.as_ref()).collect();
-            let t0 = Instant::now();
-            let data = embedder.embed(&texts)?;
-            stats.encode_seconds += t0.elapsed().as_secs_f64();
-            if data.len() != part.len() * dim {
-                return Err(RewardError::EncoderShape {
-                    texts: part.len(),
-                    dim,
-                    got: data.len(),
-                });
-            }
-            // A vector no cosine can use would fail the distance after being
-            // cached, and every later batch holding its sentence with it.
-            for (row, (_, text)) in data.chunks_exact(dim).zip(part) {
-                let problem = if row.iter().any(|v| !v.is_finite()) {
-                    Some("a non-finite value")
-                } else if row.iter().all(|&v| v == 0.0) {
-                    Some("the zero vector (cosine undefined)")
-                } else {
-                    None
-                };
-                if let Some(problem) = problem {
-                    return Err(RewardError::EncoderRow {
-                        encoder: embedder.name(),
-                        text: text.to_string(),
-                        problem: problem.to_string(),
-                    });
-                }
-            }
-            // Every sentence embedded goes into the cache at once, so that the
-            // next batch (and any later occurrence, or a retry after a stop)
-            // reuses these exact bits.
-            for (j, (key, _)) in part.iter().enumerate() {
-                cache.insert(*key, data[j * dim..(j + 1) * dim].into());
-            }
-            fresh_data.extend_from_slice(&data);
-        }
-        if stop() {
-            return Err(stopped(fresh.len(), stats.encode_seconds));
-        }
-
         // Sets stay f32, as the encoder gave them: the cost kernel widens in
         // registers (exact products), so no f64 copy is made.
-        let gather = |ids: &[usize]| -> Vec<f32> {
-            let mut out = Vec::with_capacity(ids.len() * dim);
-            for &k in ids {
-                match &slots[k] {
-                    Slot::Cached(v) => out.extend_from_slice(v),
-                    Slot::Fresh(j) => out.extend_from_slice(&fresh_data[j * dim..(j + 1) * dim]),
-                }
-            }
-            out
-        };
         let config = &self.options.config;
-        let encode_seconds = stats.encode_seconds;
-        let results = parallel::map(&plan, |i, [gf, gi, rf, ri]| {
+        let sections = |report: usize| EmbeddedSections {
+            findings: sets.view(report, Section::Findings),
+            impression: sets.view(report, Section::Impression),
+        };
+        let results = parallel::map(gens, |i, g| {
             // A sample's distances can take seconds (GW on long sets).
             if stop() {
-                return Err(stopped(fresh.len(), encode_seconds));
+                return Err(RewardError::Stopped {
+                    embedded: stats.embedded,
+                    encode_seconds: stats.encode_seconds,
+                });
             }
-            let (gf, gi, rf, ri) = (gather(gf), gather(gi), gather(rf), gather(ri));
-            let reference = EmbeddedSections {
-                findings: SetView::new(&rf, dim),
-                impression: SetView::new(&ri, dim),
-            };
-            let generated = EmbeddedSections {
-                findings: SetView::new(&gf, dim),
-                impression: SetView::new(&gi, dim),
-            };
-            let generated = gens[i].format_valid.then_some(&generated);
-            Ok(reward(config, generated, &reference, i)?)
+            let generated = sections(2 * i + 1);
+            let generated = g.format_valid.then_some(&generated);
+            Ok(reward(config, generated, &sections(2 * i), i)?)
         });
         let out = results
             .into_iter()

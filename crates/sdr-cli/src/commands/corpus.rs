@@ -8,8 +8,8 @@ use std::time::Instant;
 use anyhow::{anyhow, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use sdr_corpus::{
-    build_corpus, merge_files, read_source, shard_source, BuildInfo, Columns, Corpus, CorpusData,
-    ShardSpec, SourceFormat, SourceOptions, Split,
+    build_corpus_with, merge_files, read_source, shard_source, BuildInfo, Columns, Corpus,
+    CorpusData, ShardSpec, SourceFormat, SourceOptions, Split,
 };
 
 use crate::common::EncoderArgs;
@@ -208,16 +208,19 @@ fn build(a: BuildArgs) -> Result<()> {
         a.quiet,
         "embedding {bar:40} {pos}/{len} sentences [{elapsed_precise}<{eta_precise}]",
     )?;
-    let data = build_corpus(
+    let data = build_corpus_with(
         &source,
-        encoder.as_ref(),
+        &encoder,
         &BuildInfo {
             source_format: format.name().to_string(),
             split: split.name().to_string(),
             sample: a.sample,
             seed: a.seed,
         },
-        Some(&pb),
+        Some(&|done, total| {
+            pb.set_length(total as u64);
+            pb.set_position(done as u64);
+        }),
     )?;
     pb.finish_and_clear();
     match &shard_info {
@@ -270,7 +273,13 @@ fn merge(a: MergeArgs) -> Result<()> {
         a.quiet,
         "merging {bar:40} {pos}/{len} shards [{elapsed_precise}]",
     )?;
-    let data = merge_files(&a.parts, Some(&pb))?;
+    let data = merge_files(
+        &a.parts,
+        Some(&|done, total| {
+            pb.set_length(total as u64);
+            pb.set_position(done as u64);
+        }),
+    )?;
     pb.finish_and_clear();
     write_data(&data, &a.out)?;
     log_line(format_args!(

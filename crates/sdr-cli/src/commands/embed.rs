@@ -145,7 +145,7 @@ pub fn run(args: Args) -> Result<()> {
     let cache_file = match &args.cache_dir {
         Some(cd) => {
             let file = crate::common::encoder::cache_file(&encoder, cd)?;
-            crate::common::encoder::load_cache(&encoder, &file, "sdr embed")?.then_some(file)
+            crate::common::encoder::load_cache(encoder.cache(), &file, "sdr embed")?.then_some(file)
         }
         None => None,
     };

@@ -9,14 +9,13 @@
 
 mod page;
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 
 use anyhow::{anyhow, Result};
 use rayon::prelude::*;
 use sdr_core::explain::{explain_texts, ExplainOptions, ReportExplanation};
 use sdr_core::{parse_report, Metric};
-use sdr_corpus::SentenceEncoder;
+use sdr_embed::{EmbedControl, SectionBatch, SectionEmbedder};
 use sdr_reward::{parse_reference, Reference, ReferenceSections};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -117,7 +116,7 @@ pub fn run(args: Args) -> Result<()> {
                 Ok((at, l, reference))
             })
             .collect::<Result<Vec<_>>>()?;
-        let explained = explain_chunk(&parsed, &options, encoder.as_ref())?;
+        let explained = explain_chunk(&parsed, &options, &encoder)?;
         for ((_, line, reference), explanation) in parsed.into_iter().zip(explained) {
             count += 1;
             match &explanation.sections {
@@ -152,7 +151,7 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(path) = &args.html {
         let mut out = Output::create(Some(path.as_path()))?;
         out.writer()
-            .write_all(page::render(&studies, &options, &encoder.name()).as_bytes())?;
+            .write_all(page::render(&studies, &options, &encoder.encoder().name()).as_bytes())?;
         out.finish()?;
     }
     log_line(format_args!(
@@ -179,48 +178,38 @@ struct OutLine<'a> {
     explanation: &'a ReportExplanation,
 }
 
-/// Explain a chunk: its distinct sentences embedded in one encoder call, then
+/// Explain a chunk: its new sentences embedded in one encoder call, then
 /// every study in parallel.
 fn explain_chunk(
     parsed: &[(String, Line, ReferenceSections)],
     options: &ExplainOptions,
-    encoder: &dyn SentenceEncoder,
+    embedder: &SectionEmbedder<'_>,
 ) -> Result<Vec<ReportExplanation>> {
     let candidates: Vec<_> = parsed
         .iter()
         .map(|(_, l, _)| parse_report(&l.candidate))
         .collect();
-    let mut row_of: HashMap<&str, usize> = HashMap::new();
-    let mut texts: Vec<&str> = Vec::new();
+    // Study `k`'s reference is report `2k`, its candidate `2k + 1`.
+    let mut batch = SectionBatch::new();
     for ((_, _, r), c) in parsed.iter().zip(&candidates) {
-        let own: &[&Vec<String>] = if c.format_valid {
-            &[&r.findings, &r.impression, &c.findings, &c.impression]
+        batch.push(&r.findings, &r.impression);
+        if c.format_valid {
+            batch.push(&c.findings, &c.impression);
         } else {
-            &[&r.findings, &r.impression]
-        };
-        for s in own.iter().flat_map(|section| section.iter()) {
-            row_of.entry(s.as_str()).or_insert_with(|| {
-                texts.push(s.as_str());
-                texts.len() - 1
-            });
+            batch.push_empty();
         }
     }
-    let dim = encoder.dim();
-    let vectors = if texts.is_empty() {
-        Vec::new()
-    } else {
-        encoder.embed(&texts).map_err(|e| {
+    let sets = embedder
+        .embed(&batch, &EmbedControl::default())
+        .map_err(|e| {
             anyhow!(
                 "{}..{}: embedding failed: {e}",
                 parsed[0].0,
                 parsed[parsed.len() - 1].0
             )
-        })?
-    };
-    let row = |t: &str| {
-        let r = row_of[t];
-        &vectors[r * dim..(r + 1) * dim]
-    };
+        })?;
+    let dim = sets.dim();
+    let row = |t: &str| sets.vector_of(t).unwrap_or_default();
     parsed
         .par_iter()
         .zip(&candidates)

@@ -9,8 +9,8 @@ use anyhow::{anyhow, Result};
 use sdr_core::report::SEGMENTER_VERSION;
 use sdr_core::Metric;
 use sdr_corpus::{
-    argmin, embed_candidates, Aggregation, Convergence, Corpus, CorpusIndex, CorpusScorer,
-    PartialSections, Policy, ScoreOptions, SentenceEncoder,
+    best_of_k, Aggregation, Convergence, Corpus, CorpusIndex, CorpusScorer, PartialSections,
+    Policy, SectionEmbedder,
 };
 use sdr_gen::replay::{Replay, Stored};
 use sdr_gen::{
@@ -203,12 +203,8 @@ struct ReplayLine {
 }
 
 impl ReplayLine {
-    /// Checks `tokens` (one non-negative integer per candidate) and that
-    /// each candidate has one token end per token. A server stream's pieces
-    /// are chunks, and its last one also carries the tokens that the
-    /// server's usage count has beyond the chunks (sdr-gen's OpenAI
-    /// back-end), so there a candidate may have fewer ends than tokens.
-    /// The offsets themselves are checked by [`Replay::new`].
+    /// Checks `tokens` (one non-negative integer per candidate) and the
+    /// record's framing ([`sdr_gen::replay::check_framing`]).
     fn check_tokens(&self, at: &str) -> Result<()> {
         let k = self.candidates.len();
         let tokens = self
@@ -219,35 +215,13 @@ impl ReplayLine {
         let Some(te) = &self.token_ends else {
             return Ok(());
         };
-        if te.len() != k {
-            return Err(anyhow!(
-                "{at}: {} token_ends lists for {k} candidates",
-                te.len()
-            ));
-        }
-        let Some(tokens) = tokens else {
-            return Ok(());
-        };
         let chunked = self
             .backend
             .as_ref()
             .and_then(|b| b.as_str())
             .is_some_and(|b| b.starts_with("openai:"));
-        for (i, (ends, &n)) in te.iter().zip(&tokens).enumerate() {
-            if ends.len() > n {
-                return Err(anyhow!(
-                    "{at}: candidate {i}: token_ends has {} offsets, more than its {n} tokens (\"tokens\")",
-                    ends.len()
-                ));
-            }
-            if !chunked && ends.len() != n {
-                return Err(anyhow!(
-                    "{at}: candidate {i}: token_ends has {} offsets, but \"tokens\" says {n}",
-                    ends.len()
-                ));
-            }
-        }
-        Ok(())
+        sdr_gen::replay::check_framing(k, te, tokens.as_deref(), chunked)
+            .map_err(|e| anyhow!("{at}: {e}"))
     }
 }
 
@@ -361,7 +335,7 @@ enum Sink {
 struct Run<'a> {
     scorer: CorpusScorer<'a>,
     index: &'a CorpusIndex<'a>,
-    encoder: &'a dyn SentenceEncoder,
+    embedder: &'a SectionEmbedder<'static>,
     config: PruneConfig,
     corpus_sha256: String,
     out: Sink,
@@ -525,7 +499,7 @@ pub fn run(args: Args) -> Result<()> {
     )?;
     let encoder = args.encoder.load()?;
     let corpus = Corpus::open(&args.corpus)?;
-    corpus.check_encoder(encoder.as_ref(), SEGMENTER_VERSION)?;
+    corpus.check_encoder(encoder.encoder(), SEGMENTER_VERSION)?;
     if let Some(line) = crate::common::shard_warning(&args.corpus, &corpus) {
         log_line(line);
     }
@@ -558,9 +532,10 @@ pub fn run(args: Args) -> Result<()> {
         }
     };
     let mut run = Run {
-        scorer: CorpusScorer::new(&index, encoder.as_ref(), policy),
+        // One cache for the live scores and standard best-of-K.
+        scorer: CorpusScorer::with_embedder(&index, (*encoder).clone(), policy),
         index: &index,
-        encoder: encoder.as_ref(),
+        embedder: &encoder,
         config,
         corpus_sha256,
         out,
@@ -763,14 +738,11 @@ fn replay(args: &Args, path: &Path, run: &mut Run<'_>) -> Result<()> {
         let full: usize = (0..k).map(|i| replay.full_tokens(i)).sum();
         // Standard best-of-K on the full candidates, same policy.
         let texts: Vec<&str> = l.candidates.iter().map(String::as_str).collect();
-        let emb = embed_candidates(&texts, run.encoder)?;
         let policy = run.scorer.policy();
-        let s = run
-            .index
-            .score(&emb, std::slice::from_ref(&policy), ScoreOptions::default())?;
-        run.stats.evaluated += s.evaluated;
-        run.stats.convergence += s.convergence;
-        let std_choice = argmin(&s.total[0]).index;
+        let standard = best_of_k(&texts, run.embedder, run.index, &policy)?;
+        run.stats.evaluated += standard.evaluated;
+        run.stats.convergence += standard.convergence;
+        let std_choice = standard.selection.index;
         let outcome = run
             .prune(LockStep::new(Box::new(replay)))
             .map_err(|e| anyhow!("{where_}: {e}"))?;

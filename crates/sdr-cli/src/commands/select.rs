@@ -10,7 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use sdr_core::report::SEGMENTER_VERSION;
 use sdr_core::Metric;
 use sdr_corpus::{
-    all_policies, argmin, consensus_scores, embed_candidates, Aggregation, CandidateEmbedding,
+    all_policies, argmin, consensus_scores, embed_candidate_texts, Aggregation, CandidateEmbedding,
     Convergence, Corpus, CorpusIndex, Policy, ScoreOptions,
 };
 use serde::Deserialize;
@@ -249,7 +249,7 @@ pub fn run(args: Args) -> Result<()> {
     let corpus = match (&args.corpus, uses_corpus(&args)) {
         (Some(p), true) => {
             let c = Corpus::open(p)?;
-            c.check_encoder(encoder.as_ref(), SEGMENTER_VERSION)?;
+            c.check_encoder(encoder.encoder(), SEGMENTER_VERSION)?;
             if let Some(line) = crate::common::shard_warning(p, &c) {
                 log_line(line);
             }
@@ -317,7 +317,7 @@ pub fn run(args: Args) -> Result<()> {
             .iter()
             .flat_map(|(_, l)| l.candidates.iter().map(String::as_str))
             .collect();
-        let mut embedded = embed_candidates(&texts, encoder.as_ref())?.into_iter();
+        let mut embedded = embed_candidate_texts(&texts, &encoder)?.into_iter();
         for (no, l) in &lines {
             let cands: Vec<_> = embedded.by_ref().take(l.candidates.len()).collect();
             let well: Vec<bool> = cands.iter().map(Option::is_some).collect();

@@ -485,15 +485,14 @@ pub fn run(args: Args) -> Result<()> {
             batch_size: args.device.default_batch_size(),
             ..Default::default()
         };
-        let enc = crate::common::encoder::load_model(args.model.as_deref(), opts, "sdr serve")
+        let loaded = crate::common::encoder::open_model(args.model.as_deref(), opts, "sdr serve")
             .context("loading the encoder")?;
-        Some(Arc::new(sdr_corpus::ModelEncoder(enc)))
+        Some(loaded.encoder)
     };
     let cache = match &embedder {
-        Some(e) => Some(Arc::new(SentenceCache::with_mib(
-            e.identity()?,
-            e.dim(),
-            args.cache_mib,
+        Some(e) => Some(Arc::new(SentenceCache::for_encoder(
+            e.as_ref(),
+            Some(args.cache_mib),
         )?)),
         None => None,
     };

@@ -4,9 +4,13 @@
 
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
 use anyhow::{anyhow, Context, Result};
-use sdr_corpus::SentenceEncoder;
-use sdr_embed::{Encoder, EncoderDevice, EncoderOptions, Precision};
+use sdr_corpus::{LoadedEncoder, SentenceEncoder};
+use sdr_embed::{
+    Encoder, EncoderDevice, EncoderOptions, Precision, SectionEmbedder, SentenceCache,
+};
 
 use super::log_line;
 
@@ -81,16 +85,20 @@ pub fn parse_device(s: &str) -> std::result::Result<EncoderDevice, String> {
 }
 
 impl EncoderArgs {
-    pub fn load(&self) -> Result<Box<dyn SentenceEncoder>> {
+    /// The encoder and its sentence cache (filled from `--cache-dir` when given): the
+    /// embedding stage of the command.
+    pub fn load(&self) -> Result<Embedder> {
         let options = EncoderOptions {
             device: self.device,
             precision: self.precision.into(),
             batch_size: self.device.default_batch_size(),
+            // The stage's cache is the one.
+            cache: false,
             ..Default::default()
         };
         if self.encoder != "mpnet" {
-            // The stand-ins keep no cache, but a bad path is refused all the same,
-            // as the help says (and nothing is made for them).
+            // The stand-ins keep no cache file, but a bad path is refused all the
+            // same, as the help says (and nothing is made for them).
             if let Some(dir) = self
                 .cache_dir
                 .as_deref()
@@ -98,34 +106,114 @@ impl EncoderArgs {
             {
                 anyhow::bail!("--cache-dir {}: not a folder", dir.display());
             }
-            return sdr_corpus::load_encoder(&self.encoder, self.model.as_deref(), options)
-                .map_err(|e| anyhow!("{e}"));
+            let loaded = sdr_corpus::open_encoder(&self.encoder, self.model.as_deref(), options)
+                .map_err(|e| anyhow!("{e}"))?;
+            return Embedder::new(loaded.encoder, None);
         }
         if let Some(dir) = &self.cache_dir {
             check_cache_dir(dir)?;
         }
-        // Loaded here rather than by `sdr_corpus::load_encoder` for its notice.
-        let encoder = load_model(self.model.as_deref(), options, "sdr")?;
-        Ok(match &self.cache_dir {
-            Some(dir) => Box::new(CachedEncoder::open(encoder, dir)?),
-            None => Box::new(sdr_corpus::ModelEncoder(encoder)),
-        })
+        let loaded = open_model(self.model.as_deref(), options, "sdr")?;
+        let Some(model) = loaded.model else {
+            anyhow::bail!("the mpnet encoder loaded without its model");
+        };
+        // Keyed as `sdr embed` keys its cache (model name and precision; the file
+        // name carries the weights' hash), so that the commands share one file.
+        let encoder: Arc<dyn SentenceEncoder> = Arc::new(FileKeyed {
+            identity: model.cache_identity(),
+            inner: loaded.encoder,
+        });
+        let file = match &self.cache_dir {
+            Some(dir) => Some(
+                cache_file(&model, dir)
+                    .with_context(|| format!("--cache-dir {}", dir.display()))?,
+            ),
+            None => None,
+        };
+        Embedder::new(encoder, file)
     }
 }
 
-/// Loads the model folder (`model`, else `$SDR_MODEL`, else the default) and prints
-/// the encoder's notice (a precision replaced on this CPU) on stderr, after `who: `.
-pub fn load_model(model: Option<&Path>, options: EncoderOptions, who: &str) -> Result<Encoder> {
+/// The embedding stage of a command: the encoder and its sentence cache, which
+/// is read from a `--cache-dir` file at start and written back (atomically, only
+/// if it changed) when the command ends.
+pub struct Embedder {
+    embedder: SectionEmbedder<'static>,
+    /// Where the cache is saved; `None` without `--cache-dir`, or when the file
+    /// holds another encoder's cache (see [`load_cache`]).
+    file: Option<PathBuf>,
+}
+
+impl Embedder {
+    fn new(encoder: Arc<dyn SentenceEncoder>, file: Option<PathBuf>) -> Result<Self> {
+        let embedder = SectionEmbedder::unbounded(encoder).map_err(|e| anyhow!("{e}"))?;
+        let file = match file {
+            Some(f) => load_cache(Some(embedder.cache()), &f, "sdr")?.then_some(f),
+            None => None,
+        };
+        Ok(Embedder { embedder, file })
+    }
+}
+
+impl std::ops::Deref for Embedder {
+    type Target = SectionEmbedder<'static>;
+    fn deref(&self) -> &Self::Target {
+        &self.embedder
+    }
+}
+
+impl Drop for Embedder {
+    fn drop(&mut self) {
+        let cache = self.embedder.cache();
+        if let (true, Some(file)) = (cache.is_dirty(), &self.file) {
+            if let Err(e) = cache.save(file) {
+                log_line(format_args!("sdr: could not save the sentence cache: {e}"));
+            }
+        }
+    }
+}
+
+/// The model's encoder under the identity of its `--cache-dir` file.
+struct FileKeyed {
+    inner: Arc<dyn SentenceEncoder>,
+    identity: String,
+}
+
+impl SentenceEncoder for FileKeyed {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+    fn weights_sha256(&self) -> sdr_embed::Result<String> {
+        self.inner.weights_sha256()
+    }
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    fn embed(&self, texts: &[&str]) -> sdr_embed::Result<Vec<f32>> {
+        self.inner.embed(texts)
+    }
+    fn identity(&self) -> sdr_embed::Result<String> {
+        Ok(self.identity.clone())
+    }
+}
+
+/// Loads the model folder (`model`, else `$SDR_MODEL`, else the default) through
+/// the one loader ([`sdr_corpus::open_encoder`]) and prints its notice (a precision
+/// replaced on this CPU) on stderr, after `who: `.
+pub fn open_model(
+    model: Option<&Path>,
+    options: EncoderOptions,
+    who: &str,
+) -> Result<LoadedEncoder> {
     check_model_arg(model)?;
     let hint = |e: &dyn std::fmt::Display| {
         anyhow!("{e} (run scripts/fetch-model.sh, or pass --model DIR)")
     };
-    let dir = sdr_embed::resolve_model_dir(model).map_err(|e| hint(&e))?;
-    let encoder = Encoder::load(&dir, options).map_err(|e| hint(&e))?;
-    if let Some(notice) = encoder.notice() {
+    let loaded = sdr_corpus::open_encoder("mpnet", model, options).map_err(|e| hint(&e))?;
+    if let Some(notice) = &loaded.notice {
         log_line(format_args!("{who}: {notice}"));
     }
-    Ok(encoder)
+    Ok(loaded)
 }
 
 /// Refuses a `--model` that is a file, which the model lookup would report as a
@@ -174,9 +262,9 @@ pub fn check_cache_dir(dir: &Path) -> Result<()> {
 /// Returns whether the cache may be saved to `file` at the end: not when the file
 /// holds another encoder's cache, which is ignored and left as it is (a damaged
 /// file holds nothing to keep, and is replaced).
-pub fn load_cache(encoder: &Encoder, file: &Path, who: &str) -> Result<bool> {
+pub fn load_cache(cache: Option<&SentenceCache>, file: &Path, who: &str) -> Result<bool> {
     sdr_embed::SentenceCache::check_path(file).map_err(|e| anyhow!("--cache-dir: {e}"))?;
-    if let (true, Some(cache)) = (file.is_file(), encoder.cache()) {
+    if let (true, Some(cache)) = (file.is_file(), cache) {
         match cache.load(file) {
             Ok(_) => {}
             Err(e @ sdr_embed::EmbedError::CacheEncoder { .. }) => {
@@ -192,54 +280,4 @@ pub fn load_cache(encoder: &Encoder, file: &Path, who: &str) -> Result<bool> {
         }
     }
     Ok(true)
-}
-
-/// An encoder whose sentence cache is read from a file at start and written back
-/// (atomically, only if it changed) when it is dropped, at the end of the command.
-struct CachedEncoder {
-    encoder: Encoder,
-    /// `None` when the file holds another encoder's cache (see [`load_cache`]).
-    file: Option<PathBuf>,
-}
-
-impl CachedEncoder {
-    fn open(encoder: Encoder, dir: &Path) -> Result<Self> {
-        check_cache_dir(dir)?;
-        let file =
-            cache_file(&encoder, dir).with_context(|| format!("--cache-dir {}", dir.display()))?;
-        let save = load_cache(&encoder, &file, "sdr")?;
-        Ok(Self {
-            encoder,
-            file: save.then_some(file),
-        })
-    }
-}
-
-impl Drop for CachedEncoder {
-    fn drop(&mut self) {
-        let dirty = self.encoder.cache().filter(|c| c.is_dirty());
-        if let (Some(cache), Some(file)) = (dirty, &self.file) {
-            if let Err(e) = cache.save(file) {
-                log_line(format_args!("sdr: could not save the sentence cache: {e}"));
-            }
-        }
-    }
-}
-
-impl SentenceEncoder for CachedEncoder {
-    fn name(&self) -> String {
-        sdr_corpus::recorded_name(&self.encoder)
-    }
-    fn weights_sha256(&self) -> sdr_embed::Result<String> {
-        SentenceEncoder::weights_sha256(&self.encoder)
-    }
-    fn dim(&self) -> usize {
-        SentenceEncoder::dim(&self.encoder)
-    }
-    fn embed(&self, texts: &[&str]) -> sdr_embed::Result<Vec<f32>> {
-        SentenceEncoder::embed(&self.encoder, texts)
-    }
-    fn identity(&self) -> sdr_embed::Result<String> {
-        SentenceEncoder::identity(&self.encoder)
-    }
 }

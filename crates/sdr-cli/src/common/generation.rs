@@ -364,8 +364,7 @@ impl BackendArgs {
                         path.display()
                     ));
                 }
-                let b = sdr_gen::local::LocalBackend::load(&path)?;
-                Ok(Box::new(b))
+                local_backend(&path)
             }
             "openai" => {
                 if !(self.timeout.is_finite() && self.timeout > 0.0) {
@@ -376,14 +375,27 @@ impl BackendArgs {
                     .clone()
                     .or_else(|| std::env::var("OPENAI_BASE_URL").ok())
                     .unwrap_or_else(|| "http://127.0.0.1:8080/v1".into());
-                let mut cfg = sdr_gen::openai::OpenAiConfig::new(&base_url, &self.api_model);
-                cfg.api_key_env = self.api_key_env.clone();
-                cfg.idle_timeout = std::time::Duration::from_secs_f64(self.timeout);
-                cfg.max_retries = self.retries;
-                Ok(Box::new(sdr_gen::openai::OpenAiBackend::new(cfg)?))
+                self.openai_backend(&base_url)
             }
             other => Err(anyhow!("--backend {other}: expected local or openai")),
         }
+    }
+
+    #[cfg(feature = "openai")]
+    fn openai_backend(&self, base_url: &str) -> Result<Box<dyn Backend>> {
+        let mut cfg = sdr_gen::openai::OpenAiConfig::new(base_url, &self.api_model);
+        cfg.api_key_env = self.api_key_env.clone();
+        cfg.idle_timeout = std::time::Duration::from_secs_f64(self.timeout);
+        cfg.max_retries = self.retries;
+        Ok(Box::new(sdr_gen::openai::OpenAiBackend::new(cfg)?))
+    }
+
+    #[cfg(not(feature = "openai"))]
+    fn openai_backend(&self, _base_url: &str) -> Result<Box<dyn Backend>> {
+        Err(anyhow!(
+            "--backend openai: this sdr was built without the `openai` feature \
+             (cargo build -p sdr-cli --features openai)"
+        ))
     }
 
     /// The request for study number `index`.
@@ -453,4 +465,18 @@ impl GenRecord {
             seconds,
         }
     }
+}
+
+/// The in-process GGUF back-end (feature `local`).
+#[cfg(feature = "local")]
+fn local_backend(path: &std::path::Path) -> Result<Box<dyn Backend>> {
+    Ok(Box::new(sdr_gen::local::LocalBackend::load(path)?))
+}
+
+#[cfg(not(feature = "local"))]
+fn local_backend(_path: &std::path::Path) -> Result<Box<dyn Backend>> {
+    Err(anyhow!(
+        "--backend local: this sdr was built without the `local` feature \
+         (cargo build -p sdr-cli --features local)"
+    ))
 }

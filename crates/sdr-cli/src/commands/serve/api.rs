@@ -81,10 +81,9 @@ impl AppState {
         limits: Limits,
     ) -> anyhow::Result<AppState> {
         let cache = match &embedder {
-            Some(e) => Some(Arc::new(SentenceCache::with_mib(
-                e.identity()?,
-                e.dim(),
-                sdr_reward::DEFAULT_CACHE_MIB,
+            Some(e) => Some(Arc::new(SentenceCache::for_encoder(
+                e.as_ref(),
+                Some(sdr_reward::DEFAULT_CACHE_MIB),
             )?)),
             None => None,
         };

@@ -62,29 +62,7 @@ impl Default for Limits {
 }
 
 /// A reference owned by a queued request.
-#[derive(Debug, Clone, PartialEq)]
-pub enum OwnedReference {
-    Report(String),
-    Sections {
-        findings: String,
-        impression: String,
-    },
-}
-
-impl OwnedReference {
-    pub fn as_reference(&self) -> Reference<'_> {
-        match self {
-            OwnedReference::Report(t) => Reference::Report(t),
-            OwnedReference::Sections {
-                findings,
-                impression,
-            } => Reference::Sections {
-                findings,
-                impression,
-            },
-        }
-    }
-}
+pub use sdr_reward::OwnedReference;
 
 /// Why a queued request failed: its own input (4xx) or the server (5xx).
 #[derive(Debug, Clone)]
