@@ -43,6 +43,7 @@ use sdr_core::report::parse_report;
 use sdr_core::reward::section_term;
 use sdr_core::{Metric, SetView};
 use sdr_embed::SentenceEncoder;
+use sdr_eval::bertscore::BertScorer;
 use sdr_eval::report::{score_pairs, Scope};
 use sdr_eval::scores::TextScorer;
 use serde_json::{json, Map, Value};
@@ -373,7 +374,7 @@ fn main() -> Result<()> {
         &pairs,
         Scope::Sections,
         &scorer,
-        Some(&enc),
+        Some(&BertScorer::new(&enc)),
         UncertainPolicy::Positive,
     )?;
     let col = |name: &str| {
