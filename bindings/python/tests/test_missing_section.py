@@ -57,15 +57,16 @@ def test_score_policy_with_section_columns_and_logs():
 
 
 def test_rejoined_sections_split_back_into_the_same_sentences():
-    # The policy fills a missing section with the other one's sentences joined by
-    # newlines; for every IU X-ray report they split back unchanged.
+    # The policy fills a missing section with the other one's sentences joined as
+    # paragraphs; for every IU X-ray report they split back unchanged (joined by one
+    # newline, a numbered impression without full stops merges into one sentence).
     path = Path(__file__).resolve().parents[3] / "data" / "iu-xray" / "indiana_reports.csv"
     n = 0
     with open(path, newline="", encoding="utf-8") as f:
         for row in csv.DictReader(f):
             for text in (row["findings"], row["impression"]):
                 sentences = sdr.split_sentences(text)
-                assert sdr.split_sentences("\n".join(sentences)) == sentences, text
+                assert sdr.split_sentences("\n\n".join(sentences)) == sentences, text
                 n += 1
     assert n > 7000
 

@@ -28,7 +28,8 @@ def test_reward_func_strips_prompts(reward):
     assert rewards[0] == pytest.approx(expected, abs=1e-5)
     assert rewards[1] == 0.0
     assert rewards[2] == pytest.approx(expected, abs=1e-5)  # no prefix: the whole query is parsed
-    assert set(out["extra_logs"]) == {"format", "findings", "impression"}
+    # missing_sections: the file's default policy, SDR_MISSING_SECTION=score, counts them.
+    assert set(out["extra_logs"]) == {"format", "findings", "impression", "missing_sections"}
     assert [float(x) for x in out["scores"]] == rewards
     with pytest.raises(ValueError, match="2 queries but 1 prompts"):
         mod.reward_func([GOOD, GOOD], [""], [REF, REF])

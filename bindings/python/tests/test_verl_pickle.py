@@ -20,12 +20,12 @@ cloudpickle = pytest.importorskip("cloudpickle")
 
 def load_as_verl_does():
     # verl.utils.import_utils.load_extern_object: spec_from_file_location under
-    # a module name of its own, registered nowhere another process can find.
+    # a module name of its own, not in sys.modules: cloudpickle then sends the
+    # functions by value, with the globals they read.
     path = Path(sdr.__file__).with_name("verl.py")
     name = f"custom_module_{uuid.uuid4().hex}"
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
     spec.loader.exec_module(mod)
     return mod, name
 

@@ -56,9 +56,9 @@ def _sections_of(reference: Any) -> Optional[Tuple[str, str, List[str], List[str
     if isinstance(reference, str):
         parsed = _sdr.parse_report(reference)
         f, i = parsed["findings"], parsed["impression"]
-        # The sentences rejoined: split again they give the same sentences
-        # (the splitter ends a sentence at its terminal punctuation or line end).
-        return "\n".join(f), "\n".join(i), f, i
+        # The sentences rejoined as paragraphs: split again they give the same
+        # sentences (a line break alone does not end a numbered item without a full stop).
+        return "\n\n".join(f), "\n\n".join(i), f, i
     if isinstance(reference, dict):
         f_text, i_text = reference.get("findings"), reference.get("impression")
         if not isinstance(f_text, str) or not isinstance(i_text, str):
