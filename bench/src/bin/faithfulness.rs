@@ -4,7 +4,7 @@
 //! `bench/faithfulness/make_cases.py`).
 //!
 //! ```text
-//! faithfulness CASES.jsonl OUT.jsonl [--model DIR] [--lambda L] [--limit N]
+//! faithfulness CASES.jsonl OUT.jsonl [--model DIR] [--lambda L] [--limit N] [--no-bertscore]
 //! faithfulness lambda REPORTS.csv [--model DIR] [--limit N]
 //! ```
 //!
@@ -62,13 +62,16 @@ struct Args {
     model: Option<PathBuf>,
     lambda: Option<f64>,
     limit: Option<usize>,
+    /// Skip BERTScore (token embeddings of every section text: the slow part).
+    no_bertscore: bool,
 }
 
 fn args() -> Result<Args> {
     let a: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "faithfulness CASES.jsonl OUT.jsonl [--model DIR] [--lambda L] [--limit N]";
+    let usage =
+        "faithfulness CASES.jsonl OUT.jsonl [--model DIR] [--lambda L] [--limit N] [--no-bertscore]";
     let mut pos = Vec::new();
-    let (mut model, mut lambda, mut limit) = (None, None, None);
+    let (mut model, mut lambda, mut limit, mut no_bertscore) = (None, None, None, false);
     let mut it = a.into_iter();
     while let Some(x) = it.next() {
         let mut val = |name: &str| {
@@ -91,6 +94,7 @@ fn args() -> Result<Args> {
                         .map_err(|_| anyhow!("--limit: `{v}` is not a count"))?,
                 )
             }
+            "--no-bertscore" => no_bertscore = true,
             "-h" | "--help" => {
                 println!("{usage}\n(see the doc comment of bench/src/bin/faithfulness.rs)");
                 std::process::exit(0);
@@ -108,6 +112,7 @@ fn args() -> Result<Args> {
         model,
         lambda,
         limit,
+        no_bertscore,
     })
 }
 
@@ -370,22 +375,29 @@ fn main() -> Result<()> {
         pairs.push((c.reference.as_str(), c.reference.as_str()));
     }
     let scorer = TextScorer::new(Default::default(), None);
+    let judge = BertScorer::new(&enc);
+    let bert = if a.no_bertscore { None } else { Some(&judge) };
     let scores = score_pairs(
         &pairs,
         Scope::Sections,
         &scorer,
-        Some(&BertScorer::new(&enc)),
+        bert,
         UncertainPolicy::Positive,
     )?;
-    let col = |name: &str| {
-        scores
-            .metrics
-            .iter()
-            .position(|m| *m == name)
-            .expect("metric column")
-    };
-    let wanted = ["BLEU-4", "ROUGE-L", "METEOR", "BERTScore-F1"];
-    let cols: Vec<usize> = wanted.iter().map(|n| col(n)).collect();
+    let wanted: Vec<&str> = ["BLEU-4", "ROUGE-L", "METEOR", "BERTScore-F1"]
+        .into_iter()
+        .filter(|m| scores.metrics.contains(m))
+        .collect();
+    let cols: Vec<usize> = wanted
+        .iter()
+        .map(|n| {
+            scores
+                .metrics
+                .iter()
+                .position(|m| m == n)
+                .expect("metric column")
+        })
+        .collect();
 
     let lines: Vec<String> = cases
         .par_iter()

@@ -120,6 +120,9 @@ pub struct Conflict {
     pub other: Option<(usize, usize)>,
 }
 
+/// A fact's conflict weight, kind, and the other set's (sentence, fact).
+type FactConflict = (f64, ConflictKind, Option<(usize, usize)>);
+
 /// The strength `λ` and the pair conflicts `c(f, g)` of the clinical cost.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ClinicalWeights {
@@ -238,12 +241,8 @@ impl ClinicalWeights {
     }
 
     /// `κ(f, B)` with what caused it.
-    fn fact_conflict(
-        &self,
-        f: &Fact,
-        other: &[Vec<Fact>],
-    ) -> Option<(f64, ConflictKind, Option<(usize, usize)>)> {
-        let mut best: Option<(f64, ConflictKind, Option<(usize, usize)>)> = None;
+    fn fact_conflict(&self, f: &Fact, other: &[Vec<Fact>]) -> Option<FactConflict> {
+        let mut best: Option<FactConflict> = None;
         let mut named = false;
         for (j, facts) in other.iter().enumerate() {
             for (k, g) in facts.iter().enumerate() {
@@ -251,10 +250,8 @@ impl ClinicalWeights {
                     continue;
                 }
                 named = true;
-                let (w, kind) = match self.pair(f, g) {
-                    None => return None,
-                    Some(c) => c,
-                };
+                // One agreeing statement supports the fact.
+                let (w, kind) = self.pair(f, g)?;
                 if best.is_none_or(|(b, _, _)| w < b) {
                     best = Some((w, kind, Some((j, k))));
                 }
