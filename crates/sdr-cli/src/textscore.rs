@@ -55,9 +55,9 @@ pub struct BertScoreArgs {
 /// The encoder behind a [`Judge`].
 enum JudgeEncoder {
     /// The reward's sentence encoder (all-mpnet-base-v2), last layer.
-    Reward(sdr_embed::Encoder),
+    Reward(Box<sdr_embed::Encoder>),
     /// A RoBERTa / BERT folder cut at a layer.
-    Layer(sdr_embed::RobertaEncoder),
+    Layer(Box<sdr_embed::RobertaEncoder>),
 }
 
 /// A loaded BERTScore judge: encoder, idf and baseline.
@@ -71,8 +71,8 @@ impl Judge {
     /// The scorer borrowing this judge.
     pub fn scorer(&self) -> BertScorer<'_> {
         let encoder: &dyn TokenEncoder = match &self.encoder {
-            JudgeEncoder::Reward(e) => e,
-            JudgeEncoder::Layer(e) => e,
+            JudgeEncoder::Reward(e) => &**e,
+            JudgeEncoder::Layer(e) => &**e,
         };
         BertScorer {
             encoder,
@@ -102,19 +102,19 @@ pub fn load_judge(args: &BertScoreArgs) -> Result<Option<Judge>> {
         return Ok(None);
     }
     let encoder = match &args.bertscore_model {
-        Some(dir) => JudgeEncoder::Layer(
+        Some(dir) => JudgeEncoder::Layer(Box::new(
             sdr_embed::RobertaEncoder::load(dir, args.bertscore_layer)
                 .map_err(|e| anyhow!("--bertscore-model {}: {e}", dir.display()))?,
-        ),
+        )),
         None => {
             crate::common::encoder::check_model_arg(args.model.as_deref())?;
             let dir = sdr_embed::resolve_model_dir(args.model.as_deref()).map_err(|e| {
                 anyhow!("{e} (run scripts/fetch-model.sh, pass --model DIR, or --no-bertscore)")
             })?;
-            JudgeEncoder::Reward(sdr_embed::Encoder::load(
+            JudgeEncoder::Reward(Box::new(sdr_embed::Encoder::load(
                 &dir,
                 sdr_embed::EncoderOptions::default(),
-            )?)
+            )?))
         }
     };
     let baseline = match (&args.rescale_baseline, &encoder) {

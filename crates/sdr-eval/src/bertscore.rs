@@ -599,7 +599,7 @@ impl BertScorer<'_> {
     /// As [`BertScorer::score_pairs`]; `units` of 0 or not dividing the
     /// number of pairs is [`EvalError::LengthMismatch`].
     pub fn score_units(&self, pairs: &[(&str, &str)], units: usize) -> Result<Vec<BertScore>> {
-        if units == 0 || pairs.len() % units != 0 {
+        if units == 0 || !pairs.len().is_multiple_of(units) {
             return Err(EvalError::LengthMismatch {
                 what: "pairs (a multiple of the units per report)",
                 expected: units.max(1) * pairs.len().div_ceil(units.max(1)),

@@ -194,6 +194,9 @@ fn score_all(
     Ok(out)
 }
 
+/// A comparison's changes in % and their intervals, per column.
+type ChangeRow = (Vec<Option<f64>>, Vec<Option<Interval>>);
+
 /// One study of --candidates: its id, candidates, and their summed tokens when given.
 struct Study {
     id: String,
@@ -640,11 +643,7 @@ impl Scored<'_> {
     /// Run `a`'s change against run `b` in % over the table's metric columns
     /// (well-formed %, the six metrics, CheXpert-rule F1), and the paired
     /// bootstrap interval of each; `None` where `b` is 0 or not computed.
-    fn change_row(
-        &self,
-        a: &RunPicks,
-        b: &RunPicks,
-    ) -> Result<(Vec<Option<f64>>, Vec<Option<Interval>>)> {
+    fn change_row(&self, a: &RunPicks, b: &RunPicks) -> Result<ChangeRow> {
         let ((va, la), (vb, lb)) = (self.per_study(a), self.per_study(b));
         let n = self.studies.len();
         let all: Vec<usize> = (0..n).collect();
