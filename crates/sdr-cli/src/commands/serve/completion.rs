@@ -117,7 +117,7 @@ fn message_text(m: &Map<String, Value>) -> Result<String, String> {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Array(a)) => {
             let (r, t) = parts(a)?;
-            if !r.is_empty() || a.iter().any(|p| is_reasoning_part(p)) {
+            if !r.is_empty() || a.iter().any(is_reasoning_part) {
                 if reasoning.is_some() {
                     return Err(
                         "a chat message has reasoning both in a field and in its content parts"
