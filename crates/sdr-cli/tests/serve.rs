@@ -1128,7 +1128,8 @@ fn help_documents_the_formats_and_the_errors() {
     let long = help("--help");
     for needle in [
         r#"{"query": [string], "prompts": [string], "labels": [string]}"#,
-        r#"{"completions": [string], "references": [reference], "metric": "ot"}"#,
+        r#"{"completions": [completion], "references": [reference], "metric": "ot"}"#,
+        "<think>reasoning</think>content",
         r#"{"findings": string, "impression":"#,
         r#"{"rewards": [R], "scores": [R], "extra_logs": {"format": [R_fmt]"#,
         r#"Errors are {"error": "message"}"#,
