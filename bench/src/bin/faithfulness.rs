@@ -4,7 +4,7 @@
 //! `bench/faithfulness/make_cases.py`).
 //!
 //! ```text
-//! faithfulness CASES.jsonl OUT.jsonl [--model DIR] [--lambda L] [--limit N] [--no-bertscore]
+//! faithfulness CASES.jsonl OUT.jsonl [--model DIR] [--lambda L[,L2,...]] [--bertscore-model DIR] [--limit N] [--no-bertscore]
 //! faithfulness lambda REPORTS.csv [--model DIR] [--limit N]
 //! ```
 //!
@@ -60,7 +60,12 @@ struct Args {
     cases: PathBuf,
     out: PathBuf,
     model: Option<PathBuf>,
-    lambda: Option<f64>,
+    /// λ values: the first writes `clinical/<metric>`, every other one
+    /// `clinical@λ/<metric>` (a sweep in one pass over the embeddings).
+    lambdas: Vec<f64>,
+    /// BERTScore judge (a RoBERTa/BERT folder: all-MiniLM-L6-v2 for a judge
+    /// independent of the reward); the reward's own encoder without it.
+    bertscore_model: Option<PathBuf>,
     limit: Option<usize>,
     /// Skip BERTScore (token embeddings of every section text: the slow part).
     no_bertscore: bool,
@@ -69,9 +74,10 @@ struct Args {
 fn args() -> Result<Args> {
     let a: Vec<String> = std::env::args().skip(1).collect();
     let usage =
-        "faithfulness CASES.jsonl OUT.jsonl [--model DIR] [--lambda L] [--limit N] [--no-bertscore]";
+        "faithfulness CASES.jsonl OUT.jsonl [--model DIR] [--lambda L[,L2,...]] [--bertscore-model DIR] [--limit N] [--no-bertscore]";
     let mut pos = Vec::new();
-    let (mut model, mut lambda, mut limit, mut no_bertscore) = (None, None, None, false);
+    let (mut model, mut lambdas, mut limit, mut no_bertscore) = (None, Vec::new(), None, false);
+    let mut bertscore_model = None;
     let mut it = a.into_iter();
     while let Some(x) = it.next() {
         let mut val = |name: &str| {
@@ -82,11 +88,15 @@ fn args() -> Result<Args> {
             "--model" => model = Some(PathBuf::from(val("--model")?)),
             "--lambda" => {
                 let v = val("--lambda")?;
-                lambda = Some(
-                    v.parse()
-                        .map_err(|_| anyhow!("--lambda: `{v}` is not a number"))?,
-                )
+                for x in v.split(',') {
+                    lambdas.push(
+                        x.trim()
+                            .parse()
+                            .map_err(|_| anyhow!("--lambda: `{x}` is not a number"))?,
+                    );
+                }
             }
+            "--bertscore-model" => bertscore_model = Some(PathBuf::from(val("--bertscore-model")?)),
             "--limit" => {
                 let v = val("--limit")?;
                 limit = Some(
@@ -110,7 +120,8 @@ fn args() -> Result<Args> {
         cases,
         out,
         model,
-        lambda,
+        lambdas,
+        bertscore_model,
         limit,
         no_bertscore,
     })
@@ -170,7 +181,7 @@ impl Table {
 /// The three reward families of one (candidate, reference) pair, per metric.
 fn rewards(
     table: &Table,
-    weights: &ClinicalWeights,
+    weights: &[ClinicalWeights],
     cand: &str,
     reference: &str,
     f1: f64,
@@ -180,26 +191,37 @@ fn rewards(
     if !c.format_valid || !r.format_valid {
         bail!("a case without both sections");
     }
-    let mut per_section: Vec<(Vec<f64>, Vec<f64>)> = Vec::new();
+    // Per section: the cosine terms, then one list per λ.
+    let mut per_section: Vec<(Vec<f64>, Vec<Vec<f64>>)> = Vec::new();
     for (cs, rs) in [(&c.findings, &r.findings), (&c.impression, &r.impression)] {
         let (ca, fa) = table.set(cs);
         let (ra, fb) = table.set(rs);
         let (va, vb) = (SetView::new(&ca, table.dim), SetView::new(&ra, table.dim));
         let cos = PairCost::between(&va, &vb, true)?;
-        let (clin, _) = cos.clone().clinical(&fa, &fb, weights)?;
         let eval = |pc: &PairCost<'_>| -> Result<Vec<f64>> {
             Metric::all()
                 .iter()
                 .map(|m| Ok(section_term(&m.evaluate(pc)?)))
                 .collect()
         };
-        per_section.push((eval(&cos)?, eval(&clin)?));
+        let clin = weights
+            .iter()
+            .map(|w| eval(&cos.clone().clinical(&fa, &fb, w)?.0))
+            .collect::<Result<Vec<_>>>()?;
+        per_section.push((eval(&cos)?, clin));
     }
     for (k, m) in Metric::all().iter().enumerate() {
         let cosine = 1.0 + per_section[0].0[k] + per_section[1].0[k];
-        let clinical = 1.0 + per_section[0].1[k] + per_section[1].1[k];
         out.insert(format!("cosine/{m}"), json!(cosine));
-        out.insert(format!("clinical/{m}"), json!(clinical));
+        for (l, w) in weights.iter().enumerate() {
+            let clinical = 1.0 + per_section[0].1[l][k] + per_section[1].1[l][k];
+            let key = if l == 0 {
+                format!("clinical/{m}")
+            } else {
+                format!("clinical@{}/{m}", w.lambda)
+            };
+            out.insert(key, json!(clinical));
+        }
         out.insert(format!("cosine+term/{m}"), json!(cosine + f1));
     }
     Ok(())
@@ -334,11 +356,21 @@ fn main() -> Result<()> {
     let dir = sdr_embed::resolve_model_dir(a.model.as_deref()).map_err(|e| anyhow!("{e}"))?;
     let enc = sdr_embed::Encoder::load(&dir, Default::default()).map_err(|e| anyhow!("{e}"))?;
     let labeler = Labeler::default();
-    let weights = ClinicalWeights {
-        lambda: a.lambda.unwrap_or(ClinicalWeights::default().lambda),
-        ..Default::default()
+    let lambdas = if a.lambdas.is_empty() {
+        vec![ClinicalWeights::default().lambda]
+    } else {
+        a.lambdas.clone()
     };
-    weights.check().map_err(|e| anyhow!("--lambda: {e}"))?;
+    let weights: Vec<ClinicalWeights> = lambdas
+        .iter()
+        .map(|&lambda| {
+            let w = ClinicalWeights {
+                lambda,
+                ..Default::default()
+            };
+            w.check().map(|_| w).map_err(|e| anyhow!("--lambda: {e}"))
+        })
+        .collect::<Result<_>>()?;
 
     // Every distinct sentence, embedded and annotated once.
     let mut index: HashMap<String, usize> = HashMap::new();
@@ -375,7 +407,17 @@ fn main() -> Result<()> {
         pairs.push((c.reference.as_str(), c.reference.as_str()));
     }
     let scorer = TextScorer::new(Default::default(), None);
-    let judge = BertScorer::new(&enc);
+    let minilm = match &a.bertscore_model {
+        Some(dir) => Some(
+            sdr_embed::RobertaEncoder::load(dir, None)
+                .map_err(|e| anyhow!("--bertscore-model {}: {e}", dir.display()))?,
+        ),
+        None => None,
+    };
+    let judge = match &minilm {
+        Some(m) => BertScorer::new(m),
+        None => BertScorer::new(&enc),
+    };
     let bert = if a.no_bertscore { None } else { Some(&judge) };
     let scores = score_pairs(
         &pairs,
@@ -437,11 +479,16 @@ fn main() -> Result<()> {
     })
     .with_context(|| format!("writing {}", a.out.display()))?;
     eprintln!(
-        "wrote {} ({} cases; encoder {}, lambda {})",
+        "wrote {} ({} cases; encoder {}, lambda {:?}, BERTScore judge {})",
         a.out.display(),
         lines.len(),
         SentenceEncoder::name(&enc),
-        weights.lambda
+        lambdas,
+        if a.no_bertscore {
+            "none".to_string()
+        } else {
+            judge.label()
+        }
     );
     Ok(())
 }

@@ -86,3 +86,73 @@ pub fn chexpert_f1<'py>(
     out.set_item("n", report.n)?;
     Ok(out)
 }
+
+/// The clinical cost at its default strength, built once per process (its
+/// fact cache is shared by every call).
+fn clinical_cost() -> &'static sdr_clinical::ClinicalCost {
+    static C: OnceLock<sdr_clinical::ClinicalCost> = OnceLock::new();
+    C.get_or_init(sdr_clinical::ClinicalCost::default)
+}
+
+/// The clinical cost's conflicts between two lists of sentences (SPEC §10):
+/// for each sentence of ``a`` (and of ``b``), ``None`` or its worst conflict
+/// with the other list, ``{"kind", "weight", "other", "text"}``: ``kind`` is
+/// ``polarity`` (present against absent), ``hedge``, ``side``, ``bilateral``,
+/// ``grade`` or ``unmatched`` (a present finding the other list never names),
+/// ``other`` the index of the other list's sentence (``None`` for
+/// ``unmatched``), ``text`` the conflict in words. Returns ``{"a": [...],
+/// "b": [...]}``. Sentences are as the reward splits them (``sdr.parse_report``).
+#[pyfunction]
+pub fn clinical_conflicts<'py>(
+    py: Python<'py>,
+    a: Vec<String>,
+    b: Vec<String>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let c = clinical_cost();
+    type Row = Option<(&'static str, f64, Option<usize>, String)>;
+    let (ra, rb): (Vec<Row>, Vec<Row>) = py.detach(|| {
+        let owned = |s: &[String]| -> Vec<Vec<sdr_core::cost::clinical::Fact>> {
+            let t: Vec<&str> = s.iter().map(String::as_str).collect();
+            c.facts(&t).iter().map(|f| f.to_vec()).collect()
+        };
+        let (fa, fb) = (owned(&a), owned(&b));
+        let pc = sdr_core::cost::clinical::PairConflicts::of(&fa, &fb, c.weights());
+        let rows = |own: &[Option<sdr_core::cost::clinical::Conflict>],
+                    facts: &[Vec<sdr_core::cost::clinical::Fact>],
+                    other: &[Vec<sdr_core::cost::clinical::Fact>]| {
+            own.iter()
+                .zip(facts)
+                .map(|(k, f)| {
+                    k.as_ref().map(|k| {
+                        (
+                            k.kind.name(),
+                            k.weight,
+                            k.other.map(|(j, _)| j),
+                            c.describe(k, f, other),
+                        )
+                    })
+                })
+                .collect::<Vec<_>>()
+        };
+        (rows(&pc.a, &fa, &fb), rows(&pc.b, &fb, &fa))
+    });
+    let out = PyDict::new(py);
+    for (key, rows) in [("a", ra), ("b", rb)] {
+        let list = pyo3::types::PyList::empty(py);
+        for r in rows {
+            match r {
+                None => list.append(py.None())?,
+                Some((kind, weight, other, text)) => {
+                    let d = PyDict::new(py);
+                    d.set_item("kind", kind)?;
+                    d.set_item("weight", weight)?;
+                    d.set_item("other", other)?;
+                    d.set_item("text", text)?;
+                    list.append(d)?;
+                }
+            }
+        }
+        out.set_item(key, list)?;
+    }
+    Ok(out)
+}

@@ -5,7 +5,8 @@
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use sdr_core::explain::{explain_texts, ExplainOptions};
+use sdr_core::cost::CostKind;
+use sdr_core::explain::{explain_texts, explain_texts_with, ExplainOptions};
 use sdr_core::{parse_report, Metric, SdrError};
 use sdr_reward::{parse_reference, Reference, RewardError};
 
@@ -18,7 +19,7 @@ use crate::reward::CallableEmbedder;
 /// explanation as JSON. ``embed(texts: list[str])`` must return an array
 /// (numpy, torch, or anything ``numpy.asarray`` takes) of shape ``(len(texts), d)``.
 #[pyfunction]
-#[pyo3(name = "_explain_json", signature = (candidate, reference, embed, metric = "chamfer", threshold = None))]
+#[pyo3(name = "_explain_json", signature = (candidate, reference, embed, metric = "chamfer", threshold = None, cost = "cosine"))]
 pub fn explain_json(
     py: Python<'_>,
     candidate: String,
@@ -26,9 +27,18 @@ pub fn explain_json(
     embed: Bound<'_, PyAny>,
     metric: &str,
     threshold: Option<f64>,
+    cost: &str,
 ) -> PyResult<String> {
     let metric: Metric = metric.parse::<Metric>().py()?;
     let options = ExplainOptions::new(metric, threshold).py()?;
+    let cost: CostKind = cost.parse::<CostKind>().py()?;
+    let clinical = match cost.weights() {
+        None => None,
+        Some(w) => Some(
+            sdr_clinical::ClinicalCost::new(sdr_clinical::Labeler::default(), w)
+                .map_err(PyValueError::new_err)?,
+        ),
+    };
     // One reference: its errors name no index (parse_reference's say "reference N: ").
     let reference = match parse_reference(&Reference::Report(&reference), 0) {
         Ok(r) => r,
@@ -68,14 +78,18 @@ pub fn explain_json(
         let cand = candidate
             .format_valid
             .then_some((&candidate.findings[..], &candidate.impression[..]));
-        let explanation = explain_texts(
-            &options,
-            cand,
-            (&reference.findings, &reference.impression),
-            sets.dim(),
-            row,
-            0,
-        )?;
+        let refs = (&reference.findings[..], &reference.impression[..]);
+        let explanation = match &clinical {
+            None => explain_texts(&options, cand, refs, sets.dim(), row, 0)?,
+            Some(clin) => {
+                let mut e =
+                    explain_texts_with(&options, cand, refs, sets.dim(), row, 0, |_, c, r| {
+                        clin.section_cost(c, r, metric.needs_intra())
+                    })?;
+                e.cost = Some(cost.to_string());
+                e
+            }
+        };
         Ok::<_, sdr_core::SdrError>(
             serde_json::to_string(&explanation).expect("an explanation serialises"),
         )

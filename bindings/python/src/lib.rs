@@ -51,6 +51,7 @@ fn _sdr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(report::split_sentences, m)?)?;
     m.add_function(wrap_pyfunction!(clinical::label, m)?)?;
     m.add_function(wrap_pyfunction!(clinical::chexpert_f1, m)?)?;
+    m.add_function(wrap_pyfunction!(clinical::clinical_conflicts, m)?)?;
     m.add_function(wrap_pyfunction!(corpus::build_corpus, m)?)?;
     m.add_function(wrap_pyfunction!(corpus::merge_corpus, m)?)?;
     m.add_function(wrap_pyfunction!(metrics::score_reports, m)?)?;
@@ -62,6 +63,7 @@ fn _sdr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<prune::PyPruneScorer>()?;
     m.add_class::<reward::PyRewardScorer>()?;
     m.add_function(wrap_pyfunction!(reward::check_reward_options, m)?)?;
+    m.add_function(wrap_pyfunction!(reward::check_cost, m)?)?;
     m.add_function(wrap_pyfunction!(reward::openrlhf_completion, m)?)?;
     m.add_function(wrap_pyfunction!(_after_fork_child, m)?)?;
     m.add_function(wrap_pyfunction!(set_parallelism, m)?)?;

@@ -38,6 +38,17 @@ pub fn check_reward_options(
     Ok(o.config.metric.to_string())
 }
 
+/// Check a sentence-cost spec (``"cosine"``, ``"clinical"``,
+/// ``"clinical:lambda=1"``) without loading anything; returns its canonical
+/// form (``"clinical:lambda=0.41"``). Raises ValueError naming what is wrong.
+#[pyfunction]
+pub fn check_cost(cost: &str) -> PyResult<String> {
+    let c: sdr_core::cost::CostKind = cost
+        .parse()
+        .map_err(|e: sdr_core::SdrError| PyValueError::new_err(e.to_string()))?;
+    Ok(c.to_string())
+}
+
 /// The completion inside an OpenRLHF query (prompt + completion, decoded
 /// with its special tokens): what follows ``prompt`` when the query starts
 /// with it (a beginning-of-sequence token only the query has set aside), else
@@ -329,7 +340,7 @@ pub struct PyRewardScorer {
 #[pymethods]
 impl PyRewardScorer {
     #[new]
-    #[pyo3(signature = (metric = "chamfer", format_weight = 1.0, semantic_weight = 1.0, exact = false, model_dir = None, encoder = None, distinct_sentences = false, clinical_weight = 0.0, cache_mib = sdr_reward::DEFAULT_CACHE_MIB, cache_path = None, cache_save_interval = 300.0, encoder_id = None, device = "cpu", precision = "f32"))]
+    #[pyo3(signature = (metric = "chamfer", format_weight = 1.0, semantic_weight = 1.0, exact = false, model_dir = None, encoder = None, distinct_sentences = false, clinical_weight = 0.0, cache_mib = sdr_reward::DEFAULT_CACHE_MIB, cache_path = None, cache_save_interval = 300.0, encoder_id = None, device = "cpu", precision = "f32", cost = "cosine"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -347,6 +358,7 @@ impl PyRewardScorer {
         encoder_id: Option<String>,
         device: &str,
         precision: &str,
+        cost: &str,
     ) -> PyResult<Self> {
         if !(cache_save_interval.is_finite() && cache_save_interval >= 0.0) {
             return Err(PyValueError::new_err(format!(
@@ -360,10 +372,14 @@ impl PyRewardScorer {
                  a saved cache must never be read by another encoder",
             ));
         }
+        let cost: sdr_core::cost::CostKind = cost
+            .parse()
+            .map_err(|e: sdr_core::SdrError| PyValueError::new_err(e.to_string()))?;
         let options = RewardOptions::new(metric, format_weight, semantic_weight, exact)
             .and_then(|o| o.with_clinical_weight(clinical_weight))
             .py()?
-            .with_distinct_sentences(distinct_sentences);
+            .with_distinct_sentences(distinct_sentences)
+            .with_cost(cost);
         let mut callable = None;
         let embedder: Option<Arc<dyn SentenceEncoder>> = if exact {
             None
@@ -549,6 +565,7 @@ impl PyRewardScorer {
         out.set_item("encode_seconds", s.encode_seconds)?;
         out.set_item("unconverged", s.unconverged)?;
         out.set_item("failed", s.failed)?;
+        out.set_item("conflicts", s.conflicts)?;
         Ok(out)
     }
 

@@ -14,6 +14,7 @@ use sdr_core::cost::clinical::{
     ClinicalWeights, Conflict, Fact, Laterality, PairConflicts, Polarity,
 };
 use sdr_core::cost::{Element, PairCost, SetView};
+use sdr_core::explain::{SectionCost, Sentences};
 
 use crate::labeler::Labeler;
 use crate::rules::normalize_into;
@@ -132,6 +133,43 @@ impl ClinicalCost {
         let fa: Vec<Vec<Fact>> = self.facts(a_text).iter().map(|f| f.to_vec()).collect();
         let fb: Vec<Vec<Fact>> = self.facts(b_text).iter().map(|f| f.to_vec()).collect();
         cosine.clinical(&fa, &fb, &self.weights)
+    }
+}
+
+impl ClinicalCost {
+    /// The costs `sdr explain` reads for one section under the clinical cost
+    /// ([`sdr_core::explain::explain_section_with`]): the penalised cost the
+    /// metric reads, the cosine cost the explanation states pairs in, and per
+    /// sentence its conflict in words ([`ClinicalCost::describe`]).
+    ///
+    /// # Errors
+    /// Those of [`ClinicalCost::pair_cost`].
+    pub fn section_cost(
+        &self,
+        candidate: &Sentences<'_>,
+        reference: &Sentences<'_>,
+        with_intra: bool,
+    ) -> sdr_core::Result<SectionCost> {
+        let cos = PairCost::between(&candidate.vectors, &reference.vectors, with_intra)?;
+        let cosine = cos.cross.as_ref().clone();
+        let owned = |s: &[String]| -> Vec<Vec<Fact>> {
+            let t: Vec<&str> = s.iter().map(String::as_str).collect();
+            self.facts(&t).iter().map(|f| f.to_vec()).collect()
+        };
+        let (fa, fb) = (owned(candidate.text), owned(reference.text));
+        let (cost, conflicts) = cos.clinical(&fa, &fb, &self.weights)?;
+        let notes = |own: &[Option<Conflict>], facts: &[Vec<Fact>], other: &[Vec<Fact>]| {
+            own.iter()
+                .zip(facts)
+                .map(|(c, f)| c.as_ref().map(|c| self.describe(c, f, other)))
+                .collect()
+        };
+        Ok(SectionCost {
+            cost,
+            cosine,
+            candidate_notes: notes(&conflicts.a, &fa, &fb),
+            reference_notes: notes(&conflicts.b, &fb, &fa),
+        })
     }
 }
 

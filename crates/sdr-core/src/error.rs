@@ -49,6 +49,10 @@ pub enum SdrError {
         sentences: usize,
         vectors: usize,
     },
+    /// A sentence-cost spec (`cosine`, `clinical`, `clinical:lambda=1`) that
+    /// does not parse.
+    #[error("cost `{spec}`: {message} (expected `cosine`, `clinical` or `clinical:lambda=L`)")]
+    BadCost { spec: String, message: String },
     /// The caller's stop flag was set while a distance was being computed
     /// ([`crate::Metric::evaluate_until`]).
     #[error("stopped before the distance was computed")]

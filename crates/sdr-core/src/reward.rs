@@ -17,6 +17,7 @@
 use crate::cost::{Element, SetView};
 use crate::distance::{evaluate_all, Evaluation, Metric};
 use crate::error::{Result, SdrError};
+use crate::report::Section;
 
 /// Weights and metric of the combined reward.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -118,6 +119,23 @@ pub fn reward<T: Element>(
     reference: &EmbeddedSections<'_, T>,
     index: usize,
 ) -> Result<RewardBreakdown> {
+    reward_with(config, generated, reference, index, |_, g, r| {
+        Ok(evaluate_all(std::slice::from_ref(&config.metric), g, r)?[0])
+    })
+}
+
+/// [`reward`] with each section's distance computed by `distance(section,
+/// generated, reference)`: the place a cost other than the cosine (the
+/// clinical cost of SPEC §10, which reads the sentences' texts) enters the
+/// reward. The reference checks, the clipping and the weights are
+/// [`reward`]'s.
+pub fn reward_with<T: Element>(
+    config: &RewardConfig,
+    generated: Option<&EmbeddedSections<'_, T>>,
+    reference: &EmbeddedSections<'_, T>,
+    index: usize,
+    distance: impl Fn(Section, &SetView<'_, T>, &SetView<'_, T>) -> Result<Evaluation>,
+) -> Result<RewardBreakdown> {
     if reference.findings.n == 0 {
         return Err(SdrError::EmptySection {
             index,
@@ -133,8 +151,9 @@ pub fn reward<T: Element>(
     let Some(gen) = generated else {
         return Ok(RewardBreakdown::default());
     };
-    let (findings, ef) = section_reward(&config.metric, &gen.findings, &reference.findings)?;
-    let (impression, ei) = section_reward(&config.metric, &gen.impression, &reference.impression)?;
+    let ef = distance(Section::Findings, &gen.findings, &reference.findings)?;
+    let ei = distance(Section::Impression, &gen.impression, &reference.impression)?;
+    let (findings, impression) = (section_term(&ef), section_term(&ei));
     let count = |f: fn(&Evaluation) -> bool| u8::from(f(&ef)) + u8::from(f(&ei));
     Ok(RewardBreakdown {
         format: 1.0,

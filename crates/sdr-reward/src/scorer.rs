@@ -24,10 +24,11 @@
 
 use std::sync::Arc;
 
-use sdr_clinical::{example_f1, Labeler, UncertainPolicy};
+use sdr_clinical::{example_f1, ClinicalCost, Labeler, UncertainPolicy};
+use sdr_core::cost::CostKind;
 use sdr_core::report::Section;
 use sdr_core::report::{exact_match_reward, parse_template, ParsedReport};
-use sdr_core::reward::{reward, EmbeddedSections, RewardBreakdown, RewardConfig};
+use sdr_core::reward::{reward, reward_with, EmbeddedSections, RewardBreakdown, RewardConfig};
 use sdr_core::Metric;
 use sdr_embed::{
     CacheStats, EmbedControl, SectionBatch, SectionEmbedder, SentenceCache, SentenceEncoder,
@@ -60,6 +61,12 @@ pub struct RewardOptions {
     /// labeler, uncertain counted as present). 0 (the default) leaves the
     /// paper's reward unchanged, bit for bit.
     pub clinical_weight: f64,
+    /// The sentence cost the section distances read: the paper's cosine
+    /// (default) or, beyond the paper, the clinically aware cost (SPEC §10),
+    /// which adds a penalty to the rows and columns of sentences whose
+    /// findings the other section contradicts (polarity, side, size) or
+    /// lacks. Ignored by exact-match rewards.
+    pub cost: CostKind,
 }
 
 impl RewardOptions {
@@ -95,7 +102,20 @@ impl RewardOptions {
             exact,
             distinct_sentences: false,
             clinical_weight: 0.0,
+            cost: CostKind::Cosine,
         })
+    }
+
+    /// The same options with the section distances read through `cost`.
+    ///
+    /// ```
+    /// use sdr_reward::RewardOptions;
+    /// let o = RewardOptions::default().with_cost("clinical:lambda=1".parse().unwrap());
+    /// assert_eq!(o.cost.to_string(), "clinical:lambda=1");
+    /// ```
+    pub fn with_cost(mut self, cost: CostKind) -> Self {
+        self.cost = cost;
+        self
     }
 
     /// The same options with the clinical term weighted by `weight`.
@@ -147,6 +167,9 @@ pub struct BatchStats {
     pub unconverged: usize,
     /// Sections whose distance was not finite (term 0; SPEC §4).
     pub failed: usize,
+    /// With the clinical cost: sections of well-formed completions in which
+    /// the sentence facts found a conflict with the reference (0 otherwise).
+    pub conflicts: usize,
 }
 
 impl BatchStats {
@@ -181,6 +204,8 @@ pub struct Scorer {
     persist: Option<Arc<PersistentCache>>,
     /// Present only when the clinical term is on.
     labeler: Option<Labeler>,
+    /// Present only with the clinical cost (its facts are cached across batches).
+    clinical_cost: Option<Arc<ClinicalCost>>,
 }
 
 impl Scorer {
@@ -232,11 +257,23 @@ impl Scorer {
                 metric: options.config.metric.to_string(),
             });
         }
+        let clinical_cost = match options.cost.weights() {
+            Some(w) if !options.exact => Some(Arc::new(
+                ClinicalCost::new(Labeler::default(), w).map_err(|message| {
+                    RewardError::Core(sdr_core::SdrError::BadCost {
+                        spec: options.cost.to_string(),
+                        message,
+                    })
+                })?,
+            )),
+            _ => None,
+        };
         Ok(Scorer {
             options,
             embedder,
             persist: None,
             labeler: (options.clinical_weight > 0.0).then(Labeler::default),
+            clinical_cost,
         })
     }
 
@@ -449,6 +486,7 @@ impl Scorer {
             findings: sets.view(report, Section::Findings),
             impression: sets.view(report, Section::Impression),
         };
+        let metric = &config.metric;
         let results = parallel::map(gens, |i, g| {
             // A sample's distances can take seconds (GW on long sets).
             if stop() {
@@ -459,15 +497,36 @@ impl Scorer {
             }
             let generated = sections(2 * i + 1);
             let generated = g.format_valid.then_some(&generated);
-            Ok(reward(config, generated, &sections(2 * i), i)?)
+            let Some(clin) = &self.clinical_cost else {
+                return Ok((reward(config, generated, &sections(2 * i), i)?, 0));
+            };
+            // The clinical cost reads each set's sentences beside its rows.
+            let conflicts = std::sync::atomic::AtomicUsize::new(0);
+            let r = reward_with(config, generated, &sections(2 * i), i, |section, gv, rv| {
+                let (gt, rt) = (
+                    sets.set_of(2 * i + 1, section).texts,
+                    sets.set_of(2 * i, section).texts,
+                );
+                let (pc, found) = clin.pair_cost(gv, gt, rv, rt, metric.needs_intra())?;
+                if found.any() {
+                    conflicts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                metric.evaluate(&pc)
+            })?;
+            Ok((r, conflicts.into_inner()))
         });
         let out = results
             .into_iter()
             .collect::<std::result::Result<Vec<_>, _>>()?;
-        for r in &out {
-            stats.unconverged += usize::from(r.unconverged);
-            stats.failed += usize::from(r.failed);
-        }
+        let out: Vec<RewardBreakdown> = out
+            .into_iter()
+            .map(|(r, c)| {
+                stats.unconverged += usize::from(r.unconverged);
+                stats.failed += usize::from(r.failed);
+                stats.conflicts += c;
+                r
+            })
+            .collect();
         Ok((out, stats))
     }
 }
@@ -751,6 +810,63 @@ mod tests {
                 .unwrap_err();
             assert!(e.to_string().starts_with("clinical_weight must be"), "{e}");
         }
+    }
+
+    #[test]
+    fn the_clinical_cost_sees_a_reversed_finding_the_cosine_barely_sees() {
+        // "no effusion" against "effusion": one word apart for the stand-in
+        // encoder, opposite facts for the clinical cost.
+        let reference =
+            "<think>Heart normal. No effusion.</think><answer>No acute disease.</answer>";
+        let same = reference;
+        let reversed = "<think>Heart normal. Effusion.</think><answer>No acute disease.</answer>";
+        let comps = [same, reversed, "Heart normal."];
+        let refs = [Reference::Report(reference); 3];
+        let cosine = Scorer::new(RewardOptions::default(), Some(words())).unwrap();
+        let (c, cs) = cosine.score(&comps, &refs).unwrap();
+        assert_eq!(cs.conflicts, 0);
+        let clinical = Scorer::new(
+            RewardOptions::default().with_cost(CostKind::clinical()),
+            Some(words()),
+        )
+        .unwrap();
+        let (k, ks) = clinical.score(&comps, &refs).unwrap();
+        // Identical sections: no conflict, the cosine reward exactly.
+        assert_eq!(k[0], c[0]);
+        // The reversed finding: Chamfer rises by at least lambda / 2.
+        let lambda = sdr_core::cost::clinical::DEFAULT_LAMBDA;
+        assert!(
+            k[1].findings <= c[1].findings - lambda / 2.0 + 1e-12,
+            "{k:?} {c:?}"
+        );
+        assert_eq!(k[1].impression, c[1].impression);
+        assert_eq!(ks.conflicts, 1);
+        // Malformed: 0 under either cost.
+        assert_eq!(k[2], RewardBreakdown::default());
+        // Exact-match rewards ignore the cost.
+        let exact = RewardOptions::new("chamfer", 1.0, 1.0, true)
+            .unwrap()
+            .with_cost(CostKind::clinical());
+        let (e, _) = Scorer::new(exact, None)
+            .unwrap()
+            .score(&comps, &refs)
+            .unwrap();
+        let (e0, _) = Scorer::new(RewardOptions::new("chamfer", 1.0, 1.0, true).unwrap(), None)
+            .unwrap()
+            .score(&comps, &refs)
+            .unwrap();
+        assert_eq!(e, e0);
+        // GW reads intra-set costs only (SPEC §10): unchanged.
+        let gw = RewardOptions::new("gw", 1.0, 1.0, false).unwrap();
+        let (g0, _) = Scorer::new(gw, Some(words()))
+            .unwrap()
+            .score(&comps, &refs)
+            .unwrap();
+        let (g1, _) = Scorer::new(gw.with_cost(CostKind::clinical()), Some(words()))
+            .unwrap()
+            .score(&comps, &refs)
+            .unwrap();
+        assert_eq!(g0, g1);
     }
 
     #[test]

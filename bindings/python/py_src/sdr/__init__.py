@@ -48,6 +48,7 @@ from ._sdr import (
     build_corpus,
     check_device,
     chexpert_f1,
+    clinical_conflicts,
     distance,
     distance_batch,
     distances,
@@ -71,6 +72,7 @@ if hasattr(_os, "register_at_fork"):
 
 __all__ = [
     "METRICS",
+    "clinical_conflicts",
     "Encoder",
     "PruneScorer",
     "SDRReward",

@@ -68,6 +68,7 @@ class Explanation(TypedDict):
     reward: float
     sections: Optional[ExplainedSections]
 
+def clinical_conflicts(a: List[str], b: List[str]) -> Dict[str, List[Optional[Dict[str, Any]]]]: ...
 def explain(
     candidate: str,
     reference: str,
@@ -78,6 +79,7 @@ def explain(
     model_dir: Optional[Union[str, os.PathLike[str]]] = None,
     device: str = "cpu",
     precision: str = "f32",
+    cost: str = "cosine",
 ) -> Explanation: ...
 
 _Path = Union[str, os.PathLike[str]]
@@ -183,6 +185,7 @@ class SDRReward:
     device: str
     precision: str
     missing_section: str
+    cost: str
     last_explanation: List[Dict[str, Any]]
     def __init__(
         self,
@@ -205,6 +208,7 @@ class SDRReward:
         device: str = "cpu",
         precision: str = "f32",
         missing_section: str = "error",
+        cost: str = "cosine",
     ) -> None: ...
     def __call__(
         self,

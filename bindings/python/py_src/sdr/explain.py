@@ -71,6 +71,7 @@ def explain(
     model_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
     device: str = "cpu",
     precision: str = "f32",
+    cost: str = "cosine",
 ) -> Dict[str, Any]:
     """Explain the reward of `candidate` against `reference`.
 
@@ -95,7 +96,14 @@ def explain(
     other list or ``None``; ``missing`` holds reference indices and
     ``unsupported`` candidate indices.
 
-    A bad metric, a threshold outside [0, 1] or a reference without both
+    `cost` is the sentence cost: ``"cosine"`` (the paper's) or ``"clinical"``
+    (``"clinical:lambda=L"``; SPEC §10): distances and rewards are then the
+    clinical cost's, ``cost`` and ``missing`` / ``unsupported`` stay cosine, and a
+    sentence that a finding of the other section contradicts or lacks carries
+    ``"conflict"``, in words (``"side: present Atelectasis (left) vs present
+    Atelectasis (right) in sentence 0"``); the result then has ``"cost"``.
+
+    A bad metric or cost, a threshold outside [0, 1] or a reference without both
     sections raises ``ValueError``; a non-string text ``TypeError``.
     """
     for label, text in (("candidate", candidate), ("reference", reference)):
@@ -107,7 +115,9 @@ def explain(
         raise TypeError(f"threshold must be a number or None, got {type(threshold).__name__}")
     embed = _embedder(encoder, model_dir, device, precision)
     tau = None if threshold is None else float(threshold)
-    return json.loads(_sdr._explain_json(candidate, reference, embed, metric, tau))
+    if not isinstance(cost, str):
+        raise TypeError(f"cost must be a string ('cosine' or 'clinical'), got {type(cost).__name__}")
+    return json.loads(_sdr._explain_json(candidate, reference, embed, metric, tau, cost))
 
 
 def check_worst(explain: Union[bool, int]) -> int:
@@ -169,6 +179,7 @@ def log_worst(
             model_dir=reward.model_dir,
             device=reward.device,
             precision=reward.precision,
+            cost=getattr(reward, "cost", "cosine"),
         )
         rows.append(
             {

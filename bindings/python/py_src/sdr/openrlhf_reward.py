@@ -34,7 +34,9 @@ the cache there: loaded at start, saved every ``SDR_CACHE_SAVE_INTERVAL``
 seconds, default 300, and at exit) and ``SDR_ENCODER_ID`` (names a custom
 encoder's vectors; needed with ``SDR_CACHE_PATH``), ``SDR_DEVICE`` (``cpu``,
 ``cuda``, ``cuda:N``: where SDR's own encoder runs), ``SDR_PRECISION`` (``f32``,
-the default, or ``bf16``: about 2x faster on CPUs with AVX-512 BF16 or AMX);
+the default, or ``bf16``: about 2x faster on CPUs with AVX-512 BF16 or AMX),
+``SDR_COST`` (``cosine``, the default, or ``clinical``: the clinically aware
+sentence cost of SPEC §10), ``SDR_CLINICAL_WEIGHT`` (default 0);
 ``set_encoder(fn)`` sets the encoder from Python before the first call.
 """
 
@@ -79,6 +81,8 @@ def _get() -> SDRReward:
             device=os.environ.get("SDR_DEVICE", "cpu"),
             precision=os.environ.get("SDR_PRECISION") or "f32",
             missing_section=os.environ.get("SDR_MISSING_SECTION") or "score",
+            cost=os.environ.get("SDR_COST") or "cosine",
+            clinical_weight=float(os.environ.get("SDR_CLINICAL_WEIGHT", "0")),
         )
         _coalescer = (
             Coalescer(lambda c, r: reward.score(c, references=r), window_s=ms / 1000.0) if ms > 0 else None

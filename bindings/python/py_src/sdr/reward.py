@@ -191,6 +191,17 @@ class SDRReward:
         completion (SDR's own encoder is then loaded once more, unless
         `encoder` is given). Default off.
 
+    cost : str
+        The sentence cost the section distances read: ``"cosine"`` (default,
+        the paper's ``(1 - cos) / 2``, bit for bit) or, beyond the paper,
+        ``"clinical"`` (``"clinical:lambda=L"`` for another strength): the
+        cosine cost plus a penalty on the rows and columns of sentences whose
+        findings the other section contradicts (present against absent, left
+        against right, small against large) or lacks (docs/SPEC.md §10). A
+        reversed finding or a wrong side then costs what it should, under every
+        metric but GW. The sections in which a conflict was found are logged as
+        ``<name>/conflicts``. Ignored with ``exact=True``.
+
     missing_section : str
         A reference with an empty Findings or Impression: ``"error"``
         (default) raises ValueError naming its index; ``"score"`` scores the
@@ -239,6 +250,7 @@ class SDRReward:
         device: str = "cpu",
         precision: str = "f32",
         missing_section: str = "error",
+        cost: str = "cosine",
     ) -> None:
         if not isinstance(metric, str):
             raise TypeError(f"metric must be a string, got {type(metric).__name__}")
@@ -252,6 +264,9 @@ class SDRReward:
         canonical = _sdr.check_reward_options(
             metric, float(format_weight), float(semantic_weight), float(clinical_weight)
         )
+        if not isinstance(cost, str):
+            raise TypeError(f"cost must be a string ('cosine' or 'clinical'), got {type(cost).__name__}")
+        self.cost = _sdr.check_cost(cost)
         if not isinstance(reference_column, str):
             raise TypeError("reference_column must be a string")
         if reference_columns is not None:
@@ -327,6 +342,7 @@ class SDRReward:
                         self.encoder_id,
                         self.device,
                         self.precision,
+                        cost=self.cost,
                     )
                     self._on_cache_opened(self._scorer)
                 scorer = self._scorer
@@ -381,6 +397,7 @@ class SDRReward:
             "device": self.device,
             "precision": self.precision,
             "missing_section": self.missing_section,
+            "cost": self.cost,
         }
 
     def __getstate__(self) -> Dict[str, Any]:
@@ -404,6 +421,7 @@ class SDRReward:
             and not (k == "device" and v == "cpu")
             and not (k == "precision" and v == "f32")
             and not (k == "missing_section" and v == "error")
+            and not (k == "cost" and v == "cosine")
         )
         return f"SDRReward({args})"
 
@@ -541,6 +559,8 @@ class SDRReward:
                 log_metric(f"{self.__name__}/cache_hit_rate", float(stats["hit_rate"]))
                 log_metric(f"{self.__name__}/embedded", float(stats["embedded"]))
                 log_metric(f"{self.__name__}/encode_seconds", float(stats["encode_seconds"]))
+                if self.cost != "cosine" and not self.exact:
+                    log_metric(f"{self.__name__}/conflicts", float(stats.get("conflicts", 0)))
         if self.explain and not self.exact:
             # The worst completions' missing / unsupported sentences (sdr/explain.py),
             # after the timing: explaining is not part of the reward's cost.

@@ -18,6 +18,7 @@ function once per sample, concurrently::
           # device: cuda          # where SDR's own encoder runs (default cpu)
           # precision: bf16       # f32 (default) or bf16
           # clinical_weight: 0.5  # beyond the paper: + weight x CheXpert-rule F1
+          # cost: clinical        # beyond the paper: the clinically aware sentence cost (SPEC §10)
           # missing_section: score  # a label without Impression: score Findings, count it
           # serve_url: http://127.0.0.1:8000  # every worker scores through one `sdr serve`
 
@@ -77,6 +78,7 @@ _CONFIG_KEYS = (
     "distinct_sentences",
     "clinical_weight",
     "missing_section",
+    "cost",
 )
 # Options of this adapter, not of SDRReward.
 _ADAPTER_KEYS = ("coalesce_ms", "serve_url")
@@ -189,7 +191,8 @@ def compute_score(
     ``exact``, ``model_dir``, ``encoder`` (a callable ``list[str] -> (n, d)``
     array, or ``"module:attribute"`` naming one), ``cache_mib``, ``cache_path``,
     ``cache_save_interval``, ``encoder_id``, ``device``, ``precision``
-    (``"f32"`` or ``"bf16"``), ``distinct_sentences``, ``clinical_weight`` and
+    (``"f32"`` or ``"bf16"``), ``distinct_sentences``, ``clinical_weight``,
+    ``cost`` (``"cosine"`` or ``"clinical"``) and
     ``missing_section`` (``"error"`` or ``"score"``) select the reward (verl's
     ``reward_kwargs``), as in ``SDRReward``; ``coalesce_ms`` (default 2) is the
     coalescing window and ``serve_url`` sends the samples to ``sdr serve``.

@@ -13,7 +13,9 @@ use std::path::PathBuf;
 
 use anyhow::{anyhow, Result};
 use rayon::prelude::*;
-use sdr_core::explain::{explain_texts, ExplainOptions, ReportExplanation};
+use sdr_clinical::ClinicalCost;
+use sdr_core::cost::CostKind;
+use sdr_core::explain::{explain_texts, explain_texts_with, ExplainOptions, ReportExplanation};
 use sdr_core::{parse_report, Metric};
 use sdr_embed::{EmbedControl, SectionBatch, SectionEmbedder};
 use sdr_reward::{parse_reference, Reference, ReferenceSections};
@@ -27,7 +29,7 @@ use crate::jsonl::{id_text, parse_json, Input, Output};
 #[command(
     after_help = "Input line:  {\"id\": \"s1\", \"candidate\": \"<think>F</think><answer>I</answer> or Findings:/Impression: text\", \"reference\": \"Findings: ... Impression: ...\"}\n\
 Output line: {\"id\": \"s1\", \"metric\": \"chamfer\", \"threshold\": 0.2, \"format_valid\": true, \"reward\": 2.71,\n\
-              \"sections\": {\"findings\": {\"distance\", \"converged\", \"reward\", \"candidate\": [{\"sentence\", \"match\", \"cost\", \"nearest\", \"nearest_cost\"}],\n\
+              \"sections\": {\"findings\": {\"distance\", \"converged\", \"reward\", \"candidate\": [{\"sentence\", \"match\", \"cost\", \"nearest\", \"nearest_cost\", \"conflict\"}],\n\
                                           \"reference\": [...], \"missing\": [reference indices], \"unsupported\": [candidate indices]},\n\
                            \"impression\": {...}}}\n\n\
 `match` is the partner under the metric (an index into the other list, or null): the nearest\n\
@@ -50,6 +52,14 @@ pub struct Args {
     /// (default: the value derived on IU X-ray, docs/SPEC.md section 9).
     #[arg(allow_negative_numbers = true, long, value_name = "TAU")]
     pub threshold: Option<f64>,
+    /// The sentence cost: `cosine` (the paper's) or `clinical` (`clinical:lambda=L`;
+    /// SPEC §10). With `clinical` the distances and rewards are the clinical cost's, each
+    /// pair's `cost` and the missing/unsupported lists stay cosine, and a sentence that a
+    /// finding of the other section contradicts or lacks gets a `conflict` naming it
+    /// ("side: present Atelectasis (left) vs present Atelectasis (right) in sentence 0").
+    #[arg(long, default_value = "cosine", value_name = "COST",
+          value_parser = crate::common::parse_cost)]
+    pub cost: CostKind,
     #[command(flatten)]
     pub encoder: EncoderArgs,
     /// Write the JSON Lines here (atomically) instead of stdout.
@@ -90,6 +100,12 @@ pub fn run(args: Args) -> Result<()> {
         ],
         &[or_stdin(args.input.as_deref())],
     )?;
+    let clinical = args
+        .cost
+        .weights()
+        .map(|w| ClinicalCost::new(sdr_clinical::Labeler::default(), w))
+        .transpose()
+        .map_err(|e| anyhow!("--cost: {e}"))?;
     let encoder = args.encoder.load()?;
     let mut input = Input::open(args.input.as_deref())?;
     let json_out = if args.html.is_some() && args.output.is_none() {
@@ -116,7 +132,7 @@ pub fn run(args: Args) -> Result<()> {
                 Ok((at, l, reference))
             })
             .collect::<Result<Vec<_>>>()?;
-        let explained = explain_chunk(&parsed, &options, &encoder)?;
+        let explained = explain_chunk(&parsed, &options, &encoder, clinical.as_ref())?;
         for ((_, line, reference), explanation) in parsed.into_iter().zip(explained) {
             count += 1;
             match &explanation.sections {
@@ -184,6 +200,7 @@ fn explain_chunk(
     parsed: &[(String, Line, ReferenceSections)],
     options: &ExplainOptions,
     embedder: &SectionEmbedder<'_>,
+    clinical: Option<&ClinicalCost>,
 ) -> Result<Vec<ReportExplanation>> {
     let candidates: Vec<_> = parsed
         .iter()
@@ -217,8 +234,26 @@ fn explain_chunk(
             let cand = c
                 .format_valid
                 .then_some((&c.findings[..], &c.impression[..]));
-            explain_texts(options, cand, (&r.findings, &r.impression), dim, row, 0)
-                .map_err(|e| anyhow!("{at}: {e}"))
+            let refs = (&r.findings[..], &r.impression[..]);
+            let explained = match clinical {
+                None => explain_texts(options, cand, refs, dim, row, 0),
+                Some(clin) => {
+                    let with_intra = options.reward.metric.needs_intra();
+                    explain_texts_with(options, cand, refs, dim, row, 0, |_, c, r| {
+                        clin.section_cost(c, r, with_intra)
+                    })
+                    .map(|mut e| {
+                        e.cost = Some(
+                            CostKind::Clinical {
+                                lambda: clin.weights().lambda,
+                            }
+                            .to_string(),
+                        );
+                        e
+                    })
+                }
+            };
+            explained.map_err(|e| anyhow!("{at}: {e}"))
         })
         .collect()
 }

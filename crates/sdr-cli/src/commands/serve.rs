@@ -128,7 +128,7 @@ Requests (JSON bodies):
   With --missing-section score, both replies add "missing_sections": [n], the reference's
   sections (0-2) that were empty and scored as 0 (R = λ_fmt·R_fmt + λ_sem·R_present).
   GET /health: {"status": "ok", "metric", "exact", "format_weight", "semantic_weight",
-    "clinical_weight", "model", "batches", "requests", "samples", "missing_section",
+    "clinical_weight", "cost", "model", "batches", "requests", "samples", "missing_section",
     "missing_sections", "cache": {"entries", "bytes",
     "max_bytes", "evictions", "distinct", "hits", "hit_rate", "embedded", "encode_seconds",
     "path", "writable"}}
@@ -197,6 +197,14 @@ pub struct Args {
         value_name = "WEIGHT"
     )]
     pub clinical_weight: f64,
+    /// The sentence cost of the section distances: `cosine` (the paper's, bit for
+    /// bit) or, beyond the paper, `clinical` (`clinical:lambda=L` for another
+    /// strength): the cosine cost plus a penalty on sentences whose findings the
+    /// other section contradicts (present/absent, left/right, size) or lacks
+    /// (SPEC §10). Every metric a request names uses it.
+    #[arg(long, default_value = "cosine", value_name = "COST",
+          value_parser = crate::common::parse_cost)]
+    pub cost: sdr_core::cost::CostKind,
     /// Model folder (default: $SDR_MODEL, then ~/.cache/sdr/models/all-mpnet-base-v2).
     #[arg(long)]
     pub model: Option<PathBuf>,
@@ -465,7 +473,8 @@ pub fn run(args: Args) -> Result<()> {
         args.exact,
     )
     .and_then(|o| o.with_clinical_weight(args.clinical_weight))
-    .with_context(|| format!("--metric {}", args.metric))?;
+    .with_context(|| format!("--metric {}", args.metric))?
+    .with_cost(args.cost);
     // Duration::from_secs_f64 panics beyond its range.
     let save_interval = Duration::try_from_secs_f64(args.cache_save_secs)
         .map_err(|_| anyhow::anyhow!("--cache-save-secs must be a finite number >= 0"))?;

@@ -177,3 +177,8 @@ pub fn failure_warning(failed: usize, evaluated: usize) -> Option<String> {
         format!("warning: {failed} of {evaluated} distances failed (scored NaN, never chosen)")
     })
 }
+
+/// `--cost`: `cosine`, `clinical` or `clinical:lambda=L` (SPEC §10).
+pub fn parse_cost(spec: &str) -> Result<sdr_core::cost::CostKind, String> {
+    spec.parse().map_err(|e: sdr_core::SdrError| e.to_string())
+}

@@ -405,6 +405,108 @@ impl<'a> PairCost<'a> {
     }
 }
 
+/// Which sentence cost a distance reads: the paper's cosine cost (SPEC §3,
+/// the default) or the clinically aware cost (SPEC §10) with its strength
+/// `λ`. Written as a spec like a metric: `cosine`, `clinical` (the default
+/// `λ`), `clinical:lambda=0.8`.
+///
+/// ```
+/// use sdr_core::cost::CostKind;
+/// let c: CostKind = "clinical:lambda=0.8".parse().unwrap();
+/// assert_eq!(c, CostKind::Clinical { lambda: 0.8 });
+/// assert_eq!("cosine".parse::<CostKind>().unwrap(), CostKind::Cosine);
+/// assert_eq!(CostKind::default().to_string(), "cosine");
+/// assert!("clinical:lambda=-1".parse::<CostKind>().is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum CostKind {
+    /// `(1 - cos) / 2` (SPEC §3): the paper's cost, bit for bit.
+    #[default]
+    Cosine,
+    /// The cosine cost plus the conflict penalty of strength `lambda`.
+    Clinical { lambda: f64 },
+}
+
+impl CostKind {
+    /// The clinical cost with the default strength ([`DEFAULT_LAMBDA`]).
+    pub fn clinical() -> Self {
+        CostKind::Clinical {
+            lambda: DEFAULT_LAMBDA,
+        }
+    }
+
+    /// Whether this is the clinical cost.
+    pub fn is_clinical(&self) -> bool {
+        matches!(self, CostKind::Clinical { .. })
+    }
+
+    /// The clinical weights of this cost (`None` for cosine): the defaults
+    /// with its `λ`.
+    pub fn weights(&self) -> Option<ClinicalWeights> {
+        match *self {
+            CostKind::Cosine => None,
+            CostKind::Clinical { lambda } => Some(ClinicalWeights {
+                lambda,
+                ..ClinicalWeights::default()
+            }),
+        }
+    }
+}
+
+impl std::fmt::Display for CostKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CostKind::Cosine => f.write_str("cosine"),
+            CostKind::Clinical { lambda } => write!(f, "clinical:lambda={lambda}"),
+        }
+    }
+}
+
+impl std::str::FromStr for CostKind {
+    type Err = crate::SdrError;
+
+    fn from_str(spec: &str) -> crate::Result<CostKind> {
+        let bad = |message: String| crate::SdrError::BadCost {
+            spec: spec.to_string(),
+            message,
+        };
+        let s = spec.trim();
+        let (name, params) = s.split_once(':').unwrap_or((s, ""));
+        match name.trim() {
+            "cosine" if params.trim().is_empty() => Ok(CostKind::Cosine),
+            "cosine" => Err(bad("the cosine cost takes no parameter".into())),
+            "clinical" => {
+                let mut lambda = None;
+                for part in params.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                    let (k, v) = part
+                        .split_once('=')
+                        .ok_or_else(|| bad(format!("parameter `{part}` is not key=value")))?;
+                    if k.trim() != "lambda" {
+                        return Err(bad(format!(
+                            "unknown parameter `{}` (expected: lambda)",
+                            k.trim()
+                        )));
+                    }
+                    if lambda.is_some() {
+                        return Err(bad("parameter `lambda` given twice".into()));
+                    }
+                    let x: f64 = v
+                        .trim()
+                        .parse()
+                        .map_err(|_| bad(format!("lambda `{}` is not a number", v.trim())))?;
+                    lambda = Some(x);
+                }
+                let cost = CostKind::Clinical {
+                    lambda: lambda.unwrap_or(DEFAULT_LAMBDA),
+                };
+                cost.weights().expect("clinical").check().map_err(bad)?;
+                Ok(cost)
+            }
+            other => Err(bad(format!("unknown cost `{other}`"))),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

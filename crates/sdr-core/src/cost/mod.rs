@@ -11,6 +11,7 @@ use std::ops::Range;
 use crate::error::{Result, SdrError, Side};
 
 pub mod clinical;
+pub use clinical::CostKind;
 pub mod gram;
 mod kernel;
 

@@ -36,6 +36,7 @@ use serde::Serialize;
 use crate::cost::{PairCost, SetView};
 use crate::distance::Metric;
 use crate::error::{Result, SdrError, Side};
+use crate::report::Section;
 use crate::reward::{section_term, RewardConfig};
 use matching::{matching, nearest};
 
@@ -122,6 +123,12 @@ pub struct SentenceExplanation {
     /// `missing` / `unsupported` (for Chamfer and Hausdorff also the partner).
     pub nearest: usize,
     pub nearest_cost: f64,
+    /// With a cost beyond the cosine (the clinical cost, SPEC §10): what made
+    /// this sentence costly, in words (e.g. `"side: present Atelectasis
+    /// (left) vs present Atelectasis (right) in sentence 0"`); absent when
+    /// nothing did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conflict: Option<String>,
 }
 
 /// The explanation of one section.
@@ -153,6 +160,10 @@ pub struct ExplainedSections {
 pub struct ReportExplanation {
     /// Canonical metric spec (SPEC §3).
     pub metric: String,
+    /// The sentence cost when it is not the cosine (`clinical:lambda=0.41`;
+    /// SPEC §10); set by the caller that chose it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<String>,
     /// `tau` used for `missing` / `unsupported`.
     pub threshold: f64,
     /// `R_fmt`: whether the candidate parsed into both sections.
@@ -193,7 +204,18 @@ pub fn explain_section(
     candidate: &Sentences<'_>,
     reference: &Sentences<'_>,
 ) -> Result<SectionExplanation> {
-    let threshold = check_threshold(threshold)?;
+    check_counts(candidate, reference)?;
+    let cost = PairCost::between(&candidate.vectors, &reference.vectors, metric.needs_intra())?;
+    explain_section_with(
+        metric,
+        threshold,
+        candidate,
+        reference,
+        &SectionCost::cosine(cost),
+    )
+}
+
+fn check_counts(candidate: &Sentences<'_>, reference: &Sentences<'_>) -> Result<()> {
     for (set, s) in [(Side::A, candidate), (Side::B, reference)] {
         if s.text.len() != s.vectors.n {
             return Err(SdrError::SentenceCount {
@@ -203,26 +225,97 @@ pub fn explain_section(
             });
         }
     }
-    let cost = PairCost::between(&candidate.vectors, &reference.vectors, metric.needs_intra())?;
-    let evaluation = metric.evaluate(&cost)?;
-    let pairs = matching(metric, &cost)?;
-    let (near_rows, near_cols) = nearest(&cost.cross);
+    Ok(())
+}
+
+/// The cost a section's distance reads, beside the cosine cost that
+/// `missing` / `unsupported` and each pair's `cost` are stated in, and a
+/// note per sentence saying what made it costly (the clinical cost's
+/// conflicts; SPEC §10).
+#[derive(Debug, Clone)]
+pub struct SectionCost {
+    /// What the metric reads.
+    pub cost: PairCost<'static>,
+    /// `(1 - cos) / 2` of the pairs (SPEC §3).
+    pub cosine: crate::cost::CostMatrix,
+    /// Per candidate sentence, per reference sentence: the note, if any.
+    pub candidate_notes: Vec<Option<String>>,
+    pub reference_notes: Vec<Option<String>>,
+}
+
+impl SectionCost {
+    /// The paper's cost: the metric reads the cosine cost; no notes.
+    pub fn cosine(cost: PairCost<'static>) -> Self {
+        let cosine = cost.cross.as_ref().clone();
+        let (n, m) = (cosine.n, cosine.m);
+        SectionCost {
+            cost,
+            cosine,
+            candidate_notes: vec![None; n],
+            reference_notes: vec![None; m],
+        }
+    }
+}
+
+/// [`explain_section`] with the section's costs given by the caller
+/// ([`SectionCost`]): the distance and the pairs are the metric's on
+/// `cost.cost`; the costs shown, `missing` and `unsupported` are cosine.
+///
+/// # Errors
+/// Those of [`explain_section`], and notes that do not have one entry per sentence.
+pub fn explain_section_with(
+    metric: &Metric,
+    threshold: f64,
+    candidate: &Sentences<'_>,
+    reference: &Sentences<'_>,
+    cost: &SectionCost,
+) -> Result<SectionExplanation> {
+    let threshold = check_threshold(threshold)?;
+    check_counts(candidate, reference)?;
+    let (n, m) = (candidate.text.len(), reference.text.len());
+    if (cost.cosine.n, cost.cosine.m) != (n, m)
+        || (cost.cost.cross.n, cost.cost.cross.m) != (n, m)
+        || cost.candidate_notes.len() != n
+        || cost.reference_notes.len() != m
+    {
+        return Err(SdrError::CostShape {
+            n,
+            m,
+            len: cost.cost.cross.data.len(),
+        });
+    }
+    let evaluation = metric.evaluate(&cost.cost)?;
+    let pairs = matching(metric, &cost.cost)?;
+    let (near_rows, near_cols) = nearest(&cost.cosine);
     let plan_based = pairs.plan.is_some();
-    let side =
-        |text: &[String], partners: &[Option<matching::Partner>], near: &[matching::Partner]| {
-            text.iter()
-                .zip(partners)
-                .zip(near)
-                .map(|((sentence, p), nn)| SentenceExplanation {
-                    sentence: sentence.clone(),
-                    matched: p.map(|p| p.index),
-                    cost: p.map(|p| p.cost),
-                    mass: plan_based.then(|| p.and_then(|p| p.mass).unwrap_or(0.0)),
-                    nearest: nn.index,
-                    nearest_cost: nn.cost,
-                })
-                .collect::<Vec<_>>()
-        };
+    let side = |text: &[String],
+                partners: &[Option<matching::Partner>],
+                near: &[matching::Partner],
+                notes: &[Option<String>],
+                rows: bool| {
+        text.iter()
+            .zip(partners)
+            .zip(near)
+            .zip(notes)
+            .enumerate()
+            .map(|(k, (((sentence, p), nn), note))| SentenceExplanation {
+                sentence: sentence.clone(),
+                matched: p.map(|p| p.index),
+                // The cosine cost of the pair, whatever the metric read.
+                cost: p.map(|p| {
+                    if rows {
+                        cost.cosine.get(k, p.index)
+                    } else {
+                        cost.cosine.get(p.index, k)
+                    }
+                }),
+                mass: plan_based.then(|| p.and_then(|p| p.mass).unwrap_or(0.0)),
+                nearest: nn.index,
+                nearest_cost: nn.cost,
+                conflict: note.clone(),
+            })
+            .collect::<Vec<_>>()
+    };
     let far = |near: &[matching::Partner]| {
         near.iter()
             .enumerate()
@@ -234,8 +327,20 @@ pub fn explain_section(
         distance: evaluation.value,
         converged: evaluation.converged,
         reward: section_term(&evaluation),
-        candidate: side(candidate.text, &pairs.rows, &near_rows),
-        reference: side(reference.text, &pairs.cols, &near_cols),
+        candidate: side(
+            candidate.text,
+            &pairs.rows,
+            &near_rows,
+            &cost.candidate_notes,
+            true,
+        ),
+        reference: side(
+            reference.text,
+            &pairs.cols,
+            &near_cols,
+            &cost.reference_notes,
+            false,
+        ),
         missing: far(&near_cols),
         unsupported: far(&near_rows),
     })
@@ -255,6 +360,26 @@ pub fn explain_report(
     reference: &ReportSentences<'_>,
     index: usize,
 ) -> Result<ReportExplanation> {
+    let metric = options.reward.metric;
+    explain_report_with(options, candidate, reference, index, |_, c, r| {
+        check_counts(c, r)?;
+        let cost = PairCost::between(&c.vectors, &r.vectors, metric.needs_intra())?;
+        Ok(SectionCost::cosine(cost))
+    })
+}
+
+/// [`explain_report`] with each section's costs from `section_cost(section,
+/// candidate, reference)` (the clinical cost's hook; SPEC §10).
+///
+/// # Errors
+/// Those of [`explain_report`] and of `section_cost`.
+pub fn explain_report_with(
+    options: &ExplainOptions,
+    candidate: Option<&ReportSentences<'_>>,
+    reference: &ReportSentences<'_>,
+    index: usize,
+    section_cost: impl Fn(Section, &Sentences<'_>, &Sentences<'_>) -> Result<SectionCost>,
+) -> Result<ReportExplanation> {
     check_threshold(options.threshold)?;
     for (section, s) in [
         ("findings", &reference.findings),
@@ -265,16 +390,15 @@ pub fn explain_report(
         }
     }
     let metric = &options.reward.metric;
+    let explain = |section: Section, c: &Sentences<'_>, r: &Sentences<'_>| {
+        let cost = section_cost(section, c, r)?;
+        explain_section_with(metric, options.threshold, c, r, &cost)
+    };
     let sections = match candidate {
         None => None,
         Some(c) => Some(ExplainedSections {
-            findings: explain_section(metric, options.threshold, &c.findings, &reference.findings)?,
-            impression: explain_section(
-                metric,
-                options.threshold,
-                &c.impression,
-                &reference.impression,
-            )?,
+            findings: explain(Section::Findings, &c.findings, &reference.findings)?,
+            impression: explain(Section::Impression, &c.impression, &reference.impression)?,
         }),
     };
     let reward = match &sections {
@@ -285,6 +409,7 @@ pub fn explain_report(
     };
     Ok(ReportExplanation {
         metric: metric.to_string(),
+        cost: None,
         threshold: options.threshold,
         format_valid: sections.is_some(),
         reward,
@@ -309,6 +434,36 @@ pub fn explain_texts<'v>(
     vector_of: impl Fn(&str) -> &'v [f32],
     index: usize,
 ) -> Result<ReportExplanation> {
+    let metric = options.reward.metric;
+    explain_texts_with(
+        options,
+        candidate,
+        reference,
+        dim,
+        vector_of,
+        index,
+        |_, c, r| {
+            check_counts(c, r)?;
+            let cost = PairCost::between(&c.vectors, &r.vectors, metric.needs_intra())?;
+            Ok(SectionCost::cosine(cost))
+        },
+    )
+}
+
+/// [`explain_texts`] with each section's costs from `section_cost` (see
+/// [`explain_report_with`]).
+///
+/// # Errors
+/// Those of [`explain_texts`] and of `section_cost`.
+pub fn explain_texts_with<'v>(
+    options: &ExplainOptions,
+    candidate: Option<SectionTexts<'_>>,
+    reference: SectionTexts<'_>,
+    dim: usize,
+    vector_of: impl Fn(&str) -> &'v [f32],
+    index: usize,
+    section_cost: impl Fn(Section, &Sentences<'_>, &Sentences<'_>) -> Result<SectionCost>,
+) -> Result<ReportExplanation> {
     let set = |sentences: &[String], side: Side| {
         let data = sentences
             .iter()
@@ -328,7 +483,7 @@ pub fn explain_texts<'v>(
         },
     };
     match candidate {
-        None => explain_report(options, None, &refs, index),
+        None => explain_report_with(options, None, &refs, index, section_cost),
         Some((f, i)) => {
             let (cf, ci) = (set(f, Side::A)?, set(i, Side::A)?);
             let cand = ReportSentences {
@@ -341,7 +496,7 @@ pub fn explain_texts<'v>(
                     vectors: ci.view(),
                 },
             };
-            explain_report(options, Some(&cand), &refs, index)
+            explain_report_with(options, Some(&cand), &refs, index, section_cost)
         }
     }
 }

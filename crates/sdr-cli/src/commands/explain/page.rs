@@ -283,6 +283,10 @@ fn sentence_html(
     if let Some(m) = s.mass {
         notes.push(format!("mass {m:.3}"));
     }
+    // The clinical cost's reason (SPEC §10); its sentence numbers are 0-based.
+    if let Some(c) = &s.conflict {
+        notes.push(format!("conflict: {}", esc(c)));
+    }
     if !notes.is_empty() {
         let _ = write!(
             h,
@@ -320,6 +324,7 @@ mod tests {
             mass: None,
             nearest: matched.unwrap_or(0),
             nearest_cost: cost,
+            conflict: None,
         }
     }
 
@@ -345,6 +350,7 @@ mod tests {
             },
             explanation: ReportExplanation {
                 metric: "chamfer".into(),
+                cost: None,
                 threshold: 0.2,
                 format_valid: valid,
                 reward: if valid { 2.6 } else { 0.0 },

@@ -137,6 +137,7 @@ impl AppState {
             o.exact,
         )
         .and_then(|n| n.with_clinical_weight(o.clinical_weight))
+        .map(|n| n.with_cost(o.cost))
         .map_err(|e| ApiError::bad(format!("metric: {e}")))?;
         let key = options.config.metric.to_string();
         // Exact match (--exact) has no metric: the spec is checked, not used.
@@ -648,6 +649,7 @@ async fn health(State(s): State<AppState>) -> Response {
         "format_weight": o.config.format_weight,
         "semantic_weight": o.config.semantic_weight,
         "clinical_weight": o.clinical_weight,
+        "cost": o.cost.to_string(),
         "model": s.inner.model,
         "batches": c.batches.load(Ordering::Relaxed),
         "requests": c.requests.load(Ordering::Relaxed),

@@ -1,0 +1,101 @@
+"""SDRReward(cost="clinical"), sdr.explain(cost=...), sdr.clinical_conflicts and the
+adapters' cost option (mirrors sdr_reward's clinical-cost tests; SPEC §10)."""
+
+import pickle
+
+import pytest
+
+import sdr
+
+REFERENCE = (
+    "<think>The heart is normal in size. Left basilar atelectasis. No pneumothorax.</think>"
+    "<answer>No acute disease.</answer>"
+)
+SIDE = REFERENCE.replace("Left basilar", "Right basilar")
+REVERSED = REFERENCE.replace("No pneumothorax.", "There is a pneumothorax.")
+REPHRASED = REFERENCE.replace("No pneumothorax.", "Pneumothorax is not seen.")
+
+
+def test_the_clinical_cost_separates_errors_from_a_rephrasing():
+    cosine = sdr.SDRReward()
+    clinical = sdr.SDRReward(cost="clinical")
+    comps = [REFERENCE, REPHRASED, REVERSED, SIDE]
+    refs = [REFERENCE] * 4
+    c = cosine.score(comps, references=refs)
+    k = clinical.score(comps, references=refs)
+    # Identical sections: no conflict, the cosine reward exactly.
+    assert k["reward"][0] == c["reward"][0] == 3.0
+    # A rephrasing states the same facts: the cosine reward, bit for bit.
+    assert k["reward"][1] == c["reward"][1]
+    # A reversed finding and a wrong side: at least lambda / 2 under Chamfer.
+    lam = float(clinical.cost.split("=")[1])
+    for i in (2, 3):
+        assert k["findings"][i] <= c["findings"][i] - lam / 2 + 1e-9, (i, k, c)
+        assert k["reward"][i] < k["reward"][1]
+    # The cosine reward barely sees the side swap: the rephrasing costs more.
+    assert c["reward"][3] > c["reward"][1]
+    assert clinical.last_stats()["conflicts"] == 2
+
+
+def test_cost_is_part_of_the_configuration():
+    r = sdr.SDRReward(cost="clinical:lambda=1")
+    assert r.cost == "clinical:lambda=1"
+    assert "cost='clinical:lambda=1'" in repr(r)
+    assert "cost" not in repr(sdr.SDRReward())
+    clone = pickle.loads(pickle.dumps(r))
+    assert clone.cost == r.cost
+    assert clone.score([SIDE], references=[REFERENCE]) == r.score([SIDE], references=[REFERENCE])
+    assert sdr.SDRReward(cost="clinical").cost.startswith("clinical:lambda=")
+    for bad, msg in [("euclid", "unknown cost"), ("clinical:lambda=-1", "lambda"), ("clinical:rho=1", "rho")]:
+        with pytest.raises(ValueError, match=msg):
+            sdr.SDRReward(cost=bad)
+    with pytest.raises(TypeError, match="cost must be a string"):
+        sdr.SDRReward(cost=1)
+
+
+def test_logs_the_sections_with_a_conflict():
+    r = sdr.SDRReward(cost="clinical", name="clin")
+    logged = {}
+    r(completions=[REVERSED, REFERENCE], solution=[REFERENCE] * 2, log_metric=logged.__setitem__)
+    assert logged["clin/conflicts"] == 1.0
+    plain = {}
+    sdr.SDRReward(name="cos")(completions=[REVERSED], solution=[REFERENCE], log_metric=plain.__setitem__)
+    assert "cos/conflicts" not in plain
+
+
+def test_explain_names_the_conflict():
+    e = sdr.explain(SIDE, REFERENCE, cost="clinical")
+    assert e["cost"].startswith("clinical:lambda=")
+    cand = e["sections"]["findings"]["candidate"]
+    assert cand[1]["conflict"] == (
+        "side: present Atelectasis (right) vs present Atelectasis (left) in sentence 1"
+    )
+    assert "conflict" not in cand[0]
+    # The pair's cost stays cosine; the distance is the clinical one.
+    plain = sdr.explain(SIDE, REFERENCE)
+    assert "cost" not in plain
+    assert cand[1]["cost"] == plain["sections"]["findings"]["candidate"][1]["cost"]
+    assert e["sections"]["findings"]["distance"] > plain["sections"]["findings"]["distance"] + 0.1
+    reward = sdr.SDRReward(cost="clinical").score([SIDE], references=[REFERENCE])
+    assert e["reward"] == pytest.approx(reward["reward"][0], abs=1e-9)
+    with pytest.raises(ValueError, match="unknown cost"):
+        sdr.explain(SIDE, REFERENCE, cost="nope")
+
+
+def test_clinical_conflicts():
+    c = sdr.clinical_conflicts(
+        ["There is a pneumothorax.", "The heart is normal."], ["No pneumothorax.", "Small right effusion."]
+    )
+    assert c["a"][0]["kind"] == "polarity" and c["a"][0]["other"] == 0
+    assert c["a"][1] is None
+    assert c["b"][1]["kind"] == "unmatched" and c["b"][1]["other"] is None
+    assert "Pleural Effusion" in c["b"][1]["text"]
+
+
+def test_adapters_take_the_cost():
+    from sdr import verl
+
+    plain = verl.compute_score("iu", SIDE, REFERENCE)
+    clin = verl.compute_score("iu", SIDE, REFERENCE, cost="clinical")
+    assert clin["score"] < plain["score"] - 0.1
+    assert clin["score"] == pytest.approx(sdr.SDRReward(cost="clinical").score([SIDE], references=[REFERENCE])["reward"][0])
