@@ -45,7 +45,8 @@ def make_impression_reward(kind: str):
     if kind == "cos-f1":
         return common.ImpressionReward("r_cos_f1", metric="chamfer", clinical_weight=1.0)
     if kind == "clin":
-        return common.ImpressionReward("r_clin", metric="chamfer", cost="clinical")
+        # lambda pinned: a run resumed after the default changes keeps its reward.
+        return common.ImpressionReward("r_clin", metric="chamfer", cost="clinical:lambda=0.41")
     raise SystemExit(f"--reward for --task impression must be one of {IMPRESSION_REWARDS}, got {kind!r}")
 
 

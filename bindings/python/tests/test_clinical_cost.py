@@ -71,10 +71,15 @@ def test_explain_names_the_conflict():
         "side: present Atelectasis (right) vs present Atelectasis (left) in sentence 1"
     )
     assert "conflict" not in cand[0]
-    # The pair's cost stays cosine; the distance is the clinical one.
+    # Costs stay cosine (the nearest sentence and its cost are the cosine explanation's);
+    # the partner is the metric's on the clinical cost: the side swap is no longer
+    # paired with its mirror sentence, whose column carries a penalty too.
     plain = sdr.explain(SIDE, REFERENCE)
     assert "cost" not in plain
-    assert cand[1]["cost"] == plain["sections"]["findings"]["candidate"][1]["cost"]
+    p1 = plain["sections"]["findings"]["candidate"][1]
+    assert (cand[1]["nearest"], cand[1]["nearest_cost"]) == (p1["nearest"], p1["nearest_cost"])
+    assert p1["match"] == 1 and cand[1]["match"] != 1
+    assert cand[1]["cost"] > p1["cost"]
     assert e["sections"]["findings"]["distance"] > plain["sections"]["findings"]["distance"] + 0.1
     reward = sdr.SDRReward(cost="clinical").score([SIDE], references=[REFERENCE])
     assert e["reward"] == pytest.approx(reward["reward"][0], abs=1e-9)

@@ -806,6 +806,33 @@ async fn clinical_weight_adds_and_reports_the_clinical_term() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_clinical_cost_scores_every_metric_a_request_names() {
+    let cost: sdr_core::cost::CostKind = "clinical".parse().unwrap();
+    let srv = start(RewardOptions::default().with_cost(cost), Limits::default()).await;
+    // "No pleural effusion." reversed: the clinical cost's reward, per metric, is the
+    // scorer's with that cost, and below the cosine reward.
+    let reversed = REF.replace("No pleural effusion.", "There is a pleural effusion.");
+    for metric in ["chamfer", "hausdorff"] {
+        let body = json!({"completions": [reversed], "references": [REF], "metric": metric});
+        let (status, got) = post_json(srv.addr, "/v1/rewards", &body).await;
+        assert_eq!(status, 200, "{got}");
+        let options = RewardOptions::new(metric, 1.0, 1.0, false).unwrap();
+        let score = |o: RewardOptions| {
+            Scorer::new(o, Some(encoder()))
+                .unwrap()
+                .score(&[reversed.as_str()], &[Reference::Report(REF)])
+                .unwrap()
+                .0[0]
+                .reward
+        };
+        assert_eq!(floats(&got["rewards"]), [score(options.with_cost(cost))], "{metric}");
+        assert!(score(options.with_cost(cost)) < score(options) - 0.1, "{metric}");
+    }
+    let (_, h) = request(srv.addr, "GET", "/health", b"").await;
+    assert!(h.contains(&format!("\"cost\":\"{cost}\"")), "{h}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_request_twice_is_served_from_the_cache_with_the_same_rewards() {
     let srv = start(RewardOptions::default(), Limits::default()).await;
     let body = json!({
