@@ -147,13 +147,16 @@ impl<'c> CorpusClinical<'c> {
     }
 }
 
+/// One candidate's facts: per section (findings, impression), one list per sentence.
+pub(crate) type SectionFacts = [Vec<Vec<Fact>>; 2];
+
 /// Facts of the candidates' sentences, per candidate and section, checked
 /// against their embedded row counts `rows[c]` (`None`: malformed, skipped).
 pub(crate) fn candidate_facts(
     cost: &ClinicalCost,
     sentences: &[Option<CandidateSentences>],
     rows: &[Option<[usize; 2]>],
-) -> Result<Vec<Option<[Vec<Vec<Fact>>; 2]>>> {
+) -> Result<Vec<Option<SectionFacts>>> {
     if sentences.len() != rows.len() {
         return Err(CorpusError::SentenceCount {
             what: "the candidates".into(),

@@ -30,7 +30,7 @@ use sdr_core::{CostMatrix, Metric};
 
 use crate::agg::{mean_of_smallest, Aggregation, Policy};
 use crate::bounds::{self, BoundKind};
-use crate::clinical::{candidate_facts, CandidateSentences, CorpusClinical};
+use crate::clinical::{candidate_facts, CandidateSentences, CorpusClinical, SectionFacts};
 use crate::convergence::{Convergence, Tally};
 use crate::error::{CorpusError, Result};
 use crate::gram::{cost, gram, intra_cost, inverse_norms};
@@ -247,7 +247,7 @@ const ROUND: usize = 256;
 /// and per live candidate its sentences' facts, per section.
 struct Clin<'x, 'c> {
     corpus: &'x CorpusClinical<'c>,
-    facts: Vec<Option<[Vec<Vec<Fact>>; 2]>>,
+    facts: Vec<Option<SectionFacts>>,
 }
 
 impl Clin<'_, '_> {

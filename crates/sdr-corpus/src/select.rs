@@ -100,7 +100,7 @@ pub fn embed_candidate_sentences(
     let sentences = parsed
         .into_iter()
         .map(|p| {
-            well(&p).then(|| CandidateSentences {
+            well(&p).then_some(CandidateSentences {
                 findings: p.findings,
                 impression: p.impression,
             })
