@@ -14,7 +14,8 @@
 #    (Gemma 3 270M, prompt p2, `Findings:` prefilled, repetition penalty 1.2,
 #    `sdr generate`; see the README) under
 #    all 45 policies (15 set distances x min / avg / knn:k=5) plus 15
-#    consensus (MBR) policies;
+#    consensus (MBR) policies, each under the paper's cosine cost and under the
+#    clinical sentence cost (`--cost clinical`, SPEC §10; keys `clinical/...`), 120 in all;
 # 5. scores the chosen candidates against the test references and against the
 #    two random baselines (all candidates; well-formed only): BLEU, ROUGE,
 #    METEOR, chrF++, BERTScore-F1 (all-MiniLM-L6-v2 layer 6: a judge independent
@@ -56,10 +57,11 @@ step() { echo "== [$(( SECONDS - t0 )) s] $*"; }
 t0=$SECONDS
 bash scripts/fetch-model.sh
 bash scripts/fetch-minilm.sh
-bash scripts/build-sdr.sh -q
+[ -n "${SDR_BIN:-}" ] || bash scripts/build-sdr.sh -q
 step "set-up done"
 TARGET="${CARGO_TARGET_DIR:-target}"
-SDR="$TARGET/release/sdr"
+# SDR_BIN=PATH runs another build of `sdr` (as scripts/pruning-results.sh does).
+SDR=${SDR_BIN:-$TARGET/release/sdr}
 
 CORPUS="$OUT/iu-train.safetensors"
 want_sha=$(sha256sum "$CSV" | cut -d' ' -f1)
@@ -72,13 +74,29 @@ else
 fi
 "$SDR" corpus info "$CORPUS"
 
-step "selecting (45 corpus policies + 15 consensus policies)"
+step "selecting (45 corpus policies + 15 consensus policies, cosine cost)"
 # A stale corpus (other encoder / segmenter) is refused here with a one-line message.
-if ! "$SDR" select --cache-dir "$SDR_CACHE_DIR" --corpus "$CORPUS" --all-policies --consensus "$CANDS" -o "$OUT/selections.jsonl"; then
+if ! "$SDR" select --cache-dir "$SDR_CACHE_DIR" --corpus "$CORPUS" --all-policies --consensus "$CANDS" -o "$OUT/selections-cosine.jsonl"; then
   echo "== the corpus does not match; rebuilding it"
   "$SDR" corpus build --input "$CSV" --format csv --split train --out "$CORPUS"
-  "$SDR" select --cache-dir "$SDR_CACHE_DIR" --corpus "$CORPUS" --all-policies --consensus "$CANDS" -o "$OUT/selections.jsonl"
+  "$SDR" select --cache-dir "$SDR_CACHE_DIR" --corpus "$CORPUS" --all-policies --consensus "$CANDS" -o "$OUT/selections-cosine.jsonl"
 fi
+step "selecting (the same 60 policies under the clinical cost)"
+"$SDR" select --cache-dir "$SDR_CACHE_DIR" --corpus "$CORPUS" --all-policies --consensus --cost clinical "$CANDS" -o "$OUT/selections-clinical.jsonl"
+# One selections file for the tables: each study's clinical/ policies after its cosine ones.
+python3 - "$OUT/selections-cosine.jsonl" "$OUT/selections-clinical.jsonl" "$OUT/selections.jsonl" <<'PY'
+import json, sys
+cos, clin, out = sys.argv[1:]
+with open(cos) as a, open(clin) as b, open(out + ".tmp", "w") as o:
+    for la, lb in zip(a, b, strict=True):
+        x, y = json.loads(la), json.loads(lb)
+        if x["id"] != y["id"] or x["candidates_hash"] != y["candidates_hash"]:
+            sys.exit(f"{clin}: study {y['id']} does not line up with {x['id']} in {cos}")
+        x["policies"].update(y["policies"])
+        o.write(json.dumps(x) + "\n")
+import os
+os.replace(out + ".tmp", out)
+PY
 
 step "evaluating against the references and the random baselines"
 "$SDR" select-eval --references "$CSV" --candidates "$CANDS" --selections "$OUT/selections.jsonl" \

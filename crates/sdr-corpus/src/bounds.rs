@@ -52,6 +52,26 @@ pub fn kind(metric: &Metric) -> BoundKind {
     }
 }
 
+/// Which bound a metric has under the clinical cost (SPEC §10) when
+/// `clinical`, else [`kind`].
+///
+/// Proof that the cosine bounds stay valid. The clinical cost `M'` adds
+/// non-negative penalties to the cosine cost `M` (`M' >= M` elementwise)
+/// and keeps `max(M)` as the OT family's scale. Chamfer, Hausdorff, exact
+/// OT, partial OT (an exact linear program), Hung-NN and Hung-Pen are
+/// minima or maxima of sums of entries of the cost, each non-decreasing in
+/// every entry, so `D(M') >= D(M) >= L(M)`: a bound computed on the cosine
+/// block bounds the clinical distance too. Sinkhorn's value is the
+/// transport cost of the entropic plan, which moves with `M` and is not
+/// monotone in it: it has no bound here and is always computed (as UOT and
+/// GW already are).
+pub fn kind_under(metric: &Metric, clinical: bool) -> BoundKind {
+    match metric {
+        Metric::Sinkhorn { .. } if clinical => BoundKind::None,
+        _ => kind(metric),
+    }
+}
+
 /// Sentence-level bound for Chamfer and Hausdorff.
 ///
 /// `g[i]` is the smallest cost of candidate sentence `i` to *any* sentence
@@ -202,5 +222,9 @@ mod tests {
         assert_eq!(kind(&Metric::Chamfer), BoundKind::Sentence);
         assert_eq!(kind(&Metric::Ot), BoundKind::Block);
         assert_eq!(kind(&Metric::Gw { eps: 0.1 }), BoundKind::None);
+        let sk = Metric::Sinkhorn { eps: 0.1 };
+        assert_eq!(kind_under(&sk, false), BoundKind::Block);
+        assert_eq!(kind_under(&sk, true), BoundKind::None);
+        assert_eq!(kind_under(&Metric::Ot, true), BoundKind::Block);
     }
 }

@@ -108,6 +108,14 @@ pub enum CorpusError {
     },
     #[error("shards {missing} missing; given: {given}")]
     MissingShards { missing: String, given: String },
+    /// Candidate sentences that do not match the candidate's embedded rows
+    /// (the clinical cost reads one text per row).
+    #[error("{what}: {sentences} sentences for {rows} embedded rows; give the texts the rows were embedded from")]
+    SentenceCount {
+        what: String,
+        rows: usize,
+        sentences: usize,
+    },
     /// The encoder failed (boxed: `EmbedError` is large and rare).
     #[error(transparent)]
     Encoder(Box<sdr_embed::EmbedError>),

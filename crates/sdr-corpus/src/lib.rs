@@ -48,6 +48,7 @@
 pub mod agg;
 pub mod bounds;
 pub mod build;
+pub mod clinical;
 pub mod convergence;
 pub mod encoder;
 pub mod error;
@@ -65,6 +66,7 @@ pub mod table;
 
 pub use agg::{all_policies, Aggregation, Policy};
 pub use build::{build_corpus, build_corpus_with, BuildInfo, Progress};
+pub use clinical::{CandidateSentences, CorpusClinical};
 pub use convergence::Convergence;
 #[allow(deprecated)]
 pub use encoder::{
@@ -77,8 +79,9 @@ pub use partial::{partial_score, CorpusScorer, PartialScores, PartialSections};
 pub use score::{CandidateEmbedding, ScoreOptions, Scores};
 pub use sdr_embed::{EmbedControl, SectionBatch, SectionEmbedder};
 pub use select::{
-    argmin, best_of_k, consensus_scores, embed_candidate_texts, embed_candidates, BestOfK,
-    Consensus, Selection,
+    argmin, best_of_k, best_of_k_with, consensus_scores, consensus_scores_with,
+    embed_candidate_sentences, embed_candidate_texts, embed_candidates, BestOfK, Consensus,
+    Selection,
 };
 pub use shard::{merge_corpora, merge_files, shard_source, ShardInfo, ShardSpec};
 pub use source::{read_source, Columns, Source, SourceFormat, SourceOptions, SourceReport, Split};

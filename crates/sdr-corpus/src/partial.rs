@@ -14,6 +14,7 @@ use sdr_core::report::Section;
 use sdr_embed::{EmbedControl, SectionBatch, SectionEmbedder};
 
 use crate::agg::Policy;
+use crate::clinical::{CandidateSentences, CorpusClinical};
 use crate::convergence::Convergence;
 use crate::encoder::SentenceEncoder;
 use crate::error::Result;
@@ -54,6 +55,7 @@ pub struct CorpusScorer<'a> {
     index: &'a CorpusIndex<'a>,
     embedder: SectionEmbedder<'a>,
     policy: Policy,
+    clinical: Option<&'a CorpusClinical<'a>>,
 }
 
 impl<'a> CorpusScorer<'a> {
@@ -68,7 +70,15 @@ impl<'a> CorpusScorer<'a> {
             index,
             embedder,
             policy,
+            clinical: None,
         }
+    }
+
+    /// Scores under the clinical cost (SPEC §10), prepared for the same
+    /// index, instead of the cosine cost.
+    pub fn with_clinical(mut self, clinical: &'a CorpusClinical<'a>) -> Self {
+        self.clinical = Some(clinical);
+        self
     }
 
     /// [`CorpusScorer::with_embedder`] with a sentence cache of its own.
@@ -136,10 +146,31 @@ impl<'a> CorpusScorer<'a> {
                 })
             })
             .collect();
-        let scored = self.index.score(
+        // The texts follow the rows, a missing section borrowing the other's.
+        let sentences: Vec<Option<CandidateSentences>> = match self.clinical {
+            None => Vec::new(),
+            Some(_) => kept
+                .iter()
+                .map(|[f, i]| {
+                    let own = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+                    match (!f.is_empty(), !i.is_empty()) {
+                        (false, false) => None,
+                        (true, true) => Some((own(f), own(i))),
+                        (true, false) => Some((own(f), own(f))),
+                        (false, true) => Some((own(i), own(i))),
+                    }
+                    .map(|(findings, impression)| CandidateSentences {
+                        findings,
+                        impression,
+                    })
+                })
+                .collect(),
+        };
+        let scored = self.index.score_with(
             &cands,
             std::slice::from_ref(&self.policy),
             ScoreOptions::default(),
+            self.clinical.map(|c| (c, &sentences[..])),
         )?;
         let scores = kept
             .iter()

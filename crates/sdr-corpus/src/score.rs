@@ -15,6 +15,12 @@
 //! metrics that have a lower bound ([`crate::bounds`]) evaluate reports in
 //! increasing bound order and stop when no remaining report can enter the
 //! `k` smallest.
+//!
+//! Under the clinical cost ([`CorpusIndex::score_with`], SPEC §10) each
+//! gathered block is penalised by the conflicts of the candidate's sentences
+//! with the corpus set's ([`crate::clinical`]); the bounds stay those of the
+//! cosine block, valid for the metrics monotone in the cost
+//! ([`bounds::kind_under`]), and the rest are computed in full.
 
 use std::ops::Range;
 
@@ -24,11 +30,13 @@ use sdr_core::{CostMatrix, Metric};
 
 use crate::agg::{mean_of_smallest, Aggregation, Policy};
 use crate::bounds::{self, BoundKind};
+use crate::clinical::{candidate_facts, CandidateSentences, CorpusClinical, SectionFacts};
 use crate::convergence::{Convergence, Tally};
 use crate::error::{CorpusError, Result};
 use crate::gram::{cost, gram, intra_cost, inverse_norms};
 use crate::index::{CorpusIndex, SectionSets};
 use crate::store::Section;
+use sdr_core::cost::clinical::Fact;
 
 /// Embeddings of one well-formed candidate: both sections, `n_S x dim` each
 /// (`n_S >= 1`), row-major.
@@ -235,16 +243,64 @@ impl TopK {
 /// Sets evaluated exactly per parallel round in the pruned search.
 const ROUND: usize = 256;
 
+/// The clinical cost of one scoring pass: the corpus side prepared once,
+/// and per live candidate its sentences' facts, per section.
+struct Clin<'x, 'c> {
+    corpus: &'x CorpusClinical<'c>,
+    facts: Vec<Option<SectionFacts>>,
+}
+
+impl Clin<'_, '_> {
+    /// Candidate `c`'s facts of section `si`.
+    fn of(&self, c: usize, si: usize) -> &[Vec<Fact>] {
+        self.facts[c].as_ref().map_or(&[], |f| &f[si])
+    }
+}
+
 impl<'a> CorpusIndex<'a> {
-    /// Scores `cands` (`None` = malformed, scores `+inf`) under `policies`.
+    /// Scores `cands` (`None` = malformed, scores `+inf`) under `policies`
+    /// with the paper's cosine cost.
     pub fn score(
         &self,
         cands: &[Option<CandidateEmbedding>],
         policies: &[Policy],
         opts: ScoreOptions,
     ) -> Result<Scores> {
+        self.score_with(cands, policies, opts, None)
+    }
+
+    /// [`CorpusIndex::score`], under the clinical cost (SPEC §10) when
+    /// `clinical` gives it, prepared for this index, with the candidates'
+    /// sentences (`sentences[c]` beside `cands[c]`, one per embedded row).
+    /// `None` is the cosine cost, bit for bit.
+    ///
+    /// # Errors
+    /// Those of [`CorpusIndex::score`], and [`CorpusError::SentenceCount`]
+    /// when a well-formed candidate's sentences do not match its rows.
+    pub fn score_with(
+        &self,
+        cands: &[Option<CandidateEmbedding>],
+        policies: &[Policy],
+        opts: ScoreOptions,
+        clinical: Option<(&CorpusClinical<'_>, &[Option<CandidateSentences>])>,
+    ) -> Result<Scores> {
         let dim = self.view.dim;
         let stack = Stack::new(cands, dim)?;
+        let clin = match clinical {
+            None => None,
+            Some((corpus, sentences)) => {
+                let rows: Vec<Option<[usize; 2]>> = stack
+                    .ranges
+                    .iter()
+                    .map(|r| r.as_ref().map(|r| [r[0].len(), r[1].len()]))
+                    .collect();
+                Some(Clin {
+                    corpus,
+                    facts: candidate_facts(corpus.cost(), sentences, &rows)?,
+                })
+            }
+        };
+        let is_clinical = clin.is_some();
         let q = stack.q();
         let np = policies.len();
         let nc = cands.len();
@@ -263,7 +319,7 @@ impl<'a> CorpusIndex<'a> {
             for p in policies {
                 let full = !opts.prune
                     || p.agg == Aggregation::Avg
-                    || bounds::kind(&p.metric) == BoundKind::None;
+                    || bounds::kind_under(&p.metric, is_clinical) == BoundKind::None;
                 let k = p.agg.needs_smallest().unwrap_or(1);
                 match metrics.iter_mut().find(|(m, _, _)| *m == p.metric) {
                     Some(e) => {
@@ -283,7 +339,15 @@ impl<'a> CorpusIndex<'a> {
             for (si, sec) in Section::BOTH.into_iter().enumerate() {
                 let sets = self.section(sec);
                 // Full distance vectors: [metric][live cand][set].
-                let full_values = self.full_pass(sec, &stack, &cross, &live, &full, si, &tally);
+                let full_values = self.full_pass(
+                    sec,
+                    &stack,
+                    &cross,
+                    (&live, clin.as_ref()),
+                    &full,
+                    si,
+                    &tally,
+                );
                 evaluated += full.len() * live.len() * sets.len();
                 for (pi, p) in policies.iter().enumerate() {
                     if let Some(mi) = full.iter().position(|m| *m == p.metric) {
@@ -301,7 +365,8 @@ impl<'a> CorpusIndex<'a> {
                                 .as_ref()
                                 .map(|r| r[si].clone())
                                 .unwrap_or(0..0);
-                            self.pruned_search(sec, &cross, &rows, &metric, k, &tally)
+                            let facts = clin.as_ref().map(|x| (x.corpus, x.of(c, si)));
+                            self.pruned_search(sec, &cross, &rows, facts, &metric, k, &tally)
                         })
                         .collect();
                     for (li, &c) in live.iter().enumerate() {
@@ -337,7 +402,7 @@ impl<'a> CorpusIndex<'a> {
         sec: Section,
         stack: &Stack,
         cross: &Cross<'_>,
-        live: &[usize],
+        (live, clin): (&[usize], Option<&Clin<'_, '_>>),
         metrics: &[Metric],
         si: usize,
         tally: &Tally,
@@ -370,8 +435,13 @@ impl<'a> CorpusIndex<'a> {
                         (Some(a), Some(b)) => Some((a, b)),
                         _ => None,
                     };
+                    let mut pair = PairCost::borrowed(&block, intra);
+                    if let Some(x) = clin {
+                        let b = x.corpus.set_facts(self, sec, s);
+                        pair = x.corpus.penalize(pair, x.of(c, si), b);
+                    }
                     for m in metrics {
-                        out.push(tally.value(m, &PairCost::borrowed(&block, intra)));
+                        out.push(tally.value(m, &pair));
                     }
                 }
                 out
@@ -388,12 +458,16 @@ impl<'a> CorpusIndex<'a> {
 
     /// The `k` smallest distances (sorted, with multiplicities) of candidate
     /// rows `rows` to the sets of `sec`, skipping sets by lower bounds; also
-    /// returns how many sets were evaluated exactly.
+    /// returns how many sets were evaluated exactly. Under the clinical cost
+    /// (`clinical`: the corpus side and the candidate's facts of `sec`) the
+    /// exact distances read the penalised blocks, the bounds the cosine ones.
+    #[allow(clippy::too_many_arguments)]
     fn pruned_search(
         &self,
         sec: Section,
         cross: &Cross<'_>,
         rows: &Range<usize>,
+        clinical: Option<(&CorpusClinical<'_>, &[Vec<Fact>])>,
         metric: &Metric,
         k: usize,
         tally: &Tally,
@@ -401,7 +475,7 @@ impl<'a> CorpusIndex<'a> {
         let sets = self.section(sec);
         let ns = sets.len();
         // Lower bound of every set.
-        let lb: Vec<f64> = match bounds::kind(metric) {
+        let lb: Vec<f64> = match bounds::kind_under(metric, clinical.is_some()) {
             BoundKind::Sentence => {
                 // Column minima per distinct corpus sentence of this section,
                 // and each candidate row's minimum over the section's sentences.
@@ -436,10 +510,12 @@ impl<'a> CorpusIndex<'a> {
             BoundKind::None => vec![f64::NEG_INFINITY; ns],
         };
         let exact = |s: usize| -> f64 {
-            tally.value(
-                metric,
-                &PairCost::borrowed(&cross.block(rows, sets.set(s)), None),
-            )
+            let block = cross.block(rows, sets.set(s));
+            let mut pair = PairCost::borrowed(&block, None);
+            if let Some((corpus, a)) = clinical {
+                pair = corpus.penalize(pair, a, corpus.set_facts(self, sec, s));
+            }
+            tally.value(metric, &pair)
         };
         let mut top = TopK::new(k);
         let mut evaluated = 0usize;

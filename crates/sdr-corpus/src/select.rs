@@ -7,15 +7,17 @@
 //! every candidate is malformed the first is kept and
 //! [`Selection::all_malformed`] says so.
 
+use sdr_clinical::ClinicalCost;
 use sdr_core::cost::PairCost;
 use sdr_core::report::parse_report;
 use sdr_core::{Metric, ParsedReport};
 use sdr_embed::{EmbedControl, SectionBatch, SectionEmbedder};
 
 use crate::agg::Policy;
+use crate::clinical::{CandidateSentences, CorpusClinical};
 use crate::convergence::{Convergence, Tally};
 use crate::encoder::SentenceEncoder;
-use crate::error::Result;
+use crate::error::{CorpusError, Result};
 use crate::gram::{gram, inverse_norms};
 use crate::index::CorpusIndex;
 use crate::score::{CandidateEmbedding, ScoreOptions};
@@ -60,6 +62,19 @@ pub fn embed_candidate_texts(
     texts: &[&str],
     embedder: &SectionEmbedder<'_>,
 ) -> Result<Vec<Option<CandidateEmbedding>>> {
+    Ok(embed_candidate_sentences(texts, embedder)?.0)
+}
+
+/// [`embed_candidate_texts`], with each well-formed candidate's sentences
+/// beside its embedding (what the clinical cost reads, SPEC §10).
+#[allow(clippy::type_complexity)]
+pub fn embed_candidate_sentences(
+    texts: &[&str],
+    embedder: &SectionEmbedder<'_>,
+) -> Result<(
+    Vec<Option<CandidateEmbedding>>,
+    Vec<Option<CandidateSentences>>,
+)> {
     let parsed: Vec<_> = texts.iter().map(|t| parse_report(t)).collect();
     let well =
         |p: &ParsedReport| p.format_valid && !p.findings.is_empty() && !p.impression.is_empty();
@@ -72,7 +87,7 @@ pub fn embed_candidate_texts(
         }
     }
     let sets = embedder.embed(&batch, &EmbedControl::default())?;
-    Ok(parsed
+    let emb = parsed
         .iter()
         .enumerate()
         .map(|(c, p)| {
@@ -81,7 +96,17 @@ pub fn embed_candidate_texts(
                 impression: sets.view(c, Section::Impression).data.to_vec(),
             })
         })
-        .collect())
+        .collect();
+    let sentences = parsed
+        .into_iter()
+        .map(|p| {
+            well(&p).then_some(CandidateSentences {
+                findings: p.findings,
+                impression: p.impression,
+            })
+        })
+        .collect();
+    Ok((emb, sentences))
 }
 
 /// [`embed_candidate_texts`] with a cache of its own for this call.
@@ -117,8 +142,25 @@ pub fn best_of_k(
     index: &CorpusIndex<'_>,
     policy: &Policy,
 ) -> Result<BestOfK> {
-    let emb = embed_candidate_texts(texts, embedder)?;
-    let s = index.score(&emb, std::slice::from_ref(policy), ScoreOptions::default())?;
+    best_of_k_with(texts, embedder, index, policy, None)
+}
+
+/// [`best_of_k`] under the clinical cost (SPEC §10) when `clinical` is
+/// given (prepared for `index`); `None` is the cosine cost.
+pub fn best_of_k_with(
+    texts: &[&str],
+    embedder: &SectionEmbedder<'_>,
+    index: &CorpusIndex<'_>,
+    policy: &Policy,
+    clinical: Option<&CorpusClinical<'_>>,
+) -> Result<BestOfK> {
+    let (emb, sentences) = embed_candidate_sentences(texts, embedder)?;
+    let s = index.score_with(
+        &emb,
+        std::slice::from_ref(policy),
+        ScoreOptions::default(),
+        clinical.map(|c| (c, &sentences[..])),
+    )?;
     let scores = s.total.into_iter().next().unwrap_or_default();
     Ok(BestOfK {
         selection: argmin(&scores),
@@ -153,6 +195,22 @@ pub fn consensus_scores(
     metric: &Metric,
     dim: usize,
 ) -> Result<Consensus> {
+    consensus_scores_with(cands, metric, dim, None)
+}
+
+/// [`consensus_scores`] under the clinical cost (SPEC §10) when `clinical`
+/// gives it with the candidates' sentences (`sentences[c]` beside
+/// `cands[c]`); `None` is the cosine cost.
+///
+/// # Errors
+/// Those of [`consensus_scores`], and [`CorpusError::SentenceCount`] when a
+/// well-formed candidate's sentences do not match its rows.
+pub fn consensus_scores_with(
+    cands: &[Option<CandidateEmbedding>],
+    metric: &Metric,
+    dim: usize,
+    clinical: Option<(&ClinicalCost, &[Option<CandidateSentences>])>,
+) -> Result<Consensus> {
     let tally = Tally::default();
     let live: Vec<usize> = (0..cands.len()).filter(|&c| cands[c].is_some()).collect();
     let mut pair_sum = vec![vec![0.0f64; cands.len()]; cands.len()];
@@ -169,9 +227,32 @@ pub fn consensus_scores(
         let inv = inverse_norms(&rows, dim, "the candidates")?;
         let q = rows.len() / dim;
         let g = gram(&rows, &rows, dim);
+        // Each live candidate's sentences of this section, checked against its rows.
+        let texts: Option<(&ClinicalCost, Vec<Vec<&str>>)> = match clinical {
+            None => None,
+            Some((cost, sentences)) => {
+                let mut t = Vec::with_capacity(live.len());
+                for (x, &c) in live.iter().enumerate() {
+                    let s: Vec<&str> = sentences
+                        .get(c)
+                        .and_then(Option::as_ref)
+                        .map(|s| s.section(sec).iter().map(String::as_str).collect())
+                        .unwrap_or_default();
+                    if s.len() != ranges[x].len() {
+                        return Err(CorpusError::SentenceCount {
+                            what: format!("candidate {c} {sec}"),
+                            rows: ranges[x].len(),
+                            sentences: s.len(),
+                        });
+                    }
+                    t.push(s);
+                }
+                Some((cost, t))
+            }
+        };
         for x in 0..live.len() {
             for y in x + 1..live.len() {
-                let pair = PairCost::from_gram(
+                let mut pair = PairCost::from_gram(
                     &g,
                     q,
                     &inv,
@@ -179,6 +260,13 @@ pub fn consensus_scores(
                     ranges[y].clone(),
                     metric.needs_intra(),
                 );
+                if let Some((cost, t)) = &texts {
+                    // Counts checked above; weights by `ClinicalCost::new`.
+                    pair = cost
+                        .penalize(pair, &t[x], &t[y])
+                        .expect("sentence counts checked against the rows")
+                        .0;
+                }
                 let d = tally.value(metric, &pair);
                 pair_sum[live[x]][live[y]] += d;
                 pair_sum[live[y]][live[x]] += d;

@@ -9,8 +9,8 @@ use anyhow::{anyhow, Result};
 use sdr_core::report::SEGMENTER_VERSION;
 use sdr_core::Metric;
 use sdr_corpus::{
-    best_of_k, Aggregation, Convergence, Corpus, CorpusIndex, CorpusScorer, PartialSections,
-    Policy, SectionEmbedder,
+    best_of_k_with, Aggregation, Convergence, Corpus, CorpusClinical, CorpusIndex, CorpusScorer,
+    PartialSections, Policy, SectionEmbedder,
 };
 use sdr_gen::replay::{Replay, Stored};
 use sdr_gen::{
@@ -70,6 +70,13 @@ pub struct Args {
     /// Aggregation over the corpus: min, avg, or knn:k=K.
     #[arg(long, default_value = "min", value_name = "AGG")]
     pub agg: String,
+    /// The sentence cost of the partial scores and of standard best-of-K: `cosine`
+    /// (the paper's) or `clinical` (`clinical:lambda=L`; SPEC §10: the cosine cost plus a
+    /// penalty on sentences whose findings the corpus report contradicts or lacks). The
+    /// records' `policy` then starts with `clinical/`.
+    #[arg(long, default_value = "cosine", value_name = "COST",
+          value_parser = crate::common::parse_cost)]
+    pub cost: sdr_core::cost::CostKind,
     /// Sentences every candidate decodes before the first round (the paper's wu).
     #[arg(
         allow_negative_numbers = true,
@@ -335,6 +342,10 @@ enum Sink {
 struct Run<'a> {
     scorer: CorpusScorer<'a>,
     index: &'a CorpusIndex<'a>,
+    /// The clinical cost's corpus side (`--cost clinical`), else `None`.
+    clinical: Option<&'a CorpusClinical<'a>>,
+    /// The policy as records name it (with the cost's prefix).
+    key: String,
     embedder: &'a SectionEmbedder<'static>,
     config: PruneConfig,
     corpus_sha256: String,
@@ -395,7 +406,7 @@ impl Run<'_> {
         let rec = PruneRecord {
             id: s.id,
             mode: s.mode,
-            policy: self.scorer.policy().to_string(),
+            policy: self.key.clone(),
             warmup: self.config.warmup,
             fraction: self.config.fraction,
             chosen,
@@ -455,7 +466,7 @@ impl Run<'_> {
                 self.agree, self.compared
             );
         }
-        format!("{line} ({secs:.1} s, {})", self.scorer.policy())
+        format!("{line} ({secs:.1} s, {})", self.key)
     }
 }
 
@@ -504,6 +515,11 @@ pub fn run(args: Args) -> Result<()> {
         log_line(line);
     }
     let index = corpus.index()?;
+    let clinical_cost = crate::common::clinical_cost(&args.cost)?;
+    let clinical = clinical_cost
+        .as_ref()
+        .map(|c| CorpusClinical::from_corpus(c, &corpus, &index));
+    let key = format!("{}{policy}", crate::common::cost_prefix(&args.cost));
     if let Some(line) = knn_warning(&policy.agg, &index) {
         log_line(line);
     }
@@ -521,7 +537,7 @@ pub fn run(args: Args) -> Result<()> {
             Vec::new(),
         ),
         Some(input) => {
-            let policy = policy.to_string();
+            let policy = key.clone();
             let (journal, kept) = Journal::open(args.output.as_deref(), args.resume, |kept| {
                 already_done(kept, &input.studies, |s, si| {
                     input.expected(&args, &policy, config, &corpus_sha256, s, si)
@@ -533,8 +549,15 @@ pub fn run(args: Args) -> Result<()> {
     };
     let mut run = Run {
         // One cache for the live scores and standard best-of-K.
-        scorer: CorpusScorer::with_embedder(&index, (*encoder).clone(), policy),
+        scorer: match &clinical {
+            Some(c) => {
+                CorpusScorer::with_embedder(&index, (*encoder).clone(), policy).with_clinical(c)
+            }
+            None => CorpusScorer::with_embedder(&index, (*encoder).clone(), policy),
+        },
         index: &index,
+        clinical: clinical.as_ref(),
+        key,
         embedder: &encoder,
         config,
         corpus_sha256,
@@ -614,7 +637,7 @@ const CHECKED: [(&str, &str); 17] = [
     ("/sampling/max_tokens", "--max-tokens"),
     ("/sampling/repetition_penalty", "--repetition-penalty"),
     ("/sampling/prefill", "--prefill"),
-    ("/policy", "--metric/--agg"),
+    ("/policy", "--metric/--agg/--cost"),
     ("/warmup", "--warmup"),
     ("/fraction", "--fraction"),
     ("/survivors", "--survivors"),
@@ -739,7 +762,7 @@ fn replay(args: &Args, path: &Path, run: &mut Run<'_>) -> Result<()> {
         // Standard best-of-K on the full candidates, same policy.
         let texts: Vec<&str> = l.candidates.iter().map(String::as_str).collect();
         let policy = run.scorer.policy();
-        let standard = best_of_k(&texts, run.embedder, run.index, &policy)?;
+        let standard = best_of_k_with(&texts, run.embedder, run.index, &policy, run.clinical)?;
         run.stats.evaluated += standard.evaluated;
         run.stats.convergence += standard.convergence;
         let std_choice = standard.selection.index;

@@ -7,11 +7,14 @@ use std::time::Instant;
 
 use anyhow::{anyhow, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use sdr_clinical::ClinicalCost;
+use sdr_core::cost::CostKind;
 use sdr_core::report::SEGMENTER_VERSION;
 use sdr_core::Metric;
 use sdr_corpus::{
-    all_policies, argmin, consensus_scores, embed_candidate_texts, Aggregation, CandidateEmbedding,
-    Convergence, Corpus, CorpusIndex, Policy, ScoreOptions,
+    all_policies, argmin, consensus_scores_with, embed_candidate_sentences, Aggregation,
+    CandidateEmbedding, CandidateSentences, Convergence, Corpus, CorpusClinical, CorpusIndex,
+    Policy, ScoreOptions,
 };
 use serde::Deserialize;
 
@@ -39,7 +42,8 @@ plain Findings:/Impression: headers) into two non-empty sections; a malformed on
 that have that section of the set distance between sentence-embedding sets. Ties go to the\n\
 lowest index; when all candidates are malformed the first is kept (all_malformed: true).\n\
 Policy keys are METRIC@AGG (METRIC as in `sdr distances`, AGG min, avg or knn:k=K),\n\
-and METRIC@consensus for consensus selection."
+and METRIC@consensus for consensus selection; under --cost clinical every key starts with\n\
+`clinical/` (`clinical:lambda=L/` at another strength), e.g. clinical/chamfer@min."
 )]
 pub struct Args {
     /// JSON Lines with one {"id": ..., "candidates": [...]} object per line; `-` or absent reads stdin.
@@ -68,6 +72,13 @@ pub struct Args {
     /// results are identical, only slower. For checking and timing.
     #[arg(long)]
     pub no_prune: bool,
+    /// The sentence cost every distance reads: `cosine` (the paper's, (1 - cos) / 2) or
+    /// `clinical` (`clinical:lambda=L`; SPEC §10): the cosine cost plus a penalty on
+    /// sentences whose findings the other set contradicts (polarity, side, size) or lacks,
+    /// for corpus and consensus policies alike. Clinical keys start with `clinical/`.
+    #[arg(long, default_value = "cosine", value_name = "COST",
+          value_parser = crate::common::parse_cost)]
+    pub cost: CostKind,
     #[command(flatten)]
     pub encoder: EncoderArgs,
     /// Write to this file (atomically) instead of stdout.
@@ -109,6 +120,8 @@ struct Plan {
     consensus: Vec<Metric>,
     keys: Vec<String>,
     opts: ScoreOptions,
+    /// The clinical cost (`--cost clinical`); `None` is the cosine cost.
+    clinical: Option<ClinicalCost>,
 }
 
 impl Plan {
@@ -130,10 +143,11 @@ impl Plan {
             (true, true) => Metric::all(),
             (true, false) => vec![metric],
         };
+        let prefix = crate::common::cost_prefix(&args.cost);
         let keys = policies
             .iter()
-            .map(|p| p.to_string())
-            .chain(consensus.iter().map(|m| format!("{m}@consensus")))
+            .map(|p| format!("{prefix}{p}"))
+            .chain(consensus.iter().map(|m| format!("{prefix}{m}@consensus")))
             .collect();
         Ok(Plan {
             policies,
@@ -142,26 +156,32 @@ impl Plan {
             opts: ScoreOptions {
                 prune: !args.no_prune,
             },
+            clinical: crate::common::clinical_cost(&args.cost)?,
         })
     }
 
     /// Every policy's scores of one study's candidates; counts into `stats`.
+    /// `sentences[c]` are candidate `c`'s sentences, read under the clinical
+    /// cost, whose corpus side `clinical` is then.
     fn scores(
         &self,
         index: Option<&CorpusIndex<'_>>,
-        cands: &[Option<CandidateEmbedding>],
+        clinical: Option<&CorpusClinical<'_>>,
+        (cands, sentences): (&[Option<CandidateEmbedding>], &[Option<CandidateSentences>]),
         dim: usize,
         stats: &mut Stats,
     ) -> Result<Vec<Vec<f64>>> {
         let mut per_policy: Vec<Vec<f64>> = Vec::new();
         if let Some(ix) = index {
-            let s = ix.score(cands, &self.policies, self.opts)?;
+            let clin = clinical.map(|c| (c, sentences));
+            let s = ix.score_with(cands, &self.policies, self.opts, clin)?;
             stats.evaluated += s.evaluated;
             stats.convergence += s.convergence;
             per_policy.extend(s.total);
         }
         for m in &self.consensus {
-            let c = consensus_scores(cands, m, dim)?;
+            let clin = self.clinical.as_ref().map(|c| (c, sentences));
+            let c = consensus_scores_with(cands, m, dim, clin)?;
             stats.evaluated += c.evaluated;
             stats.convergence += c.convergence;
             per_policy.push(c.scores);
@@ -272,6 +292,11 @@ pub fn run(args: Args) -> Result<()> {
     };
     // `Corpus::index` names the file when a section is missing from it.
     let index = corpus.as_ref().map(Corpus::index).transpose()?;
+    // The clinical cost labels each corpus sentence once, here.
+    let corpus_clinical = match (&plan.clinical, &corpus, &index) {
+        (Some(cost), Some(c), Some(ix)) => Some(CorpusClinical::from_corpus(cost, c, ix)),
+        _ => None,
+    };
     let single = !args.all_policies;
     if let (Some(ix), [policy]) = (&index, &plan.policies[..]) {
         if let Some(line) = knn_warning(&policy.agg, ix) {
@@ -317,12 +342,20 @@ pub fn run(args: Args) -> Result<()> {
             .iter()
             .flat_map(|(_, l)| l.candidates.iter().map(String::as_str))
             .collect();
-        let mut embedded = embed_candidate_texts(&texts, &encoder)?.into_iter();
+        let (embedded, sentences) = embed_candidate_sentences(&texts, &encoder)?;
+        let (mut embedded, mut sentences) = (embedded.into_iter(), sentences.into_iter());
         for (no, l) in &lines {
             let cands: Vec<_> = embedded.by_ref().take(l.candidates.len()).collect();
+            let texts: Vec<_> = sentences.by_ref().take(l.candidates.len()).collect();
             let well: Vec<bool> = cands.iter().map(Option::is_some).collect();
             let per_policy = plan
-                .scores(index.as_ref(), &cands, encoder.dim(), &mut stats)
+                .scores(
+                    index.as_ref(),
+                    corpus_clinical.as_ref(),
+                    (&cands, &texts),
+                    encoder.dim(),
+                    &mut stats,
+                )
                 .map_err(|e| anyhow!("{}:{no}: {e}", input.name))?;
             all_bad += well.iter().all(|w| !w) as usize;
             let obj = record(l, single, &plan.keys, &per_policy, &well);

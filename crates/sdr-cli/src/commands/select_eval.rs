@@ -163,8 +163,15 @@ fn read_selections(path: &Path) -> Result<Vec<(String, SelLine)>> {
     })
 }
 
-/// Family label of a policy key (`sinkhorn:eps=0.1@min` -> `sinkhorn`).
+/// Family label of a policy key (`sinkhorn:eps=0.1@min` -> `sinkhorn`); a
+/// key under another sentence cost keeps its cost's name
+/// (`clinical/chamfer@min` -> `clinical/chamfer`, `clinical/ot@consensus`
+/// -> `clinical/consensus`).
 fn family(key: &str) -> String {
+    if let Some((cost, rest)) = key.split_once('/') {
+        let name = cost.split(':').next().unwrap_or(cost);
+        return format!("{name}/{}", family(rest));
+    }
     let (metric, agg) = key.split_once('@').unwrap_or((key, ""));
     if agg == "consensus" {
         return "consensus".into();

@@ -182,3 +182,26 @@ pub fn failure_warning(failed: usize, evaluated: usize) -> Option<String> {
 pub fn parse_cost(spec: &str) -> Result<sdr_core::cost::CostKind, String> {
     spec.parse().map_err(|e: sdr_core::SdrError| e.to_string())
 }
+
+/// What a policy key starts with under `cost`, so that selections and
+/// tables under another cost never share a key with the paper's: nothing
+/// for the cosine cost (keys unchanged), `clinical/` for the clinical cost
+/// at its default strength, `clinical:lambda=L/` at another.
+pub fn cost_prefix(cost: &sdr_core::cost::CostKind) -> String {
+    use sdr_core::cost::{clinical::DEFAULT_LAMBDA, CostKind};
+    match *cost {
+        CostKind::Cosine => String::new(),
+        CostKind::Clinical { lambda } if lambda == DEFAULT_LAMBDA => "clinical/".into(),
+        CostKind::Clinical { .. } => format!("{cost}/"),
+    }
+}
+
+/// The [`sdr_clinical::ClinicalCost`] of `--cost` (`None` for cosine).
+pub fn clinical_cost(
+    cost: &sdr_core::cost::CostKind,
+) -> anyhow::Result<Option<sdr_clinical::ClinicalCost>> {
+    cost.weights()
+        .map(|w| sdr_clinical::ClinicalCost::new(sdr_clinical::Labeler::default(), w))
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--cost {cost}: {e}"))
+}
