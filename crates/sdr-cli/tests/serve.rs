@@ -825,8 +825,15 @@ async fn the_clinical_cost_scores_every_metric_a_request_names() {
                 .0[0]
                 .reward
         };
-        assert_eq!(floats(&got["rewards"]), [score(options.with_cost(cost))], "{metric}");
-        assert!(score(options.with_cost(cost)) < score(options) - 0.1, "{metric}");
+        assert_eq!(
+            floats(&got["rewards"]),
+            [score(options.with_cost(cost))],
+            "{metric}"
+        );
+        assert!(
+            score(options.with_cost(cost)) < score(options) - 0.1,
+            "{metric}"
+        );
     }
     let (_, h) = request(srv.addr, "GET", "/health", b"").await;
     assert!(h.contains(&format!("\"cost\":\"{cost}\"")), "{h}");
