@@ -158,26 +158,20 @@ fn a_side_conflict_changes_the_choice() {
         )
         .unwrap();
     let lambda = cost.weights().lambda;
-    for p in 0..policies.len() {
+    for (p, policy) in policies.iter().enumerate() {
         assert_eq!(
             argmin(&cos.total[p]).index,
             0,
-            "{}: cosine prefers the one-word edit",
-            policies[p]
+            "{policy}: cosine prefers the one-word edit"
         );
         assert_eq!(
             argmin(&cl.total[p]).index,
             1,
-            "{}: clinical prefers the agreeing side",
-            policies[p]
+            "{policy}: clinical prefers the agreeing side"
         );
         // The side swap is penalised in both sections; the agreeing candidate is not.
-        assert!(
-            cl.total[p][0] >= cos.total[p][0] + lambda / 2.0,
-            "{}",
-            policies[p]
-        );
-        assert_eq!(cl.total[p][1], cos.total[p][1], "{}", policies[p]);
+        assert!(cl.total[p][0] >= cos.total[p][0] + lambda / 2.0, "{policy}");
+        assert_eq!(cl.total[p][1], cos.total[p][1], "{policy}");
     }
 }
 
