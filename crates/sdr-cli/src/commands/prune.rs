@@ -637,7 +637,7 @@ const CHECKED: [(&str, &str); 17] = [
     ("/sampling/max_tokens", "--max-tokens"),
     ("/sampling/repetition_penalty", "--repetition-penalty"),
     ("/sampling/prefill", "--prefill"),
-    ("/policy", "--metric/--agg/--cost"),
+    ("/policy", "--metric/--agg"),
     ("/warmup", "--warmup"),
     ("/fraction", "--fraction"),
     ("/survivors", "--survivors"),
