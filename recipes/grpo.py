@@ -46,7 +46,7 @@ def make_impression_reward(kind: str):
         return common.ImpressionReward("r_cos_f1", metric="chamfer", clinical_weight=1.0)
     if kind == "clin":
         # lambda pinned: a run resumed after the default changes keeps its reward.
-        return common.ImpressionReward("r_clin", metric="chamfer", cost="clinical:lambda=0.41")
+        return common.ImpressionReward("r_clin", metric="chamfer", cost="clinical:lambda=0.41,unmatched=1")
     raise SystemExit(f"--reward for --task impression must be one of {IMPRESSION_REWARDS}, got {kind!r}")
 
 

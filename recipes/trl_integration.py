@@ -25,6 +25,7 @@ Exit status 0 when every expectation holds; each failure is printed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing as mp
 import pickle
@@ -166,7 +167,10 @@ def check_async(sdr, tok, rows, problems):
         [parse_response(tok, tok(t + "<|im_end|>", add_special_tokens=False)["input_ids"], prefix=prompt_ids(r))]
         for r, t in zip(rows, texts)
     ]
-    seq = TrainingSequence(input_ids=[1, 2], completion_mask=[0, 1], old_log_probs=[0.0, 0.0])
+    # TRL 1.16.0's dataclass names its conversation (`rollout_id`); earlier builds had no such field.
+    fields = {f.name for f in dataclasses.fields(TrainingSequence)}
+    extra = {"rollout_id": "0"} if "rollout_id" in fields else {}
+    seq = TrainingSequence(input_ids=[1, 2], completion_mask=[0, 1], old_log_probs=[0.0, 0.0], **extra)
     group = RolloutGroup(
         prompts=[common.prompt_messages(r) for r in rows],
         reward_kwargs={"solution": [texts[0]] * len(rows)},

@@ -46,9 +46,13 @@ def mean(xs):
 def configs(line):
     keys = list(line["candidate"])
     metrics = [k.split("/", 1)[1] for k in keys if k.startswith("cosine/")]
-    # A lambda sweep writes clinical@L/<metric> beside clinical/<metric>.
-    sweeps = sorted({k.split("/", 1)[0] for k in keys if k.startswith("clinical@")},
-                    key=lambda p: float(p.split("@", 1)[1]))
+    # A sweep writes clinical@L/<metric> (or clinical@L,unmatched=U/<metric>) beside
+    # clinical/<metric>.
+    def order(p):
+        lam, _, rest = p.split("@", 1)[1].partition(",unmatched=")
+        return float(lam), -float(rest or 1)
+
+    sweeps = sorted({k.split("/", 1)[0] for k in keys if k.startswith("clinical@")}, key=order)
     out = []
     for m in metrics:
         out += [f"cosine/{m}", f"cosine+term/{m}", f"clinical/{m}"] + [f"{p}/{m}" for p in sweeps]

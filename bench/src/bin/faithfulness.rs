@@ -4,7 +4,7 @@
 //! `bench/faithfulness/make_cases.py`).
 //!
 //! ```text
-//! faithfulness CASES.jsonl OUT.jsonl [--model DIR] [--lambda L[,L2,...]] [--bertscore-model DIR] [--limit N] [--no-bertscore]
+//! faithfulness CASES.jsonl OUT.jsonl [--model DIR] [--lambda L[,L2,...]] [--unmatched U[,U2,...]] [--metrics M[,M2,...]] [--bertscore-model DIR] [--limit N] [--no-bertscore]
 //! faithfulness lambda REPORTS.csv [--model DIR] [--limit N]
 //! ```
 //!
@@ -63,6 +63,12 @@ struct Args {
     /// λ values: the first writes `clinical/<metric>`, every other one
     /// `clinical@λ/<metric>` (a sweep in one pass over the embeddings).
     lambdas: Vec<f64>,
+    /// Weights of an unmatched finding (`ClinicalWeights::unmatched`, its
+    /// hedged weight half of it), crossed with every λ: the grid's entries
+    /// other than the first write `clinical@λ,unmatched=U/<metric>`.
+    unmatched: Vec<f64>,
+    /// Only these metrics (specs as `Metric` parses them); all 15 without.
+    metrics: Vec<Metric>,
     /// BERTScore judge (a RoBERTa/BERT folder: all-MiniLM-L6-v2 for a judge
     /// independent of the reward); the reward's own encoder without it.
     bertscore_model: Option<PathBuf>,
@@ -74,10 +80,11 @@ struct Args {
 fn args() -> Result<Args> {
     let a: Vec<String> = std::env::args().skip(1).collect();
     let usage =
-        "faithfulness CASES.jsonl OUT.jsonl [--model DIR] [--lambda L[,L2,...]] [--bertscore-model DIR] [--limit N] [--no-bertscore]";
+        "faithfulness CASES.jsonl OUT.jsonl [--model DIR] [--lambda L[,L2,...]] [--unmatched U[,U2,...]] [--metrics M[,M2,...]] [--bertscore-model DIR] [--limit N] [--no-bertscore]";
     let mut pos = Vec::new();
     let (mut model, mut lambdas, mut limit, mut no_bertscore) = (None, Vec::new(), None, false);
     let mut bertscore_model = None;
+    let (mut unmatched, mut metrics) = (Vec::new(), Vec::new());
     let mut it = a.into_iter();
     while let Some(x) = it.next() {
         let mut val = |name: &str| {
@@ -93,6 +100,26 @@ fn args() -> Result<Args> {
                         x.trim()
                             .parse()
                             .map_err(|_| anyhow!("--lambda: `{x}` is not a number"))?,
+                    );
+                }
+            }
+            "--unmatched" => {
+                let v = val("--unmatched")?;
+                for x in v.split(',') {
+                    unmatched.push(
+                        x.trim()
+                            .parse()
+                            .map_err(|_| anyhow!("--unmatched: `{x}` is not a number"))?,
+                    );
+                }
+            }
+            "--metrics" => {
+                let v = val("--metrics")?;
+                for x in v.split(',') {
+                    metrics.push(
+                        x.trim()
+                            .parse::<Metric>()
+                            .map_err(|e| anyhow!("--metrics: `{x}`: {e}"))?,
                     );
                 }
             }
@@ -121,6 +148,8 @@ fn args() -> Result<Args> {
         out,
         model,
         lambdas,
+        unmatched,
+        metrics,
         bertscore_model,
         limit,
         no_bertscore,
@@ -182,6 +211,7 @@ impl Table {
 fn rewards(
     table: &Table,
     weights: &[ClinicalWeights],
+    metrics: &[Metric],
     cand: &str,
     reference: &str,
     f1: f64,
@@ -199,7 +229,7 @@ fn rewards(
         let (va, vb) = (SetView::new(&ca, table.dim), SetView::new(&ra, table.dim));
         let cos = PairCost::between(&va, &vb, true)?;
         let eval = |pc: &PairCost<'_>| -> Result<Vec<f64>> {
-            Metric::all()
+            metrics
                 .iter()
                 .map(|m| Ok(section_term(&m.evaluate(pc)?)))
                 .collect()
@@ -210,15 +240,18 @@ fn rewards(
             .collect::<Result<Vec<_>>>()?;
         per_section.push((eval(&cos)?, clin));
     }
-    for (k, m) in Metric::all().iter().enumerate() {
+    let default_unmatched = ClinicalWeights::default().unmatched;
+    for (k, m) in metrics.iter().enumerate() {
         let cosine = 1.0 + per_section[0].0[k] + per_section[1].0[k];
         out.insert(format!("cosine/{m}"), json!(cosine));
         for (l, w) in weights.iter().enumerate() {
             let clinical = 1.0 + per_section[0].1[l][k] + per_section[1].1[l][k];
             let key = if l == 0 {
                 format!("clinical/{m}")
-            } else {
+            } else if w.unmatched == default_unmatched {
                 format!("clinical@{}/{m}", w.lambda)
+            } else {
+                format!("clinical@{},unmatched={}/{m}", w.lambda, w.unmatched)
             };
             out.insert(key, json!(clinical));
         }
@@ -361,16 +394,31 @@ fn main() -> Result<()> {
     } else {
         a.lambdas.clone()
     };
+    let unmatched = if a.unmatched.is_empty() {
+        vec![ClinicalWeights::default().unmatched]
+    } else {
+        a.unmatched.clone()
+    };
     let weights: Vec<ClinicalWeights> = lambdas
         .iter()
-        .map(|&lambda| {
+        .flat_map(|&lambda| unmatched.iter().map(move |&u| (lambda, u)))
+        .map(|(lambda, u)| {
             let w = ClinicalWeights {
                 lambda,
+                unmatched: u,
+                unmatched_hedged: 0.5 * u,
                 ..Default::default()
             };
-            w.check().map(|_| w).map_err(|e| anyhow!("--lambda: {e}"))
+            w.check()
+                .map(|_| w)
+                .map_err(|e| anyhow!("--lambda / --unmatched: {e}"))
         })
         .collect::<Result<_>>()?;
+    let metrics = if a.metrics.is_empty() {
+        Metric::all()
+    } else {
+        a.metrics.clone()
+    };
 
     // Every distinct sentence, embedded and annotated once.
     let mut index: HashMap<String, usize> = HashMap::new();
@@ -458,7 +506,7 @@ fn main() -> Result<()> {
                     UncertainPolicy::Positive,
                 );
                 m.insert("CheXpert-rule F1".into(), json!(f1));
-                rewards(&table, &weights, cand, &c.reference, f1, &mut m)
+                rewards(&table, &weights, &metrics, cand, &c.reference, f1, &mut m)
                     .with_context(|| format!("case {}", c.id))?;
                 maps.push(Value::Object(m));
             }

@@ -111,15 +111,16 @@ pub fn clinical_conflicts<'py>(
     let c = clinical_cost();
     type Row = Option<(&'static str, f64, Option<usize>, String)>;
     let (ra, rb): (Vec<Row>, Vec<Row>) = py.detach(|| {
-        let owned = |s: &[String]| -> Vec<Vec<sdr_core::cost::clinical::Fact>> {
+        type Facts = std::sync::Arc<Vec<sdr_core::cost::clinical::Fact>>;
+        let facts = |s: &[String]| -> Vec<Facts> {
             let t: Vec<&str> = s.iter().map(String::as_str).collect();
-            c.facts(&t).iter().map(|f| f.to_vec()).collect()
+            c.facts(&t)
         };
-        let (fa, fb) = (owned(&a), owned(&b));
+        let (fa, fb) = (facts(&a), facts(&b));
         let pc = sdr_core::cost::clinical::PairConflicts::of(&fa, &fb, c.weights());
         let rows = |own: &[Option<sdr_core::cost::clinical::Conflict>],
-                    facts: &[Vec<sdr_core::cost::clinical::Fact>],
-                    other: &[Vec<sdr_core::cost::clinical::Fact>]| {
+                    facts: &[Facts],
+                    other: &[Facts]| {
             own.iter()
                 .zip(facts)
                 .map(|(k, f)| {

@@ -40,7 +40,7 @@ pub fn check_reward_options(
 
 /// Check a sentence-cost spec (``"cosine"``, ``"clinical"``,
 /// ``"clinical:lambda=1"``) without loading anything; returns its canonical
-/// form (``"clinical:lambda=0.41"``). Raises ValueError naming what is wrong.
+/// form (``"clinical:lambda=1.5"``). Raises ValueError naming what is wrong.
 #[pyfunction]
 pub fn check_cost(cost: &str) -> PyResult<String> {
     let c: sdr_core::cost::CostKind = cost

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use sdr_core::cost::clinical::{
-    ClinicalWeights, Conflict, Fact, Laterality, PairConflicts, Polarity,
+    ClinicalWeights, Conflict, Fact, FactList, Laterality, PairConflicts, Polarity,
 };
 use sdr_core::cost::{Element, PairCost, SetView};
 use sdr_core::explain::{SectionCost, Sentences};
@@ -84,20 +84,33 @@ impl ClinicalCost {
         let mut key = String::new();
         sentences
             .iter()
-            .map(|s| {
-                normalize_into(s.trim(), &mut key);
-                if let Some(f) = self.cache.read().expect("fact cache lock").get(&key) {
-                    return Arc::clone(f);
-                }
-                let f = Arc::new(self.labeler.sentence_facts(s));
-                let mut cache = self.cache.write().expect("fact cache lock");
-                if cache.len() >= FACT_CACHE_ENTRIES {
-                    cache.clear();
-                }
-                cache.insert(key.clone(), Arc::clone(&f));
-                f
-            })
+            .map(|s| self.fact_list(s, &mut key))
             .collect()
+    }
+
+    /// The facts of one sentence, from the cache where seen before (the annotation an
+    /// embedding stage computes once per distinct sentence of a batch).
+    pub fn sentence_facts(&self, sentence: &str) -> Arc<Vec<Fact>> {
+        self.fact_list(sentence, &mut String::new())
+    }
+
+    fn fact_list(&self, s: &str, key: &mut String) -> Arc<Vec<Fact>> {
+        normalize_into(s.trim(), key);
+        if let Some(f) = self
+            .cache
+            .read()
+            .expect("fact cache lock")
+            .get(key.as_str())
+        {
+            return Arc::clone(f);
+        }
+        let f = Arc::new(self.labeler.sentence_facts(s));
+        let mut cache = self.cache.write().expect("fact cache lock");
+        if cache.len() >= FACT_CACHE_ENTRIES {
+            cache.clear();
+        }
+        cache.insert(key.clone(), Arc::clone(&f));
+        f
     }
 
     /// The clinical [`PairCost`] of sets `a` and `b` whose rows embed the
@@ -130,9 +143,7 @@ impl ClinicalCost {
         a_text: &[&str],
         b_text: &[&str],
     ) -> sdr_core::Result<(PairCost<'a>, PairConflicts)> {
-        let fa: Vec<Vec<Fact>> = self.facts(a_text).iter().map(|f| f.to_vec()).collect();
-        let fb: Vec<Vec<Fact>> = self.facts(b_text).iter().map(|f| f.to_vec()).collect();
-        cosine.clinical(&fa, &fb, &self.weights)
+        cosine.clinical(&self.facts(a_text), &self.facts(b_text), &self.weights)
     }
 }
 
@@ -152,18 +163,19 @@ impl ClinicalCost {
     ) -> sdr_core::Result<SectionCost> {
         let cos = PairCost::between(&candidate.vectors, &reference.vectors, with_intra)?;
         let cosine = cos.cross.as_ref().clone();
-        let owned = |s: &[String]| -> Vec<Vec<Fact>> {
+        let facts = |s: &[String]| {
             let t: Vec<&str> = s.iter().map(String::as_str).collect();
-            self.facts(&t).iter().map(|f| f.to_vec()).collect()
+            self.facts(&t)
         };
-        let (fa, fb) = (owned(candidate.text), owned(reference.text));
+        let (fa, fb) = (facts(candidate.text), facts(reference.text));
         let (cost, conflicts) = cos.clinical(&fa, &fb, &self.weights)?;
-        let notes = |own: &[Option<Conflict>], facts: &[Vec<Fact>], other: &[Vec<Fact>]| {
-            own.iter()
-                .zip(facts)
-                .map(|(c, f)| c.as_ref().map(|c| self.describe(c, f, other)))
-                .collect()
-        };
+        let notes =
+            |own: &[Option<Conflict>], facts: &[Arc<Vec<Fact>>], other: &[Arc<Vec<Fact>>]| {
+                own.iter()
+                    .zip(facts)
+                    .map(|(c, f)| c.as_ref().map(|c| self.describe(c, f, other)))
+                    .collect()
+            };
         Ok(SectionCost {
             cost,
             cosine,
@@ -208,13 +220,13 @@ impl ClinicalCost {
     /// with, e.g. `"side: present Atelectasis (left) vs present Atelectasis
     /// (right) in sentence 0"`, or `"unmatched: present Granuloma (right),
     /// not named by the other report"`.
-    pub fn describe(&self, c: &Conflict, own: &[Fact], other: &[Vec<Fact>]) -> String {
+    pub fn describe<F: FactList>(&self, c: &Conflict, own: &[Fact], other: &[F]) -> String {
         let mine = own
             .get(c.fact)
             .map_or_else(|| "?".to_string(), |f| fact_text(&self.labeler, f));
         match c
             .other
-            .and_then(|(j, k)| other.get(j).and_then(|s| s.get(k)).map(|g| (j, g)))
+            .and_then(|(j, k)| other.get(j).and_then(|s| s.facts().get(k)).map(|g| (j, g)))
         {
             Some((j, g)) => format!(
                 "{}: {mine} vs {} in sentence {j}",

@@ -23,7 +23,7 @@ use std::sync::{Arc, OnceLock};
 
 use rayon::prelude::*;
 use sdr_clinical::ClinicalCost;
-use sdr_core::cost::clinical::Fact;
+use sdr_core::cost::clinical::{Fact, FactList};
 use sdr_core::cost::PairCost;
 
 use crate::error::{CorpusError, Result};
@@ -58,7 +58,7 @@ pub struct CorpusClinical<'c> {
     /// Facts per corpus sentence (embedding row); empty for rows no section uses.
     sentence_facts: Vec<Arc<Vec<Fact>>>,
     /// Per section, per distinct set: its sentences' facts in the set's row order.
-    set_facts: [Vec<OnceLock<Vec<Vec<Fact>>>>; 2],
+    set_facts: [Vec<OnceLock<Vec<Arc<Vec<Fact>>>>>; 2],
 }
 
 impl<'c> CorpusClinical<'c> {
@@ -118,25 +118,25 @@ impl<'c> CorpusClinical<'c> {
 
     /// The fact lists of distinct set `s` of section `sec` (`s` < the
     /// section's number of sets), in the set's row order.
-    pub fn set_facts(&self, index: &CorpusIndex<'_>, sec: Section, s: usize) -> &[Vec<Fact>] {
+    pub fn set_facts(&self, index: &CorpusIndex<'_>, sec: Section, s: usize) -> &[Arc<Vec<Fact>>] {
         let si = Section::BOTH.iter().position(|x| *x == sec).unwrap_or(0);
         self.set_facts[si][s].get_or_init(|| {
             index
                 .section(sec)
                 .set(s)
                 .iter()
-                .map(|&r| self.sentence_facts[r as usize].to_vec())
+                .map(|&r| Arc::clone(&self.sentence_facts[r as usize]))
                 .collect()
         })
     }
 
     /// `cosine` penalised by the conflicts of the candidate's facts `a`
     /// (one list per row) against a corpus set's facts `b` (one per column).
-    pub(crate) fn penalize<'p>(
+    pub(crate) fn penalize<'p, F: FactList, G: FactList>(
         &self,
         cosine: PairCost<'p>,
-        a: &[Vec<Fact>],
-        b: &[Vec<Fact>],
+        a: &[F],
+        b: &[G],
     ) -> PairCost<'p> {
         // The counts were checked by `candidate_facts` and the weights by
         // `ClinicalCost::new`: the only errors `PairCost::clinical` has.
@@ -148,7 +148,7 @@ impl<'c> CorpusClinical<'c> {
 }
 
 /// One candidate's facts: per section (findings, impression), one list per sentence.
-pub(crate) type SectionFacts = [Vec<Vec<Fact>>; 2];
+pub(crate) type SectionFacts = [Vec<Arc<Vec<Fact>>>; 2];
 
 /// Facts of the candidates' sentences, per candidate and section, checked
 /// against their embedded row counts `rows[c]` (`None`: malformed, skipped).
@@ -176,7 +176,7 @@ pub(crate) fn candidate_facts(
                     sentences: 0,
                 });
             };
-            let mut out: [Vec<Vec<Fact>>; 2] = [Vec::new(), Vec::new()];
+            let mut out: SectionFacts = [Vec::new(), Vec::new()];
             for (k, sec) in Section::BOTH.into_iter().enumerate() {
                 let texts: Vec<&str> = t.section(sec).iter().map(String::as_str).collect();
                 if texts.len() != r[k] {
@@ -186,7 +186,7 @@ pub(crate) fn candidate_facts(
                         sentences: texts.len(),
                     });
                 }
-                out[k] = cost.facts(&texts).iter().map(|f| f.to_vec()).collect();
+                out[k] = cost.facts(&texts);
             }
             Ok(Some(out))
         })

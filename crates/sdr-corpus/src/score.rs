@@ -252,7 +252,7 @@ struct Clin<'x, 'c> {
 
 impl Clin<'_, '_> {
     /// Candidate `c`'s facts of section `si`.
-    fn of(&self, c: usize, si: usize) -> &[Vec<Fact>] {
+    fn of(&self, c: usize, si: usize) -> &[std::sync::Arc<Vec<Fact>>] {
         self.facts[c].as_ref().map_or(&[], |f| &f[si])
     }
 }
@@ -467,7 +467,7 @@ impl<'a> CorpusIndex<'a> {
         sec: Section,
         cross: &Cross<'_>,
         rows: &Range<usize>,
-        clinical: Option<(&CorpusClinical<'_>, &[Vec<Fact>])>,
+        clinical: Option<(&CorpusClinical<'_>, &[std::sync::Arc<Vec<Fact>>])>,
         metric: &Metric,
         k: usize,
         tally: &Tally,

@@ -25,7 +25,8 @@
 use std::sync::Arc;
 
 use sdr_clinical::{example_f1, ClinicalCost, Labeler, UncertainPolicy};
-use sdr_core::cost::CostKind;
+use sdr_core::cost::clinical::Fact;
+use sdr_core::cost::{CostKind, PairCost};
 use sdr_core::report::Section;
 use sdr_core::report::{exact_match_reward, parse_template, ParsedReport};
 use sdr_core::reward::{reward, reward_with, EmbeddedSections, RewardBreakdown, RewardConfig};
@@ -465,9 +466,14 @@ impl Scorer {
             stop: Some(stop),
             progress: None,
         };
-        let sets = embedder
-            .embed(&batch, &control)
-            .map_err(RewardError::from_stage)?;
+        // Under the clinical cost each distinct sentence carries its facts,
+        // labelled once per batch (and cached across batches), so that a
+        // pair's cost reads them beside its rows with no lookup.
+        let sets = match &self.clinical_cost {
+            None => embedder.embed_annotated(&batch, |_| None, &control),
+            Some(c) => embedder.embed_annotated(&batch, |t| Some(c.sentence_facts(t)), &control),
+        }
+        .map_err(RewardError::from_stage)?;
         let s = sets.stats();
         let mut stats = BatchStats {
             samples: gens.len(),
@@ -487,34 +493,39 @@ impl Scorer {
             impression: sets.view(report, Section::Impression),
         };
         let metric = &config.metric;
-        let results = parallel::map(gens, |i, g| {
-            // A sample's distances can take seconds (GW on long sets).
-            if stop() {
-                return Err(RewardError::Stopped {
-                    embedded: stats.embedded,
-                    encode_seconds: stats.encode_seconds,
-                });
-            }
-            let generated = sections(2 * i + 1);
-            let generated = g.format_valid.then_some(&generated);
-            let Some(clin) = &self.clinical_cost else {
-                return Ok((reward(config, generated, &sections(2 * i), i)?, 0));
-            };
-            // The clinical cost reads each set's sentences beside its rows.
-            let conflicts = std::sync::atomic::AtomicUsize::new(0);
-            let r = reward_with(config, generated, &sections(2 * i), i, |section, gv, rv| {
-                let (gt, rt) = (
-                    sets.set_of(2 * i + 1, section).texts,
-                    sets.set_of(2 * i, section).texts,
-                );
-                let (pc, found) = clin.pair_cost(gv, gt, rv, rt, metric.needs_intra())?;
-                if found.any() {
-                    conflicts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let results =
+            parallel::map(gens, |i, g| {
+                // A sample's distances can take seconds (GW on long sets).
+                if stop() {
+                    return Err(RewardError::Stopped {
+                        embedded: stats.embedded,
+                        encode_seconds: stats.encode_seconds,
+                    });
                 }
-                metric.evaluate(&pc)
-            })?;
-            Ok((r, conflicts.into_inner()))
-        });
+                let generated = sections(2 * i + 1);
+                let generated = g.format_valid.then_some(&generated);
+                let Some(clin) = &self.clinical_cost else {
+                    return Ok((reward(config, generated, &sections(2 * i), i)?, 0));
+                };
+                // The clinical cost reads each set's facts beside its rows.
+                let conflicts = std::sync::atomic::AtomicUsize::new(0);
+                let r =
+                    reward_with(config, generated, &sections(2 * i), i, |section, gv, rv| {
+                        let facts = |report: usize| -> Vec<&[Fact]> {
+                            sets.set_of(report, section)
+                                .notes()
+                                .map(|f| f.as_deref().map_or(&[][..], Vec::as_slice))
+                                .collect()
+                        };
+                        let (pc, found) = PairCost::between(gv, rv, metric.needs_intra())?
+                            .clinical(&facts(2 * i + 1), &facts(2 * i), clin.weights())?;
+                        if found.any() {
+                            conflicts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        metric.evaluate(&pc)
+                    })?;
+                Ok((r, conflicts.into_inner()))
+            });
         let out = results
             .into_iter()
             .collect::<std::result::Result<Vec<_>, _>>()?;

@@ -246,6 +246,7 @@ fn explain_chunk(
                         e.cost = Some(
                             CostKind::Clinical {
                                 lambda: clin.weights().lambda,
+                                unmatched: clin.weights().unmatched,
                             }
                             .to_string(),
                         );

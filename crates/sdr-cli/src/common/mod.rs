@@ -186,12 +186,12 @@ pub fn parse_cost(spec: &str) -> Result<sdr_core::cost::CostKind, String> {
 /// What a policy key starts with under `cost`, so that selections and
 /// tables under another cost never share a key with the paper's: nothing
 /// for the cosine cost (keys unchanged), `clinical/` for the clinical cost
-/// at its default strength, `clinical:lambda=L/` at another.
+/// at its default weights, `clinical:lambda=L,unmatched=U/` at others.
 pub fn cost_prefix(cost: &sdr_core::cost::CostKind) -> String {
-    use sdr_core::cost::{clinical::DEFAULT_LAMBDA, CostKind};
+    use sdr_core::cost::CostKind;
     match *cost {
         CostKind::Cosine => String::new(),
-        CostKind::Clinical { lambda } if lambda == DEFAULT_LAMBDA => "clinical/".into(),
+        c if c == CostKind::clinical() => "clinical/".into(),
         CostKind::Clinical { .. } => format!("{cost}/"),
     }
 }

@@ -160,7 +160,7 @@ pub struct ExplainedSections {
 pub struct ReportExplanation {
     /// Canonical metric spec (SPEC §3).
     pub metric: String,
-    /// The sentence cost when it is not the cosine (`clinical:lambda=0.41`;
+    /// The sentence cost when it is not the cosine (`clinical:lambda=1.5`;
     /// SPEC §10); set by the caller that chose it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost: Option<String>,
@@ -204,15 +204,19 @@ pub fn explain_section(
     candidate: &Sentences<'_>,
     reference: &Sentences<'_>,
 ) -> Result<SectionExplanation> {
+    let cost = cosine_section_cost(metric, candidate, reference)?;
+    explain_section_with(metric, threshold, candidate, reference, &cost)
+}
+
+/// The paper's cost of a section pair, its counts checked.
+fn cosine_section_cost(
+    metric: &Metric,
+    candidate: &Sentences<'_>,
+    reference: &Sentences<'_>,
+) -> Result<SectionCost> {
     check_counts(candidate, reference)?;
     let cost = PairCost::between(&candidate.vectors, &reference.vectors, metric.needs_intra())?;
-    explain_section_with(
-        metric,
-        threshold,
-        candidate,
-        reference,
-        &SectionCost::cosine(cost),
-    )
+    Ok(SectionCost::cosine(cost))
 }
 
 fn check_counts(candidate: &Sentences<'_>, reference: &Sentences<'_>) -> Result<()> {
@@ -362,9 +366,7 @@ pub fn explain_report(
 ) -> Result<ReportExplanation> {
     let metric = options.reward.metric;
     explain_report_with(options, candidate, reference, index, |_, c, r| {
-        check_counts(c, r)?;
-        let cost = PairCost::between(&c.vectors, &r.vectors, metric.needs_intra())?;
-        Ok(SectionCost::cosine(cost))
+        cosine_section_cost(&metric, c, r)
     })
 }
 
@@ -442,11 +444,7 @@ pub fn explain_texts<'v>(
         dim,
         vector_of,
         index,
-        |_, c, r| {
-            check_counts(c, r)?;
-            let cost = PairCost::between(&c.vectors, &r.vectors, metric.needs_intra())?;
-            Ok(SectionCost::cosine(cost))
-        },
+        |_, c, r| cosine_section_cost(&metric, c, r),
     )
 }
 
