@@ -267,7 +267,8 @@ mod tests {
             was.diff(&now).unwrap().to_string(),
             "--warmup 1, this run has 2"
         );
-        let cases: [(fn(&mut RunSettings), &str); 7] = [
+        type Edit = fn(&mut RunSettings);
+        let cases: [(Edit, &str); 7] = [
             (
                 |s| s.policy = Some("chamfer@avg".into()),
                 "--metric/--agg chamfer@min, this run has chamfer@avg",
