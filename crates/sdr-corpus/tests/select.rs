@@ -324,6 +324,7 @@ fn a_scorer_chooses_as_best_of_k_under_its_policy_and_cache() {
     )
     .unwrap();
     assert_eq!(got, want);
-    // Through the scorer's embedder: its cache holds the 4 distinct sentences now.
-    assert_eq!(embedder.cache().stats().entries, 4);
+    // Through the scorer's embedder: its cache holds the sentences of the one
+    // well-formed candidate now (malformed ones are not embedded).
+    assert_eq!(embedder.cache().stats().entries, 3);
 }
