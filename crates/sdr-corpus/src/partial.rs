@@ -20,6 +20,7 @@ use crate::encoder::SentenceEncoder;
 use crate::error::Result;
 use crate::index::CorpusIndex;
 use crate::score::{CandidateEmbedding, ScoreOptions};
+use crate::select::{best_of_k_with, BestOfK};
 
 /// The sentences of one partial output, per section.
 #[derive(Debug, Clone, Copy)]
@@ -101,6 +102,23 @@ impl<'a> CorpusScorer<'a> {
     /// The embedding stage the scorer embeds through.
     pub fn embedder(&self) -> &SectionEmbedder<'a> {
         &self.embedder
+    }
+
+    /// Standard best-of-K ([`crate::best_of_k_with`]) of the full candidate
+    /// `texts` under this scorer's policy, cost and corpus, through its
+    /// embedder (and so its sentence cache): the choice `sdr prune --replay`
+    /// sets beside pruning's, scored as the partial scores are.
+    ///
+    /// # Errors
+    /// Those of [`crate::best_of_k_with`].
+    pub fn best_of_k(&self, texts: &[&str]) -> Result<BestOfK> {
+        best_of_k_with(
+            texts,
+            &self.embedder,
+            self.index,
+            &self.policy,
+            self.clinical,
+        )
     }
 
     /// [`partial_score`] of every partial output: all complete sentences are

@@ -298,3 +298,33 @@ fn best_of_k_is_the_argmin_of_the_policy_scores_through_the_embedder() {
     assert_eq!(embedder.cache().stats().entries, before);
     assert_eq!(before, 5);
 }
+
+#[test]
+fn a_scorer_chooses_as_best_of_k_under_its_policy_and_cache() {
+    let data = common::random_corpus(30, 20, DIM, 2);
+    let index = CorpusIndex::new(data.view()).unwrap();
+    let enc = HashEncoder::new(DIM);
+    let texts = [
+        "Findings: Lungs clear.",
+        "Findings: Heart size normal. Lungs clear.\nImpression: No acute disease.",
+        "Impression: Pneumothorax.",
+    ];
+    let policy = Policy {
+        metric: Metric::Hausdorff,
+        agg: Aggregation::Avg,
+    };
+    let embedder = sdr_corpus::SectionEmbedder::transient(&enc);
+    let scorer = sdr_corpus::CorpusScorer::with_embedder(&index, embedder.clone(), policy);
+    let got = scorer.best_of_k(&texts).unwrap();
+    let want = sdr_corpus::best_of_k(
+        &texts,
+        &sdr_corpus::SectionEmbedder::transient(&enc),
+        &index,
+        &policy,
+    )
+    .unwrap();
+    assert_eq!(got, want);
+    // Through the scorer's embedder: its cache holds the sentences of the one
+    // well-formed candidate now (malformed ones are not embedded).
+    assert_eq!(embedder.cache().stats().entries, 3);
+}

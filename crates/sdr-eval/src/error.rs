@@ -84,6 +84,40 @@ pub enum EvalError {
     /// Drawing the heatmap failed.
     #[error("heatmap {path}: {message}")]
     Plot { path: PathBuf, message: String },
+    /// One study of an evaluation is bad (counts that disagree, a pick out
+    /// of range, a text a metric fails on).
+    #[error("study {id}: {message}")]
+    Study { id: String, message: String },
+    /// An error of the input at `at` (a file's line, a section and group).
+    #[error("{at}: {source}")]
+    At {
+        at: String,
+        #[source]
+        source: Box<EvalError>,
+    },
+    /// No study has a reference section to score against.
+    #[error("no study has a reference {section} section in {references}")]
+    NoReferenceSection {
+        section: &'static str,
+        references: String,
+    },
+    /// An output file's destination is a folder.
+    #[error("cannot write {path}: is a folder")]
+    IsAFolder { path: PathBuf },
+    /// An output folder could not be made.
+    #[error("cannot create {path}: {source}")]
+    CreateDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// An output file could not be written.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 pub type Result<T> = std::result::Result<T, EvalError>;

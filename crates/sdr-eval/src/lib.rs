@@ -60,6 +60,9 @@
 //! and stratified tables ([`selection`]), Markdown/CSV tables ([`table`])
 //! and the policy × metric heatmap ([`heatmap`]); a paired bootstrap over
 //! studies gives the 95 % interval of every relative change ([`bootstrap`]).
+//! `select_eval` (feature `heatmap`) runs the whole evaluation of
+//! `sdr select --all-policies` output: per-study scoring, every table and
+//! heatmap, and `publish`, which writes an output folder all or nothing.
 
 pub mod baseline;
 pub mod bertscore;
@@ -72,10 +75,14 @@ pub mod error;
 pub mod heatmap;
 pub mod meteor;
 pub mod porter;
+#[cfg(feature = "heatmap")]
+pub mod publish;
 pub mod report;
 pub mod rouge;
 pub mod sacrebleu;
 pub mod scores;
+#[cfg(feature = "heatmap")]
+pub mod select_eval;
 pub mod selection;
 pub mod strata;
 pub mod table;

@@ -12,6 +12,11 @@
 //! SSE), `local` (a GGUF llama-family model decoded in-process with candle,
 //! K candidates as one batch) and [`replay`] (already generated candidates,
 //! streamed back token by token, as the paper did for API models).
+//!
+//! A run that writes one record per study (`sdr generate`, live `sdr prune`)
+//! can be resumed: [`RunSettings`] is what a record says about how it was
+//! made, and [`RunSettings::diff`] names the first setting a resumed run
+//! changed.
 
 mod backend;
 mod error;
@@ -23,9 +28,11 @@ pub mod openai;
 mod prompt;
 mod prune;
 pub mod replay;
+mod settings;
 
 pub use backend::{Backend, Candidates, End, Piece, Request, REPEAT_WINDOW};
 pub use error::GenError;
 pub use lockstep::{CandidateState, LockStep, Partial};
 pub use prompt::{Image, Prompt, PromptTemplate};
 pub use prune::{prune, PartialScorer, PruneConfig, PruneOutcome, Round};
+pub use settings::{RunSettings, SamplingSettings, Setting, SettingsDiff};

@@ -6,6 +6,8 @@
 //! pseudo-tokens (a word or a punctuation mark with its leading
 //! whitespace), and the outcome says the counts are estimated.
 
+use serde::Deserialize;
+
 use crate::{Candidates, End, GenError, Piece};
 
 /// One stored candidate.
@@ -177,6 +179,93 @@ impl Replay {
     }
 }
 
+/// One line of a candidates file to replay: `sdr generate`'s record, or any
+/// `{"id", "candidates"}` line.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ReplayRecord {
+    pub id: serde_json::Value,
+    pub candidates: Vec<String>,
+    /// Byte offsets after each token, per candidate.
+    #[serde(default)]
+    pub token_ends: Option<Vec<Vec<usize>>>,
+    /// Tokens per candidate, as the line holds them: checked by
+    /// [`ReplayRecord::check_tokens`], so that a bad count's error names the field.
+    #[serde(default)]
+    pub tokens: Option<Vec<serde_json::Value>>,
+    /// `sdr generate`'s back-end (`local:...`, `openai:...`).
+    #[serde(default)]
+    pub backend: Option<serde_json::Value>,
+    /// `sdr generate`'s end of each candidate (the caller refuses an `{"error": ...}`).
+    #[serde(default)]
+    pub finish: Vec<serde_json::Value>,
+}
+
+impl ReplayRecord {
+    /// Checks `tokens` ([`candidate_tokens`]) and the record's framing
+    /// ([`check_framing`]; chunked for an `openai:...` back-end, whose
+    /// server may count more tokens than its stream had chunks).
+    ///
+    /// # Errors
+    /// [`GenError::Input`] saying what is wrong (the caller adds the line).
+    pub fn check_tokens(&self) -> Result<(), GenError> {
+        let k = self.candidates.len();
+        let tokens = self
+            .tokens
+            .as_ref()
+            .map(|t| candidate_tokens(t, k))
+            .transpose()
+            .map_err(GenError::Input)?;
+        let Some(te) = &self.token_ends else {
+            return Ok(());
+        };
+        let chunked = self
+            .backend
+            .as_ref()
+            .and_then(|b| b.as_str())
+            .is_some_and(|b| b.starts_with("openai:"));
+        check_framing(k, te, tokens.as_deref(), chunked).map_err(GenError::Input)
+    }
+
+    /// The candidates as a [`Replay`] (their token ends checked by
+    /// [`Replay::new`]; `what` names the record in errors).
+    pub fn replay(&self, what: &str) -> Result<Replay, GenError> {
+        let stored = self
+            .candidates
+            .iter()
+            .enumerate()
+            .map(|(i, c)| Stored {
+                text: c.clone(),
+                token_ends: self.token_ends.as_ref().map(|te| te[i].clone()),
+            })
+            .collect();
+        Replay::new(stored, what)
+    }
+}
+
+/// A token count as a record holds it: anything but a non-negative integer
+/// is an error naming `field`, never a count silently ignored.
+pub fn token_count(t: &serde_json::Value, field: &str) -> Result<usize, String> {
+    t.as_u64()
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| format!("\"{field}\" must be a non-negative integer, got {t}"))
+}
+
+/// A record's `"tokens"`: one count per candidate (of `k`), each checked by
+/// [`token_count`].
+pub fn candidate_tokens(tokens: &[serde_json::Value], k: usize) -> Result<Vec<usize>, String> {
+    if tokens.len() != k {
+        return Err(format!(
+            "\"tokens\" has {} counts for {k} candidates",
+            tokens.len()
+        ));
+    }
+    tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| token_count(t, &format!("tokens[{i}]")))
+        .collect()
+}
+
 impl Candidates for Replay {
     fn k(&self) -> usize {
         self.texts.len()
@@ -256,6 +345,36 @@ mod tests {
             e.starts_with("candidate 0: token_ends has 2 offsets, more than its 1"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_record_checks_its_counts_then_its_framing() {
+        let rec = |line: &str| -> ReplayRecord { serde_json::from_str(line).unwrap() };
+        let ok = rec(
+            r#"{"id": 1, "candidates": ["a b", "c"], "tokens": [2, 1], "token_ends": [[1, 3], [1]]}"#,
+        );
+        ok.check_tokens().unwrap();
+        assert_eq!(ok.replay("f:1").unwrap().full_tokens(0), 2);
+        for (line, want) in [
+            (
+                r#"{"id": 1, "candidates": ["a", "c"], "tokens": [1]}"#,
+                "\"tokens\" has 1 counts for 2 candidates",
+            ),
+            (
+                r#"{"id": 1, "candidates": ["a", "c"], "tokens": [1, -1]}"#,
+                "\"tokens[1]\" must be a non-negative integer, got -1",
+            ),
+            (
+                r#"{"id": 1, "candidates": ["a b", "c"], "tokens": [3, 1], "token_ends": [[1, 3], [1]]}"#,
+                "candidate 0: token_ends has 2 offsets, but \"tokens\" says 3",
+            ),
+        ] {
+            assert_eq!(rec(line).check_tokens().unwrap_err().to_string(), want);
+        }
+        // An OpenAI server's chunks may carry more tokens than one each.
+        rec(r#"{"id": 1, "candidates": ["a b", "c"], "tokens": [3, 1], "token_ends": [[1, 3], [1]], "backend": "openai:x"}"#)
+            .check_tokens()
+            .unwrap();
     }
 
     #[test]

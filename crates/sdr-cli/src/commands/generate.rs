@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{anyhow, Result};
-use sdr_gen::{CandidateState, End, LockStep};
+use sdr_gen::{CandidateState, End, LockStep, RunSettings, Setting};
 
 use crate::common::{
     check_outputs, log_line, partial_path, progress_every, BackendArgs, GenRecord, Journal, Kept,
@@ -81,24 +81,22 @@ fn already_done(
             .position(|s| s.id == rec.id)
             .ok_or_else(|| anyhow!("{}: study {} is not among this run's studies", k.at, rec.id))?;
         let seed = args.backend.seed.wrapping_add(1000 * index as u64);
-        let differs = [
-            ("back-end", rec.backend.clone(), describe.to_string()),
-            ("prompt", rec.prompt.clone(), prompt.to_string()),
-            ("seed", rec.seed.to_string(), seed.to_string()),
-            (
-                "K",
-                rec.candidates.len().to_string(),
-                args.backend.k.to_string(),
-            ),
-        ]
-        .into_iter()
-        .find(|(_, was, now)| was != now);
-        if let Some((what, was, now)) = differs {
+        let was = RunSettings::generated(&rec.backend, &rec.prompt, rec.seed, rec.candidates.len());
+        let now = RunSettings::generated(describe, prompt, seed, args.backend.k);
+        if let Some(d) = was.diff(&now) {
+            // This command's messages name the prompt and K as they always have.
+            let what = match d.setting {
+                Setting::Prompt => "prompt",
+                Setting::K => "K",
+                other => other.option(),
+            };
             return Err(anyhow!(
-                "{}: study {} was generated with {what} {was}, this run has {now}; \
+                "{}: study {} was generated with {what} {}, this run has {}; \
                  resume with the same settings",
                 k.at,
-                rec.id
+                rec.id,
+                d.was,
+                d.now
             ));
         }
         // Written by a version that kept failed candidates as reports.

@@ -9,12 +9,12 @@ use anyhow::{anyhow, Result};
 use sdr_core::report::SEGMENTER_VERSION;
 use sdr_core::Metric;
 use sdr_corpus::{
-    best_of_k_with, Aggregation, Convergence, Corpus, CorpusClinical, CorpusIndex, CorpusScorer,
-    PartialSections, Policy, SectionEmbedder,
+    Aggregation, Convergence, Corpus, CorpusClinical, CorpusScorer, PartialSections, Policy,
 };
-use sdr_gen::replay::{Replay, Stored};
+use sdr_gen::replay::ReplayRecord;
 use sdr_gen::{
     prune, Backend, GenError, LockStep, Partial, PromptTemplate, PruneConfig, PruneOutcome, Round,
+    RunSettings, SamplingSettings,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -192,46 +192,6 @@ struct Stats {
     convergence: Convergence,
 }
 
-#[derive(Deserialize)]
-struct ReplayLine {
-    id: serde_json::Value,
-    candidates: Vec<String>,
-    #[serde(default)]
-    token_ends: Option<Vec<Vec<usize>>>,
-    /// Tokens per candidate, checked by hand so that a bad count's error names the field.
-    #[serde(default)]
-    tokens: Option<Vec<serde_json::Value>>,
-    /// `sdr generate`'s back-end (`local:...`, `openai:...`).
-    #[serde(default)]
-    backend: Option<serde_json::Value>,
-    /// `sdr generate`'s end of each candidate; an `{"error": ...}` is refused.
-    #[serde(default)]
-    finish: Vec<serde_json::Value>,
-}
-
-impl ReplayLine {
-    /// Checks `tokens` (one non-negative integer per candidate) and the
-    /// record's framing ([`sdr_gen::replay::check_framing`]).
-    fn check_tokens(&self, at: &str) -> Result<()> {
-        let k = self.candidates.len();
-        let tokens = self
-            .tokens
-            .as_ref()
-            .map(|t| crate::common::candidate_tokens(t, k, at))
-            .transpose()?;
-        let Some(te) = &self.token_ends else {
-            return Ok(());
-        };
-        let chunked = self
-            .backend
-            .as_ref()
-            .and_then(|b| b.as_str())
-            .is_some_and(|b| b.starts_with("openai:"));
-        sdr_gen::replay::check_framing(k, te, tokens.as_deref(), chunked)
-            .map_err(|e| anyhow!("{at}: {e}"))
-    }
-}
-
 #[derive(Serialize)]
 struct PruneRecord<'a> {
     id: String,
@@ -340,13 +300,10 @@ enum Sink {
 
 /// What every study shares: the scorer, the settings, the output and the totals.
 struct Run<'a> {
+    /// The partial scores and standard best-of-K, under the policy and cost.
     scorer: CorpusScorer<'a>,
-    index: &'a CorpusIndex<'a>,
-    /// The clinical cost's corpus side (`--cost clinical`), else `None`.
-    clinical: Option<&'a CorpusClinical<'a>>,
     /// The policy as records name it (with the cost's prefix).
     key: String,
-    embedder: &'a SectionEmbedder<'static>,
     config: PruneConfig,
     corpus_sha256: String,
     out: Sink,
@@ -555,10 +512,7 @@ pub fn run(args: Args) -> Result<()> {
             }
             None => CorpusScorer::with_embedder(&index, (*encoder).clone(), policy),
         },
-        index: &index,
-        clinical: clinical.as_ref(),
         key,
-        embedder: &encoder,
         config,
         corpus_sha256,
         out,
@@ -623,45 +577,13 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// The settings a resumed run checks, as JSON pointers into a record, each
-/// with the option or setting an error names.
-const CHECKED: [(&str, &str); 17] = [
-    ("/mode", "mode"),
-    ("/backend", "back-end"),
-    ("/prompt", "--prompt"),
-    ("/context", "context"),
-    ("/seed", "seed"),
-    ("/sampling/k", "-k"),
-    ("/sampling/temperature", "--temperature"),
-    ("/sampling/top_p", "--top-p"),
-    ("/sampling/max_tokens", "--max-tokens"),
-    ("/sampling/repetition_penalty", "--repetition-penalty"),
-    ("/sampling/prefill", "--prefill"),
-    ("/policy", "--metric/--agg"),
-    ("/warmup", "--warmup"),
-    ("/fraction", "--fraction"),
-    ("/survivors", "--survivors"),
-    ("/corpus_sha256", "--corpus (sha256)"),
-    ("/tokens_full", "--full tokens"),
-];
-
-/// A setting's value in an error message.
-fn show(v: &Value) -> String {
-    match v {
-        Value::Null => "none".into(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
 /// The studies a resumed live run already has (their input indices, in file
 /// order) with their counts, checked against this run's settings
-/// (`expected(study, index)`, as a record holds them) so that one file never
-/// mixes two configurations.
+/// (`expected(study, index)`) so that one file never mixes two configurations.
 fn already_done(
     kept: &[Kept],
     studies: &[GenStudy],
-    expected: impl Fn(&GenStudy, usize) -> Result<Value>,
+    expected: impl Fn(&GenStudy, usize) -> RunSettings,
 ) -> Result<Vec<(usize, KeptCounts)>> {
     let mut done = Vec::with_capacity(kept.len());
     let mut seen = HashSet::new();
@@ -682,19 +604,12 @@ fn already_done(
                 k.at
             ));
         }
-        let want = expected(&studies[index], index)?;
-        for (pointer, what) in CHECKED {
-            let was = rec.pointer(pointer).unwrap_or(&Value::Null);
-            let now = want.pointer(pointer).unwrap_or(&Value::Null);
-            if was != now {
-                return Err(anyhow!(
-                    "{}: study {id} was pruned with {what} {}, this run has {}; \
-                     resume with the same settings",
-                    k.at,
-                    show(was),
-                    show(now)
-                ));
-            }
+        let was = RunSettings::deserialize(&rec).map_err(|e| anyhow!("{}: {e}", k.at))?;
+        if let Some(d) = was.diff(&expected(&studies[index], index)) {
+            return Err(anyhow!(
+                "{}: study {id} was pruned with {d}; resume with the same settings",
+                k.at
+            ));
         }
         if !seen.insert(index) {
             return Err(anyhow!("{}: study {id} appears twice", k.at));
@@ -742,27 +657,17 @@ fn replay(args: &Args, path: &Path, run: &mut Run<'_>) -> Result<()> {
     let pb = progress_bar(lines.len(), args.quiet, "pruning (replay)");
     for (index, (no, line)) in lines.into_iter().enumerate() {
         let where_ = format!("{name}:{}", no + 1);
-        let l: ReplayLine = parse_json(line).map_err(|e| anyhow!("{where_}: {e}"))?;
+        let l: ReplayRecord = parse_json(line).map_err(|e| anyhow!("{where_}: {e}"))?;
         crate::common::refuse_failed(&where_, &crate::jsonl::id_text(&l.id), &l.finish)?;
         let t = Instant::now();
         let k = l.candidates.len();
-        l.check_tokens(&where_)?;
-        let stored: Vec<Stored> = l
-            .candidates
-            .iter()
-            .enumerate()
-            .map(|(i, c)| Stored {
-                text: c.clone(),
-                token_ends: l.token_ends.as_ref().map(|te| te[i].clone()),
-            })
-            .collect();
-        let replay = Replay::new(stored, &where_)?;
+        l.check_tokens().map_err(|e| anyhow!("{where_}: {e}"))?;
+        let replay = l.replay(&where_)?;
         let estimated = replay.estimated();
         let full: usize = (0..k).map(|i| replay.full_tokens(i)).sum();
         // Standard best-of-K on the full candidates, same policy.
         let texts: Vec<&str> = l.candidates.iter().map(String::as_str).collect();
-        let policy = run.scorer.policy();
-        let standard = best_of_k_with(&texts, run.embedder, run.index, &policy, run.clinical)?;
+        let standard = run.scorer.best_of_k(&texts)?;
         run.stats.evaluated += standard.evaluated;
         run.stats.convergence += standard.convergence;
         let std_choice = standard.selection.index;
@@ -856,8 +761,7 @@ impl LiveInput {
         }
     }
 
-    /// The settings that study `si`'s record holds in this run, as read back
-    /// from a file (through JSON text, so that numbers compare as parsed).
+    /// The settings that study `si`'s record holds in this run.
     fn expected(
         &self,
         args: &Args,
@@ -866,21 +770,30 @@ impl LiveInput {
         corpus_sha256: &str,
         study: &GenStudy,
         si: usize,
-    ) -> Result<Value> {
-        let mut v = serde_json::to_value(self.generation(args, study, si))?;
-        let m = v.as_object_mut().expect("a struct");
-        for (k, x) in [
-            ("mode", Value::from("live")),
-            ("policy", policy.into()),
-            ("warmup", config.warmup.into()),
-            ("fraction", config.fraction.into()),
-            ("survivors", config.survivors.into()),
-            ("corpus_sha256", corpus_sha256.into()),
-            ("tokens_full", self.fulls.get(&study.id).copied().into()),
-        ] {
-            m.insert(k.to_string(), x);
+    ) -> RunSettings {
+        let g = self.generation(args, study, si);
+        let s = g.sampling;
+        RunSettings {
+            mode: Some("live".into()),
+            backend: Some(g.backend),
+            prompt: Some(g.prompt),
+            context: g.context,
+            seed: Some(g.seed),
+            sampling: SamplingSettings {
+                k: Some(s.k),
+                temperature: Some(s.temperature),
+                top_p: Some(s.top_p),
+                max_tokens: Some(s.max_tokens),
+                repetition_penalty: Some(s.repetition_penalty),
+                prefill: s.prefill,
+            },
+            policy: Some(policy.to_string()),
+            warmup: Some(config.warmup),
+            fraction: Some(config.fraction),
+            survivors: Some(config.survivors),
+            corpus_sha256: Some(corpus_sha256.to_string()),
+            tokens_full: self.fulls.get(&study.id).copied(),
         }
-        Ok(serde_json::from_str(&v.to_string())?)
     }
 }
 

@@ -5,27 +5,16 @@ use anyhow::{anyhow, Result};
 use sha2::{Digest, Sha256};
 
 /// A token count: anything but a non-negative integer is an error naming
-/// the line and the field, never a count silently ignored.
+/// the line and the field ([`sdr_gen::replay::token_count`]), never a count
+/// silently ignored.
 pub fn non_negative_count(t: &serde_json::Value, field: &str, at: &str) -> Result<usize> {
-    t.as_u64()
-        .and_then(|n| usize::try_from(n).ok())
-        .ok_or_else(|| anyhow!("{at}: \"{field}\" must be a non-negative integer, got {t}"))
+    sdr_gen::replay::token_count(t, field).map_err(|e| anyhow!("{at}: {e}"))
 }
 
-/// A line's `"tokens"`: one count per candidate (of `k`), each checked by
-/// [`non_negative_count`]; `at` is the line's `file:line`.
+/// A line's `"tokens"`: one count per candidate (of `k`)
+/// ([`sdr_gen::replay::candidate_tokens`]); `at` is the line's `file:line`.
 pub fn candidate_tokens(tokens: &[serde_json::Value], k: usize, at: &str) -> Result<Vec<usize>> {
-    if tokens.len() != k {
-        return Err(anyhow!(
-            "{at}: \"tokens\" has {} counts for {k} candidates",
-            tokens.len()
-        ));
-    }
-    tokens
-        .iter()
-        .enumerate()
-        .map(|(i, t)| non_negative_count(t, &format!("tokens[{i}]"), at))
-        .collect()
+    sdr_gen::replay::candidate_tokens(tokens, k).map_err(|e| anyhow!("{at}: {e}"))
 }
 
 /// A study's candidate texts, in order, as 16 hex digits: the start of the
