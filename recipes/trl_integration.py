@@ -139,6 +139,10 @@ def _async_child(blob, group_blob, out):
     from trl.experimental.async_grpo.async_rollout_worker import _AsyncRolloutLoop, _scrub_child_env
 
     _scrub_child_env()
+    # As TRL's own child does: its loop logs through accelerate, which needs the state.
+    from accelerate.state import PartialState
+
+    PartialState()
     reward = pickle.loads(blob)
     group = pickle.loads(group_blob)
 

@@ -50,6 +50,9 @@ impl CandidateSentences {
     }
 }
 
+/// One set's facts, per sentence in row order (shared with the per-sentence table).
+type SetFacts = Vec<Arc<Vec<Fact>>>;
+
 /// A [`ClinicalCost`] prepared for one corpus index: the facts of every
 /// corpus sentence a section uses (labelled once), and the fact lists of
 /// the distinct sets (gathered on first use).
@@ -58,7 +61,7 @@ pub struct CorpusClinical<'c> {
     /// Facts per corpus sentence (embedding row); empty for rows no section uses.
     sentence_facts: Vec<Arc<Vec<Fact>>>,
     /// Per section, per distinct set: its sentences' facts in the set's row order.
-    set_facts: [Vec<OnceLock<Vec<Arc<Vec<Fact>>>>>; 2],
+    set_facts: [Vec<OnceLock<SetFacts>>; 2],
 }
 
 impl<'c> CorpusClinical<'c> {
