@@ -93,26 +93,8 @@ fn args() -> Result<Args> {
         };
         match x.as_str() {
             "--model" => model = Some(PathBuf::from(val("--model")?)),
-            "--lambda" => {
-                let v = val("--lambda")?;
-                for x in v.split(',') {
-                    lambdas.push(
-                        x.trim()
-                            .parse()
-                            .map_err(|_| anyhow!("--lambda: `{x}` is not a number"))?,
-                    );
-                }
-            }
-            "--unmatched" => {
-                let v = val("--unmatched")?;
-                for x in v.split(',') {
-                    unmatched.push(
-                        x.trim()
-                            .parse()
-                            .map_err(|_| anyhow!("--unmatched: `{x}` is not a number"))?,
-                    );
-                }
-            }
+            "--lambda" => lambdas.extend(numbers("--lambda", &val("--lambda")?)?),
+            "--unmatched" => unmatched.extend(numbers("--unmatched", &val("--unmatched")?)?),
             "--metrics" => {
                 let v = val("--metrics")?;
                 for x in v.split(',') {
@@ -154,6 +136,17 @@ fn args() -> Result<Args> {
         limit,
         no_bertscore,
     })
+}
+
+/// A comma-separated list of numbers given to `option`.
+fn numbers(option: &str, list: &str) -> Result<Vec<f64>> {
+    list.split(',')
+        .map(|x| {
+            x.trim()
+                .parse()
+                .map_err(|_| anyhow!("{option}: `{x}` is not a number"))
+        })
+        .collect()
 }
 
 fn read_cases(path: &PathBuf, limit: Option<usize>) -> Result<Vec<Case>> {
