@@ -5,12 +5,12 @@
 //! the CPU has it), and the instruction peaks they are bounded by: independent f32 FMAs
 //! and bf16 dot products (`vdpbf16ps`) on 512-bit registers, on 1 and on all threads.
 //!
-//! `cargo run --release -p sdr-embed --example gemm_peak [--features mkl] -- [M] [reps] [K] [N]`
+//! `cargo run --release -p sdr-embed --features bench-internals --example gemm_peak [--features mkl] -- [M] [reps] [K] [N]`
 
 use std::time::Instant;
 
 use candle_core::{Device, Module, Tensor};
-use sdr_embed::linear::{Bf16Gemm, Dense};
+use sdr_embed::bench_internals::{self as kernels, Bf16Gemm, Dense};
 
 fn main() -> candle_core::Result<()> {
     let args: Vec<String> = std::env::args().collect();
@@ -27,7 +27,7 @@ fn main() -> candle_core::Result<()> {
     if cfg!(feature = "mkl") {
         layers.push(("bf16 mkl", Dense::bf16_with(linear(), Some(Bf16Gemm::Mkl))?));
     }
-    if sdr_embed::avx512_gemm::supported() {
+    if kernels::supported() {
         layers.push((
             "bf16 avx512",
             Dense::bf16_with(linear(), Some(Bf16Gemm::Avx512))?,
@@ -37,9 +37,9 @@ fn main() -> candle_core::Result<()> {
         "f32 picked (F32Gemm::here)",
         Dense::for_slices(linear(), false)?,
     ));
-    if sdr_embed::avx512_gemm::supported_f32() {
+    if kernels::supported_f32() {
         let wv = w.flatten_all()?.to_vec1::<f32>()?;
-        let packed = sdr_embed::avx512_gemm::PackedWeights::f32(&wv, n, k, None);
+        let packed = kernels::PackedWeights::f32(&wv, n, k, None);
         layers.push(("f32 avx512", Dense::Avx512F32(packed)));
     }
     for (name, layer) in layers {

@@ -8,12 +8,12 @@ use std::sync::{Arc, OnceLock};
 use candle_core::{DType, Device, Tensor};
 use rayon::prelude::*;
 
-use crate::avx512_gemm;
-use crate::backbone::Backbone;
 use crate::cache::SentenceCache;
 use crate::discover::weights_sha256;
 use crate::error::{EmbedError, Result};
-use crate::linear::Bf16Gemm;
+use crate::gemm::Bf16Gemm;
+use crate::kernels::avx512_gemm;
+use crate::models::backbone::Backbone;
 use crate::sections::{EmbedControl, SectionEmbedder};
 use crate::sentence_encoder::SentenceEncoder;
 use crate::tokenize::{SentenceTokenizer, Tokens};
@@ -34,7 +34,7 @@ pub enum Precision {
     Bf16Candle,
     /// IEEE half weights and activations (pooling in f32).
     F16,
-    /// f32 activations, dense-layer GEMMs in bfloat16 (see [`crate::linear::Bf16Gemm`]:
+    /// f32 activations, dense-layer GEMMs in bfloat16 (see `Bf16Gemm`:
     /// MKL with AMX, the AVX-512 BF16 kernel, or MKL). Needs AVX-512 BF16 or the `mkl`
     /// feature.
     MixedBf16,

@@ -13,20 +13,91 @@
 //!
 //! Paper: "SDR: Set-Distance Rewards for Radiology Report Generation".
 
-pub mod activation;
-pub mod avx512_gemm;
-pub mod backbone;
+// The embedding stage and what a user configures: encoders, precision, device, cache.
 pub mod cache;
 pub mod discover;
 pub mod encoder;
 pub mod error;
-pub mod linear;
-pub mod mpnet;
-pub mod packed;
-pub mod roberta;
 pub mod sections;
 pub mod sentence_encoder;
 pub mod tokenize;
+
+// Private: models (the transformers), the choice of GEMM per dense layer, and the
+// kernels they run. Nothing outside the crate depends on their layout.
+mod gemm;
+mod kernels;
+mod models;
+
+/// The kernels for the GEMM micro-benchmark (`examples/gemm_peak.rs`), behind the
+/// `bench-internals` feature: not a supported API.
+#[cfg(feature = "bench-internals")]
+#[doc(hidden)]
+pub mod bench_internals {
+    pub use crate::gemm::{Bf16Gemm, Dense};
+    pub use crate::kernels::avx512_gemm::{supported, supported_f32, PackedWeights};
+}
+
+// 0.1's public paths of the models and kernels, kept for one release (CHANGELOG).
+#[deprecated(
+    since = "0.2.0",
+    note = "sdr-embed's kernels are private; use `Encoder`"
+)]
+#[doc(hidden)]
+pub mod activation {
+    pub use crate::kernels::activation::{
+        gelu, gelu_bias_in_place, gelu_erf, gelu_in_place, gelu_slice,
+    };
+}
+#[deprecated(
+    since = "0.2.0",
+    note = "sdr-embed's kernels are private; use `Encoder`"
+)]
+#[doc(hidden)]
+pub mod avx512_gemm {
+    pub use crate::kernels::avx512_gemm::{supported, supported_f32, PackedWeights};
+}
+#[deprecated(
+    since = "0.2.0",
+    note = "sdr-embed's kernels are private; use `Encoder`"
+)]
+#[doc(hidden)]
+pub mod linear {
+    pub use crate::gemm::{Bf16Gemm, Dense, F32Gemm, F32Weights, F32_GEMM_ENV};
+}
+#[deprecated(
+    since = "0.2.0",
+    note = "sdr-embed's models are private; use `Encoder`"
+)]
+#[doc(hidden)]
+pub mod packed {
+    pub use crate::models::packed::{PackedMpnet, Weights};
+}
+#[deprecated(
+    since = "0.2.0",
+    note = "sdr-embed's models are private; use `Encoder`"
+)]
+#[doc(hidden)]
+pub mod mpnet {
+    pub use crate::models::mpnet::{relative_position_bucket, Config, MpnetModel};
+}
+#[deprecated(
+    since = "0.2.0",
+    note = "sdr-embed's models are private; use `Encoder`"
+)]
+#[doc(hidden)]
+pub mod backbone {
+    pub use crate::models::backbone::{Backbone, Loaded, GRAPH_ENV};
+}
+#[deprecated(
+    since = "0.2.0",
+    note = "use `sdr_embed::{RobertaEncoder, LayerTokens, bertscore_default_layer}`"
+)]
+#[doc(hidden)]
+pub mod roberta {
+    pub use crate::models::roberta::{
+        bertscore_default_layer, Config, LayerTokens, Positions, RobertaEncoder, BERTSCORE_LAYERS,
+    };
+}
 
 pub use cache::{normalise, text_key, CacheStats, SentenceCache, TextKey};
 pub use discover::{
@@ -37,7 +108,7 @@ pub use encoder::{
     Embeddings, Encoder, EncoderDevice, EncoderOptions, Parallelism, Precision, TokenEmbeddings,
 };
 pub use error::{EmbedError, Result};
-pub use roberta::{bertscore_default_layer, LayerTokens, RobertaEncoder};
+pub use models::roberta::{bertscore_default_layer, LayerTokens, RobertaEncoder};
 pub use sections::{
     Cosine, EmbedControl, EmbedStats, EmbeddedSets, SectionBatch, SectionEmbedder, SentenceSet,
     SetCost,

@@ -112,7 +112,7 @@ pub fn bertscore_default_layer(name: &str) -> Option<usize> {
 
 fn activation(xs: &Tensor, act: &str) -> candle_core::Result<Tensor> {
     match act {
-        "gelu" => crate::activation::gelu_erf(xs),
+        "gelu" => crate::kernels::activation::gelu_erf(xs),
         "gelu_new" | "gelu_pytorch_tanh" => xs.gelu(),
         "relu" => xs.relu(),
         other => candle_core::bail!("unsupported hidden_act `{other}`"),

@@ -26,7 +26,7 @@
 use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_nn::{Embedding, LayerNorm, Linear, VarBuilder};
 
-use crate::linear::Dense;
+use crate::gemm::Dense;
 use serde::Deserialize;
 
 /// `config.json` of an MPNet checkpoint (fields SDR reads; others are ignored).
@@ -109,7 +109,7 @@ fn gelu(xs: &Tensor, act: &str) -> Result<Tensor> {
     match act {
         "gelu_new" | "gelu_pytorch_tanh" => xs.gelu(),
         "relu" => xs.relu(),
-        "gelu" => crate::activation::gelu_erf(xs),
+        "gelu" => crate::kernels::activation::gelu_erf(xs),
         other => candle_core::bail!("unsupported hidden_act `{other}`"),
     }
 }

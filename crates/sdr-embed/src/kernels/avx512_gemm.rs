@@ -13,7 +13,7 @@
 //! rate, while PyTorch's oneDNN bf16 GEMM reaches 425 and the instruction's peak is 468.
 //! In f32, MKL and the `gemm` crate reach 83-86 % of the FMA peak at 512 x 768 x 3072 on
 //! one thread; these tiles, fed from packed panels, get closer
-//! (`cargo run --release -p sdr-embed --example gemm_peak`).
+//! (`cargo run --release -p sdr-embed --features bench-internals --example gemm_peak`).
 //!
 //! Layout. `vdpbf16ps` multiplies pairs of bf16 values held in each 32-bit lane and
 //! adds both products to an f32 lane. So `X` is converted into rows of (x[2p], x[2p+1])

@@ -9,9 +9,9 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert;
 
+use super::mpnet;
+use super::packed::{PackedMpnet, Weights};
 use crate::error::{EmbedError, Result};
-use crate::mpnet;
-use crate::packed::{PackedMpnet, Weights};
 
 /// Set to `candle` to run MPNet on the CPU through the candle graph instead of the
 /// packed forward pass (same numbers; for A/B timing and as a fallback).

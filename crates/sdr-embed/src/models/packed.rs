@@ -2,7 +2,7 @@
 //! sentences stacked into one `[T, hidden]` matrix, with no padding.
 //!
 //! Every dense layer is per token, so it runs as one GEMM over the `T` rows
-//! (`Y = X Wᵀ + b`, f32 or mixed bf16, see [`crate::linear::Dense`]); only attention
+//! (`Y = X Wᵀ + b`, f32 or mixed bf16, see [`crate::gemm::Dense`]); only attention
 //! looks across tokens, and it runs per sentence and head on slices of the fused
 //! `[T, 3·hidden]` projection:
 //!
@@ -11,7 +11,7 @@
 //! x ← LN(x + ctx Wₒᵀ + bₒ);   x ← LN(x + GELU(x W₁ᵀ + b₁) W₂ᵀ + b₂)
 //! ```
 //!
-//! The maths is that of [`crate::mpnet::MpnetModel`] (the reference the tests compare
+//! The maths is that of [`super::mpnet::MpnetModel`] (the reference the tests compare
 //! against); what changes is the work around it. The candle graph pads every sentence
 //! to the longest of its batch, allocates a tensor per operation, and turns attention
 //! into hundreds of tiny batched matmuls; here the bias, the activation and the
@@ -24,11 +24,12 @@ use std::borrow::Cow;
 use candle_core::safetensors::MmapedSafetensors;
 use candle_core::{DType, Device, Result, Tensor};
 use candle_nn::VarBuilder;
-use rayon::prelude::*;
 
-use crate::activation;
-use crate::linear::Dense;
-use crate::mpnet::{relative_position_bucket, Config};
+use super::mpnet::{relative_position_bucket, Config};
+use crate::gemm::Dense;
+use crate::kernels::activation::{activate, Act};
+use crate::kernels::attention::{attention, Heads};
+use crate::kernels::norm::{layer_norm, Norm};
 
 /// A thread's buffers for the outputs of [`PackedMpnet::forward`]'s GEMMs, kept from
 /// one batch to the next: fresh buffers of several MB each cost page faults and the
@@ -51,21 +52,13 @@ thread_local! {
 /// does not pin its memory.
 const SCRATCH_KEEP: usize = 8 << 20;
 
-/// Layer-norm parameters `γ`, `β`, `ε`.
-struct Norm {
-    gamma: Vec<f32>,
-    beta: Vec<f32>,
-    eps: f32,
-}
-
-impl Norm {
-    fn load(w: &Weights, prefix: &str, h: usize, eps: f64) -> Result<Self> {
-        Ok(Self {
-            gamma: w.f32s(&format!("{prefix}.weight"), &[h])?.into_owned(),
-            beta: w.f32s(&format!("{prefix}.bias"), &[h])?.into_owned(),
-            eps: eps as f32,
-        })
-    }
+/// Layer-norm parameters `prefix.weight`, `prefix.bias` of width `h`.
+fn load_norm(w: &Weights, prefix: &str, h: usize, eps: f64) -> Result<Norm> {
+    Ok(Norm {
+        gamma: w.f32s(&format!("{prefix}.weight"), &[h])?.into_owned(),
+        beta: w.f32s(&format!("{prefix}.bias"), &[h])?.into_owned(),
+        eps: eps as f32,
+    })
 }
 
 /// Where [`PackedMpnet::load`] reads the checkpoint's tensors.
@@ -118,13 +111,6 @@ impl Weights<'_> {
     }
 }
 
-#[derive(Clone, Copy)]
-enum Act {
-    GeluErf,
-    GeluTanh,
-    Relu,
-}
-
 struct Layer {
     /// q, k and v fused: `[3·hidden, hidden]`.
     qkv: Dense,
@@ -158,7 +144,7 @@ fn vec_of(t: Tensor) -> Result<Vec<f32>> {
 
 impl PackedMpnet {
     /// Loads from a `VarBuilder` rooted at the checkpoint's top level (the keys of
-    /// [`crate::mpnet`]); with `mixed_bf16` the dense layers' GEMMs run in bf16.
+    /// [`super::mpnet`]); with `mixed_bf16` the dense layers' GEMMs run in bf16.
     pub fn load(w: &Weights, cfg: &Config, mixed_bf16: bool) -> Result<Self> {
         let h = cfg.hidden_size;
         if cfg.num_attention_heads == 0 || !h.is_multiple_of(cfg.num_attention_heads) {
@@ -192,10 +178,10 @@ impl PackedMpnet {
                 Ok(Layer {
                     qkv: Dense::from_parts(&qkv, 3 * h, h, Some(bias), mixed_bf16)?,
                     o: w.dense(&at("attention.attn.o"), h, h, mixed_bf16)?,
-                    attn_norm: Norm::load(w, &at("attention.LayerNorm"), h, eps)?,
+                    attn_norm: load_norm(w, &at("attention.LayerNorm"), h, eps)?,
                     ffn_in: w.dense(&at("intermediate.dense"), inter, h, mixed_bf16)?,
                     ffn_out: w.dense(&at("output.dense"), h, inter, mixed_bf16)?,
-                    out_norm: Norm::load(w, &at("output.LayerNorm"), h, eps)?,
+                    out_norm: load_norm(w, &at("output.LayerNorm"), h, eps)?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -210,7 +196,7 @@ impl PackedMpnet {
                     &[cfg.max_position_embeddings, h],
                 )?
                 .into_owned(),
-            emb_norm: Norm::load(w, "embeddings.LayerNorm", h, cfg.layer_norm_eps)?,
+            emb_norm: load_norm(w, "embeddings.LayerNorm", h, cfg.layer_norm_eps)?,
             rel_bias: w
                 .f32s(
                     "encoder.relative_attention_bias.weight",
@@ -284,8 +270,13 @@ impl PackedMpnet {
         for layer in &self.layers {
             let qkv_bias = layer.qkv.apply_unbiased(&x, t, threads, &mut qkv)?;
             let qkv_bias = qkv_bias.unwrap_or(&no_bias);
+            let shape = Heads {
+                hidden: h,
+                heads: self.heads,
+                rel_bias: &self.rel_bias,
+            };
             attention(
-                &qkv, qkv_bias, &lens, &mut ctx, self, &buckets, longest, threads,
+                &qkv, qkv_bias, &lens, &mut ctx, &shape, &buckets, longest, threads,
             );
             let o_bias = layer.o.apply_unbiased(&ctx, t, threads, &mut attn)?;
             layer_norm(&mut attn, o_bias, Some(&x), &layer.attn_norm, threads);
@@ -334,385 +325,10 @@ impl PackedMpnet {
     }
 }
 
-/// `gelu` in its tanh form (`gelu_new`, `gelu_pytorch_tanh`).
-fn gelu_tanh(x: f32) -> f32 {
-    const C: f32 = 0.797_884_6; // √(2/π)
-    0.5 * x * (1.0 + (C * (x + 0.044_715 * x * x * x)).tanh())
-}
-
-/// Rows per job of the row-wise passes (layer norm, activation) when they use the
-/// rayon pool: enough work per job to cover its hand-off.
-const ROWS_PER_JOB: usize = 16;
-
-/// `y ← act(y + bias)` row by row (`bias`: one value per column).
-fn activate(y: &mut [f32], bias: Option<&[f32]>, act: Act, threads: bool) {
-    // Whole rows per job when there is a bias to add; the activation alone is
-    // element-wise.
-    let cols = bias.map_or(1024, <[f32]>::len).max(1);
-    if threads {
-        y.par_chunks_mut(cols * ROWS_PER_JOB)
-            .for_each(|rows| activate_rows(rows, bias, act));
-    } else {
-        activate_rows(y, bias, act)
-    }
-}
-
-fn activate_rows(y: &mut [f32], bias: Option<&[f32]>, act: Act) {
-    let bias = bias.unwrap_or_default();
-    match act {
-        Act::GeluErf => activation::gelu_bias_in_place(y, bias),
-        Act::GeluTanh => {
-            crate::linear::add_bias(y, bias);
-            y.iter_mut().for_each(|v| *v = gelu_tanh(*v))
-        }
-        Act::Relu => {
-            crate::linear::add_bias(y, bias);
-            y.iter_mut().for_each(|v| *v = v.max(0.0))
-        }
-    }
-}
-
-/// `x ← LN(x + bias + residual)` row by row (mean, then the variance about it, in
-/// f32); `bias` has one value per column.
-fn layer_norm(
-    x: &mut [f32],
-    bias: Option<&[f32]>,
-    residual: Option<&[f32]>,
-    norm: &Norm,
-    threads: bool,
-) {
-    let h = norm.gamma.len();
-    if !threads || h == 0 {
-        return layer_norm_rows(x, bias, residual, norm);
-    }
-    let chunk = h * ROWS_PER_JOB;
-    x.par_chunks_mut(chunk).enumerate().for_each(|(i, rows)| {
-        let res = residual.map(|r| &r[i * chunk..][..rows.len()]);
-        layer_norm_rows(rows, bias, res, norm)
-    });
-}
-
-fn layer_norm_rows(x: &mut [f32], bias: Option<&[f32]>, residual: Option<&[f32]>, norm: &Norm) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU supports AVX-512F (checked just above).
-            unsafe { layer_norm_avx512(x, bias, residual, norm) };
-            return;
-        }
-    }
-    layer_norm_portable(x, bias, residual, norm)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn layer_norm_avx512(
-    x: &mut [f32],
-    bias: Option<&[f32]>,
-    residual: Option<&[f32]>,
-    norm: &Norm,
-) {
-    layer_norm_portable(x, bias, residual, norm)
-}
-
-#[inline(always)]
-fn layer_norm_portable(x: &mut [f32], bias: Option<&[f32]>, residual: Option<&[f32]>, norm: &Norm) {
-    let h = norm.gamma.len();
-    for (r, row) in x.chunks_exact_mut(h).enumerate() {
-        if let Some(b) = bias {
-            row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
-        }
-        if let Some(res) = residual {
-            row.iter_mut()
-                .zip(&res[r * h..(r + 1) * h])
-                .for_each(|(v, a)| *v += a);
-        }
-        let mean = sum16(row, |v| v) / h as f32;
-        let var = sum16(row, |v| (v - mean) * (v - mean)) / h as f32;
-        let inv = 1.0 / (var + norm.eps).sqrt();
-        for ((v, g), b) in row.iter_mut().zip(&norm.gamma).zip(&norm.beta) {
-            *v = (*v - mean) * inv * g + b;
-        }
-    }
-}
-
-/// `Σ f(x)` over `xs` with 16 independent partial sums, so that it vectorises without
-/// reassociation by the compiler.
-#[inline(always)]
-fn sum16(xs: &[f32], f: impl Fn(f32) -> f32) -> f32 {
-    let mut acc = [0f32; 16];
-    let chunks = xs.chunks_exact(16);
-    let tail: f32 = chunks.remainder().iter().map(|&x| f(x)).sum();
-    for chunk in chunks {
-        for (a, &x) in acc.iter_mut().zip(chunk) {
-            *a += f(x);
-        }
-    }
-    acc.iter().sum::<f32>() + tail
-}
-
-/// Self-attention of every sequence and head: reads q, k, v from `qkv`
-/// (`[T, 3·hidden]`), writes the context vectors into `ctx` (`[T, hidden]`).
-#[allow(clippy::too_many_arguments)]
-fn attention(
-    qkv: &[f32],
-    qkv_bias: &[f32],
-    lens: &[usize],
-    ctx: &mut [f32],
-    model: &PackedMpnet,
-    buckets: &[usize],
-    longest: usize,
-    threads: bool,
-) {
-    let h = model.hidden;
-    let mut starts = Vec::with_capacity(lens.len());
-    let mut rest: &mut [f32] = ctx;
-    let mut t0 = 0;
-    for &len in lens {
-        let (mine, tail) = rest.split_at_mut(len * h);
-        starts.push((t0, len, mine));
-        rest = tail;
-        t0 += len;
-    }
-    let one = |(t0, len, out): (usize, usize, &mut [f32])| {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                // SAFETY: the CPU supports AVX-512F (checked just above).
-                unsafe {
-                    sequence_attention_avx512(qkv, qkv_bias, t0, len, out, model, buckets, longest)
-                };
-                return;
-            }
-        }
-        sequence_attention(qkv, qkv_bias, t0, len, out, model, buckets, longest)
-    };
-    if threads {
-        starts.into_par_iter().for_each(one);
-    } else {
-        starts.into_iter().for_each(one);
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn sequence_attention_avx512(
-    qkv: &[f32],
-    qkv_bias: &[f32],
-    t0: usize,
-    len: usize,
-    out: &mut [f32],
-    model: &PackedMpnet,
-    buckets: &[usize],
-    longest: usize,
-) {
-    sequence_attention(qkv, qkv_bias, t0, len, out, model, buckets, longest)
-}
-
-/// `kt` (`d x lk`) = `krows` (`lk x d`) transposed: 16 keys at a time with one AVX-512
-/// gather per head dimension, where the CPU has it.
-#[inline(always)]
-fn transpose_keys(krows: &[f32], d: usize, lk: usize, kt: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if lk.is_multiple_of(16)
-            && d * 15 < i32::MAX as usize
-            && std::arch::is_x86_feature_detected!("avx512f")
-        {
-            // SAFETY: AVX-512F is checked just above; every gathered index is below
-            // `lk * d` (rows j0..j0 + 16 <= lk, column c < d).
-            unsafe { transpose_keys_avx512(krows, d, lk, kt) };
-            return;
-        }
-    }
-    for j in 0..lk {
-        for c in 0..d {
-            kt[c * lk + j] = krows[j * d + c];
-        }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn transpose_keys_avx512(krows: &[f32], d: usize, lk: usize, kt: &mut [f32]) {
-    use std::arch::x86_64::*;
-    assert!(krows.len() >= lk * d && kt.len() >= lk * d);
-    let step = d as i32;
-    let idx = _mm512_mullo_epi32(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-        _mm512_set1_epi32(step),
-    );
-    for j0 in (0..lk).step_by(16) {
-        let base = krows.as_ptr().add(j0 * d);
-        for c in 0..d {
-            let col = _mm512_i32gather_ps::<4>(idx, base.add(c).cast());
-            _mm512_storeu_ps(kt.as_mut_ptr().add(c * lk + j0), col);
-        }
-    }
-}
-
-/// Queries per attention tile.
-const TQ: usize = 8;
-/// Keys (for the scores) or head dimensions (for the context) per attention tile.
-const TN: usize = 16;
-
-/// `C = A · B` for one `TQ x TN` tile: `A` is `TQ` rows of `kdim` values with stride
-/// `lda`, `B` is `kdim` rows of `TN` values with stride `ldb`. The `TQ x TN` sums stay
-/// in registers (eight 512-bit accumulators) and each row of `B` is loaded once for
-/// all eight rows of `A`.
-#[inline(always)]
-fn tile(a: &[f32], lda: usize, b: &[f32], ldb: usize, kdim: usize, c: &mut [f32], ldc: usize) {
-    let mut acc = [[0f32; TN]; TQ];
-    for kk in 0..kdim {
-        let brow: &[f32; TN] = b[kk * ldb..][..TN].try_into().expect("tile row");
-        for (g, row) in acc.iter_mut().enumerate() {
-            let av = a[g * lda + kk];
-            for (x, bv) in row.iter_mut().zip(brow) {
-                *x += av * bv;
-            }
-        }
-    }
-    for (g, row) in acc.iter().enumerate() {
-        c[g * ldc..][..TN].copy_from_slice(row);
-    }
-}
-
-/// `row[..len] = softmax(row[..len] + bias)`, `row[len..] = 0`; `row.len()` is a
-/// multiple of [`TN`]. Written as whole-row passes (no reduction inside the exp loop) so
-/// that each vectorises.
-#[inline(always)]
-fn softmax_row(row: &mut [f32], len: usize, bias: &[f32]) {
-    row[..len].iter_mut().zip(bias).for_each(|(x, b)| *x += b);
-    row[len..].fill(f32::NEG_INFINITY);
-    let mut lanes = [f32::NEG_INFINITY; TN];
-    for chunk in row.chunks_exact(TN) {
-        for (m, &x) in lanes.iter_mut().zip(chunk) {
-            *m = m.max(x);
-        }
-    }
-    let max = lanes.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
-    for x in row.iter_mut() {
-        *x = activation::exp_nonpositive(*x - max);
-    }
-    row[len..].fill(0.0);
-    let inv = 1.0 / sum16(row, |x| x);
-    row[..len].iter_mut().for_each(|x| *x *= inv);
-}
-
-/// One sequence: tokens `t0..t0 + len` of `qkv` (bias `qkv_bias` still to add);
-/// `out` is its `[len, hidden]` context.
-///
-/// Per head, both products are tiled GEMMs on zero-padded copies: scores
-/// `S = (Q/√d) Kᵀ` (`[len↑8, len↑16]`) and context `C = softmax(S + B) V`; the bias of
-/// every offset `j − i` is laid out once per head so that query `i`'s biases are one
-/// slice.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn sequence_attention(
-    qkv: &[f32],
-    qkv_bias: &[f32],
-    t0: usize,
-    len: usize,
-    out: &mut [f32],
-    model: &PackedMpnet,
-    buckets: &[usize],
-    longest: usize,
-) {
-    let (h, heads) = (model.hidden, model.heads);
-    let d = h / heads;
-    let row = 3 * h;
-    let scale = 1.0 / (d as f32).sqrt();
-    let lq = len.next_multiple_of(TQ);
-    let lk = len.next_multiple_of(TN);
-    let dp = d.next_multiple_of(TN);
-    // Padding stays zero: padded queries and keys give finite scores that are dropped
-    // (queries) or get probability 0 (keys), and padded value rows add nothing.
-    let (qs, ks, vs) = (lq * d, d * lk, lk * dp);
-    let mut q = vec![0f32; heads * qs];
-    let mut kt = vec![0f32; heads * ks];
-    // Keys as rows first (contiguous writes, as for q and v), then transposed per head.
-    let mut krows = vec![0f32; heads * ks];
-    let mut v = vec![0f32; heads * vs];
-    let mut scores = vec![0f32; lq * lk];
-    let mut ctx = vec![0f32; lq * dp];
-    let mut bias = vec![0f32; buckets.len()];
-    // One pass over the sequence's rows of `qkv` (contiguous, so prefetched), split
-    // into every head's operands; head by head the rows would be read with a stride of
-    // 3·hidden values, mostly missing the cache.
-    for j in 0..len {
-        let base = (t0 + j) * row;
-        for head in 0..heads {
-            let at = |part: usize| {
-                let o = part * h + head * d;
-                qkv[base + o..][..d].iter().zip(&qkv_bias[o..][..d])
-            };
-            for (dst, (&x, &b)) in q[head * qs + j * d..][..d].iter_mut().zip(at(0)) {
-                *dst = (x + b) * scale;
-            }
-            for (dst, (&x, &b)) in krows[head * ks + j * d..][..d].iter_mut().zip(at(1)) {
-                *dst = x + b;
-            }
-            for (dst, (&x, &b)) in v[head * vs + j * dp..][..d].iter_mut().zip(at(2)) {
-                *dst = x + b;
-            }
-        }
-    }
-    for head in 0..heads {
-        transpose_keys(&krows[head * ks..][..ks], d, lk, &mut kt[head * ks..][..ks]);
-    }
-    for head in 0..heads {
-        let (q, kt, v) = (
-            &q[head * qs..][..qs],
-            &kt[head * ks..][..ks],
-            &v[head * vs..][..vs],
-        );
-        for (b, &bucket) in bias.iter_mut().zip(buckets) {
-            *b = model.rel_bias[bucket * heads + head];
-        }
-        for i0 in (0..lq).step_by(TQ) {
-            for j0 in (0..lk).step_by(TN) {
-                tile(
-                    &q[i0 * d..],
-                    d,
-                    &kt[j0..],
-                    lk,
-                    d,
-                    &mut scores[i0 * lk + j0..],
-                    lk,
-                );
-            }
-        }
-        for i in 0..len {
-            softmax_row(
-                &mut scores[i * lk..][..lk],
-                len,
-                &bias[longest - 1 - i..][..len],
-            );
-        }
-        for i0 in (0..lq).step_by(TQ) {
-            for c0 in (0..dp).step_by(TN) {
-                tile(
-                    &scores[i0 * lk..],
-                    lk,
-                    &v[c0..],
-                    dp,
-                    lk,
-                    &mut ctx[i0 * dp + c0..],
-                    dp,
-                );
-            }
-        }
-        for i in 0..len {
-            out[i * h + head * d..][..d].copy_from_slice(&ctx[i * dp..][..d]);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mpnet::MpnetModel;
+    use crate::models::mpnet::MpnetModel;
     use candle_core::Device;
     use std::collections::HashMap;
 
@@ -804,7 +420,7 @@ mod tests {
         let seqs = sequences(37);
         let refs: Vec<&[u32]> = seqs.iter().map(|s| s.as_slice()).collect();
         for mixed in [false, true] {
-            if mixed && crate::linear::Bf16Gemm::here().is_none() {
+            if mixed && crate::gemm::Bf16Gemm::here().is_none() {
                 continue;
             }
             let mapped = PackedMpnet::load(&Weights::Mapped(&st), &cfg, mixed).unwrap();
@@ -912,7 +528,7 @@ mod tests {
 
     #[test]
     fn packed_bf16_matches_the_candle_model_with_the_same_gemms() {
-        if crate::linear::Bf16Gemm::here().is_none() {
+        if crate::gemm::Bf16Gemm::here().is_none() {
             return;
         }
         // Inputs that differ by f32 rounding flip a bf16 rounding now and then, and an

@@ -68,13 +68,13 @@ pub fn gelu_bias_in_place(y: &mut [f32], bias: &[f32]) {
         }
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
         {
-            crate::linear::add_bias(y, bias);
+            crate::kernels::add_bias(y, bias);
             // SAFETY: the CPU supports AVX2 and FMA (checked just above).
             unsafe { gelu_avx2(y) };
             return;
         }
     }
-    crate::linear::add_bias(y, bias);
+    crate::kernels::add_bias(y, bias);
     gelu_portable(y)
 }
 
@@ -217,6 +217,48 @@ pub(crate) fn exp_nonpositive(y: f32) -> f32 {
     let n = unsafe { n.to_int_unchecked::<i32>() };
     let scale = f32::from_bits(((n + 127) << 23) as u32);
     p * scale
+}
+
+/// The feed-forward activation of a model (`config.json`'s `hidden_act`).
+#[derive(Clone, Copy)]
+pub(crate) enum Act {
+    GeluErf,
+    GeluTanh,
+    Relu,
+}
+
+/// `gelu` in its tanh form (`gelu_new`, `gelu_pytorch_tanh`).
+fn gelu_tanh(x: f32) -> f32 {
+    const C: f32 = 0.797_884_6; // √(2/π)
+    0.5 * x * (1.0 + (C * (x + 0.044_715 * x * x * x)).tanh())
+}
+
+/// `y ← act(y + bias)` row by row (`bias`: one value per column).
+pub(crate) fn activate(y: &mut [f32], bias: Option<&[f32]>, act: Act, threads: bool) {
+    // Whole rows per job when there is a bias to add; the activation alone is
+    // element-wise.
+    let cols = bias.map_or(1024, <[f32]>::len).max(1);
+    if threads {
+        y.par_chunks_mut(cols * crate::kernels::ROWS_PER_JOB)
+            .for_each(|rows| activate_rows(rows, bias, act));
+    } else {
+        activate_rows(y, bias, act)
+    }
+}
+
+fn activate_rows(y: &mut [f32], bias: Option<&[f32]>, act: Act) {
+    let bias = bias.unwrap_or_default();
+    match act {
+        Act::GeluErf => gelu_bias_in_place(y, bias),
+        Act::GeluTanh => {
+            crate::kernels::add_bias(y, bias);
+            y.iter_mut().for_each(|v| *v = gelu_tanh(*v))
+        }
+        Act::Relu => {
+            crate::kernels::add_bias(y, bias);
+            y.iter_mut().for_each(|v| *v = v.max(0.0))
+        }
+    }
 }
 
 #[cfg(test)]
