@@ -75,13 +75,11 @@ pub mod error;
 pub mod heatmap;
 pub mod meteor;
 pub mod porter;
-#[cfg(feature = "heatmap")]
 pub mod publish;
 pub mod report;
 pub mod rouge;
 pub mod sacrebleu;
 pub mod scores;
-#[cfg(feature = "heatmap")]
 pub mod select_eval;
 pub mod selection;
 pub mod strata;

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use sdr_core::io::AtomicFile;
 
 use crate::error::{EvalError, Result};
+#[cfg(feature = "heatmap")]
 use crate::heatmap::Heatmap;
 
 /// A file of an output folder, rendered in memory until [`publish`].
@@ -16,7 +17,8 @@ use crate::heatmap::Heatmap;
 pub enum Artifact {
     /// A text file (Markdown, CSV), written as it is.
     Text(String),
-    /// A heatmap, drawn as a PNG.
+    /// A heatmap, drawn as a PNG (the `heatmap` feature).
+    #[cfg(feature = "heatmap")]
     Png(Heatmap),
 }
 
@@ -61,6 +63,7 @@ pub fn publish(dir: &Path, files: &[(String, Artifact)]) -> Result<()> {
                     .write_all(t.as_bytes())
                     .and_then(|()| f.flush())
                     .map_err(write)?,
+                #[cfg(feature = "heatmap")]
                 Artifact::Png(hm) => hm.render_png_into(&mut f)?,
             }
             Ok((dest, f))
@@ -109,20 +112,23 @@ mod tests {
         );
         assert!(!out.join("x.md").exists());
 
-        // A heatmap that cannot be drawn: the folder made for it is removed.
-        let out = dir.path().join("e/f");
-        let bad = Heatmap {
-            title: "t".into(),
-            subtitle: String::new(),
-            row_labels: vec![],
-            row_groups: vec![],
-            columns: vec![],
-            values: vec![],
-            bertscore_encoder: None,
-        };
-        let mut with_bad = files.clone();
-        with_bad.push(("h.png".into(), Artifact::Png(bad)));
-        publish(&out, &with_bad).unwrap_err();
-        assert!(!dir.path().join("e").exists());
+        #[cfg(feature = "heatmap")]
+        {
+            // A heatmap that cannot be drawn: the folder made for it is removed.
+            let out = dir.path().join("e/f");
+            let bad = Heatmap {
+                title: "t".into(),
+                subtitle: String::new(),
+                row_labels: vec![],
+                row_groups: vec![],
+                columns: vec![],
+                values: vec![],
+                bertscore_encoder: None,
+            };
+            let mut with_bad = files.clone();
+            with_bad.push(("h.png".into(), Artifact::Png(bad)));
+            publish(&out, &with_bad).unwrap_err();
+            assert!(!dir.path().join("e").exists());
+        }
     }
 }

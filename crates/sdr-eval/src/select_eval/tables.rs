@@ -5,11 +5,13 @@ use std::cell::RefCell;
 
 use sdr_clinical::UncertainPolicy;
 
+#[cfg(feature = "heatmap")]
 use super::policy_family;
 use super::score::{BertF1, ScoredStudy};
 use crate::baseline::Pool;
 use crate::chexpert;
 use crate::error::{EvalError, Result};
+#[cfg(feature = "heatmap")]
 use crate::heatmap::Heatmap;
 use crate::publish::Artifact;
 use crate::scores::TEXT_METRICS;
@@ -283,23 +285,26 @@ impl<'a> Output<'a> {
             if group != "all" {
                 continue;
             }
-            let hm = Heatmap {
-                title: format!("{sec}: improvement over random ({plabel}), %"),
-                subtitle: format!(
-                    "IU X-ray test studies, K candidates each; {}",
-                    self.meteor_note
-                ),
-                row_labels: keys.iter().map(|k| k.replace('@', " / ")).collect(),
-                row_groups: keys.iter().map(|k| policy_family(k)).collect(),
-                columns: sm.columns.clone(),
-                values: t.rows.iter().map(|r| r.cells.clone()).collect(),
-                bertscore_encoder: self.c.bertscore_encoder.clone(),
-            };
-            hm.validate()?;
-            self.stage(
-                format!("heatmap_{sec}_vs_random_{tag}.png"),
-                Artifact::Png(hm),
-            );
+            #[cfg(feature = "heatmap")]
+            {
+                let hm = Heatmap {
+                    title: format!("{sec}: improvement over random ({plabel}), %"),
+                    subtitle: format!(
+                        "IU X-ray test studies, K candidates each; {}",
+                        self.meteor_note
+                    ),
+                    row_labels: keys.iter().map(|k| k.replace('@', " / ")).collect(),
+                    row_groups: keys.iter().map(|k| policy_family(k)).collect(),
+                    columns: sm.columns.clone(),
+                    values: t.rows.iter().map(|r| r.cells.clone()).collect(),
+                    bertscore_encoder: self.c.bertscore_encoder.clone(),
+                };
+                hm.validate()?;
+                self.stage(
+                    format!("heatmap_{sec}_vs_random_{tag}.png"),
+                    Artifact::Png(hm),
+                );
+            }
         }
         Ok(())
     }
