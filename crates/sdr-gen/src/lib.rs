@@ -35,4 +35,6 @@ pub use error::GenError;
 pub use lockstep::{CandidateState, LockStep, Partial};
 pub use prompt::{Image, Prompt, PromptTemplate};
 pub use prune::{prune, PartialScorer, PruneConfig, PruneOutcome, Round};
-pub use settings::{RunSettings, SamplingSettings, Setting, SettingsDiff};
+pub use settings::{
+    study_seed, KeptError, Resume, RunSettings, SamplingSettings, Setting, SettingsDiff,
+};

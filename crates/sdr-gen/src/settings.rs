@@ -10,6 +10,7 @@
 //! A setting a command does not check is `None` on both sides. A setting a
 //! record lacks (or holds as `null`) reads as `None` and shows as `none`.
 
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -219,6 +220,86 @@ impl RunSettings {
     }
 }
 
+/// The seed of the candidates of the study at `index` (input order) in a run seeded with
+/// `base`: one rule for `sdr generate`, live `sdr prune` and their resume checks, so that
+/// a study keeps its candidates wherever it is generated.
+pub fn study_seed(base: u64, index: usize) -> u64 {
+    base.wrapping_add(1000 * index as u64)
+}
+
+/// Why a record a stopped run kept cannot be resumed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KeptError {
+    /// Its study is not among this run's studies.
+    Unknown { id: String },
+    /// It was written with other settings: the first that differs.
+    Differs { id: String, diff: SettingsDiff },
+    /// A record of the same study came earlier.
+    Twice { id: String },
+}
+
+impl fmt::Display for KeptError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeptError::Unknown { id } => write!(f, "study {id} is not among this run's studies"),
+            KeptError::Differs { id, diff } => {
+                write!(
+                    f,
+                    "study {id} was made with {diff}; resume with the same settings"
+                )
+            }
+            KeptError::Twice { id } => write!(f, "study {id} appears twice"),
+        }
+    }
+}
+
+/// The resume check of a run over `ids` (its studies, in input order): each kept record
+/// is matched to its study and compared with the settings this run gives that study, so
+/// that one output file never mixes two configurations.
+pub struct Resume<'a> {
+    index: HashMap<&'a str, usize>,
+    seen: HashSet<usize>,
+}
+
+impl<'a> Resume<'a> {
+    pub fn new(ids: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut index = HashMap::new();
+        for (i, id) in ids.into_iter().enumerate() {
+            // The first study of an id is the one a record belongs to.
+            index.entry(id).or_insert(i);
+        }
+        Resume {
+            index,
+            seen: HashSet::new(),
+        }
+    }
+
+    /// Checks a kept record of study `id` written with settings `was` against
+    /// `expected(index)`, this run's settings for the study at `index`; returns that
+    /// index. Checked in this order: the study is this run's, the settings are the
+    /// same, the study was not kept before.
+    pub fn check(
+        &mut self,
+        id: &str,
+        was: &RunSettings,
+        expected: impl FnOnce(usize) -> RunSettings,
+    ) -> Result<usize, KeptError> {
+        let Some(&index) = self.index.get(id) else {
+            return Err(KeptError::Unknown { id: id.to_string() });
+        };
+        if let Some(diff) = was.diff(&expected(index)) {
+            return Err(KeptError::Differs {
+                id: id.to_string(),
+                diff,
+            });
+        }
+        if !self.seen.insert(index) {
+            return Err(KeptError::Twice { id: id.to_string() });
+        }
+        Ok(index)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,5 +436,39 @@ mod tests {
         now.sampling.top_p = Some(0.1 + 0.2);
         let was: RunSettings = serde_json::from_str(&serde_json::to_string(&now).unwrap()).unwrap();
         assert_eq!(was.diff(&now), None);
+    }
+
+    #[test]
+    fn resume_matches_records_to_studies_and_refuses_what_does_not_fit() {
+        let ids = ["a", "b", "a"];
+        let mut r = Resume::new(ids);
+        let now = |i: usize| RunSettings::generated("local:m.gguf", "p2", study_seed(7, i), 8);
+        // Study b is the second: seed 7 + 1000.
+        let b = RunSettings::generated("local:m.gguf", "p2", 1007, 8);
+        assert_eq!(r.check("b", &b, now), Ok(1));
+        // A record of id a belongs to its first study.
+        let a = RunSettings::generated("local:m.gguf", "p2", 7, 8);
+        assert_eq!(r.check("a", &a, now), Ok(0));
+        assert_eq!(
+            r.check("a", &a, now),
+            Err(KeptError::Twice { id: "a".into() })
+        );
+        assert_eq!(
+            r.check("c", &a, now).unwrap_err().to_string(),
+            "study c is not among this run's studies"
+        );
+        let mut r = Resume::new(ids);
+        let other_k = RunSettings::generated("local:m.gguf", "p2", 7, 4);
+        let e = r.check("a", &other_k, now).unwrap_err();
+        let KeptError::Differs { diff, .. } = &e else {
+            panic!("{e}")
+        };
+        assert_eq!(
+            (diff.setting, diff.was.as_str(), diff.now.as_str()),
+            (Setting::K, "4", "8")
+        );
+        // The refused record is not counted as kept.
+        assert_eq!(r.check("a", &a, now), Ok(0));
+        assert_eq!(study_seed(u64::MAX, 1), 999);
     }
 }

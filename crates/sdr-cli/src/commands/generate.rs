@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{anyhow, Result};
-use sdr_gen::{CandidateState, End, LockStep, RunSettings, Setting};
+use sdr_gen::{study_seed, CandidateState, End, KeptError, LockStep, Resume, RunSettings, Setting};
 
 use crate::common::{
     check_outputs, log_line, partial_path, progress_every, BackendArgs, GenRecord, Journal, Kept,
@@ -73,32 +73,32 @@ fn already_done(
     prompt: &str,
 ) -> Result<Vec<usize>> {
     let mut done = Vec::new();
-    let mut seen = HashSet::new();
+    let mut resume = Resume::new(studies.iter().map(|s| s.id.as_str()));
     for k in kept {
         let rec: GenRecord = parse_json(&k.line).map_err(|e| anyhow!("{}: {e}", k.at))?;
-        let index = studies
-            .iter()
-            .position(|s| s.id == rec.id)
-            .ok_or_else(|| anyhow!("{}: study {} is not among this run's studies", k.at, rec.id))?;
-        let seed = args.backend.seed.wrapping_add(1000 * index as u64);
         let was = RunSettings::generated(&rec.backend, &rec.prompt, rec.seed, rec.candidates.len());
-        let now = RunSettings::generated(describe, prompt, seed, args.backend.k);
-        if let Some(d) = was.diff(&now) {
-            // This command's messages name the prompt and K as they always have.
-            let what = match d.setting {
-                Setting::Prompt => "prompt",
-                Setting::K => "K",
-                other => other.option(),
-            };
-            return Err(anyhow!(
-                "{}: study {} was generated with {what} {}, this run has {}; \
-                 resume with the same settings",
-                k.at,
-                rec.id,
-                d.was,
-                d.now
-            ));
-        }
+        let now = |index| {
+            let seed = study_seed(args.backend.seed, index);
+            RunSettings::generated(describe, prompt, seed, args.backend.k)
+        };
+        let index = resume.check(&rec.id, &was, now).map_err(|e| match e {
+            KeptError::Differs { id, diff: d } => {
+                // This command's messages name the prompt and K as they always have.
+                let what = match d.setting {
+                    Setting::Prompt => "prompt",
+                    Setting::K => "K",
+                    other => other.option(),
+                };
+                anyhow!(
+                    "{}: study {id} was generated with {what} {}, this run has {}; \
+                     resume with the same settings",
+                    k.at,
+                    d.was,
+                    d.now
+                )
+            }
+            other => anyhow!("{}: {other}", k.at),
+        })?;
         // Written by a version that kept failed candidates as reports.
         if let Some((i, msg)) = failures(&rec.finish).into_iter().next() {
             return Err(anyhow!(
@@ -107,9 +107,6 @@ fn already_done(
                 k.at,
                 rec.id
             ));
-        }
-        if !seen.insert(index) {
-            return Err(anyhow!("{}: study {} appears twice", k.at, rec.id));
         }
         done.push(index);
     }

@@ -13,8 +13,8 @@ use sdr_corpus::{
 };
 use sdr_gen::replay::ReplayRecord;
 use sdr_gen::{
-    prune, Backend, GenError, LockStep, Partial, PromptTemplate, PruneConfig, PruneOutcome, Round,
-    RunSettings, SamplingSettings,
+    prune, study_seed, Backend, GenError, KeptError, LockStep, Partial, PromptTemplate,
+    PruneConfig, PruneOutcome, Resume, Round, RunSettings, SamplingSettings,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -586,17 +586,13 @@ fn already_done(
     expected: impl Fn(&GenStudy, usize) -> RunSettings,
 ) -> Result<Vec<(usize, KeptCounts)>> {
     let mut done = Vec::with_capacity(kept.len());
-    let mut seen = HashSet::new();
+    let mut resume = Resume::new(studies.iter().map(|s| s.id.as_str()));
     for k in kept {
         let rec: Value = parse_json(&k.line).map_err(|e| anyhow!("{}: {e}", k.at))?;
         let id = rec
             .get("id")
             .map(id_text)
             .ok_or_else(|| anyhow!("{}: no \"id\"", k.at))?;
-        let index = studies
-            .iter()
-            .position(|s| s.id == id)
-            .ok_or_else(|| anyhow!("{}: study {id} is not among this run's studies", k.at))?;
         if rec.get("distances").is_none() {
             return Err(anyhow!(
                 "{}: study {id} lacks the fields that --resume checks (written by an older \
@@ -605,15 +601,15 @@ fn already_done(
             ));
         }
         let was = RunSettings::deserialize(&rec).map_err(|e| anyhow!("{}: {e}", k.at))?;
-        if let Some(d) = was.diff(&expected(&studies[index], index)) {
-            return Err(anyhow!(
-                "{}: study {id} was pruned with {d}; resume with the same settings",
-                k.at
-            ));
-        }
-        if !seen.insert(index) {
-            return Err(anyhow!("{}: study {id} appears twice", k.at));
-        }
+        let index = resume
+            .check(&id, &was, |i| expected(&studies[i], i))
+            .map_err(|e| match e {
+                KeptError::Differs { id, diff } => anyhow!(
+                    "{}: study {id} was pruned with {diff}; resume with the same settings",
+                    k.at
+                ),
+                other => anyhow!("{}: {other}", k.at),
+            })?;
         let counts: KeptCounts =
             serde_json::from_value(rec).map_err(|e| anyhow!("{}: {e}", k.at))?;
         done.push((index, counts));
@@ -749,7 +745,7 @@ impl LiveInput {
             backend: self.describe.clone(),
             prompt: self.template.name(),
             context: study.context.clone(),
-            seed: b.seed.wrapping_add(1000 * si as u64),
+            seed: study_seed(b.seed, si),
             sampling: Sampling {
                 k: b.k,
                 temperature: b.temperature,

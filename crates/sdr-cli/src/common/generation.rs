@@ -417,7 +417,7 @@ impl BackendArgs {
             temperature: self.temperature,
             top_p: self.top_p,
             max_tokens: self.max_tokens,
-            seed: self.seed.wrapping_add(1000 * index as u64),
+            seed: sdr_gen::study_seed(self.seed, index),
             repetition_penalty: self.repetition_penalty,
             prefill: self.prefill.clone(),
         };
