@@ -36,7 +36,7 @@ REWARDS = ("cham", "haus", "exact", "fmt", "cham-set")
 # Findings -> Impression (--task impression): Chamfer on the Impression with the
 # paper's cosine cost, the same plus the report-level CheXpert-14 F1 term, and
 # Chamfer with the clinically aware cost (SPEC §10).
-IMPRESSION_REWARDS = ("cos", "cos-f1", "clin")
+IMPRESSION_REWARDS = ("cos", "cos-f1", "clin", "clin-0.41")
 
 
 def make_impression_reward(kind: str):
@@ -44,8 +44,12 @@ def make_impression_reward(kind: str):
         return common.ImpressionReward("r_cos", metric="chamfer")
     if kind == "cos-f1":
         return common.ImpressionReward("r_cos_f1", metric="chamfer", clinical_weight=1.0)
+    # Parameters pinned, so that a run resumed after a default changes keeps its reward.
     if kind == "clin":
-        # lambda pinned: a run resumed after the default changes keeps its reward.
+        # SPEC §10's defaults since they were chosen on the validation grid.
+        return common.ImpressionReward("r_clin", metric="chamfer", cost="clinical:lambda=1.5,unmatched=0.5")
+    if kind == "clin-0.41":
+        # The first attempt's cost (docs/results/grpo-impression.md, "First attempt").
         return common.ImpressionReward("r_clin", metric="chamfer", cost="clinical:lambda=0.41,unmatched=1")
     raise SystemExit(f"--reward for --task impression must be one of {IMPRESSION_REWARDS}, got {kind!r}")
 
@@ -90,9 +94,31 @@ class CompletionLog:
         return out
 
 
-def prompts(n: int, seed: int, task: str = "report"):
+def is_abnormal(row) -> bool:
+    """Whether the study's reference Impression states a CheXpert observation other than
+    "No Finding" as present (the bundled rule labeler)."""
+    import sdr
+
+    labels = sdr.label(" ".join(row["impression"].split()))
+    return any(v == 1 for k, v in labels.items() if k != "No Finding")
+
+
+def prompts(n: int, seed: int, task: str = "report", abnormal_share=None):
     rows = common.studies("train")
     random.Random(seed).shuffle(rows)
+    if abnormal_share is not None:
+        # Every k-th prompt from an abnormal study so that the share holds in every stretch
+        # of steps, not only over the whole run; order within each pool stays shuffled.
+        ab = [r for r in rows if is_abnormal(r)]
+        normal = [r for r in rows if not is_abnormal(r)]
+        picked, a = [], 0
+        for i in range(n):
+            if a < len(ab) and (a + 1) <= abnormal_share * (i + 1) + 1e-9:
+                picked.append(ab[a])
+                a += 1
+            else:
+                picked.append(normal[i - a])
+        rows = picked
     column = "solution" if task == "report" else "impression"
     out = []
     for r in rows[:n]:
@@ -112,6 +138,13 @@ def main() -> None:
     ap.add_argument("--generations", type=int, default=8, help="group size G")
     ap.add_argument("--prompts-per-step", type=int, default=1)
     ap.add_argument("--max-completion-length", type=int, default=128)
+    ap.add_argument(
+        "--micro-batches",
+        type=int,
+        default=1,
+        help="split each step's completions into this many forward/backward passes (one "
+        "optimizer step, same update; less memory: logits are completions x tokens x vocabulary)",
+    )
     ap.add_argument("--lr", type=float, default=2e-5, help="paper's GRPO learning rate")
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument(
@@ -119,6 +152,14 @@ def main() -> None:
         type=float,
         default=0.0,
         help="KL coefficient against the SFT policy (TRL's beta; 0 = no reference model, TRL's default)",
+    )
+    ap.add_argument(
+        "--abnormal-share",
+        type=float,
+        default=None,
+        help="draw this share of the prompts from train studies whose reference Impression states "
+        "a finding (CheXpert rules), spread evenly over the steps (default: the shuffled train "
+        "studies as they come, about 21 %% abnormal)",
     )
     ap.add_argument("--save-steps", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
@@ -154,7 +195,11 @@ def main() -> None:
     model = AutoModelForCausalLM.from_pretrained(init, dtype=torch.float32)
 
     n_prompts = args.steps * args.prompts_per_step
-    ds = Dataset.from_list(prompts(n_prompts, args.seed + 1, args.task))
+    if (args.generations * args.prompts_per_step) % args.micro_batches:
+        raise SystemExit(f"--micro-batches {args.micro_batches} must divide the {args.generations * args.prompts_per_step} completions of a step")
+    if args.abnormal_share is not None and not 0.0 <= args.abnormal_share <= 1.0:
+        raise SystemExit(f"--abnormal-share must lie in [0, 1], got {args.abnormal_share}")
+    ds = Dataset.from_list(prompts(n_prompts, args.seed + 1, args.task, args.abnormal_share))
     reward_funcs = [make_reward(args.reward) if report else make_impression_reward(args.reward)]
     if args.log_completions:
         reward_funcs[0] = CompletionLog(reward_funcs[0], out / "completions.jsonl")
@@ -171,9 +216,9 @@ def main() -> None:
     cfg = GRPOConfig(
         output_dir=str(out),
         max_steps=args.steps,
-        per_device_train_batch_size=args.generations * args.prompts_per_step,
+        per_device_train_batch_size=args.generations * args.prompts_per_step // args.micro_batches,
         num_generations=args.generations,
-        gradient_accumulation_steps=1,
+        gradient_accumulation_steps=args.micro_batches,
         max_completion_length=args.max_completion_length,
         learning_rate=args.lr,
         lr_scheduler_type="constant",
@@ -205,10 +250,12 @@ def main() -> None:
         "prompts_per_step": args.prompts_per_step,
         "generations": args.generations,
         "completions_per_step": args.generations * args.prompts_per_step,
+        "micro_batches": args.micro_batches,
         "max_completion_length": args.max_completion_length,
         "lr": args.lr,
         "temperature": args.temperature,
         "beta": args.beta,
+        "abnormal_share": args.abnormal_share,
         "bf16": args.bf16,
         "seed": args.seed,
         "init": str(init),

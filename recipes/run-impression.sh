@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${SDR_TRAIN_PY:-.venv-train/bin/python}
 OUT=recipes/out
-STEPS=${GRPO_STEPS:-50}
+STEPS=${GRPO_STEPS:-60}
 STUDIES=${STUDIES:-200}
 mkdir -p "$OUT"
 
@@ -19,13 +19,17 @@ if [ ! -f "$OUT/f2i-sft/final/config.json" ]; then
     --max-length 256 --save-steps 10 --no-bf16 2>&1 | tee -a "$OUT/f2i-sft.log"
 fi
 
-# The three runs at once, one torch thread each (2-core CPU).
+# The three runs at once, one torch thread each (2-core CPU). Groups of 8 completions for
+# 2 prompts per step, half of the prompts from studies with a finding in their Impression,
+# a KL term against the SFT policy and a smaller learning rate: the first attempt (groups of
+# 4, prompts as they come, no KL, lr 2e-5) collapsed every policy to the majority impression.
 pids=()
 for r in cos cos-f1 clin; do
   if [ -f "$OUT/f2i-grpo-$r/final/config.json" ]; then continue; fi
   echo "== GRPO $r ($STEPS steps)"
   SDR_TORCH_THREADS=1 "$PY" recipes/grpo.py --task impression --reward "$r" --steps "$STEPS" \
-    --generations 4 --prompts-per-step 2 --max-completion-length 64 >> "$OUT/f2i-grpo-$r.log" 2>&1 &
+    --generations 8 --prompts-per-step 2 --abnormal-share 0.5 --beta 0.04 --lr 1e-5 --micro-batches 2 \
+    --max-completion-length 48 >> "$OUT/f2i-grpo-$r.log" 2>&1 &
   pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p"; done
