@@ -101,6 +101,9 @@ pub enum EvalError {
         section: &'static str,
         references: String,
     },
+    /// Token counts that cannot be totalled (overflow) or shown exactly.
+    #[error("{message}")]
+    Tokens { message: String },
     /// An output file's destination is a folder.
     #[error("cannot write {path}: is a folder")]
     IsAFolder { path: PathBuf },

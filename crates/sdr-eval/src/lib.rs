@@ -78,6 +78,7 @@ pub mod porter;
 pub mod publish;
 pub mod report;
 pub mod rouge;
+pub mod runs;
 pub mod sacrebleu;
 pub mod scores;
 pub mod select_eval;

@@ -8,14 +8,13 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
-use sdr_clinical::{chexpert_f1, Labeler, Labels, UncertainPolicy};
+use sdr_clinical::{Labeler, Labels, UncertainPolicy};
 use sdr_core::io::AtomicFile;
-use sdr_core::report::parse_report;
 use sdr_corpus::CsvTable;
-use sdr_eval::baseline::Pool;
-use sdr_eval::bootstrap::{interval_of, resample_indices, Interval, RESAMPLES, SEED};
-use sdr_eval::chexpert::{self, f1_columns, random_f1, LabelledStudy, CHEXPERT_COLUMNS};
-use sdr_eval::scores::TextScorer;
+use sdr_eval::chexpert::{self, CHEXPERT_COLUMNS};
+use sdr_eval::runs::{
+    distinct_pairs, joined, score_pairs, References, RunPicks, Scored, Study, COLUMNS,
+};
 use sdr_eval::table::Table;
 use serde::Deserialize;
 
@@ -109,115 +108,13 @@ struct CandLine {
     finish: Vec<serde_json::Value>,
 }
 
-/// Reference (findings, impression) by study id.
-type Refs = HashMap<String, (String, String)>;
-
-/// A run's pick per study: (text, tokens it cost when known).
-type RunPicks = HashMap<String, (String, Option<usize>)>;
-
-/// Columns before the [`CHEXPERT_COLUMNS`].
-const COLUMNS: [&str; 9] = [
-    "tokens",
-    "tokens saved %",
-    "well-formed %",
-    "F BLEU-4",
-    "F ROUGE-L",
-    "F BERTScore-F1",
-    "I BLEU-4",
-    "I ROUGE-L",
-    "I BERTScore-F1",
-];
-
-/// The joined report (Findings then Impression) that CheXpert labels see.
-fn joined(findings: &str, impression: &str) -> String {
-    format!("{findings} {impression}").trim().to_string()
-}
-
-/// Scores of one (study, text) pair: [F BLEU-4, F ROUGE-L, F BERTScore,
-/// I BLEU-4, I ROUGE-L, I BERTScore, well-formed 0/100], and the CheXpert
-/// labels of the joined report.
-type PairScores = HashMap<(String, String), ([f64; 7], Labels)>;
-
-/// The largest token total a table cell (f64) holds exactly.
-const EXACT_TOKENS: u64 = 1 << 53;
-
-/// Scores every (study, text) pair once, BERTScore in one batch.
-fn score_all(
-    pairs: &[(String, String)],
-    refs: &Refs,
-    bert: Option<&Judge>,
-    labeler: &Labeler,
-) -> Result<PairScores> {
-    let text = TextScorer::new(Default::default(), None);
-    // (hypothesis section, reference section) per pair and section.
-    let mut sections: Vec<(String, String)> = Vec::with_capacity(2 * pairs.len());
-    let mut well_formed = Vec::with_capacity(pairs.len());
-    for (id, t) in pairs {
-        let p = parse_report(t);
-        well_formed.push(p.format_valid);
-        let r = &refs[id];
-        sections.push((p.findings.join(" "), r.0.clone()));
-        sections.push((p.impression.join(" "), r.1.clone()));
-    }
-    // BERTScore: every distinct string encoded once, length-batched by the encoder.
-    let mut f1 = vec![f64::NAN; sections.len()];
-    if let Some(judge) = bert {
-        let refs: Vec<(&str, &str)> = sections
-            .iter()
-            .map(|(h, r)| (h.as_str(), r.as_str()))
-            .collect();
-        for (j, b) in judge.score_units(&refs, 2)?.into_iter().enumerate() {
-            f1[j] = b.f1;
-        }
-    }
-    let mut out = HashMap::new();
-    for (n, key) in pairs.iter().enumerate() {
-        let labels = labeler.label(&joined(&sections[2 * n].0, &sections[2 * n + 1].0));
-        let mut v = [0.0; 7];
-        if bert.is_none() {
-            // Not computed: no cell, even for a section whose other metrics score 0.
-            (v[2], v[5]) = (f64::NAN, f64::NAN);
-        }
-        v[6] = if well_formed[n] { 100.0 } else { 0.0 };
-        for s in 0..2 {
-            let (h, r) = &sections[2 * n + s];
-            if h.trim().is_empty() {
-                continue; // an empty section scores 0 everywhere
-            }
-            let t = text.score(h, r)?;
-            v[3 * s] = t.bleu[3];
-            v[3 * s + 1] = t.rouge_l;
-            v[3 * s + 2] = f1[2 * n + s];
-        }
-        out.insert(key.clone(), (v, labels));
-    }
-    Ok(out)
-}
-
-/// A comparison's changes in % and their intervals, per column.
-type ChangeRow = (Vec<Option<f64>>, Vec<Option<Interval>>);
-
-/// One study of --candidates: its id, candidates, and their summed tokens when given.
-struct Study {
-    id: String,
-    candidates: Vec<String>,
-    tokens: Option<usize>,
-}
+type Refs = References;
 
 /// Runs by name, and the full-generation tokens some run lines record
 /// ("tokens_full"), for studies whose candidates lack "tokens".
 struct Runs {
     runs: Vec<(String, RunPicks)>,
     full_from_runs: HashMap<String, usize>,
-}
-
-/// What every table row reads: the studies, each pair's scores, the
-/// references' labels and how uncertain labels count.
-struct Scored<'a> {
-    studies: &'a [Study],
-    scores: &'a PairScores,
-    ref_labels: &'a [Labels],
-    uncertain: UncertainPolicy,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -263,7 +160,8 @@ pub fn run(args: Args) -> Result<()> {
     let bert = load_judge(&args.bert)?;
     let pairs = distinct_pairs(&cands, &runs);
     let labeler = Labeler::default();
-    let scores = score_all(&pairs, &refs, bert.as_ref(), &labeler)?;
+    let scorer = bert.as_ref().map(Judge::scorer);
+    let scores = score_pairs(&pairs, &refs, scorer.as_ref(), &labeler)?;
     let uncertain = if args.uncertain_negative {
         UncertainPolicy::Negative
     } else {
@@ -287,7 +185,9 @@ pub fn run(args: Args) -> Result<()> {
     };
     table.push_row("random", scored.random_row(args.seeds)?)?;
     for (name, by_id) in &runs {
-        let row = scored.run_row(name, by_id, &full, full_tokens)?;
+        let row = scored
+            .run_row(by_id, &full, full_tokens)
+            .map_err(|e| anyhow!("--run {name}: {e}"))?;
         table.push_row(name.as_str(), row)?;
     }
     let mut md = table.to_markdown()?;
@@ -538,20 +438,6 @@ fn load_run(
     Ok((name.to_string(), by_id))
 }
 
-/// Every (study, text) pair that a candidate or a run's pick makes, once.
-fn distinct_pairs(cands: &[Study], runs: &[(String, RunPicks)]) -> Vec<(String, String)> {
-    let mut pairs: Vec<(String, String)> = Vec::new();
-    for s in cands {
-        pairs.extend(s.candidates.iter().map(|c| (s.id.clone(), c.clone())));
-        for (_, by_id) in runs {
-            pairs.push((s.id.clone(), by_id[&s.id].0.clone()));
-        }
-    }
-    pairs.sort_unstable();
-    pairs.dedup();
-    pairs
-}
-
 /// The empty table with its columns and notes.
 fn new_table(
     args: &Args,
@@ -582,165 +468,4 @@ fn new_table(
     ));
     table.notes.extend(args.note.iter().cloned());
     Ok(table)
-}
-
-/// [well-formed %, the six metrics] in column order.
-fn metric_cells(v: [f64; 7]) -> Vec<Option<f64>> {
-    std::iter::once(v[6])
-        .chain(v[..6].iter().copied())
-        .map(|x| if x.is_nan() { None } else { Some(x) })
-        .collect()
-}
-
-impl Scored<'_> {
-    /// Random: expectation over a uniform pick; CheXpert-rule F1 over seeded picks.
-    fn random_row(&self, seeds: usize) -> Result<Vec<Option<f64>>> {
-        let n = self.studies.len() as f64;
-        let mut random = [0.0; 7];
-        let mut cand_labels: Vec<Vec<Labels>> = Vec::with_capacity(self.studies.len());
-        for s in self.studies {
-            let cs = &s.candidates;
-            let mut ls = Vec::with_capacity(cs.len());
-            for c in cs {
-                let (v, l) = &self.scores[&(s.id.clone(), c.clone())];
-                for j in 0..7 {
-                    random[j] += v[j] / cs.len() as f64 / n;
-                }
-                ls.push(*l);
-            }
-            cand_labels.push(ls);
-        }
-        let studies: Vec<LabelledStudy> = cand_labels
-            .iter()
-            .zip(self.ref_labels)
-            .map(|(c, r)| LabelledStudy {
-                candidates: c,
-                reference: *r,
-            })
-            .collect();
-        let flags: Vec<Vec<bool>> = cand_labels.iter().map(|c| vec![true; c.len()]).collect();
-        let flag_refs: Vec<&[bool]> = flags.iter().map(Vec::as_slice).collect();
-        let random_cx = random_f1(&studies, &flag_refs, Pool::All, seeds, 0, self.uncertain)
-            .map_err(|e| anyhow!("random CheXpert-rule F1: {e}"))?;
-        let mut row = vec![None, None];
-        row.extend(metric_cells(random));
-        row.extend(random_cx.map(Some));
-        Ok(row)
-    }
-
-    /// A run's per-study values (the 7 of [`metric_cells`]'s input) and picked labels.
-    fn per_study(&self, by_id: &RunPicks) -> (Vec<[f64; 7]>, Vec<Labels>) {
-        self.studies
-            .iter()
-            .map(|s| {
-                let text = &by_id[&s.id].0;
-                let (v, l) = &self.scores[&(s.id.clone(), text.clone())];
-                (*v, *l)
-            })
-            .unzip()
-    }
-
-    /// Run `a`'s change against run `b` in % over the table's metric columns
-    /// (well-formed %, the six metrics, CheXpert-rule F1), and the paired
-    /// bootstrap interval of each; `None` where `b` is 0 or not computed.
-    fn change_row(&self, a: &RunPicks, b: &RunPicks) -> Result<ChangeRow> {
-        let ((va, la), (vb, lb)) = (self.per_study(a), self.per_study(b));
-        let n = self.studies.len();
-        let all: Vec<usize> = (0..n).collect();
-        let draws = resample_indices(n, RESAMPLES, SEED);
-        let mean = |v: &[[f64; 7]], j: usize, idx: &[usize]| {
-            idx.iter().map(|&i| v[i][j]).sum::<f64>() / idx.len() as f64
-        };
-        let change = |x: f64, y: f64| {
-            (y != 0.0 && x.is_finite() && y.is_finite()).then(|| 100.0 * (x - y) / y)
-        };
-        let mut cells = Vec::new();
-        let mut cis = Vec::new();
-        // Column order of the table: well-formed % (index 6), then 0..6.
-        for j in std::iter::once(6).chain(0..6) {
-            let point = change(mean(&va, j, &all), mean(&vb, j, &all));
-            let ci = match point {
-                Some(_) => {
-                    let stats: Vec<(f64, f64)> = draws
-                        .iter()
-                        .map(|d| (mean(&va, j, d), mean(&vb, j, d)))
-                        .collect();
-                    interval_of(&stats)?
-                }
-                None => None,
-            };
-            cells.push(point);
-            cis.push(ci);
-        }
-        let f1 = |l: &[Labels], idx: &[usize]| -> Result<[f64; 4]> {
-            let h: Vec<Labels> = idx.iter().map(|&i| l[i]).collect();
-            let r: Vec<Labels> = idx.iter().map(|&i| self.ref_labels[i]).collect();
-            Ok(f1_columns(&chexpert_f1(&h, &r, self.uncertain)?))
-        };
-        let (pa, pb) = (f1(&la, &all)?, f1(&lb, &all)?);
-        let boot: Vec<([f64; 4], [f64; 4])> = draws
-            .iter()
-            .map(|d| Ok((f1(&la, d)?, f1(&lb, d)?)))
-            .collect::<Result<_>>()?;
-        for k in 0..4 {
-            let point = change(pa[k], pb[k]);
-            let ci = match point {
-                Some(_) => {
-                    interval_of(&boot.iter().map(|(x, y)| (x[k], y[k])).collect::<Vec<_>>())?
-                }
-                None => None,
-            };
-            cells.push(point);
-            cis.push(ci);
-        }
-        Ok((cells, cis))
-    }
-
-    /// A run's row: tokens, tokens saved against the full candidates
-    /// (`full` per study, `full_tokens` in all), mean metrics, CheXpert-rule F1.
-    fn run_row(
-        &self,
-        name: &str,
-        by_id: &RunPicks,
-        full: &[Option<usize>],
-        full_tokens: Option<usize>,
-    ) -> Result<Vec<Option<f64>>> {
-        let n = self.studies.len() as f64;
-        let mut sum = [0.0; 7];
-        let mut tokens: Option<usize> = Some(0);
-        let mut picked: Vec<Labels> = Vec::with_capacity(self.studies.len());
-        for (s, f) in self.studies.iter().zip(full) {
-            let (text, used) = &by_id[&s.id];
-            let (v, l) = &self.scores[&(s.id.clone(), text.clone())];
-            picked.push(*l);
-            for j in 0..7 {
-                sum[j] += v[j] / n;
-            }
-            tokens = match (tokens, used.or(*f)) {
-                (Some(a), Some(b)) => Some(a.checked_add(b).ok_or_else(|| {
-                    anyhow!(
-                        "--run {name}: token counts add up to more than {}",
-                        usize::MAX
-                    )
-                })?),
-                _ => None,
-            };
-        }
-        // The table holds f64 cells: beyond 2^53 a total would print rounded.
-        if let Some(t) = tokens.filter(|&t| t as u64 > EXACT_TOKENS) {
-            return Err(anyhow!(
-                "--run {name}: {t} tokens in all, more than the table shows exactly (2^53)"
-            ));
-        }
-        let saved = match (tokens, full_tokens) {
-            (Some(t), Some(f)) if f > 0 => Some(100.0 * (1.0 - t as f64 / f as f64)),
-            _ => None,
-        };
-        let cx = chexpert_f1(&picked, self.ref_labels, self.uncertain)
-            .map_err(|e| anyhow!("--run {name}: {e}"))?;
-        let mut row = vec![tokens.map(|t| t as f64), saved];
-        row.extend(metric_cells(sum));
-        row.extend(f1_columns(&cx).map(Some));
-        Ok(row)
-    }
 }
