@@ -179,7 +179,8 @@ impl Replay {
     }
 }
 
-/// One line of a candidates file to replay: `sdr generate`'s record, or any
+/// One line of a candidates file (what `sdr select`, `sdr eval`, `sdr select-eval` and
+/// `sdr prune --replay` read): `sdr generate`'s record, or any
 /// `{"id", "candidates"}` line.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ReplayRecord {

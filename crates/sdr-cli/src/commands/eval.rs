@@ -16,7 +16,7 @@ use sdr_eval::runs::{
     distinct_pairs, joined, score_pairs, References, RunPicks, Scored, Study, COLUMNS,
 };
 use sdr_eval::table::Table;
-use serde::Deserialize;
+use sdr_gen::replay::ReplayRecord;
 
 use crate::common::{
     candidate_tokens, check_input, check_outputs, non_negative_count, print_stdout,
@@ -95,18 +95,6 @@ pub struct Args {
 
 /// `--references` when not given: relative to the current folder.
 const DEFAULT_REFERENCES: &str = "data/iu-xray/indiana_reports.csv";
-
-#[derive(Deserialize)]
-struct CandLine {
-    id: serde_json::Value,
-    candidates: Vec<String>,
-    /// Checked by hand, so that a bad count's error names the field.
-    #[serde(default)]
-    tokens: Option<Vec<serde_json::Value>>,
-    /// `sdr generate`'s end of each candidate; an `{"error": ...}` is refused.
-    #[serde(default)]
-    finish: Vec<serde_json::Value>,
-}
 
 type Refs = References;
 
@@ -286,7 +274,7 @@ fn load_candidates(path: &Path, refs: &Refs, rname: &str) -> Result<Vec<Study>> 
     let mut cands = Vec::new();
     let mut first_at: HashMap<String, String> = HashMap::new();
     for (at, v) in read_jsonl_file::<serde_json::Value>(path)? {
-        let l: CandLine = serde_json::from_value(v).map_err(|e| anyhow!("{at}: {e}"))?;
+        let l: ReplayRecord = serde_json::from_value(v).map_err(|e| anyhow!("{at}: {e}"))?;
         let id = id_text(&l.id);
         // A repeated study would count twice in every mean.
         if let Some(first) = first_at.insert(id.clone(), at.clone()) {

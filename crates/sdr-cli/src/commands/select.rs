@@ -16,7 +16,7 @@ use sdr_corpus::{
     CandidateEmbedding, CandidateSentences, Convergence, Corpus, CorpusClinical, CorpusIndex,
     Policy, ScoreOptions,
 };
-use serde::Deserialize;
+use sdr_gen::replay::ReplayRecord;
 
 use crate::common::{
     candidates_hash, check_outputs, convergence_warning, failure_warning, knn_warning, log_line,
@@ -95,16 +95,6 @@ pub struct Args {
     /// No progress bar and no summary line on stderr.
     #[arg(long)]
     pub quiet: bool,
-}
-
-/// Other keys (e.g. `origin`) are ignored.
-#[derive(Deserialize)]
-struct Line {
-    id: serde_json::Value,
-    candidates: Vec<String>,
-    /// `sdr generate`'s end of each candidate; an `{"error": ...}` is refused.
-    #[serde(default)]
-    finish: Vec<serde_json::Value>,
 }
 
 fn num(v: f64) -> serde_json::Value {
@@ -204,7 +194,7 @@ struct Stats {
 
 /// The output object of one study.
 fn record(
-    l: &Line,
+    l: &ReplayRecord,
     single: bool,
     keys: &[String],
     per_policy: &[Vec<f64>],
@@ -318,10 +308,11 @@ pub fn run(args: Args) -> Result<()> {
         if chunk.is_empty() {
             break;
         }
-        let lines: Vec<(usize, Line)> = chunk
+        let lines: Vec<(usize, ReplayRecord)> = chunk
             .iter()
             .map(|(no, text)| {
-                let l: Line = parse_json(text).map_err(|e| anyhow!("{}:{no}: {e}", input.name))?;
+                let l: ReplayRecord =
+                    parse_json(text).map_err(|e| anyhow!("{}:{no}: {e}", input.name))?;
                 if l.candidates.is_empty() {
                     return Err(anyhow!("{}:{no}: `candidates` is empty", input.name));
                 }

@@ -14,7 +14,7 @@ use sdr_eval::select_eval::{
     bertscore_f1, chosen_indices, score_studies, tables, Reference, SelectionRecord, StudyToScore,
     TablesConfig,
 };
-use serde::Deserialize;
+use sdr_gen::replay::ReplayRecord;
 
 use crate::common::{candidates_hash, check_output_dir, log_line, print_stdout};
 use crate::jsonl::{id_text, parse_json, read_jsonl_file, read_jsonl_lines};
@@ -81,12 +81,6 @@ pub struct Args {
     /// the convention of the common CheXbert-F1 scripts).
     #[arg(long)]
     pub uncertain_negative: bool,
-}
-
-#[derive(Deserialize)]
-struct CandLine {
-    id: serde_json::Value,
-    candidates: Vec<String>,
 }
 
 /// The lines of `sdr select --all-policies` output, each with its `file:line`;
@@ -195,7 +189,7 @@ fn load_inputs(a: &Args) -> Result<Inputs> {
     let mut cands: HashMap<String, Vec<String>> = HashMap::new();
     let mut first_at: HashMap<String, String> = HashMap::new();
     let mut cand_order: Vec<(String, String)> = Vec::new();
-    for (at, c) in read_jsonl_file::<CandLine>(&a.candidates)? {
+    for (at, c) in read_jsonl_file::<ReplayRecord>(&a.candidates)? {
         let id = id_text(&c.id);
         if let Some(first) = first_at.insert(id.clone(), at.clone()) {
             return Err(anyhow!("{at}: study {id} again (first at {first})"));
