@@ -81,7 +81,7 @@ pub use sdr_embed::{EmbedControl, SectionBatch, SectionEmbedder};
 pub use select::{
     argmin, best_of_k, best_of_k_with, consensus_scores, consensus_scores_with,
     embed_candidate_sentences, embed_candidate_texts, embed_candidates, BestOfK, Consensus,
-    Selection,
+    PlanScores, Selection, SelectionPlan,
 };
 pub use shard::{merge_corpora, merge_files, shard_source, ShardInfo, ShardSpec};
 pub use source::{read_source, Columns, Source, SourceFormat, SourceOptions, SourceReport, Split};

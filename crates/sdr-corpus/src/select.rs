@@ -296,6 +296,91 @@ pub fn consensus_scores_with(
     })
 }
 
+/// What one selection scores per study: corpus policies and consensus metrics under one
+/// sentence cost, and the output key of each (`{prefix}{policy}` for the corpus policies,
+/// then `{prefix}{metric}@consensus`), in that order.
+pub struct SelectionPlan {
+    pub policies: Vec<Policy>,
+    pub consensus: Vec<Metric>,
+    pub keys: Vec<String>,
+    pub opts: ScoreOptions,
+    /// The clinical cost (SPEC §10); `None` is the paper's cosine cost.
+    pub clinical: Option<ClinicalCost>,
+}
+
+/// One study's scores under every key of a [`SelectionPlan`] (lower is better; pick with
+/// [`argmin`]), with the distances computed and how many did not converge.
+#[derive(Debug, Clone, Default)]
+pub struct PlanScores {
+    pub per_policy: Vec<Vec<f64>>,
+    pub evaluated: usize,
+    pub convergence: Convergence,
+}
+
+impl SelectionPlan {
+    /// `prefix` names the cost in the keys (`""` for cosine, `"clinical/"`).
+    pub fn new(
+        policies: Vec<Policy>,
+        consensus: Vec<Metric>,
+        prefix: &str,
+        opts: ScoreOptions,
+        clinical: Option<ClinicalCost>,
+    ) -> Self {
+        let keys = policies
+            .iter()
+            .map(|p| format!("{prefix}{p}"))
+            .chain(consensus.iter().map(|m| format!("{prefix}{m}@consensus")))
+            .collect();
+        SelectionPlan {
+            policies,
+            consensus,
+            keys,
+            opts,
+            clinical,
+        }
+    }
+
+    /// Every key's scores of one study's candidates (`cands`, and `sentences[c]`, candidate
+    /// `c`'s sentences, read under the clinical cost, whose corpus side `corpus_clinical`
+    /// then is). `index` is needed when the plan has corpus policies.
+    ///
+    /// # Errors
+    /// [`CorpusError::InvalidOption`] for corpus policies without `index`; the scorers'
+    /// errors.
+    pub fn scores(
+        &self,
+        index: Option<&CorpusIndex<'_>>,
+        corpus_clinical: Option<&CorpusClinical<'_>>,
+        cands: &[Option<CandidateEmbedding>],
+        sentences: &[Option<CandidateSentences>],
+        dim: usize,
+    ) -> Result<PlanScores> {
+        let mut out = PlanScores::default();
+        if !self.policies.is_empty() {
+            let Some(ix) = index else {
+                return Err(CorpusError::InvalidOption {
+                    name: "index",
+                    value: "none".into(),
+                    reason: "corpus policies need the corpus".into(),
+                });
+            };
+            let clin = corpus_clinical.map(|c| (c, sentences));
+            let s = ix.score_with(cands, &self.policies, self.opts, clin)?;
+            out.evaluated += s.evaluated;
+            out.convergence += s.convergence;
+            out.per_policy.extend(s.total);
+        }
+        for m in &self.consensus {
+            let clin = self.clinical.as_ref().map(|c| (c, sentences));
+            let c = consensus_scores_with(cands, m, dim, clin)?;
+            out.evaluated += c.evaluated;
+            out.convergence += c.convergence;
+            out.per_policy.push(c.scores);
+        }
+        Ok(out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -313,5 +398,48 @@ mod tests {
             }
         );
         assert_eq!(argmin(&[f64::NAN, 0.9]).index, 1);
+    }
+}
+
+#[cfg(test)]
+mod plan_tests {
+    use super::*;
+    use crate::agg::Aggregation;
+
+    #[test]
+    fn a_plan_keys_corpus_policies_then_consensus_and_needs_the_corpus_for_policies() {
+        let policy = Policy {
+            metric: Metric::Chamfer,
+            agg: Aggregation::Min,
+        };
+        let plan = SelectionPlan::new(
+            vec![policy],
+            vec![Metric::Hausdorff],
+            "clinical/",
+            ScoreOptions::default(),
+            None,
+        );
+        assert_eq!(
+            plan.keys,
+            ["clinical/chamfer@min", "clinical/hausdorff@consensus"]
+        );
+        let e = plan.scores(None, None, &[], &[], 4).unwrap_err();
+        assert!(
+            e.to_string().contains("corpus policies need the corpus"),
+            "{e}"
+        );
+        // Consensus alone needs no corpus.
+        let plan = SelectionPlan::new(
+            vec![],
+            vec![Metric::Chamfer],
+            "",
+            ScoreOptions::default(),
+            None,
+        );
+        let s = plan
+            .scores(None, None, &[None, None], &[None, None], 4)
+            .unwrap();
+        assert_eq!(s.per_policy.len(), 1);
+        assert_eq!(s.per_policy[0].len(), 2);
     }
 }

@@ -7,14 +7,13 @@ use std::time::Instant;
 
 use anyhow::{anyhow, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use sdr_clinical::ClinicalCost;
+
 use sdr_core::cost::CostKind;
 use sdr_core::report::SEGMENTER_VERSION;
 use sdr_core::Metric;
 use sdr_corpus::{
-    all_policies, argmin, consensus_scores_with, embed_candidate_sentences, Aggregation,
-    CandidateEmbedding, CandidateSentences, Convergence, Corpus, CorpusClinical, CorpusIndex,
-    Policy, ScoreOptions,
+    all_policies, argmin, embed_candidate_sentences, Aggregation, Convergence, Corpus,
+    CorpusClinical, Policy, ScoreOptions, SelectionPlan,
 };
 use sdr_gen::replay::ReplayRecord;
 
@@ -103,81 +102,34 @@ fn num(v: f64) -> serde_json::Value {
         .unwrap_or(serde_json::Value::Null)
 }
 
-/// What is scored: the corpus policies and the consensus metrics, with
-/// their output keys.
-struct Plan {
-    policies: Vec<Policy>,
-    consensus: Vec<Metric>,
-    keys: Vec<String>,
-    opts: ScoreOptions,
-    /// The clinical cost (`--cost clinical`); `None` is the cosine cost.
-    clinical: Option<ClinicalCost>,
-}
-
-impl Plan {
-    fn new(args: &Args) -> Result<Plan> {
-        let metric: Metric = args
-            .metric
-            .parse()
-            .map_err(|e| anyhow!("--metric {}: {e}", args.metric))?;
-        let agg: Aggregation = args.agg.parse().map_err(|e| anyhow!("--agg: {e}"))?;
-        let policies: Vec<Policy> = if !uses_corpus(args) {
-            Vec::new()
-        } else if args.all_policies {
-            all_policies()
-        } else {
-            vec![Policy { metric, agg }]
-        };
-        let consensus: Vec<Metric> = match (args.consensus, args.all_policies) {
-            (false, _) => Vec::new(),
-            (true, true) => Metric::all(),
-            (true, false) => vec![metric],
-        };
-        let prefix = crate::common::cost_prefix(&args.cost);
-        let keys = policies
-            .iter()
-            .map(|p| format!("{prefix}{p}"))
-            .chain(consensus.iter().map(|m| format!("{prefix}{m}@consensus")))
-            .collect();
-        Ok(Plan {
-            policies,
-            consensus,
-            keys,
-            opts: ScoreOptions {
-                prune: !args.no_prune,
-            },
-            clinical: crate::common::clinical_cost(&args.cost)?,
-        })
-    }
-
-    /// Every policy's scores of one study's candidates; counts into `stats`.
-    /// `sentences[c]` are candidate `c`'s sentences, read under the clinical
-    /// cost, whose corpus side `clinical` is then.
-    fn scores(
-        &self,
-        index: Option<&CorpusIndex<'_>>,
-        clinical: Option<&CorpusClinical<'_>>,
-        (cands, sentences): (&[Option<CandidateEmbedding>], &[Option<CandidateSentences>]),
-        dim: usize,
-        stats: &mut Stats,
-    ) -> Result<Vec<Vec<f64>>> {
-        let mut per_policy: Vec<Vec<f64>> = Vec::new();
-        if let Some(ix) = index {
-            let clin = clinical.map(|c| (c, sentences));
-            let s = ix.score_with(cands, &self.policies, self.opts, clin)?;
-            stats.evaluated += s.evaluated;
-            stats.convergence += s.convergence;
-            per_policy.extend(s.total);
-        }
-        for m in &self.consensus {
-            let clin = self.clinical.as_ref().map(|c| (c, sentences));
-            let c = consensus_scores_with(cands, m, dim, clin)?;
-            stats.evaluated += c.evaluated;
-            stats.convergence += c.convergence;
-            per_policy.push(c.scores);
-        }
-        Ok(per_policy)
-    }
+/// The selection plan of the arguments: corpus policies, consensus metrics, cost.
+fn plan(args: &Args) -> Result<SelectionPlan> {
+    let metric: Metric = args
+        .metric
+        .parse()
+        .map_err(|e| anyhow!("--metric {}: {e}", args.metric))?;
+    let agg: Aggregation = args.agg.parse().map_err(|e| anyhow!("--agg: {e}"))?;
+    let policies: Vec<Policy> = if !uses_corpus(args) {
+        Vec::new()
+    } else if args.all_policies {
+        all_policies()
+    } else {
+        vec![Policy { metric, agg }]
+    };
+    let consensus: Vec<Metric> = match (args.consensus, args.all_policies) {
+        (false, _) => Vec::new(),
+        (true, true) => Metric::all(),
+        (true, false) => vec![metric],
+    };
+    Ok(SelectionPlan::new(
+        policies,
+        consensus,
+        &crate::common::cost_prefix(&args.cost),
+        ScoreOptions {
+            prune: !args.no_prune,
+        },
+        crate::common::clinical_cost(&args.cost)?,
+    ))
 }
 
 /// The corpus is needed unless consensus alone is asked for.
@@ -250,7 +202,7 @@ pub fn run(args: Args) -> Result<()> {
     if args.batch == 0 {
         return Err(anyhow!("--batch must be at least 1"));
     }
-    let plan = Plan::new(&args)?;
+    let plan = plan(&args)?;
     check_outputs(
         &[("--output", args.output.as_deref())],
         &[or_stdin(args.input.as_deref()), args.corpus.as_deref()],
@@ -339,15 +291,18 @@ pub fn run(args: Args) -> Result<()> {
             let cands: Vec<_> = embedded.by_ref().take(l.candidates.len()).collect();
             let texts: Vec<_> = sentences.by_ref().take(l.candidates.len()).collect();
             let well: Vec<bool> = cands.iter().map(Option::is_some).collect();
-            let per_policy = plan
+            let scored = plan
                 .scores(
                     index.as_ref(),
                     corpus_clinical.as_ref(),
-                    (&cands, &texts),
+                    &cands,
+                    &texts,
                     encoder.dim(),
-                    &mut stats,
                 )
                 .map_err(|e| anyhow!("{}:{no}: {e}", input.name))?;
+            stats.evaluated += scored.evaluated;
+            stats.convergence += scored.convergence;
+            let per_policy = scored.per_policy;
             all_bad += well.iter().all(|w| !w) as usize;
             let obj = record(l, single, &plan.keys, &per_policy, &well);
             let w = output.writer();
