@@ -2,8 +2,15 @@
 
 import os
 import shutil
+import signal
 
 import pytest
+
+# A runner started in the background of a non-interactive shell (`cmd &`) inherits SIGINT
+# ignored, and Python then installs no KeyboardInterrupt handler: the Ctrl-C tests, which
+# send SIGINT to this process, need the one an interactive run has.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REF = "<think>Heart size is normal. The lungs are clear. No pleural effusion.</think><answer>No acute cardiopulmonary abnormality.</answer>"
 REF_PLAIN = "FINDINGS: Heart size is normal. The lungs are clear. No pleural effusion.\n\nIMPRESSION: No acute cardiopulmonary abnormality."
