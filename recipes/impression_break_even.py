@@ -1,0 +1,38 @@
+"""Why a reward teaches a weak Findings -> Impression policy to name findings or to stay silent
+(docs/results/grpo-impression.md, "Why the clinical cost teaches silence to a weak policy").
+
+On 150 abnormal train studies (reference Impression states a CheXpert finding), each reward of
+three impressions against the study's reference: its own impression (the right finding), the
+normal impression, and another abnormal study's impression (a wrong finding); and the share of
+right findings a policy needs for naming findings to beat the normal impression in expectation.
+
+    python recipes/impression_break_even.py
+"""
+
+import random
+import sys
+sys.path.insert(0, str(__import__('pathlib').Path(__file__).resolve().parent))
+import common, sdr
+from grpo import is_abnormal
+rows = [r for r in common.studies("train") if is_abnormal(r)]
+random.Random(0).shuffle(rows)
+rows = rows[:150]
+refs = [common.impression_target(r) for r in rows]
+wrong = refs[1:] + refs[:1]  # another abnormal study's impression
+NORMAL = "No acute cardiopulmonary abnormality."
+rewards = {
+    "cosine": common.ImpressionReward("c", metric="chamfer"),
+    "cosine + F1 term": common.ImpressionReward("f", metric="chamfer", clinical_weight=1.0),
+    "clinical cost": common.ImpressionReward("k", metric="chamfer", cost="clinical:lambda=1.5,unmatched=0.5"),
+    "clinical cost, unmatched=0": common.ImpressionReward("k0", metric="chamfer", cost="clinical:lambda=1.5,unmatched=0"),
+    "clinical cost + F1 term": common.ImpressionReward("kf", metric="chamfer", cost="clinical:lambda=1.5,unmatched=0.5", clinical_weight=1.0),
+}
+print(f"{len(rows)} abnormal train studies; rewards of three impressions against each reference (mean):")
+print("| reward | own impression (right finding) | normal impression | another abnormal study's impression (wrong finding) | right - normal | normal - wrong | break-even share right |")
+print("|---|---:|---:|---:|---:|---:|---:|")
+for name, rw in rewards.items():
+    m = lambda c: sum(rw(prompts=None, completions=c, impression=refs)) / len(refs)
+    r, n, w = m(refs), m([NORMAL] * len(refs)), m(wrong)
+    # Naming a finding beats the normal impression in expectation when p*r + (1-p)*w > n.
+    p = (n - w) / (r - w)
+    print(f"| {name} | {r:.3f} | {n:.3f} | {w:.3f} | {r - n:+.3f} | {n - w:+.3f} | {100 * p:.0f} % |")
