@@ -36,7 +36,7 @@ REWARDS = ("cham", "haus", "exact", "fmt", "cham-set")
 # Findings -> Impression (--task impression): Chamfer on the Impression with the
 # paper's cosine cost, the same plus the report-level CheXpert-14 F1 term, and
 # Chamfer with the clinically aware cost (SPEC §10).
-IMPRESSION_REWARDS = ("cos", "cos-f1", "clin", "clin-0.41")
+IMPRESSION_REWARDS = ("cos", "cos-f1", "clin", "clin-f1", "clin-0.41")
 
 
 def make_impression_reward(kind: str):
@@ -48,6 +48,12 @@ def make_impression_reward(kind: str):
     if kind == "clin":
         # SPEC §10's defaults since they were chosen on the validation grid.
         return common.ImpressionReward("r_clin", metric="chamfer", cost="clinical:lambda=1.5,unmatched=0.5")
+    if kind == "clin-f1":
+        # The clinical cost plus the report-level CheXpert-14 F1 term (see
+        # recipes/impression_break_even.py for why the cost alone teaches a weak policy silence).
+        return common.ImpressionReward(
+            "r_clin_f1", metric="chamfer", cost="clinical:lambda=1.5,unmatched=0.5", clinical_weight=1.0
+        )
     if kind == "clin-0.41":
         # The first attempt's cost (docs/results/grpo-impression.md, "First attempt").
         return common.ImpressionReward("r_clin", metric="chamfer", cost="clinical:lambda=0.41,unmatched=1")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Findings -> Impression study (docs/results/grpo-impression.md): SFT, then GRPO with
-# three rewards on the Impression (the cosine cost; the cosine cost plus the report-level
-# CheXpert-14 F1 term; the clinical cost of SPEC §10), same seed, prompts and steps, then
+# four rewards on the Impression (the cosine cost; the cosine cost plus the report-level
+# CheXpert-14 F1 term; the clinical cost of SPEC §10; the clinical cost plus the F1 term),
+# same seed, prompts and steps, then
 # evaluation on held-out test studies. Every stage resumes from its last checkpoint, so the
 # script can be stopped and started again. Needs `bash recipes/setup.sh` first (or
 # SDR_TRAIN_PY pointing at a Python with TRL, transformers, torch and the sdr wheel).
@@ -19,12 +20,12 @@ if [ ! -f "$OUT/f2i-sft/final/config.json" ]; then
     --max-length 256 --save-steps 10 --no-bf16 2>&1 | tee -a "$OUT/f2i-sft.log"
 fi
 
-# The three runs at once, one torch thread each (2-core CPU). Groups of 8 completions for
+# The runs at once, one torch thread each (2-core CPU). Groups of 8 completions for
 # 2 prompts per step, half of the prompts from studies with a finding in their Impression,
 # a KL term against the SFT policy and a smaller learning rate: the first attempt (groups of
 # 4, prompts as they come, no KL, lr 2e-5) collapsed every policy to the majority impression.
 pids=()
-for r in cos cos-f1 clin; do
+for r in cos cos-f1 clin clin-f1; do
   if [ -f "$OUT/f2i-grpo-$r/final/config.json" ]; then continue; fi
   echo "== GRPO $r ($STEPS steps)"
   SDR_TORCH_THREADS=1 "$PY" recipes/grpo.py --task impression --reward "$r" --steps "$STEPS" \
@@ -40,6 +41,8 @@ echo "== evaluation ($STUDIES test studies)"
   --policy "GRPO(cosine)=$OUT/f2i-grpo-cos/final" \
   --policy "GRPO(cosine + F1 term)=$OUT/f2i-grpo-cos-f1/final" \
   --policy "GRPO(clinical cost)=$OUT/f2i-grpo-clin/final" \
+  --policy "GRPO(clinical cost + F1 term)=$OUT/f2i-grpo-clin-f1/final" \
   --logs "cosine=$OUT/f2i-grpo-cos/log_history.jsonl" \
   --logs "cosine + F1 term=$OUT/f2i-grpo-cos-f1/log_history.jsonl" \
-  --logs "clinical cost=$OUT/f2i-grpo-clin/log_history.jsonl"
+  --logs "clinical cost=$OUT/f2i-grpo-clin/log_history.jsonl" \
+  --logs "clinical cost + F1 term=$OUT/f2i-grpo-clin-f1/log_history.jsonl"
