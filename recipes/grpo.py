@@ -115,8 +115,9 @@ def prompts(n: int, seed: int, task: str = "report", abnormal_share=None):
     if abnormal_share is not None:
         # Every k-th prompt from an abnormal study so that the share holds in every stretch
         # of steps, not only over the whole run; order within each pool stays shuffled.
-        ab = [r for r in rows if is_abnormal(r)]
-        normal = [r for r in rows if not is_abnormal(r)]
+        flags = [is_abnormal(r) for r in rows]
+        ab = [r for r, f in zip(rows, flags) if f]
+        normal = [r for r, f in zip(rows, flags) if not f]
         picked, a = [], 0
         for i in range(n):
             if a < len(ab) and (a + 1) <= abnormal_share * (i + 1) + 1e-9:
