@@ -7,7 +7,6 @@ use std::time::Instant;
 
 use anyhow::{anyhow, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-
 use sdr_core::cost::CostKind;
 use sdr_core::report::SEGMENTER_VERSION;
 use sdr_core::Metric;
