@@ -7,7 +7,9 @@ saved as safetensors under ``--out`` (``final/``) for the GRPO stage, and the ru
 resumes from its last checkpoint when started again with the same ``--out``.
 
     python recipes/sft.py --samples 1200 --epochs 1        # what docs/results/grpo.md used
-    python recipes/sft.py --task impression --samples 1500  # Findings -> Impression (docs/results/grpo-impression.md)
+    python recipes/sft.py --task impression --samples 800   # Findings -> Impression (docs/results/grpo-impression.md)
+    python recipes/sft.py --task impression --init recipes/out/f2i-sft/final --skip 800 --samples 960 \
+        --out recipes/out/f2i-sft2                          # the same, continued on 960 further studies
 
 bf16 autocast (AMX on CPUs that have it) is on by default: ``--no-bf16`` for fp32.
 """
@@ -24,9 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 
 
-def dataset_rows(n: int, seed: int, task: str = "report"):
+def dataset_rows(n: int, seed: int, task: str = "report", skip: int = 0):
     rows = common.studies("train")
     random.Random(seed).shuffle(rows)
+    rows = rows[skip:]
     rows = rows[:n] if n > 0 else rows
     out = []
     for r in rows:
@@ -52,6 +55,17 @@ def main() -> None:
         choices=common.TASKS,
         help="report: indication -> <think>F</think><answer>I</answer>; impression: Findings -> Impression text",
     )
+    ap.add_argument(
+        "--init",
+        default=None,
+        help="continue from this checkpoint instead of the base model (e.g. recipes/out/f2i-sft/final)",
+    )
+    ap.add_argument(
+        "--skip",
+        type=int,
+        default=0,
+        help="leave out the first N shuffled train studies (with --init: the ones that checkpoint already saw)",
+    )
     ap.add_argument("--out", default=None, help="default recipes/out/sft (report), recipes/out/f2i-sft (impression)")
     args = ap.parse_args()
     if args.out is None:
@@ -65,8 +79,18 @@ def main() -> None:
     torch.manual_seed(args.seed)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    model, tok = common.load_base()
-    rows = dataset_rows(args.samples, args.seed, args.task)
+    if args.init:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if not (Path(args.init) / "config.json").is_file():
+            raise SystemExit(f"--init {args.init}: no checkpoint there (config.json missing)")
+        tok = AutoTokenizer.from_pretrained(args.init)
+        model = AutoModelForCausalLM.from_pretrained(args.init, dtype=torch.float32)
+    else:
+        model, tok = common.load_base()
+    rows = dataset_rows(args.samples, args.seed, args.task, args.skip)
+    if not rows:
+        raise SystemExit(f"--skip {args.skip}: no train studies left")
     ds = Dataset.from_list([{k: r[k] for k in ("prompt", "completion")} for r in rows])
     cfg = SFTConfig(
         output_dir=str(out),
@@ -96,6 +120,8 @@ def main() -> None:
     meta = {
         "task": args.task,
         "samples": len(rows),
+        "init": args.init,
+        "skip": args.skip,
         "epochs": args.epochs,
         "steps": trainer.state.global_step,
         "effective_batch": args.batch_size * args.grad_accum,

@@ -1,0 +1,151 @@
+"""How often a Findings -> Impression policy names the right finding when it names one, the
+quantity that decides whether the clinical cost teaches it to name findings or to stay silent
+(recipes/impression_break_even.py: naming findings pays under the clinical cost only when at
+least 27 % of the named findings are right; docs/results/grpo-impression.md).
+
+Two sources of completions:
+
+- ``--policy NAME=CHECKPOINT``: sample ``--samples`` completions per prompt (temperature 1, as
+  GRPO does) for the first ``--prompts`` abnormal train studies of impression_break_even.py;
+- ``--completions NAME=FILE``: a GRPO run's ``completions.jsonl`` (``recipes/grpo.py
+  --log-completions``), split into the first and the last 20 % of its steps.
+
+A completion *names a finding* when the CheXpert rules label one of the 13 findings present in
+it; it is *right* when every finding it names is present in the reference Impression, *partly
+right* when at least one is.
+
+    python recipes/impression_sampling.py --policy SFT=recipes/out/f2i-sft/final \\
+        --completions "GRPO(clinical cost)=recipes/out/f2i-sft2-grpo-clin/completions.jsonl"
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+
+
+def named(text: str) -> set:
+    import sdr
+
+    labels = sdr.label(" ".join(text.split()))
+    return {k for k, v in labels.items() if v == 1 and k != "No Finding"}
+
+
+def shares(pairs) -> dict:
+    """pairs: (completion, reference) -> the shares of the module doc, in %."""
+    n = naming = right = partly = 0
+    for c, r in pairs:
+        n += 1
+        got = named(c)
+        if not got:
+            continue
+        naming += 1
+        want = named(r)
+        right += got <= want
+        partly += bool(got & want)
+    pct = lambda a, b: round(100.0 * a / b, 1) if b else None  # noqa: E731
+    return {
+        "completions": n,
+        "names a finding %": pct(naming, n),
+        "right, of those naming %": pct(right, naming),
+        "partly right, of those naming %": pct(partly, naming),
+    }
+
+
+def abnormal_rows(k: int):
+    from grpo import is_abnormal
+
+    rows = [r for r in common.studies("train") if is_abnormal(r)]
+    random.Random(0).shuffle(rows)  # impression_break_even.py's order
+    return rows[:k]
+
+
+def sample(policy: Path, rows, per_prompt: int, max_new_tokens: int, seed: int):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(seed)
+    tok = AutoTokenizer.from_pretrained(policy)
+    tok.padding_side = "left"
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    model = AutoModelForCausalLM.from_pretrained(policy, dtype=torch.float32).eval()
+    out = []
+    for s in range(0, len(rows), 4):
+        chunk = rows[s : s + 4]
+        texts = [
+            tok.apply_chat_template(common.impression_prompt_messages(r), tokenize=False, add_generation_prompt=True)
+            for r in chunk
+        ]
+        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        with torch.no_grad():
+            gen = model.generate(
+                **enc,
+                max_new_tokens=max_new_tokens,
+                do_sample=True,
+                temperature=1.0,
+                top_p=1.0,
+                top_k=0,
+                num_return_sequences=per_prompt,
+                pad_token_id=tok.pad_token_id,
+            )
+        new = gen[:, enc["input_ids"].shape[1] :]
+        for i, ids in enumerate(new):
+            r = chunk[i // per_prompt]
+            out.append((tok.decode(ids, skip_special_tokens=True).strip(), common.impression_target(r)))
+        print(f"  {policy}: {min(s + 4, len(rows))}/{len(rows)} prompts", file=sys.stderr, flush=True)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--policy", action="append", default=[], help="NAME=CHECKPOINT_DIR to sample from")
+    ap.add_argument("--completions", action="append", default=[], help="NAME=completions.jsonl of a GRPO run")
+    ap.add_argument("--prompts", type=int, default=40, help="abnormal train studies sampled")
+    ap.add_argument("--samples", type=int, default=8, help="completions per prompt (GRPO's group size)")
+    ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", default=None, help="also write the rows here")
+    args = ap.parse_args()
+    if not args.policy and not args.completions:
+        raise SystemExit("give at least one --policy or --completions")
+    common.set_threads()
+    rows_out = []
+    if args.policy:
+        rows = abnormal_rows(args.prompts)
+        for spec in args.policy:
+            name, _, path = spec.partition("=")
+            if not (Path(path) / "config.json").is_file():
+                raise SystemExit(f"--policy {spec}: no checkpoint at {path}")
+            s = shares(sample(Path(path), rows, args.samples, args.max_new_tokens, args.seed))
+            rows_out.append({"source": f"{name}, sampled on {len(rows)} abnormal train studies", **s})
+    for spec in args.completions:
+        name, _, path = spec.partition("=")
+        try:
+            recs = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+        except (OSError, json.JSONDecodeError) as e:
+            raise SystemExit(f"--completions {path}: {e}")
+        steps = sorted({r["step"] for r in recs if r.get("step") is not None})
+        if not steps:
+            raise SystemExit(f"--completions {path}: no step numbers in it")
+        k = max(1, len(steps) // 5)
+        for label, keep in (("first 20 % of steps", set(steps[:k])), ("last 20 % of steps", set(steps[-k:]))):
+            pairs = [(r["completion"], r["reference"]) for r in recs if r["step"] in keep]
+            rows_out.append({"source": f"{name}, training, {label}", **shares(pairs)})
+    cols = [k for k in rows_out[0] if k != "source"]
+    print("| completions of | " + " | ".join(cols) + " |")
+    print("|---|" + "---:|" * len(cols))
+    for r in rows_out:
+        print(f"| {r['source']} | " + " | ".join("-" if r[c] is None else str(r[c]) for c in cols) + " |")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows_out, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
