@@ -8,7 +8,7 @@ resumes from its last checkpoint when started again with the same ``--out``.
 
     python recipes/sft.py --samples 1200 --epochs 1        # what docs/results/grpo.md used
     python recipes/sft.py --task impression --samples 800   # Findings -> Impression (docs/results/grpo-impression.md)
-    python recipes/sft.py --task impression --init recipes/out/f2i-sft/final --skip 800 --samples 960 \
+    python recipes/sft.py --task impression --init recipes/out/f2i-sft/final --skip 800 --samples 960 \\
         --out recipes/out/f2i-sft2                          # the same, continued on 960 further studies
 
 bf16 autocast (AMX on CPUs that have it) is on by default: ``--no-bf16`` for fp32.
