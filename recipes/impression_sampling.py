@@ -58,6 +58,51 @@ def shares(pairs) -> dict:
     }
 
 
+def category(completion: str, reference: str) -> str:
+    got = named(completion)
+    if not got:
+        return "names no finding"
+    want = named(reference)
+    if got <= want:
+        return "right finding"
+    return "partly right" if got & want else "wrong finding"
+
+
+CATEGORIES = ("names no finding", "right finding", "partly right", "wrong finding")
+
+
+def advantages(recs, reward_kinds) -> list:
+    """GRPO's group-normalised advantage, ``(r - mean) / (std + 1e-4)`` over the completions of
+    one prompt at one step, averaged per category of completion, for each reward: which kind of
+    impression each reward pushes the policy towards on these very groups."""
+    from collections import defaultdict
+    from statistics import mean, pstdev
+
+    from grpo import make_impression_reward
+
+    groups = defaultdict(list)
+    for r in recs:
+        groups[(r["source"], r["step"], r["reference"])].append(r["completion"])
+    rows = []
+    for kind in reward_kinds:
+        rw = make_impression_reward(kind)
+        by_cat = defaultdict(list)
+        for (_, _, ref), comps in groups.items():
+            if len(comps) < 2:
+                continue
+            scores = rw(prompts=None, completions=comps, impression=[ref] * len(comps))
+            m, sd = mean(scores), pstdev(scores)
+            for c, x in zip(comps, scores):
+                by_cat[category(c, ref)].append((x - m) / (sd + 1e-4))
+        rows.append(
+            {
+                "reward": kind,
+                **{f"{c} (n={len(by_cat[c])})": round(mean(by_cat[c]), 3) if by_cat[c] else None for c in CATEGORIES},
+            }
+        )
+    return rows
+
+
 def abnormal_rows(k: int):
     from grpo import is_abnormal
 
@@ -111,19 +156,29 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=8, help="completions per prompt (GRPO's group size)")
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--advantages",
+        default=None,
+        help="comma-separated rewards of recipes/grpo.py (e.g. cos,cos-f1,clin,clin-f1): also print each "
+        "reward's mean GRPO advantage per kind of completion, over the --policy samples and the first "
+        "20 %% of steps of the --completions files, abnormal references only",
+    )
     ap.add_argument("--json", default=None, help="also write the rows here")
     args = ap.parse_args()
     if not args.policy and not args.completions:
         raise SystemExit("give at least one --policy or --completions")
     common.set_threads()
-    rows_out = []
+    rows_out, first_steps = [], []
     if args.policy:
         rows = abnormal_rows(args.prompts)
         for spec in args.policy:
             name, _, path = spec.partition("=")
             if not (Path(path) / "config.json").is_file():
                 raise SystemExit(f"--policy {spec}: no checkpoint at {path}")
-            s = shares(sample(Path(path), rows, args.samples, args.max_new_tokens, args.seed))
+            pairs = sample(Path(path), rows, args.samples, args.max_new_tokens, args.seed)
+            # One GRPO-like group per prompt (its `samples` completions share the reference).
+            first_steps += [{"source": name, "step": 0, "completion": c, "reference": r} for c, r in pairs]
+            s = shares(pairs)
             rows_out.append({"source": f"{name}, sampled on {len(rows)} abnormal train studies", **s})
     for spec in args.completions:
         name, _, path = spec.partition("=")
@@ -135,6 +190,7 @@ def main() -> None:
         if not steps:
             raise SystemExit(f"--completions {path}: no step numbers in it")
         k = max(1, len(steps) // 5)
+        first_steps += [{**r, "source": name} for r in recs if r["step"] in set(steps[:k])]
         for label, keep in (("first 20 % of steps", set(steps[:k])), ("last 20 % of steps", set(steps[-k:]))):
             pairs = [(r["completion"], r["reference"]) for r in recs if r["step"] in keep]
             rows_out.append({"source": f"{name}, training, {label}", **shares(pairs)})
@@ -143,8 +199,22 @@ def main() -> None:
     print("|---|" + "---:|" * len(cols))
     for r in rows_out:
         print(f"| {r['source']} | " + " | ".join("-" if r[c] is None else str(r[c]) for c in cols) + " |")
+    adv = []
+    if args.advantages:
+        if not first_steps:
+            raise SystemExit("--advantages needs --policy or --completions")
+        from grpo import is_abnormal
+
+        recs = [r for r in first_steps if is_abnormal({"impression": r["reference"]})]
+        adv = advantages(recs, [k.strip() for k in args.advantages.split(",") if k.strip()])
+        cols = [k for k in adv[0] if k != "reward"]
+        print(f"\nMean GRPO advantage per kind of completion ({len(recs)} completions of abnormal studies):")
+        print("| reward | " + " | ".join(cols) + " |")
+        print("|---|" + "---:|" * len(cols))
+        for r in adv:
+            print(f"| {r['reward']} | " + " | ".join("-" if r[c] is None else f"{r[c]:+.3f}" for c in cols) + " |")
     if args.json:
-        Path(args.json).write_text(json.dumps(rows_out, indent=1) + "\n")
+        Path(args.json).write_text(json.dumps({"shares": rows_out, "advantages": adv}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
