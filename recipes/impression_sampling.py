@@ -73,8 +73,8 @@ CATEGORIES = ("names no finding", "right finding", "partly right", "wrong findin
 
 def advantages(recs, reward_kinds) -> list:
     """GRPO's group-normalised advantage, ``(r - mean) / (std + 1e-4)`` over the completions of
-    one prompt at one step, averaged per category of completion, for each reward: which kind of
-    impression each reward pushes the policy towards on these very groups."""
+    one prompt at one step, averaged per source and category of completion, for each reward:
+    which kind of impression each reward pushes the policy towards on these very groups."""
     from collections import defaultdict
     from statistics import mean, pstdev
 
@@ -84,22 +84,24 @@ def advantages(recs, reward_kinds) -> list:
     for r in recs:
         groups[(r["source"], r["step"], r["reference"])].append(r["completion"])
     rows = []
+    sources = list(dict.fromkeys(r["source"] for r in recs))
     for kind in reward_kinds:
         rw = make_impression_reward(kind)
         by_cat = defaultdict(list)
-        for (_, _, ref), comps in groups.items():
+        for (src, _, ref), comps in groups.items():
             if len(comps) < 2:
                 continue
             scores = rw(prompts=None, completions=comps, impression=[ref] * len(comps))
             m, sd = mean(scores), pstdev(scores)
             for c, x in zip(comps, scores):
-                by_cat[category(c, ref)].append((x - m) / (sd + 1e-4))
-        rows.append(
-            {
-                "reward": kind,
-                **{f"{c} (n={len(by_cat[c])})": round(mean(by_cat[c]), 3) if by_cat[c] else None for c in CATEGORIES},
-            }
-        )
+                by_cat[(src, category(c, ref))].append((x - m) / (sd + 1e-4))
+        for src in sources:
+            row = {"source": src, "reward": kind}
+            for c in CATEGORIES:
+                v = by_cat[(src, c)]
+                row[c] = round(mean(v), 3) if v else None
+                row[f"n {c}"] = len(v)
+            rows.append(row)
     return rows
 
 
@@ -207,14 +209,16 @@ def main() -> None:
 
         recs = [r for r in first_steps if is_abnormal({"impression": r["reference"]})]
         adv = advantages(recs, [k.strip() for k in args.advantages.split(",") if k.strip()])
-        cols = [k for k in adv[0] if k != "reward"]
-        print(f"\nMean GRPO advantage per kind of completion ({len(recs)} completions of abnormal studies):")
-        print("| reward | " + " | ".join(cols) + " |")
-        print("|---|" + "---:|" * len(cols))
+        print("\nMean GRPO advantage per kind of completion (completions of abnormal studies; n: how many):")
+        print("| completions of | reward | " + " | ".join(CATEGORIES) + " |")
+        print("|---|---|" + "---:|" * len(CATEGORIES))
         for r in adv:
-            print(f"| {r['reward']} | " + " | ".join("-" if r[c] is None else f"{r[c]:+.3f}" for c in cols) + " |")
+            cells = ["-" if r[c] is None else f"{r[c]:+.3f} (n={r['n ' + c]})" for c in CATEGORIES]
+            print(f"| {r['source']} | {r['reward']} | " + " | ".join(cells) + " |")
     if args.json:
-        Path(args.json).write_text(json.dumps({"shares": rows_out, "advantages": adv}, indent=1) + "\n")
+        Path(args.json).write_text(
+            json.dumps({"shares": rows_out, "advantages": adv, "completions": first_steps}, indent=1) + "\n"
+        )
 
 
 if __name__ == "__main__":
