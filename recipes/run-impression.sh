@@ -49,9 +49,8 @@ echo "== evaluation ($STUDIES test studies)"
   --logs "clinical cost + F1 term=$OUT/f2i-grpo-clin-f1/log_history.jsonl"
 
 # Third attempt: the same GRPO settings from a stronger starting policy. The second attempt's
-# clinical-cost policy fell silent because SFT rarely named the right finding
-# (recipes/impression_break_even.py: the clinical cost pays for naming findings only when at
-# least 27 % of them are right). SFT2 continues SFT on 960 further train studies (1,760 seen).
+# clinical-cost policy fell silent because SFT rarely named the right finding; SFT2 continues
+# SFT on 960 further train studies (1,760 seen).
 if [ ! -f "$OUT/f2i-sft2/final/config.json" ]; then
   echo "== SFT2 (SFT continued on 960 further train studies)"
   "$PY" recipes/sft.py --task impression --init "$OUT/f2i-sft/final" --skip 800 --samples 960 --epochs 1 \
@@ -60,20 +59,18 @@ fi
 # 40 steps (the second attempt's 60 did not fit in a session with three runs sharing two
 # cores; the learning rate is constant and the prompts of 40 steps are the first 80 of 60
 # steps', so the committed runs, stopped at step 40 of 60, are these runs).
-# The three runs of issue 45 at once, one torch thread each, then the fourth.
-for group in "cos clin cos-f1" "clin-f1"; do
-  pids=()
-  for r in $group; do
-    if [ -f "$OUT/f2i-sft2-grpo-$r/final/config.json" ]; then continue; fi
-    echo "== GRPO $r from SFT2 ($STEPS3 steps)"
-    SDR_TORCH_THREADS=1 "$PY" recipes/grpo.py --task impression --reward "$r" --steps "$STEPS3" \
-      --init "$OUT/f2i-sft2/final" --out "$OUT/f2i-sft2-grpo-$r" \
-      --generations 8 --prompts-per-step 2 --abnormal-share 0.5 --beta 0.04 --lr 1e-5 --micro-batches 2 \
-      --max-completion-length 48 --log-completions >> "$OUT/f2i-sft2-grpo-$r.log" 2>&1 &
-    pids+=($!)
-  done
-  for p in "${pids[@]}"; do wait "$p"; done
+# The three runs of issue 45 at once, one torch thread each.
+pids=()
+for r in cos clin cos-f1; do
+  if [ -f "$OUT/f2i-sft2-grpo-$r/final/config.json" ]; then continue; fi
+  echo "== GRPO $r from SFT2 ($STEPS3 steps)"
+  SDR_TORCH_THREADS=1 "$PY" recipes/grpo.py --task impression --reward "$r" --steps "$STEPS3" \
+    --init "$OUT/f2i-sft2/final" --out "$OUT/f2i-sft2-grpo-$r" \
+    --generations 8 --prompts-per-step 2 --abnormal-share 0.5 --beta 0.04 --lr 1e-5 --micro-batches 2 \
+    --max-completion-length 48 --log-completions >> "$OUT/f2i-sft2-grpo-$r.log" 2>&1 &
+  pids+=($!)
 done
+for p in "${pids[@]}"; do wait "$p"; done
 
 echo "== evaluation of the third attempt ($STUDIES test studies)"
 "$PY" recipes/evaluate_impression.py --studies "$STUDIES" \
@@ -83,8 +80,10 @@ echo "== evaluation of the third attempt ($STUDIES test studies)"
   --policy "GRPO(cosine)=$OUT/f2i-sft2-grpo-cos/final" \
   --policy "GRPO(cosine + F1 term)=$OUT/f2i-sft2-grpo-cos-f1/final" \
   --policy "GRPO(clinical cost)=$OUT/f2i-sft2-grpo-clin/final" \
-  --policy "GRPO(clinical cost + F1 term)=$OUT/f2i-sft2-grpo-clin-f1/final" \
   --logs "cosine=$OUT/f2i-sft2-grpo-cos/log_history.jsonl" \
   --logs "cosine + F1 term=$OUT/f2i-sft2-grpo-cos-f1/log_history.jsonl" \
-  --logs "clinical cost=$OUT/f2i-sft2-grpo-clin/log_history.jsonl" \
-  --logs "clinical cost + F1 term=$OUT/f2i-sft2-grpo-clin-f1/log_history.jsonl"
+  --logs "clinical cost=$OUT/f2i-sft2-grpo-clin/log_history.jsonl"
+
+echo "== how often SFT and SFT2 name the right finding; each reward's GRPO advantage per kind of completion"
+"$PY" recipes/impression_sampling.py --policy "SFT=$OUT/f2i-sft/final" --policy "SFT2=$OUT/f2i-sft2/final" \
+  --prompts 40 --advantages cos,cos-f1,clin,clin-f1 --json docs/results/grpo-impression/stronger-sft/sampling_sft.json
