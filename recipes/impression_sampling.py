@@ -37,27 +37,6 @@ def named(text: str) -> set:
     return {k for k, v in labels.items() if v == 1 and k != "No Finding"}
 
 
-def shares(pairs) -> dict:
-    """pairs: (completion, reference) -> the shares of the module doc, in %."""
-    n = naming = right = partly = 0
-    for c, r in pairs:
-        n += 1
-        got = named(c)
-        if not got:
-            continue
-        naming += 1
-        want = named(r)
-        right += got <= want
-        partly += bool(got & want)
-    pct = lambda a, b: round(100.0 * a / b, 1) if b else None  # noqa: E731
-    return {
-        "completions": n,
-        "names a finding %": pct(naming, n),
-        "right, of those naming %": pct(right, naming),
-        "partly right, of those naming %": pct(partly, naming),
-    }
-
-
 def category(completion: str, reference: str) -> str:
     got = named(completion)
     if not got:
@@ -69,6 +48,23 @@ def category(completion: str, reference: str) -> str:
 
 
 CATEGORIES = ("names no finding", "right finding", "partly right", "wrong finding")
+
+
+def shares(pairs) -> dict:
+    """pairs: (completion, reference) -> the shares of the module doc, in %."""
+    from collections import Counter
+
+    k = Counter(category(c, r) for c, r in pairs)
+    n = sum(k.values())
+    naming = n - k["names no finding"]
+    pct = lambda a, b: round(100.0 * a / b, 1) if b else None  # noqa: E731
+    return {
+        "completions": n,
+        "names a finding %": pct(naming, n),
+        "right, of those naming %": pct(k["right finding"], naming),
+        # at least one named finding in the reference: the right ones and the partly right ones
+        "partly right, of those naming %": pct(k["right finding"] + k["partly right"], naming),
+    }
 
 
 def advantages(recs, reward_kinds) -> list:
