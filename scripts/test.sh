@@ -21,6 +21,8 @@ export SDR_REQUIRE_WORDNET=1
 if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi
 echo "== disk free for target/: $(df -h . | awk 'NR==2 {print $4}')"
 
+echo "== $(date +%T) results pages against their data (scripts/results.py --check)"
+python3 scripts/results.py --check
 echo "== $(date +%T) cargo fmt --check"
 cargo fmt --all -- --check
 echo "== $(date +%T) cargo clippy"

@@ -1,9 +1,10 @@
-//! `sdr.label`, `sdr.chexpert_f1`: the rule-based CheXpert labeler and
-//! CheXpert-rule F1 (SPEC §8).
+//! `sdr.label`, `sdr.chexpert_f1`: CheXpert labels and F1 by the rule-based
+//! labeler (SPEC §8) or the judge trained on human labels (SPEC §8a).
 
-use std::sync::OnceLock;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyFileNotFoundError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use sdr_clinical::{chexpert_f1 as f1, Labeler, Labels, Observation, UncertainPolicy};
@@ -14,6 +15,43 @@ fn labeler() -> &'static Labeler {
     L.get_or_init(Labeler::default)
 }
 
+/// The judge, loaded once per process (per base folder).
+fn judge(base: Option<PathBuf>) -> PyResult<Arc<sdr_eval::judge::Judge>> {
+    static J: Mutex<Option<(Option<PathBuf>, Arc<sdr_eval::judge::Judge>)>> = Mutex::new(None);
+    let mut slot = J.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((b, j)) = slot.as_ref() {
+        if *b == base {
+            return Ok(j.clone());
+        }
+    }
+    let j = Arc::new(
+        sdr_eval::judge::Judge::load(base.as_deref(), None)
+            .map_err(|e| PyFileNotFoundError::new_err(format!("labeler=\"judge\": {e}")))?,
+    );
+    *slot = Some((base, j.clone()));
+    Ok(j)
+}
+
+/// Labels of `texts` by the labeler named `which` (`rules` or `judge`).
+fn label_all(
+    py: Python<'_>,
+    which: &str,
+    judge_base: Option<PathBuf>,
+    texts: &[&str],
+) -> PyResult<Vec<Labels>> {
+    match which {
+        "rules" => Ok(py.detach(|| texts.iter().map(|t| labeler().label(t)).collect())),
+        "judge" => {
+            let j = judge(judge_base)?;
+            py.detach(|| j.label_many(texts))
+                .map_err(|e| PyValueError::new_err(format!("labeler=\"judge\": {e}")))
+        }
+        other => Err(PyValueError::new_err(format!(
+            "labeler={other:?}: expected \"rules\" or \"judge\""
+        ))),
+    }
+}
+
 fn labels_dict<'py>(py: Python<'py>, l: &Labels) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     for (o, v) in l.iter() {
@@ -22,19 +60,30 @@ fn labels_dict<'py>(py: Python<'py>, l: &Labels) -> PyResult<Bound<'py, PyDict>>
     Ok(d)
 }
 
-/// CheXpert-14 labels of one report by the bundled phrase rules (no model
-/// weights). Returns ``{observation: 1 | 0 | -1 | None}`` for all 14
-/// observations in CheXpert's order (positive, negative, uncertain, not
-/// mentioned). Template and ``Findings:``/``Impression:`` reports are
-/// labelled on those two sections, bare text whole.
+/// CheXpert-14 labels of one report. ``labeler="rules"`` (the default): the
+/// bundled phrase rules (no model weights); ``{observation: 1 | 0 | -1 |
+/// None}`` for all 14 observations in CheXpert's order (positive, negative,
+/// uncertain, not mentioned). ``labeler="judge"``: the classifier trained on
+/// IU X-ray's human labels (all-MiniLM-L6-v2 from ``judge_base``, default
+/// ``$SDR_JUDGE_BASE`` then ``~/.cache/sdr/models/all-MiniLM-L6-v2``); each
+/// observation 1 (present) or 0 (not present). Template and
+/// ``Findings:``/``Impression:`` reports are labelled on those two sections,
+/// bare text whole.
 #[pyfunction]
-pub fn label<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyDict>> {
-    let l = py.detach(|| labeler().label(text));
-    labels_dict(py, &l)
+#[pyo3(signature = (text, labeler = "rules", judge_base = None))]
+pub fn label<'py>(
+    py: Python<'py>,
+    text: &str,
+    labeler: &str,
+    judge_base: Option<PathBuf>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let l = label_all(py, labeler, judge_base, &[text])?;
+    labels_dict(py, &l[0])
 }
 
 /// CheXpert-rule F1 of candidate reports ``hyps`` against references
-/// ``refs`` (paired by position; both labelled with the bundled rules).
+/// ``refs`` (paired by position; both labelled with the bundled rules, or
+/// with the judge when ``labeler="judge"``, see ``label``).
 /// Per observation: present vs not, uncertain counted as present unless
 /// ``uncertain_as_positive=False``; scikit-learn's ``zero_division=0``.
 /// Returns ``macro_f1_14``, ``micro_f1_14``, ``macro_f1_5``, ``micro_f1_5``
@@ -42,12 +91,14 @@ pub fn label<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyDict>> {
 /// ``per_observation`` (name -> F1), ``support`` (name -> reference
 /// positives) and ``n``.
 #[pyfunction]
-#[pyo3(signature = (hyps, refs, uncertain_as_positive = true))]
+#[pyo3(signature = (hyps, refs, uncertain_as_positive = true, labeler = "rules", judge_base = None))]
 pub fn chexpert_f1<'py>(
     py: Python<'py>,
     hyps: Vec<String>,
     refs: Vec<String>,
     uncertain_as_positive: bool,
+    labeler: &str,
+    judge_base: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
     if hyps.len() != refs.len() {
         return Err(PyValueError::new_err(format!(
@@ -61,14 +112,13 @@ pub fn chexpert_f1<'py>(
     } else {
         UncertainPolicy::Negative
     };
-    let report = py
-        .detach(|| {
-            let l = labeler();
-            let h: Vec<Labels> = hyps.iter().map(|t| l.label(t)).collect();
-            let r: Vec<Labels> = refs.iter().map(|t| l.label(t)).collect();
-            f1(&h, &r, policy)
-        })
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let (hs, rs): (Vec<&str>, Vec<&str>) = (
+        hyps.iter().map(String::as_str).collect(),
+        refs.iter().map(String::as_str).collect(),
+    );
+    let h = label_all(py, labeler, judge_base.clone(), &hs)?;
+    let r = label_all(py, labeler, judge_base, &rs)?;
+    let report = f1(&h, &r, policy).map_err(|e| PyValueError::new_err(e.to_string()))?;
     let out = PyDict::new(py);
     out.set_item("macro_f1_14", report.macro_14.f1)?;
     out.set_item("micro_f1_14", report.micro_14.f1)?;

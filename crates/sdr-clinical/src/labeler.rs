@@ -347,21 +347,7 @@ impl Labeler {
     /// either, otherwise on all of it (bare sentences). Text with no sentence
     /// gets no label at all, not even `No Finding`.
     pub fn label(&self, text: &str) -> Labels {
-        let sentences: Vec<String> = if has_template_tag(text) {
-            let r = parse_template(text);
-            r.findings.into_iter().chain(r.impression).collect()
-        } else {
-            let units = plain_units(text);
-            if units.iter().any(|u| u.section.is_some()) {
-                units
-                    .into_iter()
-                    .filter(|u| u.section.is_some())
-                    .map(|u| u.text)
-                    .collect()
-            } else {
-                units.into_iter().map(|u| u.text).collect()
-            }
-        };
+        let sentences = report_sentences(text);
         let mut labels = Labels::default();
         if sentences.is_empty() {
             return labels;
@@ -731,6 +717,28 @@ fn words_start(text: &[u8], to: usize, limit: usize) -> usize {
 /// Index of the clause holding byte `pos`: the number of breaks at or before it.
 pub(crate) fn clause_of(breaks: &[usize], pos: usize) -> usize {
     breaks.partition_point(|&b| b <= pos)
+}
+
+/// The sentences a labeler reads in a report: a template's Findings and
+/// Impression, the sections of a report with `Findings:` / `Impression:`
+/// headers, or else the whole text (bare text, one section alone). Both
+/// labelers (the rules and the judge) read these.
+pub fn report_sentences(text: &str) -> Vec<String> {
+    if has_template_tag(text) {
+        let r = parse_template(text);
+        r.findings.into_iter().chain(r.impression).collect()
+    } else {
+        let units = plain_units(text);
+        if units.iter().any(|u| u.section.is_some()) {
+            units
+                .into_iter()
+                .filter(|u| u.section.is_some())
+                .map(|u| u.text)
+                .collect()
+        } else {
+            units.into_iter().map(|u| u.text).collect()
+        }
+    }
 }
 
 #[cfg(test)]

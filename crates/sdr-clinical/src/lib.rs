@@ -44,5 +44,5 @@ pub use cost::{fact_text, ClinicalCost, FACT_CACHE_ENTRIES};
 pub use error::{ClinicalError, Result};
 pub use f1::{chexpert_f1, example_f1, F1Report, ObservationScore, Scores, UncertainPolicy};
 pub use facts::{BUNDLED_EXTRAS, QUALIFIER_GAP};
-pub use labeler::{Labeler, BUNDLED_RULES};
+pub use labeler::{report_sentences, Labeler, BUNDLED_RULES};
 pub use observation::{Label, Labels, Observation};

@@ -108,7 +108,7 @@ pub use encoder::{
     Embeddings, Encoder, EncoderDevice, EncoderOptions, Parallelism, Precision, TokenEmbeddings,
 };
 pub use error::{EmbedError, Result};
-pub use models::roberta::{bertscore_default_layer, LayerTokens, RobertaEncoder};
+pub use models::roberta::{bertscore_default_layer, LayerTokens, LowRankDelta, RobertaEncoder};
 pub use sections::{
     Cosine, EmbedControl, EmbedStats, EmbeddedSets, SectionBatch, SectionEmbedder, SentenceSet,
     SetCost,

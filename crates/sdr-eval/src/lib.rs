@@ -73,6 +73,8 @@ pub mod chrf;
 pub mod error;
 #[cfg(feature = "heatmap")]
 pub mod heatmap;
+#[cfg(feature = "embed")]
+pub mod judge;
 pub mod meteor;
 pub mod porter;
 pub mod publish;

@@ -115,9 +115,15 @@ class ChexpertF1(TypedDict):
     support: Dict[str, int]
     n: int
 
-def label(text: str) -> Dict[str, Optional[int]]: ...
+def label(
+    text: str, labeler: str = "rules", judge_base: Optional[str] = None
+) -> Dict[str, Optional[int]]: ...
 def chexpert_f1(
-    hyps: Sequence[str], refs: Sequence[str], uncertain_as_positive: bool = True
+    hyps: Sequence[str],
+    refs: Sequence[str],
+    uncertain_as_positive: bool = True,
+    labeler: str = "rules",
+    judge_base: Optional[str] = None,
 ) -> ChexpertF1: ...
 def split_sentences(text: str) -> List[str]: ...
 def set_parallelism(on: bool) -> None: ...

