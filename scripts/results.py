@@ -4,11 +4,13 @@
     python3 scripts/results.py            # rewrite the generated pages
     python3 scripts/results.py --check    # exit 1 naming each page that differs from its data
 
-Each page of PAGES is a function from its result files to Markdown; every number on the page
-comes from those files through this script (none is typed by hand), and comparisons are worded
-by `verdict`: "better"/"worse" only when the 95 % interval excludes 0, else "inconclusive". CI
-runs `--check` (scripts/test.sh), so a page that disagrees with its data fails the tests.
-Standard library only: no model runs here.
+Each page of PAGES is a function from its result files to Markdown; each block of BLOCKS is the
+text between `<!-- results:NAME:begin -->` and `<!-- results:NAME:end -->` in a page that is
+otherwise written by hand. Every number they print comes from result files through this script
+(none is typed by hand), and comparisons are worded by `verdict`: "higher"/"lower" only when the
+95 % interval excludes 0, else "inconclusive". Modules in `scripts/pages/` add their own PAGES
+and BLOCKS. CI runs `--check` (scripts/test.sh), so a page that disagrees with its data fails
+the tests. Standard library only: no model runs here.
 """
 
 from __future__ import annotations
@@ -120,16 +122,50 @@ def judge_page() -> tuple[str, list[str]]:
 
 
 PAGES = {"judge.md": judge_page}
+# (page, block name) -> function returning the block's Markdown.
+BLOCKS: dict[tuple[str, str], object] = {}
+
+
+def load_modules() -> None:
+    """PAGES and BLOCKS of every module in scripts/pages/."""
+    import importlib.util
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    for path in sorted((ROOT / "scripts/pages").glob("*.py")):
+        spec = importlib.util.spec_from_file_location(f"pages.{path.stem}", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        PAGES.update(getattr(mod, "PAGES", {}))
+        BLOCKS.update(getattr(mod, "BLOCKS", {}))
+
+
+def with_blocks(name: str, text: str) -> str:
+    """`text` with each registered block of page `name` regenerated."""
+    for (page, block), make in BLOCKS.items():
+        if page != name:
+            continue
+        begin, end = f"<!-- results:{block}:begin -->", f"<!-- results:{block}:end -->"
+        a, b = text.find(begin), text.find(end)
+        if a < 0 or b < a:
+            raise SystemExit(f"results: docs/results/{name} has no block `{block}` ({begin} ... {end})")
+        text = text[: a + len(begin)] + "\n" + make().rstrip("\n") + "\n" + text[b:]
+    return text
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="compare instead of writing; exit 1 on a difference")
     args = ap.parse_args()
+    load_modules()
     bad = 0
-    for name, make in PAGES.items():
-        text, _ = make()
+    names = sorted(set(PAGES) | {page for page, _ in BLOCKS})
+    for name in names:
         path = RESULTS / name
+        if name in PAGES:
+            text, _ = PAGES[name]()
+        else:
+            text = path.read_text()
+        text = with_blocks(name, text)
         if args.check:
             old = path.read_text() if path.exists() else ""
             if old != text:

@@ -33,7 +33,7 @@ fn judge(base: Option<PathBuf>) -> PyResult<Arc<sdr_eval::judge::Judge>> {
 }
 
 /// Labels of `texts` by the labeler named `which` (`rules` or `judge`).
-fn label_all(
+pub(crate) fn label_all(
     py: Python<'_>,
     which: &str,
     judge_base: Option<PathBuf>,

@@ -200,13 +200,15 @@ pub fn paired_bootstrap(policy: Vec<f64>, baseline: Vec<f64>) -> PyResult<Option
 /// position): each text is labelled once, and each resample recomputes both
 /// F1s on the same studies.
 #[pyfunction]
-#[pyo3(signature = (hyps, base_hyps, refs, uncertain_negative = false))]
+#[pyo3(signature = (hyps, base_hyps, refs, uncertain_negative = false, labeler = "rules", judge_base = None))]
 pub fn chexpert_f1_bootstrap(
     py: Python<'_>,
     hyps: Vec<String>,
     base_hyps: Vec<String>,
     refs: Vec<String>,
     uncertain_negative: bool,
+    labeler: &str,
+    judge_base: Option<std::path::PathBuf>,
 ) -> PyResult<Vec<Option<(f64, f64)>>> {
     if hyps.len() != refs.len() || base_hyps.len() != refs.len() {
         return Err(PyValueError::new_err(format!(
@@ -224,11 +226,12 @@ pub fn chexpert_f1_bootstrap(
     } else {
         UncertainPolicy::Positive
     };
+    let lab = |v: &[String]| -> PyResult<Vec<sdr_clinical::Labels>> {
+        let t: Vec<&str> = v.iter().map(String::as_str).collect();
+        crate::clinical::label_all(py, labeler, judge_base.clone(), &t)
+    };
+    let (a, b, r) = (lab(&hyps)?, lab(&base_hyps)?, lab(&refs)?);
     py.detach(|| {
-        let l = sdr_clinical::Labeler::default();
-        let lab =
-            |v: &[String]| -> Vec<sdr_clinical::Labels> { v.iter().map(|t| l.label(t)).collect() };
-        let (a, b, r) = (lab(&hyps), lab(&base_hyps), lab(&refs));
         let draws = sdr_eval::bootstrap::resample_indices(
             refs.len(),
             sdr_eval::bootstrap::RESAMPLES,

@@ -281,14 +281,19 @@ def chexpert_f1_bootstrap(
     base_hyps: Sequence[str],
     refs: Sequence[str],
     uncertain_negative: bool = False,
+    labeler: str = "rules",
+    judge_base: Optional[str] = None,
 ) -> Dict[str, Optional[Tuple[float, float]]]:
     """95 % paired-bootstrap intervals of the relative change (in %) of corpus-level
     CheXpert-rule F1 of ``hyps`` against ``base_hyps`` (both scored against ``refs``,
     paired by position), keyed as ``sdr.chexpert_f1``'s ``macro_f1_14``, ``micro_f1_14``,
     ``macro_f1_5`` and ``micro_f1_5``; each resample recomputes both F1s on the same
-    studies."""
+    studies. ``labeler="judge"`` labels with the judge trained on human labels (see
+    ``sdr.label``)."""
     h = _texts(hyps, "hyps")
     b = _texts(base_hyps, "base_hyps")
     r = _texts(refs, "refs")
-    cis = _sdr.chexpert_f1_bootstrap(h, b, r, uncertain_negative=bool(uncertain_negative))
+    cis = _sdr.chexpert_f1_bootstrap(
+        h, b, r, uncertain_negative=bool(uncertain_negative), labeler=labeler, judge_base=judge_base
+    )
     return dict(zip(("macro_f1_14", "micro_f1_14", "macro_f1_5", "micro_f1_5"), cis))
