@@ -28,6 +28,20 @@ pub const CHEXPERT_COLUMNS: [&str; 4] = [
     "CheXpert-rule F1 micro-5",
 ];
 
+/// Column names of the same F1 with the judge's labels (SPEC §8a), in [`f1_columns`] order.
+pub const JUDGE_COLUMNS: [&str; 4] = [
+    "judge F1 macro-14",
+    "judge F1 micro-14",
+    "judge F1 macro-5",
+    "judge F1 micro-5",
+];
+
+/// The note that tables with [`JUDGE_COLUMNS`] print.
+pub const JUDGE_NOTE: &str = "judge F1: the same corpus-level F1 with labels from the judge \
+    (all-MiniLM-L6-v2 + LoRA trained on IU X-ray's human MeSH coding, not on the rules; SPEC \
+    §8a), present or absent per observation; docs/results/judge.md gives its agreement with \
+    the human coding.";
+
 /// The note that tables with [`CHEXPERT_COLUMNS`] print.
 pub fn note(policy: UncertainPolicy) -> String {
     format!(

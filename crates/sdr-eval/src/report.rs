@@ -32,6 +32,9 @@ pub const BERT_METRICS: [&str; 3] = ["BERTScore-P", "BERTScore-R", "BERTScore-F1
 /// The clinical column name, always last.
 pub const CHEXPERT_RULE_F1: &str = "CheXpert-rule F1";
 
+/// The example F1 of the judge's labels (SPEC §8a), after [`CHEXPERT_RULE_F1`] when asked for.
+pub const JUDGE_F1: &str = "judge F1";
+
 /// What a pair is split into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Scope {
@@ -130,6 +133,7 @@ pub struct ReportScores {
     /// The BERTScore encoder's name.
     pub encoder: Option<String>,
     labels: Vec<(Labels, Labels)>,
+    judge_labels: Option<Vec<(Labels, Labels)>>,
     units: Vec<(String, String)>,
     smoothing: Smoothing,
 }
@@ -239,12 +243,46 @@ pub fn score_split(
         wordnet: scorer.wordnet.is_some(),
         encoder: bert.map(BertScorer::label),
         labels,
+        judge_labels: None,
         units,
         smoothing: scorer.config.bleu_smoothing,
     })
 }
 
 impl ReportScores {
+    /// Adds [`JUDGE_F1`]: every unit's hypothesis and reference labelled by `label_many`
+    /// (the judge of SPEC §8a), its example F1 as the last value, and its corpus F1 in
+    /// [`ReportScores::summary_json`] under `"judge"`. Distinct texts are labelled once.
+    ///
+    /// # Errors
+    /// The labeler's, or a label count that does not match the texts.
+    pub fn add_judge<F>(&mut self, label_many: F) -> Result<()>
+    where
+        F: Fn(&[&str]) -> Result<Vec<Labels>>,
+    {
+        let texts: Vec<&str> = self
+            .units
+            .iter()
+            .flat_map(|(h, r)| [h.as_str(), r.as_str()])
+            .collect();
+        let labels = label_many(&texts)?;
+        if labels.len() != texts.len() {
+            return Err(EvalError::LengthMismatch {
+                what: "judge labels",
+                expected: texts.len(),
+                got: labels.len(),
+            });
+        }
+        let pairs: Vec<(Labels, Labels)> = labels.chunks_exact(2).map(|c| (c[0], c[1])).collect();
+        for (v, (h, r)) in self.values.iter_mut().zip(&pairs) {
+            // Labels of an empty hypothesis are all null, as with the rules.
+            v.push(example_f1(h, r, self.policy));
+        }
+        self.metrics.push(JUDGE_F1);
+        self.judge_labels = Some(pairs);
+        Ok(())
+    }
+
     /// Number of pairs.
     pub fn len(&self) -> usize {
         self.format_valid.len()
@@ -347,22 +385,31 @@ impl ReportScores {
                 unit.insert("corpus_bleu".into(), Value::Object(bleu));
                 let (h, r): (Vec<Labels>, Vec<Labels>) =
                     rows.iter().map(|&j| self.labels[j]).unzip();
-                let rep = chexpert_f1(&h, &r, self.policy)?;
-                let f1: Map<String, Value> = [
-                    ("macro_14", rep.macro_14.f1),
-                    ("micro_14", rep.micro_14.f1),
-                    ("macro_5", rep.macro_5.f1),
-                    ("micro_5", rep.micro_5.f1),
-                ]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), Value::from(v)))
-                .collect();
+                let f1 = f1_map(&chexpert_f1(&h, &r, self.policy)?);
                 unit.insert("chexpert_rule".into(), Value::Object(f1));
+                if let Some(jl) = &self.judge_labels {
+                    let (h, r): (Vec<Labels>, Vec<Labels>) = rows.iter().map(|&j| jl[j]).unzip();
+                    let f1 = f1_map(&chexpert_f1(&h, &r, self.policy)?);
+                    unit.insert("judge".into(), Value::Object(f1));
+                }
             }
             out.insert(name.to_string(), Value::Object(unit));
         }
         Ok(out)
     }
+}
+
+/// The summary's four corpus F1 values of a report.
+fn f1_map(rep: &sdr_clinical::F1Report) -> Map<String, Value> {
+    [
+        ("macro_14", rep.macro_14.f1),
+        ("micro_14", rep.micro_14.f1),
+        ("macro_5", rep.macro_5.f1),
+        ("micro_5", rep.micro_5.f1),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), Value::from(v)))
+    .collect()
 }
 
 #[cfg(test)]

@@ -106,6 +106,38 @@ pub fn score_pairs(
     Ok(out)
 }
 
+/// The text CheXpert labels see for a pick: its parsed Findings and Impression, joined.
+pub fn labelled_text(text: &str) -> String {
+    let p = parse_report(text);
+    joined(&p.findings.join(" "), &p.impression.join(" "))
+}
+
+/// `scores` with every pair's labels taken from `label_many` (another labeler, such as the
+/// judge of SPEC §8a) over the same texts the rules read; the metric values are kept. Each
+/// distinct text is labelled once.
+pub fn relabel<F>(scores: &PairScores, label_many: F) -> Result<PairScores>
+where
+    F: Fn(&[&str]) -> Result<Vec<Labels>>,
+{
+    let mut texts: Vec<String> = scores.keys().map(|(_, t)| labelled_text(t)).collect();
+    texts.sort_unstable();
+    texts.dedup();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let labels = label_many(&refs)?;
+    if labels.len() != texts.len() {
+        return Err(EvalError::LengthMismatch {
+            what: "labels",
+            expected: texts.len(),
+            got: labels.len(),
+        });
+    }
+    let by_text: HashMap<&str, Labels> = refs.into_iter().zip(labels).collect();
+    Ok(scores
+        .iter()
+        .map(|(k, (v, _))| (k.clone(), (*v, by_text[labelled_text(&k.1).as_str()])))
+        .collect())
+}
+
 /// A comparison's changes in % and their intervals, per column.
 pub type ChangeRow = (Vec<Option<f64>>, Vec<Option<Interval>>);
 

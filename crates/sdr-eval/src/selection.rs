@@ -253,6 +253,38 @@ pub fn summarize(
     })
 }
 
+impl SelectionSummary {
+    /// Appends `other`'s F1 columns (its last four) under `names`: the same studies and
+    /// picks summarised with another labeler's labels (the judge's, SPEC §8a).
+    ///
+    /// # Errors
+    /// [`EvalError::LengthMismatch`] when `other` does not summarise the same studies and
+    /// policies.
+    pub fn append_f1_columns(&mut self, other: &SelectionSummary, names: &[&str; 4]) -> Result<()> {
+        if other.n_studies != self.n_studies || other.policies.len() != self.policies.len() {
+            return Err(EvalError::LengthMismatch {
+                what: "summaries to join",
+                expected: self.policies.len(),
+                got: other.policies.len(),
+            });
+        }
+        let tail = |v: &[f64]| v[v.len() - 4..].to_vec();
+        self.columns.extend(names.iter().map(|s| s.to_string()));
+        for (mine, theirs) in self.random.iter_mut().zip(&other.random) {
+            mine.extend(tail(theirs));
+        }
+        for (mine, theirs) in self.policies.iter_mut().zip(&other.policies) {
+            mine.extend(tail(theirs));
+        }
+        for (mine, theirs) in self.intervals.iter_mut().zip(&other.intervals) {
+            for (m, t) in mine.iter_mut().zip(theirs) {
+                m.extend_from_slice(&t[t.len() - 4..]);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Random-baseline row labels, in `[Pool::All, Pool::WellFormed]` order.
 pub const RANDOM_ROWS: [&str; 2] = ["random (all candidates)", "random (well-formed only)"];
 

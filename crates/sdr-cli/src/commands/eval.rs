@@ -11,15 +11,15 @@ use anyhow::{anyhow, Context, Result};
 use sdr_clinical::{Labeler, Labels, UncertainPolicy};
 use sdr_core::io::AtomicFile;
 use sdr_corpus::CsvTable;
-use sdr_eval::chexpert::{self, CHEXPERT_COLUMNS};
+use sdr_eval::chexpert::{self, CHEXPERT_COLUMNS, JUDGE_COLUMNS, JUDGE_NOTE};
 use sdr_eval::runs::{
-    distinct_pairs, joined, score_pairs, References, RunPicks, Scored, Study, COLUMNS,
+    distinct_pairs, joined, relabel, score_pairs, References, RunPicks, Scored, Study, COLUMNS,
 };
 use sdr_eval::table::Table;
 use sdr_gen::replay::ReplayRecord;
 
 use crate::common::{
-    candidate_tokens, check_input, check_outputs, non_negative_count, print_stdout,
+    candidate_tokens, check_input, check_outputs, non_negative_count, print_stdout, JudgeArgs,
 };
 use crate::jsonl::{id_text, read_jsonl_file};
 use crate::textscore::{load_judge, BertScoreArgs, Judge};
@@ -60,6 +60,8 @@ pub struct Args {
     pub runs: Vec<String>,
     #[command(flatten)]
     pub bert: BertScoreArgs,
+    #[command(flatten)]
+    pub judge: JudgeArgs,
     /// Title printed above the table.
     #[arg(
         long,
@@ -146,6 +148,7 @@ pub fn run(args: Args) -> Result<()> {
         .collect();
     let full_tokens = checked_total(&full).map_err(|e| anyhow!("--candidates: {e}"))?;
     let bert = load_judge(&args.bert)?;
+    let clinical_judge = args.judge.load()?;
     let pairs = distinct_pairs(&cands, &runs);
     let labeler = Labeler::default();
     let scorer = bert.as_ref().map(Judge::scorer);
@@ -164,6 +167,7 @@ pub fn run(args: Args) -> Result<()> {
         cands.len(),
         bert.as_ref().map(Judge::describe),
         uncertain,
+        clinical_judge.is_some(),
     )?;
     let scored = Scored {
         studies: &cands,
@@ -171,12 +175,50 @@ pub fn run(args: Args) -> Result<()> {
         ref_labels: &ref_labels,
         uncertain,
     };
-    table.push_row("random", scored.random_row(args.seeds)?)?;
+    // The judge's labels of the same texts: its F1 columns come from the same rows.
+    let judged_parts = match &clinical_judge {
+        Some(j) => {
+            let label = |t: &[&str]| j.label_many(t);
+            let texts: Vec<String> = cands
+                .iter()
+                .map(|s| joined(&refs[&s.id].0, &refs[&s.id].1))
+                .collect();
+            let text_refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            Some((relabel(&scores, label)?, label(&text_refs)?))
+        }
+        None => None,
+    };
+    let judged = judged_parts.as_ref().map(|(s, r)| Scored {
+        studies: &cands,
+        scores: s,
+        ref_labels: r,
+        uncertain,
+    });
+    // The last four cells of a row are its F1 columns; the judge's follow the rules'.
+    let with_judge = |mut row: Vec<Option<f64>>, judge_row: Option<Vec<Option<f64>>>| {
+        if let Some(j) = judge_row {
+            row.extend_from_slice(&j[j.len() - 4..]);
+        }
+        row
+    };
+    let random_judge = judged
+        .as_ref()
+        .map(|j| j.random_row(args.seeds))
+        .transpose()?;
+    table.push_row(
+        "random",
+        with_judge(scored.random_row(args.seeds)?, random_judge),
+    )?;
     for (name, by_id) in &runs {
         let row = scored
             .run_row(by_id, &full, full_tokens)
             .map_err(|e| anyhow!("--run {name}: {e}"))?;
-        table.push_row(name.as_str(), row)?;
+        let judge_row = judged
+            .as_ref()
+            .map(|j| j.run_row(by_id, &full, full_tokens))
+            .transpose()
+            .map_err(|e| anyhow!("--run {name}: {e}"))?;
+        table.push_row(name.as_str(), with_judge(row, judge_row))?;
     }
     let mut md = table.to_markdown()?;
     let mut csv = table.to_csv()?;
@@ -193,7 +235,12 @@ pub fn run(args: Args) -> Result<()> {
         t.bertscore_encoder = table.bertscore_encoder.clone();
         for (k, (a, b)) in compares.iter().enumerate() {
             let by = |n: &str| &runs.iter().find(|(r, _)| r == n).expect("checked").1;
-            let (cells, cis) = scored.change_row(by(a), by(b))?;
+            let (mut cells, mut cis) = scored.change_row(by(a), by(b))?;
+            if let Some(j) = &judged {
+                let (jc, jci) = j.change_row(by(a), by(b))?;
+                cells.extend_from_slice(&jc[jc.len() - 4..]);
+                cis.extend_from_slice(&jci[jci.len() - 4..]);
+            }
             t.push_row(format!("{a} vs {b}"), cells)?;
             t.set_intervals(k, cis)?;
         }
@@ -432,13 +479,16 @@ fn new_table(
     n: usize,
     bert: Option<String>,
     uncertain: UncertainPolicy,
+    judge: bool,
 ) -> Result<Table> {
+    let judge_columns: &[&str] = if judge { &JUDGE_COLUMNS } else { &[] };
     let mut table = Table::new(
         args.title.clone(),
         "policy",
         COLUMNS
             .iter()
             .chain(&CHEXPERT_COLUMNS)
+            .chain(judge_columns)
             .map(|s| s.to_string())
             .collect(),
     );
@@ -450,6 +500,9 @@ fn new_table(
          well-formed = picks that parse into both sections."
     ));
     table.notes.push(chexpert::note(uncertain));
+    if judge {
+        table.notes.push(JUDGE_NOTE.into());
+    }
     table.notes.push(format!(
         "Random row: exact expectation of a uniform pick; CheXpert-rule F1 per seed, mean over {} seeds.",
         args.seeds

@@ -12,7 +12,7 @@ use sdr_eval::scores::TextScorer;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::common::{check_outputs, log_line, or_stdin};
+use crate::common::{check_outputs, log_line, or_stdin, JudgeArgs};
 use crate::jsonl::{parse_json, Input, Output};
 use crate::textscore::{load_judge, load_wordnet, BertScoreArgs, Judge};
 
@@ -55,6 +55,8 @@ pub struct Args {
     /// Count uncertain CheXpert-rule labels as absent (default: as present).
     #[arg(long)]
     pub uncertain_negative: bool,
+    #[command(flatten)]
+    pub judge: JudgeArgs,
     /// Write the JSON Lines here (atomically) instead of stdout.
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -122,6 +124,9 @@ pub fn run(args: Args) -> Result<()> {
         judge.as_ref().map(|j| j.scorer()).as_ref(),
         policy,
     )?;
+    if let Some(j) = args.judge.load()? {
+        scores.add_judge(|t| j.label_many(t))?;
+    }
     // The summary names the judge in full (model, layer, options, and whether
     // it is the reward's own encoder).
     scores.encoder = judge.as_ref().map(Judge::describe);
@@ -206,6 +211,15 @@ fn print_summary(
             log_line(format_args!(
                 "  {name} CheXpert-rule F1 (corpus, uncertain as {}): macro-14 {:.4}, micro-14 {:.4}, macro-5 {:.4}, micro-5 {:.4}",
                 if uncertain_negative { "absent" } else { "present" },
+                num(&c["macro_14"]),
+                num(&c["micro_14"]),
+                num(&c["macro_5"]),
+                num(&c["micro_5"])
+            ));
+        }
+        if let Some(c) = unit["judge"].as_object() {
+            log_line(format_args!(
+                "  {name} judge F1 (corpus): macro-14 {:.4}, micro-14 {:.4}, macro-5 {:.4}, micro-5 {:.4}",
                 num(&c["macro_14"]),
                 num(&c["micro_14"]),
                 num(&c["macro_5"]),

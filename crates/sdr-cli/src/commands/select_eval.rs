@@ -11,12 +11,12 @@ use sdr_corpus::CsvTable;
 use sdr_eval::publish::publish;
 use sdr_eval::scores::TextScorer;
 use sdr_eval::select_eval::{
-    bertscore_f1, chosen_indices, score_studies, tables, Reference, SelectionRecord, StudyToScore,
-    TablesConfig,
+    add_judge_labels, bertscore_f1, chosen_indices, score_studies, tables, Reference,
+    SelectionRecord, StudyToScore, TablesConfig,
 };
 use sdr_gen::replay::ReplayRecord;
 
-use crate::common::{candidates_hash, check_output_dir, log_line, print_stdout};
+use crate::common::{candidates_hash, check_output_dir, log_line, print_stdout, JudgeArgs};
 use crate::jsonl::{id_text, parse_json, read_jsonl_file, read_jsonl_lines};
 use crate::textscore::{load_judge, load_wordnet, BertScoreArgs};
 
@@ -77,6 +77,8 @@ pub struct Args {
     pub origin: Option<String>,
     #[command(flatten)]
     pub bert: BertScoreArgs,
+    #[command(flatten)]
+    pub judge: JudgeArgs,
     /// Count uncertain CheXpert-rule labels as absent (default: as present,
     /// the convention of the common CheXbert-F1 scripts).
     #[arg(long)]
@@ -130,7 +132,11 @@ pub fn run(a: Args) -> Result<()> {
             reference: &inputs.refs[id],
         })
         .collect();
-    let rows = score_studies(&studies, &scorer)?;
+    let judge = a.judge.load()?;
+    let mut rows = score_studies(&studies, &scorer)?;
+    if let Some(j) = &judge {
+        add_judge_labels(&mut rows, |t| j.label_many(t))?;
+    }
     let bert = load_judge(&a.bert)?;
     let bert_f1 = bertscore_f1(&rows, bert.as_ref().map(|j| j.scorer()).as_ref())?;
     if !inputs.has_problems {

@@ -6,6 +6,7 @@ pub mod encoder;
 mod generation;
 pub mod interrupt;
 mod journal;
+mod judge;
 mod output;
 
 use std::cell::{Cell, RefCell};
@@ -19,6 +20,7 @@ pub use candidates::{candidate_tokens, candidates_hash, non_negative_count};
 pub use encoder::EncoderArgs;
 pub use generation::{default_gguf, refuse_failed, BackendArgs, GenRecord, Study, StudyArgs};
 pub use journal::{partial_path, Journal, Kept};
+pub use judge::JudgeArgs;
 pub use output::{
     check_input, check_not_an_input, check_output_dir, check_output_file, check_outputs, log_line,
     or_stdin, print_stdout,

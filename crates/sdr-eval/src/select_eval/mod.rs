@@ -23,7 +23,10 @@ use serde::Deserialize;
 
 use crate::error::{EvalError, Result};
 
-pub use score::{bertscore_f1, score_studies, BertF1, Reference, ScoredStudy, StudyToScore};
+pub use score::{
+    add_judge_labels, bertscore_f1, score_studies, BertF1, JudgeLabels, Reference, ScoredStudy,
+    StudyToScore,
+};
 pub use tables::{tables, Tables, TablesConfig};
 
 /// What one policy chose for a study.

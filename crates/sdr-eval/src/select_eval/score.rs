@@ -52,6 +52,55 @@ pub struct ScoredStudy {
     pub abnormality: Option<Abnormality>,
     pub stratum: Option<Stratum>,
     pub chosen: Vec<usize>,
+    /// The judge's labels (SPEC §8a) of the same texts, after [`add_judge_labels`].
+    pub judge: Option<JudgeLabels>,
+}
+
+/// The judge's labels of a study's candidate sections and reference sections.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JudgeLabels {
+    /// `labels[section][candidate]`.
+    pub labels: [Vec<Labels>; 2],
+    pub reference: [Labels; 2],
+}
+
+/// Labels every candidate section and reference section of `rows` with `label_many` (the
+/// judge), each distinct text once, so that the tables gain judge-F1 columns.
+///
+/// # Errors
+/// The labeler's, or a label count that does not match the texts.
+pub fn add_judge_labels<F>(rows: &mut [ScoredStudy], label_many: F) -> Result<()>
+where
+    F: Fn(&[&str]) -> Result<Vec<Labels>>,
+{
+    let mut texts: Vec<&str> = rows
+        .iter()
+        .flat_map(|r| {
+            r.hyps
+                .iter()
+                .flatten()
+                .chain(r.reference.iter())
+                .map(String::as_str)
+        })
+        .collect();
+    texts.sort_unstable();
+    texts.dedup();
+    let labels = label_many(&texts)?;
+    if labels.len() != texts.len() {
+        return Err(EvalError::LengthMismatch {
+            what: "judge labels",
+            expected: texts.len(),
+            got: labels.len(),
+        });
+    }
+    let by: HashMap<String, Labels> = texts.iter().map(|t| t.to_string()).zip(labels).collect();
+    for r in rows.iter_mut() {
+        r.judge = Some(JudgeLabels {
+            labels: [0, 1].map(|si| r.hyps[si].iter().map(|h| by[h]).collect()),
+            reference: [0, 1].map(|si| by[&r.reference[si]]),
+        });
+    }
+    Ok(())
 }
 
 /// BERTScore-F1 by (study, section, candidate).
@@ -116,6 +165,7 @@ fn score_study(
         abnormality,
         stratum,
         chosen: s.chosen.to_vec(),
+        judge: None,
     })
 }
 

@@ -63,7 +63,8 @@ pub struct Tables {
 /// [`EvalError::NoReferenceSection`] when no study has a reference section;
 /// a summary's or a table's error, [`EvalError::At`] naming the section and group.
 pub fn tables(rows: &[ScoredStudy], bert_f1: &BertF1, config: &TablesConfig) -> Result<Tables> {
-    let out = Output::new(config);
+    let mut out = Output::new(config);
+    out.judge = rows.iter().any(|r| r.judge.is_some());
     let mut summary = Vec::new();
     for (si, sec) in ["findings", "impression"].into_iter().enumerate() {
         summary.extend(out.section(rows, bert_f1, si, sec)?);
@@ -83,6 +84,8 @@ struct Output<'a> {
     metric_cols: Vec<String>,
     config: SelectionConfig,
     meteor_note: String,
+    /// Whether the rows carry the judge's labels (judge-F1 columns).
+    judge: bool,
     staged: RefCell<Vec<(String, Artifact)>>,
     notices: RefCell<Vec<String>>,
 }
@@ -118,6 +121,7 @@ impl<'a> Output<'a> {
             metric_cols,
             config,
             meteor_note,
+            judge: false,
             staged: RefCell::new(Vec::new()),
             notices: RefCell::new(Vec::new()),
         }
@@ -145,6 +149,9 @@ impl<'a> Output<'a> {
             "BLEU: sentence BLEU, nltk method1 smoothing; ROUGE: F1; chrF++ on the 0-100 scale; BERTScore-F1: no idf, no rescaling.".into(),
             chexpert::note(self.config.uncertain),
         ];
+        if self.judge {
+            notes.push(chexpert::JUDGE_NOTE.into());
+        }
         if let Some(o) = &self.c.origin {
             notes.push(format!("Candidates: {o}"));
         }
@@ -166,15 +173,24 @@ impl<'a> Output<'a> {
                 references: self.c.references.clone(),
             });
         }
-        // Groups: all studies, then when known normal and abnormal, and the SPEC's
-        // finding strata (no finding is the normal group: its tables are those).
-        let mut groups: Vec<(String, Vec<&SelectionStudy>)> =
-            vec![("all".into(), studies.iter().map(|(_, s)| s).collect())];
-        let members = |keep: &dyn Fn(&ScoredStudy) -> bool| -> Vec<&SelectionStudy> {
-            studies
-                .iter()
-                .filter(|(r, _)| keep(&rows[*r]))
-                .map(|(_, s)| s)
+        // The same studies with the judge's labels, when the rows have them.
+        let judged: Option<Vec<SelectionStudy>> = studies
+            .iter()
+            .map(|(r, s)| {
+                rows[*r].judge.as_ref().map(|j| SelectionStudy {
+                    labels: j.labels[si].clone(),
+                    reference_labels: j.reference[si],
+                    ..s.clone()
+                })
+            })
+            .collect();
+        // Groups (positions in `studies`): all studies, then when known normal and abnormal,
+        // and the SPEC's finding strata (no finding is the normal group: its tables are those).
+        let mut groups: Vec<(String, Vec<usize>)> =
+            vec![("all".into(), (0..studies.len()).collect())];
+        let members = |keep: &dyn Fn(&ScoredStudy) -> bool| -> Vec<usize> {
+            (0..studies.len())
+                .filter(|&i| keep(&rows[studies[i].0]))
                 .collect()
         };
         if self.c.has_problems {
@@ -189,14 +205,23 @@ impl<'a> Output<'a> {
             }
         }
         let mut summaries: Vec<(String, SelectionSummary)> = Vec::new();
-        for (group, members) in &groups {
-            if members.is_empty() {
+        for (group, idx) in &groups {
+            if idx.is_empty() {
                 self.notices
                     .borrow_mut()
                     .push(format!("{sec}: no {group} study; no {group} tables"));
                 continue;
             }
-            let sm = summarize(members, &self.config).map_err(at(format!("{sec} ({group})")))?;
+            let members: Vec<&SelectionStudy> = idx.iter().map(|&i| &studies[i].1).collect();
+            let mut sm =
+                summarize(&members, &self.config).map_err(at(format!("{sec} ({group})")))?;
+            if let Some(j) = &judged {
+                let members: Vec<&SelectionStudy> = idx.iter().map(|&i| &j[i]).collect();
+                let js = summarize(&members, &self.config)
+                    .map_err(at(format!("{sec} ({group}), judge labels")))?;
+                sm.append_f1_columns(&js, &chexpert::JUDGE_COLUMNS)
+                    .map_err(at(format!("{sec} ({group}), judge labels")))?;
+            }
             self.group_tables(sec, group, &sm)?;
             summaries.push((group.clone(), sm));
         }
