@@ -45,7 +45,7 @@ REPORT=docs/results/pruning.md
 bash scripts/fetch-model.sh >/dev/null
 bash scripts/fetch-minilm.sh >/dev/null
 # The BERTScore judge of every table: independent of the reward's all-mpnet-base-v2.
-JUDGE=(--bertscore-model "${SDR_HOME:-$HOME/.cache/sdr}/models/all-MiniLM-L6-v2")
+JUDGE=(--bertscore-model "${SDR_HOME:-$HOME/.cache/sdr}/models/all-MiniLM-L6-v2" --judge-f1)
 GGUF=$(bash scripts/fetch-gemma3.sh)
 MODEL_ARGS=(--gguf "$GGUF")
 if [ -n "${SDR_BIN:-}" ]; then
