@@ -152,23 +152,28 @@ def with_blocks(name: str, text: str) -> str:
     return text
 
 
+def expected(name: str, on_disk: str) -> str:
+    """What page `name` must read, given its text on disk (blocks are regenerated in place)."""
+    text = PAGES[name]()[0] if name in PAGES else on_disk
+    return with_blocks(name, text)
+
+
+def page_names() -> list[str]:
+    return sorted(set(PAGES) | {page for page, _ in BLOCKS})
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="compare instead of writing; exit 1 on a difference")
     args = ap.parse_args()
     load_modules()
     bad = 0
-    names = sorted(set(PAGES) | {page for page, _ in BLOCKS})
-    for name in names:
+    for name in page_names():
         path = RESULTS / name
-        if name in PAGES:
-            text, _ = PAGES[name]()
-        else:
-            text = path.read_text()
-        text = with_blocks(name, text)
+        on_disk = path.read_text() if path.exists() else ""
+        text = expected(name, on_disk)
         if args.check:
-            old = path.read_text() if path.exists() else ""
-            if old != text:
+            if on_disk != text:
                 print(f"results: {path.relative_to(ROOT)} differs from what its data give "
                       f"(run python3 scripts/results.py)", file=sys.stderr)
                 bad += 1
