@@ -252,24 +252,12 @@ fn run() -> Result<(), String> {
             c["before"].as_str().unwrap_or_default(),
             c["after"].as_str().unwrap_or_default(),
         );
-        // The edited observation: the one whose presence the edit flips in the benchmark's own
-        // terms (the rules read the edited sentence before and after; a topic, not a verdict).
-        let (rb, ra) = (rules.label(before), rules.label(after));
-        let edited: Vec<Observation> = Observation::ALL
-            .into_iter()
-            .filter(|&o| {
-                o != Observation::NoFinding && rb.is_positive(o, true) != ra.is_positive(o, true)
-            })
-            .collect();
-        if edited.is_empty() {
+        let Some((edited, flips)) = judge
+            .reversal(&rules, before, after)
+            .map_err(|e| e.to_string())?
+        else {
             continue;
-        }
-        let jl = judge
-            .label_many(&[before, after])
-            .map_err(|e| e.to_string())?;
-        let flips = edited
-            .iter()
-            .all(|&o| jl[0].is_positive(o, false) != jl[1].is_positive(o, false));
+        };
         n_sent += 1;
         changed_sent += usize::from(flips);
         if c["uid"].as_u64().is_some_and(|u| u % 10 == 0) {

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use rayon::prelude::*;
-use sdr_clinical::{report_sentences, Label, Labels, Observation};
+use sdr_clinical::{report_sentences, Label, Labeler, Labels, Observation};
 use sdr_embed::{LowRankDelta, RobertaEncoder};
 
 use crate::error::{EvalError, Result};
@@ -308,6 +308,35 @@ impl Judge {
         }
         labels.no_finding_from_others();
         labels
+    }
+
+    /// A reversed finding (one sentence before and after an edit that turns a finding present
+    /// or absent) as the judge sees it: the observations the edit flips as the rules read the
+    /// two sentences (they name the topic, uncertain as present; `No Finding` left out), and
+    /// whether the judge's label of every one of them changes too. `None` when the edit flips
+    /// none of the thirteen.
+    ///
+    /// # Errors
+    /// Encoder failures.
+    pub fn reversal(
+        &self,
+        rules: &Labeler,
+        before: &str,
+        after: &str,
+    ) -> Result<Option<(Vec<Observation>, bool)>> {
+        let (rb, ra) = (rules.label(before), rules.label(after));
+        let edited: Vec<Observation> = CLASSES
+            .into_iter()
+            .filter(|&o| rb.is_positive(o, true) != ra.is_positive(o, true))
+            .collect();
+        if edited.is_empty() {
+            return Ok(None);
+        }
+        let j = self.label_many(&[before, after])?;
+        let seen = edited
+            .iter()
+            .all(|&o| j[0].is_positive(o, false) != j[1].is_positive(o, false));
+        Ok(Some((edited, seen)))
     }
 
     /// The labels of one report (template, `Findings:`/`Impression:` headers, or bare text; the
