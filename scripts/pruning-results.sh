@@ -34,7 +34,7 @@ cd "$(dirname "$0")/.."
 OUT=results/pruning
 CSV=data/iu-xray/indiana_reports.csv
 GEN=data/candidates/iu-test-gemma3-270m-k8-p2-prefill-rp1.2.jsonl
-GEN_ARGS=(--limit 50 -k 8 --prompt p2 --context indication --max-tokens 160 --seed 0
+GEN_ARGS=(--limit 100 -k 8 --prompt p2 --context indication --max-tokens 160 --seed 0
   --prefill Findings: --repetition-penalty 1.2)
 SMOL_GEN=data/candidates/iu-test-smollm2-k8-p2-prefill-rp1.2.jsonl  # SmolLM2-135M, same settings
 OLD_GEN=data/candidates/iu-test-smollm2-k8-p2.jsonl  # SmolLM2, without prefill and penalty
@@ -78,6 +78,10 @@ fi
 TMP_REPORT="$OUT/.pruning.md.tmp"
 {
   echo "# Distance-guided pruning on IU X-ray (generated candidates)"
+  echo
+  # Filled by scripts/results.py from the comparison tables below (scripts/pages/pruning_judge.py).
+  echo "<!-- results:judge-verdict:begin -->"
+  echo "<!-- results:judge-verdict:end -->"
   echo
   echo "Made by \`bash scripts/pruning-results.sh\` on $(date -u +%Y-%m-%d). Candidates: \`$GEN\`,"
   echo "from \`sdr generate --gguf gemma-3-270m-q4_k_m.gguf ${GEN_ARGS[*]}\` (Gemma 3 270M,"
@@ -191,4 +195,5 @@ fi
 cat "$OUT/live.md" >> "$TMP_REPORT"
 tail -n 2 "$TMP_REPORT"
 mv "$TMP_REPORT" "$REPORT"
+if [ "$REPORT" = docs/results/pruning.md ]; then python3 scripts/results.py >/dev/null; fi
 echo "== wrote $REPORT"
