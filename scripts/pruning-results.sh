@@ -145,7 +145,7 @@ run_policy chamfer min 2
 echo "== [${SECONDS} s] sdr eval (all runs in one table)"
 "$SDR" eval --candidates "$GEN" "${RUNS[@]}" "${COMPARE[@]}" "${JUDGE[@]}" \
   --title "Random vs standard best-of-K vs pruning (wu = warm-up sentences), per policy ($(wc -l < "$GEN") studies)" \
-  "${NOTES[@]}" -o "$OUT/table.md"
+  "${NOTES[@]}" -o "$OUT/table.md" > /dev/null
 cat "$OUT/table.md" >> "$TMP_REPORT"
 echo >> "$TMP_REPORT"
 
@@ -164,7 +164,7 @@ for metric in chamfer hausdorff hung-nn; do
 done
 "$SDR" eval --candidates "$STANDINS" "${RUNS[@]}" "${COMPARE[@]}" "${JUDGE[@]}" \
   --title "Format-keeping stand-ins ($STANDINS, K = 5, pseudo-tokens; $(wc -l < "$STANDINS") studies): standard vs pruning" \
-  -o "$OUT/standins-table.md"
+  -o "$OUT/standins-table.md" > /dev/null
 cat "$OUT/standins-table.md" >> "$TMP_REPORT"
 echo >> "$TMP_REPORT"
 
