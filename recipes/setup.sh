@@ -44,7 +44,9 @@ echo "== building the sdr wheel (maturin, release)"
 WHEELS=$CARGO_TARGET_DIR/wheels-train
 rm -rf "$WHEELS"
 "$VENV/bin/maturin" build --release -q -m bindings/python/Cargo.toml -i "$VENV/bin/python" -o "$WHEELS"
-"${PIP[@]}" --force-reinstall --no-deps "$WHEELS"/sdr-*.whl
+# Until 0.2.0 the distribution was called `sdr` (issue 54): drop that one, whose files are the same.
+"$VENV/bin/python" -m pip show sdr 2>/dev/null | grep "^Summary: Set-distance rewards" >/dev/null && "$VENV/bin/python" -m pip uninstall -q -y sdr >&2
+"${PIP[@]}" --force-reinstall --no-deps "$WHEELS"/sdr_rewards-*.whl
 echo "== building the sdr CLI (release; recipes/evaluate.py scores with \`sdr score\`)"
 bash scripts/build-sdr.sh -q
 echo "recipes/setup.sh: done; run the recipes with $VENV/bin/python"

@@ -4,7 +4,7 @@
 # this checkout. Idempotent; prints the venv's path on its last line.
 #
 # Every node of a real cluster needs the same: run this script on each, or install
-# the wheel it builds ($CARGO_TARGET_DIR/wheels-ray/sdr-*.whl) into the Python that
+# the wheel it builds ($CARGO_TARGET_DIR/wheels-ray/sdr_rewards-*.whl) into the Python that
 # runs the Ray workers.
 #
 # Environment: SDR_RAY_VENV (default ./.venv-ray), PYTHON (default python3),
@@ -26,5 +26,7 @@ echo "== building the sdr wheel (maturin, release)" >&2
 WHEELS=$CARGO_TARGET_DIR/wheels-ray
 rm -rf "$WHEELS"
 "$VENV/bin/maturin" build --release -q -m bindings/python/Cargo.toml -i "$VENV/bin/python" -o "$WHEELS" >&2
-"${PIP[@]}" --force-reinstall --no-deps "$WHEELS"/sdr-*.whl >&2
+# Until 0.2.0 the distribution was called `sdr` (issue 54): drop that one, whose files are the same.
+"$VENV/bin/python" -m pip show sdr 2>/dev/null | grep "^Summary: Set-distance rewards" >/dev/null && "$VENV/bin/python" -m pip uninstall -q -y sdr >&2
+"${PIP[@]}" --force-reinstall --no-deps "$WHEELS"/sdr_rewards-*.whl >&2
 echo "$VENV"

@@ -49,7 +49,9 @@ WHEELS=$CARGO_TARGET_DIR/wheels-sdr
 rm -rf "$WHEELS"
 "$VENV/bin/maturin" build --profile "$PROFILE" -q -m bindings/python/Cargo.toml \
   -i "$VENV/bin/python" -o "$WHEELS"
-"$VENV/bin/python" -m pip install -q --force-reinstall --no-deps "$WHEELS"/sdr-*.whl
+# Until 0.2.0 the distribution was called `sdr` (issue 54): drop that one, whose files are the same.
+"$VENV/bin/python" -m pip show sdr 2>/dev/null | grep "^Summary: Set-distance rewards" >/dev/null && "$VENV/bin/python" -m pip uninstall -q -y sdr >&2
+"$VENV/bin/python" -m pip install -q --force-reinstall --no-deps "$WHEELS"/sdr_rewards-*.whl
 
 echo "== pytest bindings/python/tests"
 cd bindings/python

@@ -137,7 +137,7 @@ def test_radgraph_adapter(monkeypatch, fresh):
 @pytest.mark.parametrize("fn, package", [(clinical.chexbert_f1, "f1chexbert"), (clinical.radgraph_f1, "radgraph")])
 def test_missing_package_says_what_to_install(monkeypatch, fresh, fn, package):
     monkeypatch.setitem(sys.modules, package, None)  # makes `import package` fail
-    with pytest.raises(RuntimeError, match=r"sdr\[clinical-models\]") as e:
+    with pytest.raises(RuntimeError, match=r"sdr-rewards\[clinical-models\]") as e:
         fn(["a"], ["b"])
     assert package in str(e.value)
 

@@ -140,7 +140,7 @@ def test_model_metrics_through_the_adapters(monkeypatch):
 def test_model_metrics_missing_package_says_what_to_install(monkeypatch):
     monkeypatch.setattr(clinical, "_SCORERS", {})
     monkeypatch.setitem(sys.modules, "radgraph", None)
-    with pytest.raises(RuntimeError, match=r"sdr\[clinical-models\]"):
+    with pytest.raises(RuntimeError, match=r"sdr-rewards\[clinical-models\]"):
         metrics.score([REF], [REF], metrics=["radgraph_f1"])
 
 

@@ -5,7 +5,7 @@
   per second; see docs/SPEC.md section 8.
 - ``chexbert_f1`` / ``radgraph_f1``: adapters to the model-based metrics of
   the optional ``f1chexbert`` and ``radgraph`` PyPI packages (install with
-  ``pip install 'sdr[clinical-models]'``; the packages fetch their weights
+  ``pip install 'sdr-rewards[clinical-models]'``; the packages fetch their weights
   from the Hugging Face Hub on first use). Nothing here installs them. When a
   package or its weights are missing, the adapter raises ``RuntimeError``
   saying what to install.
@@ -21,7 +21,7 @@ from ._sdr import chexpert_f1, label
 
 __all__ = ["chexbert_f1", "chexpert_f1", "label", "radgraph_f1"]
 
-_INSTALL = "pip install 'sdr[clinical-models]' (or: pip install {package})"
+_INSTALL = "pip install 'sdr-rewards[clinical-models]' (or: pip install {package})"
 
 # Loaded scorers, keyed by package and options: loading a model takes seconds.
 _SCORERS: Dict[Tuple[Any, ...], Any] = {}
