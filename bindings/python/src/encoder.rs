@@ -19,8 +19,9 @@ pub(crate) fn parse_device(device: &str) -> PyResult<EncoderDevice> {
     let parsed = device.parse::<EncoderDevice>().py()?;
     if !parsed.compiled_in() {
         return Err(PyValueError::new_err(format!(
-            "device '{parsed}': this build of the sdr package has no CUDA back-end; build the \
-             wheel with `maturin build --release --features cuda -m bindings/python/Cargo.toml` \
+            "device '{parsed}': this build of the sdr package has no CUDA back-end; install \
+             the CUDA wheel, sdr-rewards-cu13 (bash scripts/build-wheels.sh cuda), or build one \
+             with `maturin build --release --features cuda -m bindings/python/Cargo.toml` \
              (toolkit from scripts/install-cuda.sh)"
         )));
     }
