@@ -35,4 +35,8 @@ echo "== $(date +%T) python bindings (maturin wheel + pytest)"
 # profile: optimised, with overflow checks), not a second full build of it, and
 # a wheel with the same checks (dev profile = test profile settings).
 SDR_BIN=${CARGO_TARGET_DIR:-$PWD/target}/debug/sdr SDR_PY_PROFILE=dev bash scripts/test-python.sh
+echo "== $(date +%T) the distributed CPU wheel (scripts/test-wheel.sh)"
+# manylinux2014 by auditwheel, under its size bound, scores from a clean venv without Rust on
+# PATH; about 3.5-7.5 minutes cold on this 2-core machine (the `dist` profile, zig linker).
+bash scripts/test-wheel.sh
 echo "== $(date +%T) all tests passed"
