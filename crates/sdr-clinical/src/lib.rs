@@ -14,6 +14,9 @@
 //!   (finding, polarity, side, size/severity) for the clinical cost of
 //!   `sdr_core::cost::clinical` (SPEC §10), over CheXpert's 14 and the
 //!   findings of `data/clinical/sentence_facts.json`.
+//! - [`Consistency`] checks an Impression against its own Findings, with no
+//!   reference: contradictions, unsupported findings, omitted abnormal
+//!   findings (SPEC §10a).
 //! - [`iu`] validates the labeler against IU X-ray's MeSH coding.
 //!
 //! The metric is called "CheXpert-rule F1": it is computed with these rules,
@@ -31,6 +34,7 @@
 
 #![warn(missing_docs)]
 
+mod consistency;
 mod cost;
 mod error;
 mod f1;
@@ -40,6 +44,10 @@ mod labeler;
 mod observation;
 mod rules;
 
+pub use consistency::{
+    Consistency, ConsistencyReport, ConsistencyWeights, Expectations, Issue, Statement,
+    BUNDLED_EXPECTATIONS,
+};
 pub use cost::{fact_text, ClinicalCost, FACT_CACHE_ENTRIES};
 pub use error::{ClinicalError, Result};
 pub use f1::{chexpert_f1, example_f1, F1Report, ObservationScore, Scores, UncertainPolicy};
