@@ -41,7 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from rewards import load_reports  # noqa: E402
 
-import sdr  # noqa: E402
+import sdr_rewards  # noqa: E402
 
 
 def template(f: str, i: str) -> str:
@@ -140,8 +140,8 @@ def main() -> None:
         if args.completions
         else iu_stream(args.steps, args.prompts, args.group, args.seed)
     )
-    warm = sdr.SDRReward(model_dir=model_dir)
-    cold = sdr.SDRReward(model_dir=model_dir, cache_mib=0)
+    warm = sdr_rewards.SDRReward(model_dir=model_dir)
+    cold = sdr_rewards.SDRReward(model_dir=model_dir, cache_mib=0)
     for r in (warm, cold):  # load the model outside the timings
         r.score(["<think>x.</think><answer>y.</answer>"], references=["<think>a.</think><answer>b.</answer>"])
     warm.score(["<think>x.</think><answer>y.</answer>"], references=["<think>a.</think><answer>b.</answer>"])

@@ -41,7 +41,7 @@ def cpu_name() -> str:
 
 
 def main() -> int:
-    import sdr
+    import sdr_rewards
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
@@ -53,12 +53,12 @@ def main() -> int:
     rows = {}
     for cost in ("cosine", "clinical"):
         def cold():
-            r = sdr.SDRReward(metric="chamfer", cost=cost)
+            r = sdr_rewards.SDRReward(metric="chamfer", cost=cost)
             t = time.perf_counter()
             r.score(comps, references=refs)
             return time.perf_counter() - t
 
-        warm_r = sdr.SDRReward(metric="chamfer", cost=cost)
+        warm_r = sdr_rewards.SDRReward(metric="chamfer", cost=cost)
         warm_r.score(comps, references=refs)
 
         def warm():
@@ -67,7 +67,7 @@ def main() -> int:
             return time.perf_counter() - t
 
         def tab():
-            r = sdr.SDRReward(metric="chamfer", cost=cost, encoder=table)
+            r = sdr_rewards.SDRReward(metric="chamfer", cost=cost, encoder=table)
             r.score(comps, references=refs)  # fills the caches
             t = time.perf_counter()
             r.score(comps2, references=refs)

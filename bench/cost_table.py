@@ -67,9 +67,9 @@ def timed(fn):
 def child(interface, n, sdr_bin):
     (c1, r1), (c2, r2) = batches(n)
     if interface in ("python", "trl"):
-        import sdr
+        import sdr_rewards
 
-        reward = sdr.SDRReward()
+        reward = sdr_rewards.SDRReward()
         load = timed(lambda: reward.cache_info())  # builds the scorer: loads the encoder
         if interface == "python":
             call = lambda c, r: reward.score(c, references=r)  # noqa: E731
@@ -101,9 +101,9 @@ def child(interface, n, sdr_bin):
             loop = asyncio.new_event_loop()
             asyncio.set_event_loop(loop)
             worker = RewardLoopWorker(vi.compose(tmp, "naive", "compute_score_async"))
-            import sdr.verl
+            import sdr_rewards.verl
 
-            load = timed(lambda: sdr.verl._scorer({"metric": "chamfer"})["reward"].cache_info())
+            load = timed(lambda: sdr_rewards.verl._scorer({"metric": "chamfer"})["reward"].cache_info())
             d1, d2 = vi.batch_of(tok, c1, r1), vi.batch_of(tok, c2, r2)
             run = lambda d: loop.run_until_complete(worker.compute_score_batch(d))  # noqa: E731
             times = [timed(lambda: run(d1)), timed(lambda: run(d2)), timed(lambda: run(d2))]

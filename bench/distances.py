@@ -9,11 +9,11 @@ the same values, Rust holds the rows as f32 and accumulates in f64), times each 
 Chamfer/Hausdorff, POT for OT/Sinkhorn/UOT/GW/partial OT, SciPy for Hungarian),
 then runs the Rust `bench-distances` binary (release) on the same pairs (each
 side runs BENCH_REPEAT passes, default 3, and keeps the median rate; a Rust or
-`sdr.distance_batch` pass repeats the pairs until it has lasted
+`sdr_rewards.distance_batch` pass repeats the pairs until it has lasted
 BENCH_MIN_SECONDS, default 0.25, since one run can take 10 ms) and
 prints a Markdown table: pairs/s for Python, Rust on 1 thread and Rust on all
 threads, the ratios, the same metric through the Python package
-(`sdr.distance_batch` on the pairs as float32 arrays, all threads; when `sdr`
+(`sdr_rewards.distance_batch` on the pairs as float32 arrays, all threads; when `sdr_rewards`
 is installed in this interpreter), the ceiling that memory bandwidth puts on the all-threads
 rate (Rust reading every pair's rows once with no arithmetic, all threads, timed
 just before each of the metric's passes, and its ratio to the Python rate), and
@@ -45,9 +45,9 @@ import ot
 from scipy.optimize import linear_sum_assignment
 
 try:  # the Python package, when installed here (bash scripts/test-python.sh builds it)
-    import sdr
+    import sdr_rewards
 except ImportError:
-    sdr = None
+    sdr_rewards = None
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -219,13 +219,13 @@ def main():
         # Up to ~1 GB per run: not left behind in /tmp.
         shutil.rmtree(tmp, ignore_errors=True)
 
-    # What a Python user of the package gets: one `sdr.distance_batch` call
+    # What a Python user of the package gets: one `sdr_rewards.distance_batch` call
     # over float32 arrays (what encoders emit; made once, outside the timing).
-    if sdr is not None:
+    if sdr_rewards is not None:
         sets32 = [s.astype(np.float32) for s in sets]
         pairs32 = [(sets32[i], sets32[j]) for i, j in index]
     else:
-        print("the `sdr` package is not installed here: no sdr.distance_batch column", file=sys.stderr)
+        print("the `sdr_rewards` package is not installed here: no sdr_rewards.distance_batch column", file=sys.stderr)
     rows = []
     warnings.simplefilter("ignore")
     for spec in SPECS:
@@ -257,8 +257,8 @@ def main():
         rp = len(pairs) / r["parallel"]
         diff = float(np.max(np.abs(np.array(vals) - np.array(r["values"][:done]))))
         batch = None
-        if sdr is not None:
-            sdr.distance_batch(pairs32[:50], spec)  # warm-up
+        if sdr_rewards is not None:
+            sdr_rewards.distance_batch(pairs32[:50], spec)  # warm-up
             # Each pass repeats the call until it has lasted BENCH_MIN_SECONDS,
             # as the Rust binary does: one call over the pairs can take 10 ms.
             min_s = float(os.environ.get("BENCH_MIN_SECONDS", "0.25"))
@@ -266,13 +266,13 @@ def main():
             for _ in range(repeat):
                 calls, t0 = 0, time.perf_counter()
                 while True:
-                    got = sdr.distance_batch(pairs32, spec)
+                    got = sdr_rewards.distance_batch(pairs32, spec)
                     calls += 1
                     if time.perf_counter() - t0 >= min_s:
                         break
                 times.append((time.perf_counter() - t0) / calls)
             if got.tolist() != r["values"]:
-                sys.exit(f"{spec}: sdr.distance_batch differs from the Rust binary's values")
+                sys.exit(f"{spec}: sdr_rewards.distance_batch differs from the Rust binary's values")
             batch = len(pairs) / sorted(times)[len(times) // 2]
         # Reading every pair's rows once with no arithmetic, timed just before
         # each Rust pass: the memory system's ceiling on any metric's rate here.
@@ -293,7 +293,7 @@ def main():
         f"POT {ot.__version__}, numpy {np.__version__}",
         "",
         "| metric | Python pairs timed | Python pairs/s | Rust 1-thread pairs/s | Rust all-threads pairs/s "
-        "| ratio 1-thread | ratio all-threads | `sdr.distance_batch` pairs/s (ratio) "
+        "| ratio 1-thread | ratio all-threads | `sdr_rewards.distance_batch` pairs/s (ratio) "
         "| read-only all-threads pairs/s (ratio) | max abs diff |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]

@@ -14,7 +14,7 @@ In one run, on this machine:
 `sdr` times are wall-clock of the whole process (model load included); the load time,
 measured on a 1-sentence input, is also printed and subtracted in the `net` column.
 sentence-transformers is timed in this process with its model loaded, so `net` is the
-like-for-like column. `--in-process` adds `sdr.Encoder.embed` timed the same way as
+like-for-like column. `--in-process` adds `sdr_rewards.Encoder.embed` timed the same way as
 sentence-transformers (a Python process that has loaded the model first), and
 `--processes` a second table of whole processes on both sides (interpreter start, imports,
 model load, encoding, writing the .npy), sentence-transformers included.
@@ -128,10 +128,10 @@ print(t1 - t0, time.perf_counter() - t1)
 SDR_IN_PROCESS = r"""
 import sys, time
 import numpy as np
-import sdr
+import sdr_rewards
 model, inp, out, precision = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 texts = open(inp, encoding="utf-8").read().splitlines()
-enc = sdr.Encoder(model, precision=precision)
+enc = sdr_rewards.Encoder(model, precision=precision)
 enc.embed(["warm up"])
 enc.clear_cache()
 t = time.perf_counter()
@@ -174,8 +174,8 @@ def main():
     ap.add_argument("--st-bf16", action="store_true",
                     help="also time sentence-transformers with bf16 weights (PyTorch's oneDNN bf16 GEMMs)")
     ap.add_argument("--in-process", action="store_true",
-                    help="also time the Python package's `sdr.Encoder.embed` in a process that has "
-                         "loaded the model, as sentence-transformers is timed (needs `sdr` installed)")
+                    help="also time the Python package's `sdr_rewards.Encoder.embed` in a process that has "
+                         "loaded the model, as sentence-transformers is timed (needs `sdr_rewards` installed)")
     ap.add_argument("--processes", action="store_true",
                     help="also time whole processes on both sides: a fresh Python process that "
                          "imports sentence-transformers, loads the model and encodes, against `sdr embed`")
@@ -253,7 +253,7 @@ def main():
             cosines[name] = float(cos_rows(emb, ref).min())
             print(f"  round {r + 1}: {name}: {dt:.1f} s", flush=True)
         for prec in (["f32", "bf16"] if args.in_process else []):
-            name = f"sdr {prec}, Python `sdr.Encoder` (model loaded first)"
+            name = f"sdr {prec}, Python `sdr_rewards.Encoder` (model loaded first)"
             emb, _, (dt,) = run_python(SDR_IN_PROCESS, [args.model, prec], texts)
             times.setdefault(name, []).append(dt)
             cosines[name] = float(cos_rows(emb, ref).min())
@@ -280,7 +280,7 @@ def main():
         dt, spread = median(name)
         add(name, len(texts), dt, cosines[name], startup_of(exe, extra), spread)
     for prec in (["f32", "bf16"] if args.in_process else []):
-        name = f"sdr {prec}, Python `sdr.Encoder` (model loaded first)"
+        name = f"sdr {prec}, Python `sdr_rewards.Encoder` (model loaded first)"
         dt, spread = median(name)
         add(name, len(texts), dt, cosines[name], 0.0, spread)
 

@@ -11,7 +11,7 @@ same new sentences:
     verl-sync      RewardLoopWorker (naive manager), compute_score: verl's thread pool
     verl-async     RewardLoopWorker (naive manager), compute_score_async
     verl-nocoal    as verl-sync with coalesce_ms=0 (each call scored alone: the old cost)
-    openrlhf       SingleTurnAgentExecutor with sdr/openrlhf_reward.py (asyncio.to_thread)
+    openrlhf       SingleTurnAgentExecutor with sdr_rewards/openrlhf_reward.py (asyncio.to_thread)
     openrlhf-nocoal  the same with SDR_COALESCE_MS=0
 
 Printed (and written with --out): seconds per mode (median of --repeats fresh
@@ -54,9 +54,9 @@ def samples(n):
 
 def warm(device):
     """Load the encoder and run it once on text no mode scores."""
-    import sdr
+    import sdr_rewards
 
-    sdr.SDRReward(device=device).score(
+    sdr_rewards.SDRReward(device=device).score(
         ["<think>Warm-up sentence one.</think><answer>Warm-up two.</answer>"],
         references=["<think>Warm-up three.</think><answer>Warm-up four.</answer>"],
     )
@@ -64,12 +64,12 @@ def warm(device):
 
 def run_mode(mode, n, device):
     """Seconds for `mode` and its rewards (in the child process)."""
-    import sdr
+    import sdr_rewards
 
     comps, refs = samples(n)
     if mode == "batch":
         warm(device)
-        reward = sdr.SDRReward(device=device)
+        reward = sdr_rewards.SDRReward(device=device)
         t = time.perf_counter()
         out = reward.score(comps, references=refs)["reward"]
         return time.perf_counter() - t, out
@@ -119,7 +119,7 @@ def run_openrlhf(mode, comps, refs, device):
 
     import common
     import openrlhf_integration as oi
-    import sdr
+    import sdr_rewards
 
     os.environ["SDR_DEVICE"] = device
     os.environ["SDR_COALESCE_MS"] = "0" if mode == "openrlhf-nocoal" else "2"
@@ -127,7 +127,7 @@ def run_openrlhf(mode, comps, refs, device):
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     prompts = [f"<|im_start|>user\nStudy {k}.<|im_end|>\n<|im_start|>assistant\n" for k in range(len(comps))]
     answers = {tuple(tok(p, add_special_tokens=False)["input_ids"]): c for p, c in zip(prompts, comps)}
-    path = Path(sdr.__file__).with_name("openrlhf_reward.py")
+    path = Path(sdr_rewards.__file__).with_name("openrlhf_reward.py")
     executor = SingleTurnAgentExecutor(str(path))
     engine = oi.Engine(tok, answers)
     # Warm: the loaded file's reward loads its encoder on other text.

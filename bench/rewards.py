@@ -1,4 +1,4 @@
-"""Rewards per second: `sdr.SDRReward` against a straightforward Python implementation.
+"""Rewards per second: `sdr_rewards.SDRReward` against a straightforward Python implementation.
 
 One GRPO batch of 512 completions (64 prompts x 8), built from IU X-ray: the
 references are 64 test-split reports in the `<think>F</think><answer>I</answer>`
@@ -6,13 +6,13 @@ template; each prompt's 8 completions are other reports' sections (drawn with a
 fixed seed from the train split), one in eight deliberately malformed. Both
 implementations get the same strings in the same run:
 
-- sdr: `sdr.SDRReward(metric="chamfer")` (Rust: segmentation, one encoder call over
+- sdr: `sdr_rewards.SDRReward(metric="chamfer")` (Rust: segmentation, one encoder call over
   the batch's distinct sentences not in its sentence cache, Chamfer), timed cold (a
   fresh reward object) and warm: a second batch with the same references (they
   recur each epoch) and new completions (another seed), after the first batch has
   filled the cache (bench/cache_replay.py measures the cache over a whole run);
 - python: sentence-transformers `encode` on every sentence of the batch (one call,
-  batch size 32) + numpy Chamfer per section, with the same parsing (`sdr.parse_report`).
+  batch size 32) + numpy Chamfer per section, with the same parsing (`sdr_rewards.parse_report`).
 
     python bench/rewards.py [--repeats 3] [--precision f32|bf16] [--encoder sdr|table] [--json out.json]
 
@@ -25,10 +25,10 @@ already on the trainer's GPU (`SDRReward(encoder=...)`): both sides get the same
 stand-in encoder, a lookup of vectors computed before timing (768-d, seeded by each
 sentence), so the figures are parsing, deduplication, the hand-over of the arrays,
 caching and the distances. The rewards are then not SDR's, only equal on both sides.
-It also times verl's two reward managers on the batch: `sdr.verl.compute_score` once
+It also times verl's two reward managers on the batch: `sdr_rewards.verl.compute_score` once
 per sample (naive) and once for the batch (batch).
 
-Needs: the `sdr` wheel, sentence-transformers (torch), numpy, and the model folder
+Needs: the `sdr-rewards` wheel, sentence-transformers (torch), numpy, and the model folder
 (scripts/fetch-model.sh).
 """
 
@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-import sdr
+import sdr_rewards
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -82,8 +82,8 @@ def make_batch(prompts=64, group=8, seed=0):
 
 def python_rewards(model, comps, refs):
     """The straightforward implementation: embed everything, numpy Chamfer."""
-    parsed_c = [sdr.parse_report(c) for c in comps]
-    parsed_r = [sdr.parse_report(r) for r in refs]
+    parsed_c = [sdr_rewards.parse_report(c) for c in comps]
+    parsed_r = [sdr_rewards.parse_report(r) for r in refs]
     sentences = []
     for pc, pr in zip(parsed_c, parsed_r):
         sentences += pr["findings"] + pr["impression"]
@@ -145,7 +145,7 @@ def all_sentences(*texts):
     out = set()
     for group in texts:
         for t in group:
-            p = sdr.parse_report(t)
+            p = sdr_rewards.parse_report(t)
             out.update(p["findings"])
             out.update(p["impression"])
     return out
@@ -184,9 +184,9 @@ def main():
     table = Table(all_sentences(comps, comps2, refs)) if args.encoder == "table" else None
     for _ in range(args.repeats):
         if table is not None:
-            r = sdr.SDRReward(metric="chamfer", encoder=table)
+            r = sdr_rewards.SDRReward(metric="chamfer", encoder=table)
         else:
-            r = sdr.SDRReward(metric="chamfer", model_dir=model_dir, precision=args.precision)
+            r = sdr_rewards.SDRReward(metric="chamfer", model_dir=model_dir, precision=args.precision)
         r.score(["<think>x.</think><answer>y.</answer>"], references=["<think>a.</think><answer>b.</answer>"])  # load the model
         t = time.perf_counter()
         ours = r.score(comps, references=refs)["reward"]
@@ -213,7 +213,7 @@ def main():
     if table is not None:
         # verl's two reward managers, cold (a fresh reward per repeat): naive calls
         # compute_score once per sample, batch once per batch.
-        import sdr.verl as sdr_verl
+        import sdr_rewards.verl as sdr_verl
 
         def naive():
             sdr_verl._rewards.clear()

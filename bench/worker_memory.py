@@ -1,11 +1,11 @@
 """Resident memory of N reward worker processes (verl starts 8 per machine by default).
 
-Two set-ups, each with `--workers` (default 8) spawned processes that import `sdr`,
-score one sample through `sdr.verl.compute_score`, and then wait while their memory
+Two set-ups, each with `--workers` (default 8) spawned processes that import `sdr_rewards`,
+score one sample through `sdr_rewards.verl.compute_score`, and then wait while their memory
 is read:
 
     own       each worker loads SDR's own encoder (the default): N copies of the weights
-    serve     `reward_kwargs: serve_url` (sdr/serve_client.py): each worker posts to one
+    serve     `reward_kwargs: serve_url` (sdr_rewards/serve_client.py): each worker posts to one
               `sdr serve` on the machine, which holds the only encoder
 
 Reported per set-up: each process's RSS and PSS (proportional set size: pages shared
@@ -45,10 +45,10 @@ def memory(pid: int) -> dict:
 
 
 def worker(serve_url, ready, done):
-    import sdr.verl
+    import sdr_rewards.verl
 
     kwargs = {"serve_url": serve_url} if serve_url else {}
-    score = sdr.verl.compute_score(None, GOOD, REF, **kwargs)["score"]
+    score = sdr_rewards.verl.compute_score(None, GOOD, REF, **kwargs)["score"]
     ready.put(score)
     done.wait()
 

@@ -97,7 +97,7 @@ def task_example(task: str, row: Dict[str, str]):
 
 
 class ImpressionReward:
-    """An ``sdr.SDRReward`` on the Impression alone, for the Findings -> Impression task.
+    """An ``sdr_rewards.SDRReward`` on the Impression alone, for the Findings -> Impression task.
 
     The completion is plain Impression text. It is scored as the report
     ``<think>I</think><answer>I</answer>`` against ``{"findings": ref, "impression":
@@ -109,17 +109,17 @@ class ImpressionReward:
     """
 
     def __init__(self, name: str, reference_column: str = "impression", **kwargs):
-        import sdr
+        import sdr_rewards
 
-        self.reward = sdr.SDRReward(semantic_weight=0.5, name=name, **kwargs)
+        self.reward = sdr_rewards.SDRReward(semantic_weight=0.5, name=name, **kwargs)
         self.reference_column = reference_column
         self.__name__ = name
 
     def __call__(self, prompts=None, completions=None, **kwargs):
-        import sdr
+        import sdr_rewards
 
         refs = kwargs.pop(self.reference_column)
-        texts = [" ".join(sdr.completion_text(c).split()) for c in completions]
+        texts = [" ".join(sdr_rewards.completion_text(c).split()) for c in completions]
         wrapped = [f"<think>{t}</think><answer>{t}</answer>" for t in texts]
         kwargs[self.reward.reference_column] = [{"findings": r, "impression": r} for r in refs]
         return self.reward(prompts=prompts, completions=wrapped, **kwargs)

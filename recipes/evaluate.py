@@ -3,7 +3,7 @@
 Each policy generates one report per study, greedily, for the same studies; the
 reports are scored against the references on the Findings and on the Impression
 section with ``sdr score`` (BLEU-4, ROUGE-L, METEOR, BERTScore-F1) and, when the
-``sdr`` module has the labeler, CheXpert-rule F1. BERTScore-F1 is judged by
+``sdr_rewards`` module has the labeler, CheXpert-rule F1. BERTScore-F1 is judged by
 all-MiniLM-L6-v2 (``--bertscore-model``, fetched by ``scripts/fetch-minilm.sh``), a model
 independent of the reward's all-mpnet-base-v2; a second column gives BERTScore under the
 reward's own encoder, labelled so. Writes ``<out>/generations/*.jsonl``,
@@ -108,7 +108,7 @@ def score(gen_file: Path, refs, out_file: Path, judge: Path) -> list:
 
 def section_texts(gen_file: Path, refs):
     """Per section, the generated and the reference texts CheXpert-rule F1 compares."""
-    import sdr
+    import sdr_rewards
 
     by_id = {int(r["uid"]): r for r in refs}
     rows = [json.loads(l) for l in gen_file.read_text().splitlines() if l.strip()]
@@ -116,7 +116,7 @@ def section_texts(gen_file: Path, refs):
     for sec in SECTIONS:
         hyps, rfs = [], []
         for g in rows:
-            p = sdr.parse_report(g["text"])
+            p = sdr_rewards.parse_report(g["text"])
             hyps.append(" ".join(p[sec]) if p.get(sec) else "")
             rfs.append(" ".join(by_id[g["id"]][sec].split()))
         out[sec] = (hyps, rfs)
@@ -124,11 +124,11 @@ def section_texts(gen_file: Path, refs):
 
 
 def clinical(gen_file: Path, refs):
-    """CheXpert-rule F1 on Findings (and Impression) when `sdr` has the labeler."""
+    """CheXpert-rule F1 on Findings (and Impression) when `sdr_rewards` has the labeler."""
     try:
-        import sdr
+        import sdr_rewards
 
-        f1 = sdr.chexpert_f1
+        f1 = sdr_rewards.chexpert_f1
     except (ImportError, AttributeError):
         return None
     by_id = {int(r["uid"]): r for r in refs}
@@ -137,7 +137,7 @@ def clinical(gen_file: Path, refs):
     for sec in SECTIONS:
         hyps, rfs = [], []
         for g in rows:
-            p = sdr.parse_report(g["text"])
+            p = sdr_rewards.parse_report(g["text"])
             hyps.append(" ".join(p[sec]) if p.get(sec) else "")
             rfs.append(" ".join(by_id[g["id"]][sec].split()))
         out[sec] = f1(hyps, rfs)
@@ -158,9 +158,9 @@ def summarize(scored, clin) -> dict:
 
 def intervals(scored: dict, texts: dict, base_name: str) -> dict:
     """Per policy and column, the 95 % paired-bootstrap interval of the relative change
-    against ``base_name`` over the studies (``sdr.metrics``: 1,000 resamples, fixed seed);
+    against ``base_name`` over the studies (``sdr_rewards.metrics``: 1,000 resamples, fixed seed);
     CheXpert-rule F1 is recomputed on each resample."""
-    from sdr import metrics
+    from sdr_rewards import metrics
 
     out = {}
     base = scored[base_name]

@@ -5,13 +5,13 @@ Each policy writes the Impression of the first ``--studies`` test studies (``uid
 Impression:
 
 - **CheXpert-rule F1** (macro over 14 observations, micro over 5) of the generated against
-  the reference Impression (``sdr.chexpert_f1``, the rule-based labeler);
+  the reference Impression (``sdr_rewards.chexpert_f1``, the rule-based labeler);
 - **contradicts own Findings**: the share of generated impressions with a sentence whose
   finding the study's own Findings state with the opposite polarity (present against
-  absent), found by the clinical cost's sentence facts (``sdr.clinical_conflicts``, SPEC
+  absent), found by the clinical cost's sentence facts (``sdr_rewards.clinical_conflicts``, SPEC
   §10); the reference impressions' own share is given as a row of the table;
 - **BERTScore-F1** judged by all-MiniLM-L6-v2 (independent of the reward's
-  all-mpnet-base-v2) and **ROUGE-L**, on the whole Impression (``sdr.metrics.score``).
+  all-mpnet-base-v2) and **ROUGE-L**, on the whole Impression (``sdr_rewards.metrics.score``).
 
 Every relative change against the first policy (SFT) carries its 95 % paired-bootstrap
 interval over the studies (1,000 resamples, fixed seed; ``*`` where it excludes 0).
@@ -47,23 +47,23 @@ COLUMNS = (
 def contradicts(impression: str, findings: str) -> bool:
     """Whether a sentence of `impression` states a finding its own `findings` state with
     the opposite polarity (present against absent)."""
-    import sdr
+    import sdr_rewards
 
-    a, b = sdr.split_sentences(impression), sdr.split_sentences(findings)
+    a, b = sdr_rewards.split_sentences(impression), sdr_rewards.split_sentences(findings)
     if not a or not b:
         return False
-    c = sdr.clinical_conflicts(a, b)
+    c = sdr_rewards.clinical_conflicts(a, b)
     return any(x is not None and x["kind"] == "polarity" for x in c["a"])
 
 
 def scores(hyps, rows, judge: Path):
     """Per-study values and corpus-level CheXpert-rule F1 of impressions `hyps`."""
-    import sdr
-    from sdr import metrics
+    import sdr_rewards
+    from sdr_rewards import metrics
 
     refs = [common.impression_target(r) for r in rows]
     per = metrics.score(hyps, refs, metrics=["ROUGE-L", "BERTScore-F1"], sections=False, bertscore_model=judge)
-    f1 = sdr.chexpert_f1(hyps, refs)
+    f1 = sdr_rewards.chexpert_f1(hyps, refs)
     return {
         "per_study": {
             "contradicts own Findings %": [
@@ -97,7 +97,7 @@ def main() -> None:
     ap.add_argument("--bertscore-model", default=str(evaluate.MINILM), help="BERTScore judge (all-MiniLM-L6-v2)")
     args = ap.parse_args()
 
-    from sdr import metrics
+    from sdr_rewards import metrics
 
     common.set_threads()
     out = Path(args.out)

@@ -61,19 +61,19 @@ def make_impression_reward(kind: str):
 
 
 def make_reward(kind: str):
-    import sdr
+    import sdr_rewards
 
     if kind == "cham":
-        return sdr.SDRReward(metric="chamfer", name="r_cham")
+        return sdr_rewards.SDRReward(metric="chamfer", name="r_cham")
     if kind == "cham-set":
-        return sdr.SDRReward(metric="chamfer", distinct_sentences=True, name="r_cham_set")
+        return sdr_rewards.SDRReward(metric="chamfer", distinct_sentences=True, name="r_cham_set")
     if kind == "haus":
-        return sdr.SDRReward(metric="hausdorff", name="r_haus")
+        return sdr_rewards.SDRReward(metric="hausdorff", name="r_haus")
     if kind == "exact":
-        return sdr.SDRReward(exact=True, name="r_exact")
+        return sdr_rewards.SDRReward(exact=True, name="r_exact")
     if kind == "fmt":
         # The exact-match scorer embeds nothing; with lambda_sem = 0 only R_fmt is left.
-        return sdr.SDRReward(exact=True, semantic_weight=0.0, name="r_fmt")
+        return sdr_rewards.SDRReward(exact=True, semantic_weight=0.0, name="r_fmt")
     raise SystemExit(f"--reward must be one of {REWARDS}, got {kind!r}")
 
 
@@ -103,9 +103,9 @@ class CompletionLog:
 def is_abnormal(row) -> bool:
     """Whether the study's reference Impression states a CheXpert observation other than
     "No Finding" as present (the bundled rule labeler)."""
-    import sdr
+    import sdr_rewards
 
-    labels = sdr.label(" ".join(row["impression"].split()))
+    labels = sdr_rewards.label(" ".join(row["impression"].split()))
     return any(v == 1 for k, v in labels.items() if k != "No Finding")
 
 
@@ -185,7 +185,7 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    import sdr
+    import sdr_rewards
 
     common.set_threads()
     torch.manual_seed(args.seed)
@@ -214,7 +214,7 @@ def main() -> None:
     if not args.no_monitor and args.reward not in ("cham", "cos"):
         # Every run on one scale: the cosine Chamfer reward of its completions, weight 0.
         monitor = (
-            sdr.SDRReward(metric="chamfer", name="monitor_cham")
+            sdr_rewards.SDRReward(metric="chamfer", name="monitor_cham")
             if report
             else common.ImpressionReward("monitor_cos", metric="chamfer")
         )

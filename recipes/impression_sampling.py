@@ -31,9 +31,9 @@ import common  # noqa: E402
 
 
 def named(text: str) -> set:
-    import sdr
+    import sdr_rewards
 
-    labels = sdr.label(" ".join(text.split()))
+    labels = sdr_rewards.label(" ".join(text.split()))
     return {k for k, v in labels.items() if v == 1 and k != "No Finding"}
 
 

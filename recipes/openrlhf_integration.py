@@ -2,7 +2,7 @@
 
 OpenRLHF's `SingleTurnAgentExecutor` (openrlhf.utils.agent) generates one completion,
 decodes prompt + completion with its special tokens, and asks for the reward of that
-one sample: from a Python file (`--reward.remote_url .../sdr/openrlhf_reward.py`,
+one sample: from a Python file (`--reward.remote_url .../sdr_rewards/openrlhf_reward.py`,
 through `asyncio.to_thread`) or over HTTP (`--reward.remote_url
 http://HOST:PORT/get_reward`, here `sdr serve --missing-section score`). Both are
 driven here, many samples at once as in a rollout, with a stand-in for the vLLM
@@ -77,7 +77,7 @@ def main() -> int:
     from openrlhf.utils.agent import SingleTurnAgentExecutor
     from transformers import AutoTokenizer
 
-    import sdr
+    import sdr_rewards
 
     problems: list = []
     report: dict = {}
@@ -92,7 +92,7 @@ def main() -> int:
     answers = {tuple(tok(p, add_special_tokens=False)["input_ids"]): c for p, c in zip(prompts, completions)}
     engine = Engine(tok, answers)
 
-    policy = sdr.SDRReward(metric="chamfer", missing_section="score")
+    policy = sdr_rewards.SDRReward(metric="chamfer", missing_section="score")
     expected = policy.score(completions, references=labels)
     report["expected"] = expected["reward"]
 
@@ -113,7 +113,7 @@ def main() -> int:
             problems.append(f"{label}: extra_logs missing_sections {missing}")
 
     # The reward file, loaded and called by OpenRLHF.
-    path = Path(sdr.__file__).with_name("openrlhf_reward.py")
+    path = Path(sdr_rewards.__file__).with_name("openrlhf_reward.py")
     check("file", asyncio.run(rollout(SingleTurnAgentExecutor(str(path)), tok, prompts, labels, engine)))
 
     # sdr serve, over HTTP.

@@ -4,17 +4,17 @@
         --format csv --split train --shards 8 --out iu-train.safetensors [--address auto]
 
 Ray Data holds the shard indices 0..N-1 (``ray.data.range``); ``map_batches`` calls
-``sdr.build_corpus(..., shard=(i, N))`` for each, which reads the source, keeps the
+``sdr_rewards.build_corpus(..., shard=(i, N))`` for each, which reads the source, keeps the
 contiguous range of reports ``i*n//N .. (i+1)*n//N`` of the n selected, embeds their
 distinct sentences and writes ``part-i-of-N.safetensors`` into ``--workdir``. The driver
-then calls ``sdr.merge_corpus``, which checks that the shards are complete, disjoint and of
+then calls ``sdr_rewards.merge_corpus``, which checks that the shards are complete, disjoint and of
 one build, and writes the corpus a single ``sdr corpus build`` with the same options
 would have written (same reports, order, sentence table and metadata; ``source`` is the
 path as the workers saw it; vectors bit for bit with the hash stand-in, within about 1e-7
 with all-mpnet-base-v2, whose vectors move in the last bits with their padded batch).
 
 On a real cluster (``--address auto`` on a node of it, or ``ray://HOST:10001``), every
-node needs the ``sdr`` wheel (``scripts/setup-ray.sh``), the model folder (``SDR_MODEL`` or
+node needs the ``sdr-rewards`` wheel (``scripts/setup-ray.sh``), the model folder (``SDR_MODEL`` or
 ``scripts/fetch-model.sh``), and the input and ``--workdir`` on a file system that all
 nodes see (NFS, a mounted bucket).
 
@@ -63,7 +63,7 @@ def parse_args(argv=None):
 def build_shards(batch, *, args, n, workdir):
     """One Ray Data batch of shard indices -> build each shard; return what each wrote."""
     import ray
-    import sdr
+    import sdr_rewards
 
     node = ray.get_runtime_context().get_node_id()
     out = {k: [] for k in ("shard", "path", "n_reports", "n_sentences", "node", "host", "seconds")}
@@ -71,7 +71,7 @@ def build_shards(batch, *, args, n, workdir):
         i = int(i)
         path = os.path.join(workdir, f"part-{i:05d}-of-{n:05d}.safetensors")
         t0 = time.time()
-        info = sdr.build_corpus(
+        info = sdr_rewards.build_corpus(
             args.input, path, args.format, shard=(i, n), split=args.split, sample=args.sample,
             seed=args.seed, id_col=args.id_col, findings_col=args.findings_col,
             impression_col=args.impression_col, encoder=args.encoder, model_dir=args.model,
@@ -90,12 +90,12 @@ def build_shards(batch, *, args, n, workdir):
 def main(argv=None):
     args = parse_args(argv)
     import ray
-    import sdr
+    import sdr_rewards
 
     if args.shards < 1:
         sys.exit("--shards must be at least 1")
     try:
-        sdr.check_device(args.device)  # a CPU wheel refuses cuda here, not in every task
+        sdr_rewards.check_device(args.device)  # a CPU wheel refuses cuda here, not in every task
     except ValueError as e:
         sys.exit(f"--device {args.device}: {e}")
     if args.device.lower() != "cpu" and args.num_gpus <= 0:
@@ -120,7 +120,7 @@ def main(argv=None):
     nodes = sorted({r["node"] for r in built})
     print(f"built {len(built)} shards on {len(nodes)} nodes in {build_s:.1f}s; merging", flush=True)
     t1 = time.time()
-    merged = sdr.merge_corpus([r["path"] for r in built], out)
+    merged = sdr_rewards.merge_corpus([r["path"] for r in built], out)
     merge_s = time.time() - t1
     print(f"merged: {merged['n_reports']} reports, {merged['n_sentences']} distinct sentences -> {out} "
           f"in {merge_s:.1f}s", flush=True)

@@ -10,13 +10,13 @@ For every policy of every table: CheXpert F1 macro-14, micro-14, macro-5 and mic
 the same test studies against the same references as the published table (Findings ->
 Impression: the first 200 test studies, the reference Impression, the generated text with
 its whitespace collapsed, as ``evaluate_impression.py``; full reports: the first 100 test
-studies, each section of ``sdr.parse_report`` against the same section of the reference,
+studies, each section of ``sdr_rewards.parse_report`` against the same section of the reference,
 as ``evaluate.py``), and how many studies each labeler labels with at least one finding
 (an observation other than No Finding and Support Devices present; the rules count
 uncertain as present). For every comparison a page states (each policy against the page's
 baseline, SFT or SFT2) and for the policy-versus-policy rankings the pages claim, the
 relative change in % of the full-sample F1 and its 95 % paired-bootstrap interval
-(``sdr.metrics.chexpert_f1_bootstrap``: 1,000 resamples of the studies, seed 43; ``null``
+(``sdr_rewards.metrics.chexpert_f1_bootstrap``: 1,000 resamples of the studies, seed 43; ``null``
 where a resample's baseline F1 is 0, as in the published tables).
 
 The rule-labeler figures must reproduce the published ones (``summary.json`` of each
@@ -31,7 +31,7 @@ scripts/results.py``). Deterministic: a second run writes identical files.
 
     .venv-trainers/bin/python recipes/rejudge.py
 
-(needs the ``sdr`` wheel with the judge, and all-MiniLM-L6-v2 from
+(needs the ``sdr-rewards`` wheel with the judge, and all-MiniLM-L6-v2 from
 ``scripts/fetch-minilm.sh``, the judge's base model).
 """
 
@@ -130,22 +130,22 @@ def read_generations(folder: Path, name: str, rows) -> list:
 def names_finding(texts, labeler: str) -> int:
     """How many of `texts` the labeler labels with at least one finding (the rules count
     uncertain as present; the judge has no uncertain label)."""
-    import sdr
+    import sdr_rewards
 
     n = 0
     for t in texts:
-        labels = sdr.label(t, labeler=labeler)
+        labels = sdr_rewards.label(t, labeler=labeler)
         if any(v in (1, -1) for o, v in labels.items() if o not in NOT_FINDINGS):
             n += 1
     return n
 
 
 def f1_of(hyps, refs) -> dict:
-    import sdr
+    import sdr_rewards
 
     out = {}
     for lab in LABELERS:
-        r = sdr.chexpert_f1(hyps, refs, labeler=lab)
+        r = sdr_rewards.chexpert_f1(hyps, refs, labeler=lab)
         out[lab] = {k: r[k] for k in KEYS}
     return out
 
@@ -156,7 +156,7 @@ def change(a: float, b: float):
 
 def compare(name: str, base: str, kind: str, hyps: dict, refs, f1: dict) -> dict:
     """Relative change of `name` against `base` under both labelers, with intervals."""
-    from sdr import metrics
+    from sdr_rewards import metrics
 
     out = {"policy": name, "against": base, "kind": kind, "studies": len(refs)}
     for lab in LABELERS:
@@ -232,13 +232,13 @@ def impression_attempts() -> dict:
 
 
 def report_sections() -> dict:
-    import sdr
+    import sdr_rewards
 
     rows = common.studies("test")[:100]
     folder = common.ROOT / REPORT["dir"]
     published = json.loads((folder / "summary.json").read_text())
     texts = {name: read_generations(folder, name, rows) for name in REPORT["policies"]}
-    parsed = {name: [sdr.parse_report(t) for t in ts] for name, ts in texts.items()}
+    parsed = {name: [sdr_rewards.parse_report(t) for t in ts] for name, ts in texts.items()}
     out = {"studies": len(rows), "sections": []}
     for sec in SECTIONS:
         refs = [" ".join(r[sec].split()) for r in rows]
@@ -300,17 +300,17 @@ def write_json_atomic(path: Path, obj) -> None:
 
 
 def header() -> dict:
-    from sdr import metrics  # noqa: F401  (the wheel must have the judge's bootstrap)
+    from sdr_rewards import metrics  # noqa: F401  (the wheel must have the judge's bootstrap)
 
     return {
         "script": "recipes/rejudge.py",
         "labelers": {
-            "rules": "sdr.chexpert_f1(labeler='rules'): SPEC §8's rule labeler, uncertain counted as present",
-            "judge": "sdr.chexpert_f1(labeler='judge'): SPEC §8a's judge (all-MiniLM-L6-v2 + LoRA, "
+            "rules": "sdr_rewards.chexpert_f1(labeler='rules'): SPEC §8's rule labeler, uncertain counted as present",
+            "judge": "sdr_rewards.chexpert_f1(labeler='judge'): SPEC §8a's judge (all-MiniLM-L6-v2 + LoRA, "
             "trained on IU X-ray's human MeSH coding)",
         },
         "bootstrap": {"resamples": 1000, "seed": 43, "level": 0.95,
-                      "function": "sdr.metrics.chexpert_f1_bootstrap",
+                      "function": "sdr_rewards.metrics.chexpert_f1_bootstrap",
                       "value": "relative change of corpus-level F1 in %, policy against `against`"},
         "name_a_finding": "studies whose text has an observation other than No Finding and Support Devices "
         "present (rules: positive or uncertain)",

@@ -151,7 +151,7 @@ def read_references(ids):
 
 def content(text: str, mode: str):
     """(content the judge and the text metrics read, well-formed?) of one candidate."""
-    import sdr
+    import sdr_rewards as sdr
 
     if mode == "impression":
         t = " ".join(text.split())
@@ -166,7 +166,7 @@ def reward_text(text: str, mode: str) -> str:
     reads only the template, a ``Findings:`` / ``Impression:`` report scores 0 as written); a
     malformed one as it is (0, as in training). Impression mode: the text in both sections
     (``ImpressionReward``); an empty text as it is (0)."""
-    import sdr
+    import sdr_rewards as sdr
 
     if mode == "impression":
         t = " ".join(text.split())
@@ -178,7 +178,7 @@ def reward_text(text: str, mode: str) -> str:
 
 
 def reference_content(ref, mode: str) -> str:
-    import sdr
+    import sdr_rewards as sdr
 
     if mode == "impression":
         return ref["impression"]
@@ -201,7 +201,7 @@ def example_f1(h: frozenset, r: frozenset) -> float:
 
 def sdr_rewards(texts, refs, mode: str, cache_dir: str, log) -> dict:
     """Every SDR reward of `texts` (one list, all studies) against `refs` (one per text)."""
-    import sdr
+    import sdr_rewards as sdr
 
     texts = [reward_text(t, mode) for t in texts]
     if mode == "impression":
@@ -227,7 +227,7 @@ def sdr_rewards(texts, refs, mode: str, cache_dir: str, log) -> dict:
 
 
 def text_metrics(contents, ref_contents, bertscore_model) -> dict:
-    from sdr import metrics
+    from sdr_rewards import metrics
 
     res = metrics.score(
         contents, ref_contents, metrics=list(TEXT_METRICS.values()), sections=False,
@@ -239,7 +239,7 @@ def text_metrics(contents, ref_contents, bertscore_model) -> dict:
 def score_all(rows, refs, mode: str, bertscore_model, log) -> list:
     """Per study: {"id", "candidates": [{k, format_valid, judge_f1, rules_f1, labels, scores}]},
     and per study the reference's labels."""
-    import sdr
+    import sdr_rewards as sdr
 
     texts, owners, contents, valid = [], [], [], []
     for s, r in enumerate(rows):
@@ -406,7 +406,7 @@ def pick(study, metric: str) -> int:
 
 
 def aggregate(studies, texts, args) -> dict:
-    import sdr
+    import sdr_rewards as sdr
 
     n = len(studies)
     rng = random.Random(args.seed)

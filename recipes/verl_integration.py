@@ -1,11 +1,11 @@
-"""Integration check: `sdr/verl.py` inside verl 0.9's own reward loop, on a CPU.
+"""Integration check: `sdr_rewards/verl.py` inside verl 0.9's own reward loop, on a CPU.
 
 Configurations are composed from verl's own hydra config (verl/trainer/config/
 ppo_trainer.yaml, as `python -m verl.trainer.main_ppo` composes it), with only the
 keys the READMEs name:
 
     reward.reward_manager.name=<manager>
-    reward.custom_reward_function.path=<site-packages>/sdr/verl.py
+    reward.custom_reward_function.path=<site-packages>/sdr_rewards/verl.py
     reward.custom_reward_function.name=compute_score | compute_score_async
     +reward.custom_reward_function.reward_kwargs.metric=chamfer
     reward.num_workers=2
@@ -47,7 +47,7 @@ def compose(tokenizer_dir: str, manager: str, fn: str = "compute_score", extra=(
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    import sdr.verl
+    import sdr_rewards.verl
 
     config_dir = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
     GlobalHydra.instance().clear()
@@ -56,7 +56,7 @@ def compose(tokenizer_dir: str, manager: str, fn: str = "compute_score", extra=(
             config_name="ppo_trainer",
             overrides=[
                 f"reward.reward_manager.name={manager}",
-                f"reward.custom_reward_function.path={sdr.verl.__file__}",
+                f"reward.custom_reward_function.path={sdr_rewards.verl.__file__}",
                 f"reward.custom_reward_function.name={fn}",
                 "+reward.custom_reward_function.reward_kwargs.metric=chamfer",
                 "reward.num_workers=2",
@@ -114,7 +114,7 @@ def main() -> int:
     import ray
     from transformers import AutoTokenizer
 
-    import sdr
+    import sdr_rewards
     from verl.trainer.ppo.reward import get_custom_reward_fn
 
     problems: list = []
@@ -128,7 +128,7 @@ def main() -> int:
     responses = [common.target(r) for r in rows[1:]] + [truths[0]]
     responses[3] = "Findings without the template."
     decoded = [tok.decode(tok(r, add_special_tokens=False)["input_ids"], skip_special_tokens=True) for r in responses]
-    expected = sdr.SDRReward(metric="chamfer").score(decoded, references=truths)["reward"]
+    expected = sdr_rewards.SDRReward(metric="chamfer").score(decoded, references=truths)["reward"]
     report["expected"] = expected
 
     with tempfile.TemporaryDirectory() as tmp:

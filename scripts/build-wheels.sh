@@ -21,7 +21,7 @@
 #   aarch64  sdr-rewards        -        the cpu wheel for 64-bit ARM (Grace, Graviton), manylinux2014
 #                                        aarch64; cross-compiled, not run here. Not in the default set.
 #
-# Every variant installs the same import package, `sdr`. The variants are distinct
+# Every variant installs the same import package, `sdr_rewards`. The variants are distinct
 # distributions, not local versions (0.1.0+mkl), because PyPI refuses local versions and one
 # index must hold all three; install exactly one of them into an environment (they would
 # overwrite each other's files). The mkl and cuda wheels are the cpu wheel's build with the
@@ -162,7 +162,7 @@ for v in "${variants[@]}"; do
       log "cuda wheel (toolkit from PyPI: scripts/install-cuda.sh)"
       bash scripts/install-cuda.sh
       # The module finds cuBLAS & co. in the nvidia-* wheels next to it:
-      # site-packages/sdr/_sdr.abi3.so -> site-packages/nvidia/cu13/lib. maturin's own
+      # site-packages/sdr_rewards/_sdr.abi3.so -> site-packages/nvidia/cu13/lib. maturin's own
       # check is skipped (it would bundle cuBLAS, 700 MB); auditwheel show reads the tag below.
       whl=$(CUDA_ROOT=$ROOT/.cuda PATH="$ROOT/.cuda/bin:$PATH" CUDA_COMPUTE_CAP=${CUDA_COMPUTE_CAP:-80} \
         CUDARC_CUDA_VERSION=13040 \

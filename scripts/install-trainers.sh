@@ -72,11 +72,11 @@ fi
 
 bash scripts/fetch-model.sh >/dev/null
 if [ "${SDR_SKIP_WHEEL:-0}" != 1 ]; then
-  echo "== building the sdr wheel (maturin, release)" >&2
+  echo "== building the sdr-rewards wheel (maturin, release)" >&2
   WHEELS=$CARGO_TARGET_DIR/wheels-trainers
   rm -rf "$WHEELS"
   "$VENV/bin/maturin" build --release -q -m bindings/python/Cargo.toml -i "$VENV/bin/python" -o "$WHEELS" >&2
-  # Until 0.2.0 the distribution was called `sdr` (issue 54): drop that one, whose files are the same.
+  # Until 0.2.0 the distribution was called `sdr` (issue 54): drop that one, whose `sdr` package would linger.
   "$VENV/bin/python" -m pip show sdr 2>/dev/null | grep "^Summary: Set-distance rewards" >/dev/null && "$VENV/bin/python" -m pip uninstall -q -y sdr >&2
   "${PIP[@]}" --force-reinstall --no-deps "$WHEELS"/sdr_rewards-*.whl
 fi

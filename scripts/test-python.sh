@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Python bindings: build the `sdr` wheel with maturin, install it into a venv,
+# Python bindings: build the `sdr-rewards` wheel with maturin, install it into a venv,
 # run pytest (bindings/python/tests). Called by scripts/test.sh; also runs alone.
 #
 # Environment:
@@ -27,7 +27,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "== creating venv $VENV"
   "$PY" -m venv "$VENV"
 fi
-# cloudpickle: how Ray (verl's remote reward manager) sends sdr/verl.py's functions.
+# cloudpickle: how Ray (verl's remote reward manager) sends sdr_rewards/verl.py's functions.
 if ! "$VENV/bin/python" -c "import maturin, numpy, pytest, cloudpickle" 2>/dev/null; then
   echo "== pip install maturin numpy pytest cloudpickle"
   "$VENV/bin/python" -m pip install -q "maturin>=1.9,<2" numpy pytest cloudpickle
@@ -49,7 +49,7 @@ WHEELS=$CARGO_TARGET_DIR/wheels-sdr
 rm -rf "$WHEELS"
 "$VENV/bin/maturin" build --profile "$PROFILE" -q -m bindings/python/Cargo.toml \
   -i "$VENV/bin/python" -o "$WHEELS"
-# Until 0.2.0 the distribution was called `sdr` (issue 54): drop that one, whose files are the same.
+# Until 0.2.0 the distribution was called `sdr` (issue 54): drop that one, whose `sdr` package would linger.
 "$VENV/bin/python" -m pip show sdr 2>/dev/null | grep "^Summary: Set-distance rewards" >/dev/null && "$VENV/bin/python" -m pip uninstall -q -y sdr >&2
 "$VENV/bin/python" -m pip install -q --force-reinstall --no-deps "$WHEELS"/sdr_rewards-*.whl
 

@@ -6,7 +6,7 @@
 #      (default 30) unpacked (measured: 6.0 MB and 13.4 MB; the release-profile wheel it
 #      replaces was 31 MB and 144 MB),
 #   3. in a fresh venv, with no cargo or rustc on PATH, `pip install` of the wheel (numpy
-#      from PyPI or pip's find-links) imports `sdr` and scores a reward with all-mpnet-base-v2
+#      from PyPI or pip's find-links) imports `sdr_rewards` and scores a reward with all-mpnet-base-v2
 #      (scripts/fetch-model.sh, run here; idempotent).
 #
 # Usage: bash scripts/test-wheel.sh [WHEEL]
@@ -66,9 +66,9 @@ IFS=: read -ra dirs <<<"$PATH"
 for d in "${dirs[@]}"; do
   [[ -n "$d" && ! -e "$d/cargo" && ! -e "$d/rustc" ]] && clean=${clean:+$clean:}$d
 done
-cd "$tmp"   # not the repository: `import sdr` must find the installed package
+cd "$tmp"   # not the repository: `import sdr_rewards` must find the installed package
 env -u RUSTUP_HOME -u CARGO_HOME PATH="$tmp/venv/bin:$clean" bash -c '
   if command -v cargo || command -v rustc; then echo "test-wheel: FAIL: a Rust toolchain on PATH" >&2; exit 1; fi
-  python -c "import sdr, sys; r = sdr.SDRReward(); ref = \"<think>Heart size is normal. No pleural effusion.</think><answer>No acute disease.</answer>\"; s = r.score([ref, \"<think>Large left pleural effusion.</think><answer>Effusion.</answer>\", \"no template\"], references=[ref] * 3); print(sdr.__file__, sdr.__version__, [round(x, 4) for x in s[\"reward\"]]); rw = s[\"reward\"]; sys.exit(0 if abs(rw[0] - 3) < 1e-4 and 1 < rw[1] < 3 and rw[2] == 0 else \"unexpected rewards\")"
+  python -c "import sdr_rewards, sys; r = sdr_rewards.SDRReward(); ref = \"<think>Heart size is normal. No pleural effusion.</think><answer>No acute disease.</answer>\"; s = r.score([ref, \"<think>Large left pleural effusion.</think><answer>Effusion.</answer>\", \"no template\"], references=[ref] * 3); print(sdr_rewards.__file__, sdr_rewards.__version__, [round(x, 4) for x in s[\"reward\"]]); rw = s[\"reward\"]; sys.exit(0 if abs(rw[0] - 3) < 1e-4 and 1 < rw[1] < 3 and rw[2] == 0 else \"unexpected rewards\")"
 '
 echo "== $(date +%T) test-wheel: passed"

@@ -211,7 +211,7 @@ def scored_report() -> list[str]:
     return [
         "**How a candidate is scored.** The judge (and the rules, and BLEU-4, ROUGE-L, "
         "BERTScore-F1) read its *content*: the Findings then the Impression sentences that "
-        "`sdr.parse_report` finds, joined; a malformed candidate (a header missing) is judged on "
+        "`sdr_rewards.parse_report` finds, joined; a malformed candidate (a header missing) is judged on "
         "the sections that were parsed, the empty text when none was (it names no observation: "
         "judge F1 0 unless the reference names none either). The SDR rewards score the "
         "well-formed candidate rewritten in the paper's template from its parsed sections, the "

@@ -1,4 +1,4 @@
-//! `sdr.label`, `sdr.chexpert_f1`: CheXpert labels and F1 by the rule-based
+//! `sdr_rewards.label`, `sdr_rewards.chexpert_f1`: CheXpert labels and F1 by the rule-based
 //! labeler (SPEC §8) or the judge trained on human labels (SPEC §8a).
 
 use std::path::PathBuf;
@@ -151,7 +151,7 @@ fn clinical_cost() -> &'static sdr_clinical::ClinicalCost {
 /// ``grade`` or ``unmatched`` (a present finding the other list never names),
 /// ``other`` the index of the other list's sentence (``None`` for
 /// ``unmatched``), ``text`` the conflict in words. Returns ``{"a": [...],
-/// "b": [...]}``. Sentences are as the reward splits them (``sdr.parse_report``).
+/// "b": [...]}``. Sentences are as the reward splits them (``sdr_rewards.parse_report``).
 #[pyfunction]
 pub fn clinical_conflicts<'py>(
     py: Python<'py>,

@@ -1,4 +1,4 @@
-//! `sdr.build_corpus` / `sdr.merge_corpus`: the reference-corpus build of
+//! `sdr_rewards.build_corpus` / `sdr_rewards.merge_corpus`: the reference-corpus build of
 //! `sdr corpus build` (whole or one shard) and `sdr corpus merge`, for
 //! distributed builds (recipes/ray_corpus.py runs one shard per Ray task).
 

@@ -1,5 +1,5 @@
-//! `sdr.distance`, `sdr.distances`, `sdr.METRICS`: set distances on numpy
-//! arrays; `sdr.distance_batch`, `sdr.distances_batch`: many pairs in one call.
+//! `sdr_rewards.distance`, `sdr_rewards.distances`, `sdr_rewards.METRICS`: set distances on numpy
+//! arrays; `sdr_rewards.distance_batch`, `sdr_rewards.distances_batch`: many pairs in one call.
 
 use std::borrow::Cow;
 
@@ -146,7 +146,7 @@ fn warn(py: Python<'_>, msg: String) -> PyResult<()> {
 ///
 /// Arrays are float32 or float64; rows need not be unit-norm but must be
 /// finite and non-zero. `metric` is a spec such as ``"chamfer"``,
-/// ``"sinkhorn:eps=0.1"`` or ``"pot:rho=adaptive"`` (see ``sdr.METRICS``).
+/// ``"sinkhorn:eps=0.1"`` or ``"pot:rho=adaptive"`` (see ``sdr_rewards.METRICS``).
 /// Raises TypeError for non-arrays or other dtypes, ValueError for bad
 /// shapes, values or metric specs. Ctrl-C stops the computation within about
 /// 0.1 s (GW on thousands of rows takes tens of seconds) and raises
@@ -168,8 +168,8 @@ pub fn distance(
 
 /// Several metrics between the same two sets, sharing one cost matrix.
 /// Returns ``{canonical spec: value}``; `metrics=None` means all fifteen
-/// configurations of ``sdr.METRICS``. Errors, and Ctrl-C, as for
-/// ``sdr.distance``.
+/// configurations of ``sdr_rewards.METRICS``. Errors, and Ctrl-C, as for
+/// ``sdr_rewards.distance``.
 #[pyfunction]
 #[pyo3(signature = (a, b, metrics = None))]
 pub fn distances<'py>(
@@ -462,7 +462,7 @@ fn run_batch<T: sdr_core::cost::Element>(
 /// batch mixes float32 and float64; same values either way). The arrays
 /// are read after `pairs` has been consumed, while other threads may run:
 /// do not write to them during the call, nor yield one reused buffer.
-/// Raises the errors of ``sdr.distance``, naming the pair (``pairs[3]: set
+/// Raises the errors of ``sdr_rewards.distance``, naming the pair (``pairs[3]: set
 /// `b` row 2 is not finite``); type, shape and dimension errors are found
 /// while collecting, before any row is checked.
 #[pyfunction]
@@ -479,7 +479,7 @@ pub fn distance_batch<'py>(
 
 /// Several metrics for every `(a, b)` pair of `pairs`, sharing each pair's
 /// cost matrix: ``{canonical spec: float64 array, one value per pair}``.
-/// `metrics=None` means all fifteen configurations of ``sdr.METRICS``.
+/// `metrics=None` means all fifteen configurations of ``sdr_rewards.METRICS``.
 #[pyfunction]
 #[pyo3(signature = (pairs, metrics = None))]
 pub fn distances_batch<'py>(

@@ -1,4 +1,4 @@
-//! `sdr.Encoder`: all-mpnet-base-v2 sentence embeddings as numpy arrays.
+//! `sdr_rewards.Encoder`: all-mpnet-base-v2 sentence embeddings as numpy arrays.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -19,7 +19,7 @@ pub(crate) fn parse_device(device: &str) -> PyResult<EncoderDevice> {
     let parsed = device.parse::<EncoderDevice>().py()?;
     if !parsed.compiled_in() {
         return Err(PyValueError::new_err(format!(
-            "device '{parsed}': this build of the sdr package has no CUDA back-end; install \
+            "device '{parsed}': this build of the sdr_rewards package has no CUDA back-end; install \
              the CUDA wheel, sdr-rewards-cu13 (bash scripts/build-wheels.sh cuda), or build one \
              with `maturin build --release --features cuda -m bindings/python/Cargo.toml` \
              (toolkit from scripts/install-cuda.sh)"
@@ -81,7 +81,7 @@ pub(crate) fn open(
     Ok(loaded)
 }
 
-/// The encoder of ``sdr.Encoder`` and ``SDRReward``, on `device` at `precision`.
+/// The encoder of ``sdr_rewards.Encoder`` and ``SDRReward``, on `device` at `precision`.
 pub(crate) fn load_encoder(
     py: Python<'_>,
     model_dir: Option<PathBuf>,
@@ -115,7 +115,7 @@ pub(crate) fn load_encoder(
 /// f32), f32 with a RuntimeWarning on other CPUs, bf16 weights and activations on a
 /// GPU. Picklable: the model folder, device and precision are stored and the model
 /// reloaded on unpickling.
-#[pyclass(name = "Encoder", module = "sdr", frozen)]
+#[pyclass(name = "Encoder", module = "sdr_rewards", frozen)]
 pub struct PyEncoder {
     inner: Arc<Encoder>,
     /// As asked (``bf16`` may run as f32 on this CPU).

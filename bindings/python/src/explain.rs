@@ -1,7 +1,7 @@
-//! `sdr.explain` (Rust side): parse a candidate and its reference, embed their
+//! `sdr_rewards.explain` (Rust side): parse a candidate and its reference, embed their
 //! distinct sentences with the caller's embedding function, and explain the
 //! reward with `sdr_core::explain` (no maths here). The result is the JSON of
-//! `sdr explain`'s output line, which `py_src/sdr/explain.py` decodes.
+//! `sdr explain`'s output line, which `py_src/sdr_rewards/explain.py` decodes.
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;

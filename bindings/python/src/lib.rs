@@ -1,4 +1,4 @@
-//! Python bindings of SDR (module `sdr._sdr`; the package is `py_src/sdr`).
+//! Python bindings of SDR (module `sdr_rewards._sdr`; the package is `py_src/sdr_rewards`).
 //!
 //! Thin by design, like huggingface/tokenizers' bindings: every function
 //! copies its arguments into owned Rust values, releases the GIL, and calls

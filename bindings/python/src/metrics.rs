@@ -1,4 +1,4 @@
-//! `sdr._sdr.score_reports`: the Rust half of `sdr.metrics` — the same code
+//! `sdr_rewards._sdr.score_reports`: the Rust half of `sdr_rewards.metrics` — the same code
 //! as `sdr score` (`sdr_eval::report`), so both give the same numbers.
 
 use std::path::{Path, PathBuf};

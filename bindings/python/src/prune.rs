@@ -1,4 +1,4 @@
-//! `sdr.PruneScorer`: the partial score of distance-guided pruning (SPEC §6,
+//! `sdr_rewards.PruneScorer`: the partial score of distance-guided pruning (SPEC §6,
 //! `sdr_corpus::partial`) against a corpus file, for Python-side generation
 //! loops (the CLI's `sdr prune` uses the same rule).
 
@@ -26,7 +26,7 @@ use crate::error::ToPy;
 /// mean of the aggregated corpus distances over the sections that hold a
 /// sentence (``inf`` when neither does); lower is better, so a pruning round
 /// drops the highest scores.
-#[pyclass(name = "PruneScorer", module = "sdr._sdr")]
+#[pyclass(name = "PruneScorer", module = "sdr_rewards._sdr")]
 pub(crate) struct PyPruneScorer {
     corpus: Corpus,
     /// The encoder and a sentence cache of [`sdr_reward::DEFAULT_CACHE_MIB`]:

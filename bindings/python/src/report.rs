@@ -1,4 +1,4 @@
-//! `sdr.parse_report`, `sdr.split_sentences`.
+//! `sdr_rewards.parse_report`, `sdr_rewards.split_sentences`.
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;

@@ -1,4 +1,4 @@
-//! `sdr._sdr.RewardScorer`: the Rust half of `sdr.SDRReward`.
+//! `sdr_rewards._sdr.RewardScorer`: the Rust half of `sdr_rewards.SDRReward`.
 //!
 //! The Python class handles trainer conventions (keyword columns, chat
 //! messages, logging callbacks, pickling, forks); this one scores a batch of
@@ -156,7 +156,7 @@ pub(crate) fn callable_name(func: &Bound<'_, PyAny>) -> String {
 }
 
 /// [`call_matrix`] with its failure as the exception for the caller, naming
-/// the encoder (`SDRReward`'s probe call and `sdr.explain`'s one call).
+/// the encoder (`SDRReward`'s probe call and `sdr_rewards.explain`'s one call).
 pub(crate) fn embed_checked(
     py: Python<'_>,
     func: &Py<PyAny>,
@@ -183,7 +183,7 @@ fn call_matrix(
 }
 
 /// The rows of what an encoder returned for `texts`, checked (the callable
-/// of `SDRReward(encoder=...)` and of `sdr.explain`).
+/// of `SDRReward(encoder=...)` and of `sdr_rewards.explain`).
 fn check_matrix(
     py: Python<'_>,
     out: Py<PyAny>,
@@ -325,8 +325,8 @@ fn reference_arg(i: usize, value: &Bound<'_, PyAny>) -> PyResult<OwnedReference>
     })
 }
 
-/// Scores completions against references (see ``sdr.SDRReward``).
-#[pyclass(name = "RewardScorer", module = "sdr._sdr", frozen, weakref)]
+/// Scores completions against references (see ``sdr_rewards.SDRReward``).
+#[pyclass(name = "RewardScorer", module = "sdr_rewards._sdr", frozen, weakref)]
 pub struct PyRewardScorer {
     scorer: Scorer,
     /// The Python callable behind the scorer, when one was given.

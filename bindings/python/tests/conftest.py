@@ -37,13 +37,13 @@ def sdr_bin():
 
 @pytest.fixture(scope="session")
 def reward():
-    import sdr
+    import sdr_rewards
 
-    return sdr.SDRReward()
+    return sdr_rewards.SDRReward()
 
 
 @pytest.fixture(scope="session")
 def encoder():
-    import sdr
+    import sdr_rewards
 
-    return sdr.Encoder()
+    return sdr_rewards.Encoder()

@@ -6,7 +6,7 @@ import pickle
 import numpy as np
 import pytest
 
-import sdr
+import sdr_rewards
 from conftest import GOOD, OTHER, REF
 
 VOCAB = ["heart", "normal", "lungs", "clear", "effusion", "acute", "disease", "cardiomegaly", "pleural", "right"]
@@ -31,7 +31,7 @@ class Counting:
 
 def test_completion_sentences_are_embedded_once_per_run():
     enc = Counting()
-    r = sdr.SDRReward(encoder=enc)
+    r = sdr_rewards.SDRReward(encoder=enc)
     r.cache_info()  # builds the scorer: one probe call learns the dimension
     probe = len(enc.seen)
     first = r.score([GOOD, OTHER] * 4, references=[REF] * 8)
@@ -50,7 +50,7 @@ def test_completion_sentences_are_embedded_once_per_run():
 
 def test_cache_off_embeds_again():
     enc = Counting()
-    r = sdr.SDRReward(encoder=enc, cache_mib=0)
+    r = sdr_rewards.SDRReward(encoder=enc, cache_mib=0)
     r.score([GOOD], references=[REF])
     r.score([GOOD], references=[REF])
     assert r.last_stats()["embedded"] == 7
@@ -59,21 +59,21 @@ def test_cache_off_embeds_again():
 
 def test_persisted_cache_starts_warm_and_other_encoders_are_refused(tmp_path):
     path = tmp_path / "cache.bin"
-    r = sdr.SDRReward(encoder=Counting(), cache_path=path, encoder_id="counting-v1", cache_save_interval=0)
+    r = sdr_rewards.SDRReward(encoder=Counting(), cache_path=path, encoder_id="counting-v1", cache_save_interval=0)
     first = r.score([GOOD, OTHER], references=[REF, REF])
     # Interval 0: saved after the batch.
     assert path.exists()
     assert r.save_cache() == 0  # nothing changed since
 
     warm_enc = Counting()
-    warm = sdr.SDRReward(encoder=warm_enc, cache_path=path, encoder_id="counting-v1")
+    warm = sdr_rewards.SDRReward(encoder=warm_enc, cache_path=path, encoder_id="counting-v1")
     assert warm.cache_info()["load"].endswith("loaded 10 sentences")
     assert warm.score([GOOD, OTHER], references=[REF, REF]) == first
     assert warm.last_stats()["embedded"] == 0
 
     before = path.read_bytes()
     with pytest.warns(RuntimeWarning, match="counting-v1"):
-        other = sdr.SDRReward(encoder=Counting(), cache_path=path, encoder_id="counting-v2")
+        other = sdr_rewards.SDRReward(encoder=Counting(), cache_path=path, encoder_id="counting-v2")
         other.cache_info()
     other.score([GOOD], references=[REF])
     assert other.last_stats()["embedded"] == 7  # started empty
@@ -85,11 +85,11 @@ def test_damaged_cache_is_refused_then_replaced(tmp_path):
     path = tmp_path / "cache.bin"
     path.write_bytes(b"SDRC2" + b"\x00" * 100)
     with pytest.warns(RuntimeWarning, match="unusable sentence cache"):
-        r = sdr.SDRReward(encoder=Counting(), cache_path=path, encoder_id="c")
+        r = sdr_rewards.SDRReward(encoder=Counting(), cache_path=path, encoder_id="c")
         r.cache_info()
     r.score([GOOD], references=[REF])
     assert r.save_cache() == 7
-    again = sdr.SDRReward(encoder=Counting(), cache_path=path, encoder_id="c")
+    again = sdr_rewards.SDRReward(encoder=Counting(), cache_path=path, encoder_id="c")
     assert again.cache_info()["refused"] is False
 
 
@@ -97,7 +97,7 @@ def test_another_kind_of_file_is_refused_and_kept(tmp_path):
     path = tmp_path / "corpus.safetensors"
     path.write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ")
     before = path.read_bytes()
-    r = sdr.SDRReward(encoder=Counting(), cache_path=path, encoder_id="c", cache_save_interval=0)
+    r = sdr_rewards.SDRReward(encoder=Counting(), cache_path=path, encoder_id="c", cache_save_interval=0)
     with pytest.raises(ValueError, match="not an SDR sentence-cache file"):
         r.score([GOOD], references=[REF])
     assert path.read_bytes() == before
@@ -105,15 +105,15 @@ def test_another_kind_of_file_is_refused_and_kept(tmp_path):
 
 def test_bad_cache_options():
     with pytest.raises(ValueError, match="encoder_id"):
-        sdr.SDRReward(encoder=Counting(), cache_path="x.bin").score([GOOD], references=[REF])
+        sdr_rewards.SDRReward(encoder=Counting(), cache_path="x.bin").score([GOOD], references=[REF])
     with pytest.raises(ValueError, match="cache_mib"):
-        sdr.SDRReward(cache_mib=-1)
+        sdr_rewards.SDRReward(cache_mib=-1)
     with pytest.raises(ValueError, match="cache_save_interval"):
-        sdr.SDRReward(cache_save_interval=float("nan"))
+        sdr_rewards.SDRReward(cache_save_interval=float("nan"))
 
 
 def test_cache_options_pickle():
-    r = sdr.SDRReward(encoder_id="x", cache_mib=12.5, cache_path="/tmp/x.bin")
+    r = sdr_rewards.SDRReward(encoder_id="x", cache_mib=12.5, cache_path="/tmp/x.bin")
     r2 = pickle.loads(pickle.dumps(r))
     assert (r2.cache_mib, r2.cache_path, r2.encoder_id) == (12.5, "/tmp/x.bin", "x")
     assert "cache_mib=12.5" in repr(r2)
@@ -121,7 +121,7 @@ def test_cache_options_pickle():
 
 def test_trl_logs_carry_the_cache_counters():
     logged = {}
-    r = sdr.SDRReward(encoder=Counting())
+    r = sdr_rewards.SDRReward(encoder=Counting())
     for _ in range(2):
         r(
             prompts=["p"] * 2,

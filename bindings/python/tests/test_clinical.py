@@ -1,5 +1,5 @@
-"""sdr.label / sdr.chexpert_f1 (the Rust labeler) and the wiring of the
-sdr.clinical adapters, with stand-ins of the same interface as the optional
+"""sdr_rewards.label / sdr_rewards.chexpert_f1 (the Rust labeler) and the wiring of the
+sdr_rewards.clinical adapters, with stand-ins of the same interface as the optional
 f1chexbert and radgraph packages (no model is loaded or downloaded)."""
 
 import json
@@ -9,8 +9,8 @@ import types
 
 import pytest
 
-import sdr
-from sdr import clinical
+import sdr_rewards
+from sdr_rewards import clinical
 
 ORDER = [
     "No Finding",
@@ -38,13 +38,13 @@ TEXTS = [
 
 
 def test_label_gives_all_14_in_order():
-    l = sdr.label(TEXTS[0])
+    l = sdr_rewards.label(TEXTS[0])
     assert list(l) == ORDER
     assert (l["Cardiomegaly"], l["Pneumothorax"], l["Pneumonia"]) == (0, 0, -1)
     assert l["No Finding"] is None and l["Fracture"] is None
-    l = sdr.label(TEXTS[1])
+    l = sdr_rewards.label(TEXTS[1])
     assert (l["Cardiomegaly"], l["Pleural Effusion"], l["No Finding"]) == (0, 0, 1)
-    assert all(v is None for v in sdr.label("").values())
+    assert all(v is None for v in sdr_rewards.label("").values())
 
 
 def test_label_agrees_with_the_cli(sdr_bin, tmp_path):
@@ -54,13 +54,13 @@ def test_label_agrees_with_the_cli(sdr_bin, tmp_path):
     lines = [json.loads(x) for x in out.stdout.splitlines()]
     assert [x["id"] for x in lines] == list(range(len(TEXTS)))
     for text, line in zip(TEXTS, lines):
-        assert line["labels"] == sdr.label(text)
+        assert line["labels"] == sdr_rewards.label(text)
 
 
 def test_chexpert_f1_macro_micro_and_uncertain():
     hyps = ["Cardiomegaly. Small left pleural effusion.", "No acute disease."]
     refs = ["Cardiomegaly. No effusion.", "Normal chest."]
-    r = sdr.chexpert_f1(hyps, refs)
+    r = sdr_rewards.chexpert_f1(hyps, refs)
     per = r["per_observation"]
     assert list(per) == ORDER
     assert (per["Cardiomegaly"], per["Pleural Effusion"], per["No Finding"]) == (1.0, 0.0, 1.0)
@@ -70,16 +70,16 @@ def test_chexpert_f1_macro_micro_and_uncertain():
     assert r["micro_f1_14"] == pytest.approx(0.8)
     assert r["macro_f1_5"] == pytest.approx(0.2)
     assert r["micro_f1_5"] == pytest.approx(2 / 3)
-    hedged = sdr.chexpert_f1(["Possible pneumonia."], ["Pneumonia."])
+    hedged = sdr_rewards.chexpert_f1(["Possible pneumonia."], ["Pneumonia."])
     assert hedged["per_observation"]["Pneumonia"] == 1.0
-    strict = sdr.chexpert_f1(["Possible pneumonia."], ["Pneumonia."], uncertain_as_positive=False)
+    strict = sdr_rewards.chexpert_f1(["Possible pneumonia."], ["Pneumonia."], uncertain_as_positive=False)
     assert strict["per_observation"]["Pneumonia"] == 0.0
     with pytest.raises(ValueError, match="paired by position"):
-        sdr.chexpert_f1(["a"], [])
+        sdr_rewards.chexpert_f1(["a"], [])
 
 
 def test_clinical_reexports_the_rule_metric():
-    assert clinical.chexpert_f1 is sdr.chexpert_f1 and clinical.label is sdr.label
+    assert clinical.chexpert_f1 is sdr_rewards.chexpert_f1 and clinical.label is sdr_rewards.label
 
 
 class FakeCheXbert:

@@ -6,9 +6,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-import sdr
-import sdr.verl
-from sdr.coalesce import Coalescer
+import sdr_rewards
+import sdr_rewards.verl
+from sdr_rewards.coalesce import Coalescer
 from conftest import GOOD, MALFORMED, OTHER, REF
 
 F = "Heart size is normal. The lungs are clear. No pleural effusion."
@@ -26,8 +26,8 @@ def samples(n):
 
 def test_threads_coalesce_bit_identical_to_one_batch():
     comps, refs = samples(96)
-    batched = sdr.SDRReward(cache_mib=64).score(comps, references=refs)
-    reward = sdr.SDRReward(cache_mib=64)
+    batched = sdr_rewards.SDRReward(cache_mib=64).score(comps, references=refs)
+    reward = sdr_rewards.SDRReward(cache_mib=64)
     calls = []
 
     def score(c, r):
@@ -52,8 +52,8 @@ def test_threads_coalesce_bit_identical_to_one_batch():
 
 def test_coroutines_coalesce_into_one_batch():
     comps, refs = samples(64)
-    batched = sdr.SDRReward(cache_mib=64).score(comps, references=refs)
-    reward = sdr.SDRReward(cache_mib=64)
+    batched = sdr_rewards.SDRReward(cache_mib=64).score(comps, references=refs)
+    reward = sdr_rewards.SDRReward(cache_mib=64)
     calls = []
 
     def score(c, r):
@@ -71,7 +71,7 @@ def test_coroutines_coalesce_into_one_batch():
 
 
 def test_a_bad_sample_fails_only_its_own_call():
-    reward = sdr.SDRReward()
+    reward = sdr_rewards.SDRReward()
     co = Coalescer(lambda c, r: reward.score(c, references=r), window_s=0.05)
     futures = [co.submit([GOOD], [REF]), co.submit([GOOD], ["<think>A.</think><answer></answer>"]), co.submit([OTHER], [REF])]
     assert futures[0].result()["reward"] == reward.score([GOOD], references=[REF])["reward"]
@@ -84,18 +84,18 @@ def test_a_bad_sample_fails_only_its_own_call():
 
 def test_verl_async_and_sync_per_sample_calls_equal_the_batch():
     comps, refs = samples(48)
-    batched = sdr.verl.compute_score_batch(solution_strs=comps, ground_truths=refs, cache_mib=32)
+    batched = sdr_rewards.verl.compute_score_batch(solution_strs=comps, ground_truths=refs, cache_mib=32)
 
     async def main():
         return await asyncio.gather(
-            *(sdr.verl.compute_score_async(None, c, r, None, cache_mib=16) for c, r in zip(comps, refs))
+            *(sdr_rewards.verl.compute_score_async(None, c, r, None, cache_mib=16) for c, r in zip(comps, refs))
         )
 
     assert [d["score"] for d in asyncio.run(main())] == [d["score"] for d in batched]
     with ThreadPoolExecutor(16) as pool:
-        sync = list(pool.map(lambda cr: sdr.verl.compute_score(None, cr[0], cr[1], cache_mib=8), zip(comps, refs)))
+        sync = list(pool.map(lambda cr: sdr_rewards.verl.compute_score(None, cr[0], cr[1], cache_mib=8), zip(comps, refs)))
     assert sync == batched
     with pytest.raises(ValueError, match="coalesce_ms must be a finite number"):
-        sdr.verl.compute_score(None, GOOD, REF, coalesce_ms=-1)
+        sdr_rewards.verl.compute_score(None, GOOD, REF, coalesce_ms=-1)
     # coalesce_ms=0: each call scored alone, the same numbers.
-    assert sdr.verl.compute_score(None, comps[0], refs[0], cache_mib=32, coalesce_ms=0) == batched[0]
+    assert sdr_rewards.verl.compute_score(None, comps[0], refs[0], cache_mib=32, coalesce_ms=0) == batched[0]

@@ -5,7 +5,7 @@ import warnings
 
 import numpy as np
 
-import sdr
+import sdr_rewards
 
 GOOD = "<think>The lungs are clear.</think><answer>No acute disease.</answer>"
 REF = "Findings: The lungs are clear. Heart size is normal. Impression: No acute disease."
@@ -16,14 +16,14 @@ def test_converged_distances_raise_no_warning():
     a, b = rng.normal(size=(5, 32)), rng.normal(size=(7, 32))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        out = sdr.distances(a, b)
-        one = sdr.distance(a, b, "sinkhorn:eps=0.01")
+        out = sdr_rewards.distances(a, b)
+        one = sdr_rewards.distance(a, b, "sinkhorn:eps=0.01")
     assert all(math.isfinite(v) for v in out.values())
     assert one == out["sinkhorn:eps=0.01"]
 
 
 def test_reward_results_carry_the_counts():
-    r = sdr.SDRReward(metric="gw:eps=0.1")
+    r = sdr_rewards.SDRReward(metric="gw:eps=0.1")
     out = r.score([GOOD, "no tags at all"], references=[REF, REF])
     assert out["unconverged"] == [0, 0] and out["failed"] == [0, 0]
     s = r.last_stats()

@@ -1,4 +1,4 @@
-"""sdr.build_corpus / sdr.merge_corpus: shards merged equal one build (and the CLI's)."""
+"""sdr_rewards.build_corpus / sdr_rewards.merge_corpus: shards merged equal one build (and the CLI's)."""
 
 import json
 import struct
@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-import sdr
+import sdr_rewards
 
 ROWS = [
     ("2", "Heart size normal. Lungs are clear.", "No acute disease."),
@@ -36,16 +36,16 @@ def header(path):
 
 def test_shards_merged_equal_single_build(csv, tmp_path, sdr_bin):
     single = tmp_path / "single.safetensors"
-    info = sdr.build_corpus(csv, single, "csv", encoder="hash-16")
+    info = sdr_rewards.build_corpus(csv, single, "csv", encoder="hash-16")
     assert info["n_reports"] == len(ROWS) and info["shard"] is None
     parts = []
     for i in (2, 0, 1):
         p = tmp_path / f"part-{i}.safetensors"
-        got = sdr.build_corpus(csv, p, "csv", shard=(i, 3), encoder="hash-16")
+        got = sdr_rewards.build_corpus(csv, p, "csv", shard=(i, 3), encoder="hash-16")
         assert got["shard"]["index"] == i and got["shard"]["total"] == len(ROWS)
         parts.append(p)
     merged = tmp_path / "merged.safetensors"
-    assert sdr.merge_corpus(parts, merged)["n_reports"] == len(ROWS)
+    assert sdr_rewards.merge_corpus(parts, merged)["n_reports"] == len(ROWS)
     assert header(merged) == header(single)
     assert "shard_index" not in header(merged) and header(parts[0])["shard_index"] == "2"
     # The same as the CLI's single build.
@@ -61,17 +61,17 @@ def test_shards_merged_equal_single_build(csv, tmp_path, sdr_bin):
 def test_merge_refusals_name_the_file(csv, tmp_path):
     parts = [tmp_path / f"part-{i}.safetensors" for i in range(3)]
     for i, p in enumerate(parts):
-        sdr.build_corpus(csv, p, "csv", shard=(i, 3), encoder="hash-16")
+        sdr_rewards.build_corpus(csv, p, "csv", shard=(i, 3), encoder="hash-16")
     with pytest.raises(ValueError, match="shards 1/3 missing"):
-        sdr.merge_corpus([parts[0], parts[2]], tmp_path / "m.safetensors")
+        sdr_rewards.merge_corpus([parts[0], parts[2]], tmp_path / "m.safetensors")
     with pytest.raises(ValueError, match="given twice"):
-        sdr.merge_corpus([parts[0], parts[1], parts[1], parts[2]], tmp_path / "m.safetensors")
+        sdr_rewards.merge_corpus([parts[0], parts[1], parts[1], parts[2]], tmp_path / "m.safetensors")
     other = tmp_path / "other.safetensors"
-    sdr.build_corpus(csv, other, "csv", shard=(2, 3), encoder="hash-8")
+    sdr_rewards.build_corpus(csv, other, "csv", shard=(2, 3), encoder="hash-8")
     with pytest.raises(ValueError, match="other.safetensors.*encoder"):
-        sdr.merge_corpus([parts[0], parts[1], other], tmp_path / "m.safetensors")
+        sdr_rewards.merge_corpus([parts[0], parts[1], other], tmp_path / "m.safetensors")
     assert not (tmp_path / "m.safetensors").exists()
     with pytest.raises(ValueError, match="shard"):
-        sdr.build_corpus(csv, tmp_path / "x.safetensors", "csv", shard=(3, 3), encoder="hash-16")
+        sdr_rewards.build_corpus(csv, tmp_path / "x.safetensors", "csv", shard=(3, 3), encoder="hash-16")
     with pytest.raises(FileNotFoundError):
-        sdr.build_corpus(tmp_path / "nope.csv", tmp_path / "x.safetensors", "csv", encoder="hash-16")
+        sdr_rewards.build_corpus(tmp_path / "nope.csv", tmp_path / "x.safetensors", "csv", encoder="hash-16")

@@ -1,4 +1,4 @@
-"""sdr.distance / sdr.distances / sdr.METRICS (mirrors sdr-core distance/)."""
+"""sdr_rewards.distance / sdr_rewards.distances / sdr_rewards.METRICS (mirrors sdr-core distance/)."""
 
 import json
 import subprocess
@@ -6,7 +6,7 @@ import subprocess
 import numpy as np
 import pytest
 
-import sdr
+import sdr_rewards
 
 CANONICAL = [
     "chamfer", "hausdorff", "ot", "sinkhorn:eps=0.01", "sinkhorn:eps=0.1", "sinkhorn:eps=0.5",
@@ -21,7 +21,7 @@ def pair(seed, n=4, m=6, d=16, dtype=np.float64):
 
 
 def test_metrics_are_the_fifteen_canonical_specs():
-    assert sdr.METRICS == CANONICAL
+    assert sdr_rewards.METRICS == CANONICAL
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -35,76 +35,76 @@ def test_values_equal_the_cli(sdr_bin, dtype):
     cli = [json.loads(l) for l in out.stdout.splitlines()]
     assert len(cli) == len(pairs)
     for (a, b), expected in zip(pairs, cli):
-        got = sdr.distances(a, b)
+        got = sdr_rewards.distances(a, b)
         assert list(got) == CANONICAL
         for k in CANONICAL:
             assert got[k] == expected[k], k  # same inputs, same code path: bit-equal
-            assert sdr.distance(a, b, k) == expected[k]
+            assert sdr_rewards.distance(a, b, k) == expected[k]
 
 
 def test_metric_subset_and_defaults():
     a, b = pair(1)
-    d = sdr.distances(a, b, ["sinkhorn", "pot"])
+    d = sdr_rewards.distances(a, b, ["sinkhorn", "pot"])
     assert list(d) == ["sinkhorn:eps=0.1", "pot:rho=adaptive"]
-    assert d["sinkhorn:eps=0.1"] == sdr.distance(a, b, "sinkhorn:eps=0.1")
+    assert d["sinkhorn:eps=0.1"] == sdr_rewards.distance(a, b, "sinkhorn:eps=0.1")
 
 
 def test_properties():
     a, b = pair(2)
     for m in CANONICAL:
-        assert sdr.distance(a, b, m) == pytest.approx(sdr.distance(b, a, m), abs=1e-9), m
+        assert sdr_rewards.distance(a, b, m) == pytest.approx(sdr_rewards.distance(b, a, m), abs=1e-9), m
     perm = a[::-1].copy()
-    assert sdr.distance(perm, b) == pytest.approx(sdr.distance(a, b), abs=1e-15)
+    assert sdr_rewards.distance(perm, b) == pytest.approx(sdr_rewards.distance(a, b), abs=1e-15)
     for m in ["chamfer", "hausdorff", "ot", "hung-nn", "pot:rho=0.5"]:
-        assert sdr.distance(a, a, m) == pytest.approx(0.0, abs=1e-12), m
+        assert sdr_rewards.distance(a, a, m) == pytest.approx(0.0, abs=1e-12), m
     # Cosine: scale does not matter.
-    assert sdr.distance(a * 7.5, b) == pytest.approx(sdr.distance(a, b), abs=1e-14)
+    assert sdr_rewards.distance(a * 7.5, b) == pytest.approx(sdr_rewards.distance(a, b), abs=1e-14)
 
 
 def test_non_contiguous_input_equals_contiguous():
     a, b = pair(3, n=5, d=8)
     fortran = np.asfortranarray(a)
     assert not fortran.flags.c_contiguous
-    assert sdr.distance(fortran, b) == sdr.distance(a, b)
+    assert sdr_rewards.distance(fortran, b) == sdr_rewards.distance(a, b)
     view = np.hstack([a, b[:5]])[:, ::2]  # strided columns
     assert not view.flags.c_contiguous
-    assert sdr.distance(view, b[:, :8].copy()) == sdr.distance(view.copy(), b[:, :8].copy())
+    assert sdr_rewards.distance(view, b[:, :8].copy()) == sdr_rewards.distance(view.copy(), b[:, :8].copy())
 
 
 def test_type_errors():
     a, b = pair(4)
     with pytest.raises(TypeError, match="numpy.ndarray"):
-        sdr.distance(a.tolist(), b)
+        sdr_rewards.distance(a.tolist(), b)
     with pytest.raises(TypeError, match="float32 or float64"):
-        sdr.distance(a.astype(np.int64), b)
+        sdr_rewards.distance(a.astype(np.int64), b)
     with pytest.raises(TypeError, match="float32 or float64"):
-        sdr.distance(a, b.astype(np.float16))
+        sdr_rewards.distance(a, b.astype(np.float16))
 
 
 def test_value_errors():
     a, b = pair(5)
     with pytest.raises(ValueError, match="2-D"):
-        sdr.distance(a[0], b)
+        sdr_rewards.distance(a[0], b)
     with pytest.raises(ValueError, match="2-D"):
-        sdr.distance(a[None], b)
+        sdr_rewards.distance(a[None], b)
     with pytest.raises(ValueError, match="empty"):
-        sdr.distance(np.zeros((0, 16)), b)
+        sdr_rewards.distance(np.zeros((0, 16)), b)
     with pytest.raises(ValueError, match="different dimensions"):
-        sdr.distance(a, b[:, :8].copy())
+        sdr_rewards.distance(a, b[:, :8].copy())
     bad = a.copy()
     bad[1, 3] = np.nan
     with pytest.raises(ValueError, match="row 1 is not finite"):
-        sdr.distance(bad, b)
+        sdr_rewards.distance(bad, b)
     bad = b.copy()
     bad[2] = 0
     with pytest.raises(ValueError, match="set `b` row 2 is the zero vector"):
-        sdr.distance(a, bad)
+        sdr_rewards.distance(a, bad)
     with pytest.raises(ValueError, match="unknown metric `chamfre`"):
-        sdr.distance(a, b, "chamfre")
+        sdr_rewards.distance(a, b, "chamfre")
     with pytest.raises(ValueError, match=r"`eps` must be in \[0.001, 1000\], got -1"):
-        sdr.distances(a, b, ["sinkhorn:eps=-1"])
+        sdr_rewards.distances(a, b, ["sinkhorn:eps=-1"])
     with pytest.raises(ValueError, match=r"`eps` must be in \[0.001, 1000\], got 1e-100"):
-        sdr.distance(a, b, "gw:eps=1e-100")
+        sdr_rewards.distance(a, b, "gw:eps=1e-100")
 
 
 # --- many pairs in one call -------------------------------------------------
@@ -123,15 +123,15 @@ def batch_pairs(dtype, count=12, d=16):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_batch_equals_one_pair_at_a_time(dtype):
     pairs = batch_pairs(dtype)
-    got = sdr.distances_batch(pairs)
+    got = sdr_rewards.distances_batch(pairs)
     assert list(got) == CANONICAL
     for spec in CANONICAL:
         assert got[spec].dtype == np.float64 and got[spec].shape == (len(pairs),)
         # Same cost matrices, same solvers: bit-equal.
-        assert got[spec].tolist() == [sdr.distance(a, b, spec) for a, b in pairs], spec
-    one = sdr.distance_batch(pairs, "hung-pen:alpha=0.1")
+        assert got[spec].tolist() == [sdr_rewards.distance(a, b, spec) for a, b in pairs], spec
+    one = sdr_rewards.distance_batch(pairs, "hung-pen:alpha=0.1")
     assert one.tolist() == got["hung-pen:alpha=0.1"].tolist()
-    assert sdr.distance_batch(pairs).tolist() == got["chamfer"].tolist()
+    assert sdr_rewards.distance_batch(pairs).tolist() == got["chamfer"].tolist()
 
 
 def test_batch_shares_a_repeated_set():
@@ -141,7 +141,7 @@ def test_batch_shares_a_repeated_set():
     ref = rng.normal(size=(6, 32)).astype(np.float32)
     pairs = [(rng.normal(size=(3 + k, 32)).astype(np.float32), ref) for k in range(8)]
     for spec in ["chamfer", "hung-pen:alpha=0.5", "ot", "gw:eps=0.1"]:
-        assert sdr.distance_batch(pairs, spec).tolist() == [sdr.distance(a, b, spec) for a, b in pairs]
+        assert sdr_rewards.distance_batch(pairs, spec).tolist() == [sdr_rewards.distance(a, b, spec) for a, b in pairs]
 
 
 def test_batch_mixes_dtypes_and_layouts():
@@ -152,16 +152,16 @@ def test_batch_mixes_dtypes_and_layouts():
     assert not strided.flags.c_contiguous
     mixed.append((a, strided))
     # Tuples, lists and generators of pairs are all accepted.
-    got = sdr.distance_batch((list(p) for p in mixed), "hausdorff")
-    assert got.tolist() == [sdr.distance(x, y, "hausdorff") for x, y in mixed]
+    got = sdr_rewards.distance_batch((list(p) for p in mixed), "hausdorff")
+    assert got.tolist() == [sdr_rewards.distance(x, y, "hausdorff") for x, y in mixed]
     # All float32, one of them in Fortran order: read as rows, not columns.
     f32 = pairs[:5] + [(np.asfortranarray(a), b)]
-    assert sdr.distance_batch(f32, "ot").tolist() == [sdr.distance(x, y, "ot") for x, y in f32]
+    assert sdr_rewards.distance_batch(f32, "ot").tolist() == [sdr_rewards.distance(x, y, "ot") for x, y in f32]
 
 
 def test_batch_of_nothing_is_empty():
-    assert sdr.distance_batch([]).shape == (0,)
-    assert sdr.distances_batch([], ["ot"])["ot"].shape == (0,)
+    assert sdr_rewards.distance_batch([]).shape == (0,)
+    assert sdr_rewards.distances_batch([], ["ot"])["ot"].shape == (0,)
 
 
 def test_batch_errors_name_the_pair():
@@ -174,27 +174,27 @@ def test_batch_errors_name_the_pair():
     zero[0] = 0
     bad[4][0] = zero
     with pytest.raises(ValueError, match=r"^pairs\[3\]: set `b` row 1 is not finite \(NaN"):
-        sdr.distance_batch(bad)
+        sdr_rewards.distance_batch(bad)
     with pytest.raises(ValueError, match=r"^pairs\[3\]: set `a` row 0 is the zero vector"):
-        sdr.distance_batch(bad[:3] + bad[4:])
+        sdr_rewards.distance_batch(bad[:3] + bad[4:])
     a, b = pairs[0]
     with pytest.raises(ValueError, match=r"pairs\[1\]: sets have different dimensions: a is 16-d, b is 8-d"):
-        sdr.distance_batch([(a, b), (a, b[:, :8].copy())])
+        sdr_rewards.distance_batch([(a, b), (a, b[:, :8].copy())])
     with pytest.raises(ValueError, match=r"pairs\[1\]\[0\] is empty"):
-        sdr.distance_batch([(a, b), (np.zeros((0, 16)), b)])
+        sdr_rewards.distance_batch([(a, b), (np.zeros((0, 16)), b)])
     with pytest.raises(ValueError, match=r"pairs\[0\] must be an \(a, b\) pair of arrays, got 3 items"):
-        sdr.distance_batch([(a, b, a)])
+        sdr_rewards.distance_batch([(a, b, a)])
     with pytest.raises(ValueError, match=r"pairs\[1\] must be an \(a, b\) pair of arrays, got 1 items"):
-        sdr.distance_batch([[a, b], [a]])
-    assert sdr.distance_batch([[a, b], iter((a, b))]).tolist() == sdr.distance_batch([(a, b)] * 2).tolist()
+        sdr_rewards.distance_batch([[a, b], [a]])
+    assert sdr_rewards.distance_batch([[a, b], iter((a, b))]).tolist() == sdr_rewards.distance_batch([(a, b)] * 2).tolist()
     with pytest.raises(TypeError, match=r"pairs\[1\]\[1\] must have dtype float32 or float64, got int64"):
-        sdr.distance_batch([(a, b), (a, b.astype(np.int64))])
+        sdr_rewards.distance_batch([(a, b), (a, b.astype(np.int64))])
     with pytest.raises(TypeError, match=r"pairs\[0\]\[0\] must be a numpy.ndarray"):
-        sdr.distance_batch([(a.tolist(), b)])
+        sdr_rewards.distance_batch([(a.tolist(), b)])
     with pytest.raises(ValueError, match=r"pairs\[0\]\[1\] must be a 2-D array"):
-        sdr.distance_batch([(a, b[0])])
+        sdr_rewards.distance_batch([(a, b[0])])
     with pytest.raises(ValueError, match="unknown metric `chamfre`"):
-        sdr.distance_batch([(a, b)], "chamfre")
+        sdr_rewards.distance_batch([(a, b)], "chamfre")
 
 
 def test_converged_batch_raises_no_warning():
@@ -202,7 +202,7 @@ def test_converged_batch_raises_no_warning():
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        sdr.distances_batch(batch_pairs(np.float64), ["sinkhorn:eps=0.01", "gw:eps=0.1"])
+        sdr_rewards.distances_batch(batch_pairs(np.float64), ["sinkhorn:eps=0.01", "gw:eps=0.1"])
 
 
 def test_odd_strides_and_offsets_are_read_as_numpy_reads_them():
@@ -212,33 +212,33 @@ def test_odd_strides_and_offsets_are_read_as_numpy_reads_them():
     rec["x"] = a
     field = rec["x"]
     assert field.strides[1] % 8 != 0 or field.strides[0] % 8 != 0
-    want = sdr.distance(a, b, "ot")
-    assert sdr.distance(field, b, "ot") == want
-    assert sdr.distance_batch([(field, b)], "ot").tolist() == [want]
+    want = sdr_rewards.distance(a, b, "ot")
+    assert sdr_rewards.distance(field, b, "ot") == want
+    assert sdr_rewards.distance_batch([(field, b)], "ot").tolist() == [want]
     # float32 rows in a buffer at an odd offset (not aligned for float32).
     raw = np.zeros(1 + a.size * 4, dtype=np.uint8)
     odd = np.frombuffer(raw.data, dtype=np.float32, count=a.size, offset=1).reshape(a.shape)
     assert not odd.flags.aligned
     raw[1:] = np.frombuffer(a.astype(np.float32).tobytes(), dtype=np.uint8)
-    want32 = sdr.distance(a.astype(np.float32), b.astype(np.float32), "chamfer")
-    assert sdr.distance(odd, b.astype(np.float32), "chamfer") == want32
-    assert sdr.distance_batch([(odd, b.astype(np.float32))], "chamfer").tolist() == [want32]
+    want32 = sdr_rewards.distance(a.astype(np.float32), b.astype(np.float32), "chamfer")
+    assert sdr_rewards.distance(odd, b.astype(np.float32), "chamfer") == want32
+    assert sdr_rewards.distance_batch([(odd, b.astype(np.float32))], "chamfer").tolist() == [want32]
 
 
 def test_an_absurd_length_is_only_a_hint():
     with pytest.raises(TypeError, match=r"pairs\[0\] must be an \(a, b\) pair|not iterable"):
-        sdr.distance_batch(range(10**12))
+        sdr_rewards.distance_batch(range(10**12))
 
 
 def test_one_metric_as_a_string_and_bad_items_name_their_pair():
     rng = np.random.default_rng(3)
     a, b = rng.normal(size=(3, 8)), rng.normal(size=(4, 8))
-    assert sdr.distances(a, b, "ot") == sdr.distances(a, b, ["ot"])
-    assert list(sdr.distances_batch([(a, b)], "chamfer")) == ["chamfer"]
+    assert sdr_rewards.distances(a, b, "ot") == sdr_rewards.distances(a, b, ["ot"])
+    assert list(sdr_rewards.distances_batch([(a, b)], "chamfer")) == ["chamfer"]
     with pytest.raises(TypeError, match="metrics must be a list of metric specs"):
-        sdr.distances(a, b, 42)
+        sdr_rewards.distances(a, b, 42)
     with pytest.raises(TypeError, match=r"^pairs\[1\] must be an \(a, b\) pair of arrays, got NoneType"):
-        sdr.distance_batch([(a, b), None])
+        sdr_rewards.distance_batch([(a, b), None])
 
 
 def test_ctrl_c_stops_a_long_batch():
@@ -251,7 +251,7 @@ def test_ctrl_c_stops_a_long_batch():
     sets = [rng.normal(size=(8, 16)) for _ in range(64)]
     pairs = [(sets[k % 64], sets[(k * 7 + 1) % 64]) for k in range(4_000)]
     t0 = time.perf_counter()
-    sdr.distance_batch(pairs, "gw")
+    sdr_rewards.distance_batch(pairs, "gw")
     per_pair = (time.perf_counter() - t0) / len(pairs)
     # A batch that would take about 4 s, interrupted after 0.2 s.
     big = pairs * max(1, int(4.0 / per_pair / len(pairs)))
@@ -259,7 +259,7 @@ def test_ctrl_c_stops_a_long_batch():
     t0 = time.perf_counter()
     timer.start()
     with pytest.raises(KeyboardInterrupt):
-        sdr.distance_batch(big, "gw")
+        sdr_rewards.distance_batch(big, "gw")
     elapsed = time.perf_counter() - t0
     timer.join()
     assert elapsed < 0.5 * per_pair * len(big), (elapsed, per_pair * len(big))
@@ -317,9 +317,9 @@ def test_ctrl_c_stops_one_long_pair(call, handler, expected):
         timer, sent = _signal_after(0.3, signal.SIGINT)
         with pytest.raises(expected):
             if call == "distance":
-                sdr.distance(a, b, "gw")
+                sdr_rewards.distance(a, b, "gw")
             else:
-                sdr.distances(a, b, ["chamfer", "gw"])
+                sdr_rewards.distances(a, b, ["chamfer", "gw"])
         late = time.perf_counter() - sent[0]
         timer.join()
     finally:
@@ -337,7 +337,7 @@ def test_ctrl_c_stops_a_batch_within_its_long_pair():
     small = [(a[:3], b[:4])] * 5
     timer, sent = _signal_after(0.3, signal.SIGINT)
     with pytest.raises(KeyboardInterrupt):
-        sdr.distance_batch(small + [(a, b)] + small, "gw")
+        sdr_rewards.distance_batch(small + [(a, b)] + small, "gw")
     late = time.perf_counter() - sent[0]
     timer.join()
     assert late < 1.0, late

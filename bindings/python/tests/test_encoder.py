@@ -1,11 +1,11 @@
-"""sdr.Encoder (mirrors sdr-embed)."""
+"""sdr_rewards.Encoder (mirrors sdr-embed)."""
 
 import pickle
 
 import numpy as np
 import pytest
 
-import sdr
+import sdr_rewards
 
 
 def test_embed_shape_norm_and_cache(encoder):
@@ -25,7 +25,7 @@ def test_embed_shape_norm_and_cache(encoder):
 
 def test_similar_sentences_are_closer(encoder):
     e = encoder.embed(["The lungs are clear.", "Lungs are clear.", "Large right pleural effusion."])
-    assert sdr.distance(e[:1], e[1:2]) < sdr.distance(e[:1], e[2:3])
+    assert sdr_rewards.distance(e[:1], e[1:2]) < sdr_rewards.distance(e[:1], e[2:3])
 
 
 def test_pickle_reloads_from_the_same_folder(encoder):
@@ -36,7 +36,7 @@ def test_pickle_reloads_from_the_same_folder(encoder):
 
 def test_missing_model_dir_is_file_not_found(tmp_path):
     with pytest.raises(FileNotFoundError, match="fetch-model.sh"):
-        sdr.Encoder(tmp_path / "nothing-here")
+        sdr_rewards.Encoder(tmp_path / "nothing-here")
 
 
 def test_bad_argument_types(encoder):
@@ -54,9 +54,9 @@ def test_device_is_recorded_and_pickled(encoder):
 
 def test_bad_or_missing_devices_are_value_errors(encoder):
     with pytest.raises(ValueError, match="expected cpu, cuda or cuda:N"):
-        sdr.Encoder(encoder.model_dir, device="tpu")
+        sdr_rewards.Encoder(encoder.model_dir, device="tpu")
     try:
-        gpu = sdr.Encoder(encoder.model_dir, device="cuda")
+        gpu = sdr_rewards.Encoder(encoder.model_dir, device="cuda")
     except ValueError as e:
         # A CPU build says how to get a CUDA one.
         assert "no CUDA back-end" in str(e) and "--features cuda" in str(e)
@@ -81,7 +81,7 @@ def test_bf16_vectors_are_within_cosine_0999_of_f32(encoder):
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        bf16 = sdr.Encoder(encoder.model_dir, precision="bf16")
+        bf16 = sdr_rewards.Encoder(encoder.model_dir, precision="bf16")
     fell_back = any(issubclass(w.category, RuntimeWarning) for w in caught)
     assert bf16.precision == "bf16" and encoder.precision == "f32"
     assert "precision='bf16'" in repr(bf16).replace('"', "'")
@@ -100,5 +100,5 @@ def test_bf16_vectors_are_within_cosine_0999_of_f32(encoder):
 def test_a_bad_precision_is_one_value_error(encoder):
     for bad in ("fp8", "F16", ""):
         with pytest.raises(ValueError) as e:
-            sdr.Encoder(encoder.model_dir, precision=bad)
+            sdr_rewards.Encoder(encoder.model_dir, precision=bad)
         assert str(e.value) == f"precision '{bad}': expected 'f32' or 'bf16'"

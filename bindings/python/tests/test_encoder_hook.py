@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import sdr
-import sdr.verl
+import sdr_rewards
+import sdr_rewards.verl
 from conftest import GOOD, MALFORMED, OTHER, REF
 
 VOCAB = ["heart", "normal", "lungs", "clear", "effusion", "acute", "disease", "cardiomegaly", "pleural", "right"]
@@ -44,12 +44,12 @@ def expected_chamfer(a_sents, b_sents, enc):
 
 def test_reward_uses_the_callable():
     enc = BagOfWords()
-    r = sdr.SDRReward(encoder=enc)
+    r = sdr_rewards.SDRReward(encoder=enc)
     out = r.score([GOOD, OTHER, MALFORMED[1]], references=[REF] * 3)
     assert len(enc.calls) == 2  # the probe, then one call for the batch
-    ref = sdr.parse_report(REF)
+    ref = sdr_rewards.parse_report(REF)
     for k, comp in enumerate([GOOD, OTHER]):
-        p = sdr.parse_report(comp)
+        p = sdr_rewards.parse_report(comp)
         f = 1 - expected_chamfer(p["findings"], ref["findings"], BagOfWords())
         i = 1 - expected_chamfer(p["impression"], ref["impression"], BagOfWords())
         assert out["findings"][k] == pytest.approx(f, abs=1e-6)
@@ -82,9 +82,9 @@ def test_lists_and_torch_like_results():
             return self.arr if dtype is None else self.arr.astype(dtype)
 
     base = BagOfWords()
-    a = sdr.SDRReward(encoder=BagOfWords("list")).score([GOOD], references=[REF])
-    b = sdr.SDRReward(encoder=lambda s: TensorLike(base(s))).score([GOOD], references=[REF])
-    c = sdr.SDRReward(encoder=BagOfWords()).score([GOOD], references=[REF])
+    a = sdr_rewards.SDRReward(encoder=BagOfWords("list")).score([GOOD], references=[REF])
+    b = sdr_rewards.SDRReward(encoder=lambda s: TensorLike(base(s))).score([GOOD], references=[REF])
+    c = sdr_rewards.SDRReward(encoder=BagOfWords()).score([GOOD], references=[REF])
     assert a["reward"] == pytest.approx(c["reward"], abs=1e-6)
     assert b["reward"] == pytest.approx(c["reward"], abs=1e-6)
 
@@ -112,30 +112,30 @@ def unaligned(arr):
 )
 def test_any_array_layout_gives_the_layout_free_rewards(layout):
     base = BagOfWords()
-    want = sdr.SDRReward(encoder=base).score([GOOD, OTHER], references=[REF, REF])
-    got = sdr.SDRReward(encoder=lambda s: layout(BagOfWords()(s))).score([GOOD, OTHER], references=[REF, REF])
+    want = sdr_rewards.SDRReward(encoder=base).score([GOOD, OTHER], references=[REF, REF])
+    got = sdr_rewards.SDRReward(encoder=lambda s: layout(BagOfWords()(s))).score([GOOD, OTHER], references=[REF, REF])
     assert got["reward"] == want["reward"]
 
 
 def test_bad_encoders_give_clear_errors():
     with pytest.raises(TypeError, match="callable"):
-        sdr.SDRReward(encoder=42)
+        sdr_rewards.SDRReward(encoder=42)
     with pytest.raises(ValueError, match=r"returned shape \[2\]|returned shape \(2"):
-        sdr.SDRReward(encoder=lambda s: np.ones(len(s) * 2)).score([GOOD], references=[REF])
+        sdr_rewards.SDRReward(encoder=lambda s: np.ones(len(s) * 2)).score([GOOD], references=[REF])
     with pytest.raises(ValueError, match="non-finite"):
-        sdr.SDRReward(encoder=lambda s: np.full((len(s), 3), np.nan)).score([GOOD], references=[REF])
+        sdr_rewards.SDRReward(encoder=lambda s: np.full((len(s), 3), np.nan)).score([GOOD], references=[REF])
     with pytest.raises(ValueError, match="not a float array"):
-        sdr.SDRReward(encoder=lambda s: np.array([["x"] * 3] * len(s))).score([GOOD], references=[REF])
+        sdr_rewards.SDRReward(encoder=lambda s: np.array([["x"] * 3] * len(s))).score([GOOD], references=[REF])
 
     # Complex and boolean outputs cast to float32 silently in numpy (the
     # imaginary part dropped, True read as 1): refused, here and in explain.
     for bad in (lambda s: np.ones((len(s), 3)) * (1 + 1j), lambda s: np.ones((len(s), 3), dtype=bool)):
         with pytest.raises(ValueError, match="dtype (complex128|bool), not a float array"):
-            sdr.SDRReward(encoder=bad).score([GOOD], references=[REF])
+            sdr_rewards.SDRReward(encoder=bad).score([GOOD], references=[REF])
         with pytest.raises(ValueError, match="dtype (complex128|bool), not a float array"):
-            sdr.explain(GOOD, REF, encoder=bad)
+            sdr_rewards.explain(GOOD, REF, encoder=bad)
     with pytest.raises(ValueError, match="returned None"):
-        sdr.SDRReward(encoder=lambda s: None).score([GOOD], references=[REF])
+        sdr_rewards.SDRReward(encoder=lambda s: None).score([GOOD], references=[REF])
 
     state = {"n": 0}
 
@@ -146,7 +146,7 @@ def test_bad_encoders_give_clear_errors():
         return np.ones((len(sentences), 4))
 
     with pytest.raises(RuntimeError, match="GPU fell over"):
-        sdr.SDRReward(encoder=flaky).score([GOOD], references=[REF])
+        sdr_rewards.SDRReward(encoder=flaky).score([GOOD], references=[REF])
 
 
 def test_encoder_exceptions_keep_their_cause_and_interrupts_pass_through():
@@ -160,7 +160,7 @@ def test_encoder_exceptions_keep_their_cause_and_interrupts_pass_through():
 
     # On the probe call and on a later one alike.
     for later in (False, True):
-        r = sdr.SDRReward(encoder=enc)
+        r = sdr_rewards.SDRReward(encoder=enc)
         if later:
             r.score([GOOD], references=[REF])
         state["raise"] = MemoryError("CUDA out of memory")
@@ -174,7 +174,7 @@ def test_encoder_exceptions_keep_their_cause_and_interrupts_pass_through():
         state["raise"] = None
     # Unusable results are ValueErrors on the first call and later ones.
     with pytest.raises(ValueError, match="non-finite"):
-        sdr.SDRReward(encoder=lambda s: np.full((len(s), 3), np.nan)).score([GOOD], references=[REF])
+        sdr_rewards.SDRReward(encoder=lambda s: np.full((len(s), 3), np.nan)).score([GOOD], references=[REF])
     flip = {"n": 0}
 
     def nan_later(sentences):
@@ -182,7 +182,7 @@ def test_encoder_exceptions_keep_their_cause_and_interrupts_pass_through():
         return np.full((len(sentences), 3), np.nan if flip["n"] > 1 else 1.0)
 
     with pytest.raises(ValueError, match="non-finite"):
-        sdr.SDRReward(encoder=nan_later).score([GOOD], references=[REF])
+        sdr_rewards.SDRReward(encoder=nan_later).score([GOOD], references=[REF])
 
 
 def test_a_zero_vector_names_the_sentence_and_is_not_cached():
@@ -195,7 +195,7 @@ def test_a_zero_vector_names_the_sentence_and_is_not_cached():
                 x[k] = 0.0
         return x
 
-    r = sdr.SDRReward(encoder=enc)
+    r = sdr_rewards.SDRReward(encoder=enc)
     c = "<think>Heart size is normal. Zzz.</think><answer>No acute disease.</answer>"
     with pytest.raises(ValueError, match=r"encoder enc gave sentence \"Zzz.\" the zero vector"):
         r.score([c], references=[REF])
@@ -210,27 +210,27 @@ def test_module_attribute_strings(tmp_path, monkeypatch):
         "    return np.array([[len(s), 1.0 + s.count('e')] for s in sentences])\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    r = sdr.SDRReward(encoder="my_encoders:enc")
+    r = sdr_rewards.SDRReward(encoder="my_encoders:enc")
     assert r.score([GOOD], references=[REF])["reward"][0] > 1.0
     with pytest.raises(ValueError, match="cannot import"):
-        sdr.SDRReward(encoder="no_such_module_xyz:enc")
+        sdr_rewards.SDRReward(encoder="no_such_module_xyz:enc")
     # verl: reward_kwargs from a config file hold the string form.
-    out = sdr.verl.compute_score(None, GOOD, REF, encoder="my_encoders:enc")
+    out = sdr_rewards.verl.compute_score(None, GOOD, REF, encoder="my_encoders:enc")
     assert out["score"] == pytest.approx(r.score([GOOD], references=[REF])["reward"][0], abs=1e-6)
     # A callable works too (verl called from Python).
     enc = BagOfWords()
-    out = sdr.verl.compute_score(None, GOOD, REF, encoder=enc)
+    out = sdr_rewards.verl.compute_score(None, GOOD, REF, encoder=enc)
     assert enc.calls
 
 
 def test_openrlhf_file_takes_an_encoder():
-    path = Path(sdr.__file__).with_name("openrlhf_reward.py")
+    path = Path(sdr_rewards.__file__).with_name("openrlhf_reward.py")
     spec = importlib.util.spec_from_file_location("reward_func", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     enc = BagOfWords()
     mod.set_encoder(enc)
     out = mod.reward_func([GOOD], [""], [REF])
-    expected = sdr.SDRReward(encoder=BagOfWords()).score([GOOD], references=[REF])["reward"][0]
+    expected = sdr_rewards.SDRReward(encoder=BagOfWords()).score([GOOD], references=[REF])["reward"][0]
     assert float(out["rewards"][0]) == pytest.approx(expected, abs=1e-5)
     assert enc.calls

@@ -1,4 +1,4 @@
-"""sdr.explain and SDRReward(explain=...) (mirrors sdr_core::explain and `sdr explain`)."""
+"""sdr_rewards.explain and SDRReward(explain=...) (mirrors sdr_core::explain and `sdr explain`)."""
 
 import importlib
 import json
@@ -9,7 +9,7 @@ import subprocess
 import numpy as np
 import pytest
 
-import sdr
+import sdr_rewards
 from conftest import GOOD, REF
 
 FINDINGS = [
@@ -28,7 +28,7 @@ def template(findings, impression=IMPRESSION):
 
 
 def test_a_copy_is_all_matched_at_zero_cost():
-    e = sdr.explain(template(FINDINGS), REFERENCE)
+    e = sdr_rewards.explain(template(FINDINGS), REFERENCE)
     assert set(e) == {"metric", "threshold", "format_valid", "reward", "sections"}
     assert e["metric"] == "chamfer" and e["format_valid"] is True
     assert e["reward"] == 3.0
@@ -42,33 +42,33 @@ def test_a_copy_is_all_matched_at_zero_cost():
 
 
 def test_dropped_and_added_findings():
-    e = sdr.explain(template(FINDINGS[:1] + FINDINGS[2:]), REFERENCE)
+    e = sdr_rewards.explain(template(FINDINGS[:1] + FINDINGS[2:]), REFERENCE)
     assert e["sections"]["findings"]["missing"] == [1]
     assert e["sections"]["findings"]["unsupported"] == []
     added = FINDINGS[:3] + ["There is a large left pleural effusion."] + FINDINGS[3:]
-    e = sdr.explain(template(added), REFERENCE, metric="ot")
+    e = sdr_rewards.explain(template(added), REFERENCE, metric="ot")
     f = e["sections"]["findings"]
     assert f["unsupported"] == [3] and f["missing"] == []
     assert all("mass" in x for x in f["candidate"])
 
 
 def test_reward_and_distance_agree_with_the_reward_function():
-    reward = sdr.SDRReward(metric="ot")
-    e = sdr.explain(GOOD, REF, metric="ot")
+    reward = sdr_rewards.SDRReward(metric="ot")
+    e = sdr_rewards.explain(GOOD, REF, metric="ot")
     assert e["reward"] == pytest.approx(reward(completions=[GOOD], solution=[REF])[0], abs=1e-5)
     assert e["metric"] == "ot"
 
 
 def test_malformed_candidate():
-    e = sdr.explain("Heart size is normal.", REFERENCE)
+    e = sdr_rewards.explain("Heart size is normal.", REFERENCE)
     assert e["format_valid"] is False and e["reward"] == 0.0 and e["sections"] is None
 
 
 def test_threshold_and_encoder_options(encoder):
-    e = sdr.explain(template(FINDINGS[:1] + FINDINGS[2:]), REFERENCE, threshold=1.0)
+    e = sdr_rewards.explain(template(FINDINGS[:1] + FINDINGS[2:]), REFERENCE, threshold=1.0)
     assert e["threshold"] == 1.0 and e["sections"]["findings"]["missing"] == []
-    same = sdr.explain(GOOD, REF, encoder=encoder)
-    assert same == sdr.explain(GOOD, REF)
+    same = sdr_rewards.explain(GOOD, REF, encoder=encoder)
+    assert same == sdr_rewards.explain(GOOD, REF)
     calls = []
 
     def bow(texts):
@@ -76,7 +76,7 @@ def test_threshold_and_encoder_options(encoder):
         calls.append(len(texts))
         return [[t.lower().count(c) + 0.01 for c in "abcdefghijklmnopqrstuvwxyz"] for t in texts]
 
-    e = sdr.explain(GOOD, REF, encoder=bow)
+    e = sdr_rewards.explain(GOOD, REF, encoder=bow)
     assert calls and e["format_valid"] and len(e["sections"]["findings"]["candidate"]) == 2
 
 
@@ -89,25 +89,25 @@ def test_an_unaligned_embedding_array_is_read_as_numpy_reads_it(encoder):
         assert not out.flags.aligned
         return out
 
-    aligned = sdr.explain(GOOD, REF, encoder=lambda t: np.asarray(encoder.embed(t), dtype=np.float32))
-    assert sdr.explain(GOOD, REF, encoder=embed) == aligned
+    aligned = sdr_rewards.explain(GOOD, REF, encoder=lambda t: np.asarray(encoder.embed(t), dtype=np.float32))
+    assert sdr_rewards.explain(GOOD, REF, encoder=embed) == aligned
 
 
 def test_errors():
     with pytest.raises(ValueError, match="unknown metric"):
-        sdr.explain(GOOD, REF, metric="chamfre")
+        sdr_rewards.explain(GOOD, REF, metric="chamfre")
     with pytest.raises(ValueError, match="threshold"):
-        sdr.explain(GOOD, REF, threshold=1.5)
+        sdr_rewards.explain(GOOD, REF, threshold=1.5)
     with pytest.raises(ValueError, match="^reference: section `impression` is empty"):
-        sdr.explain(GOOD, "Findings: Clear lungs.")
+        sdr_rewards.explain(GOOD, "Findings: Clear lungs.")
     with pytest.raises(ValueError, match="^reference: not a valid report: it uses the <think>/<answer> tags"):
-        sdr.explain(GOOD, "<think>Clear lungs.</think><answer>Normal.</answer> trailing text.")
+        sdr_rewards.explain(GOOD, "<think>Clear lungs.</think><answer>Normal.</answer> trailing text.")
     with pytest.raises(TypeError):
-        sdr.explain(GOOD, REF, threshold="0.2")
+        sdr_rewards.explain(GOOD, REF, threshold="0.2")
     with pytest.raises(TypeError):
-        sdr.explain(None, REF)
+        sdr_rewards.explain(None, REF)
     with pytest.raises(ValueError, match="shape"):
-        sdr.explain(GOOD, REF, encoder=lambda texts: np.ones((1, 4), dtype=np.float32))
+        sdr_rewards.explain(GOOD, REF, encoder=lambda texts: np.ones((1, 4), dtype=np.float32))
 
 
 def test_encoder_failures_are_reported_as_sdr_reward_reports_them():
@@ -118,20 +118,20 @@ def test_encoder_failures_are_reported_as_sdr_reward_reports_them():
 
     # The encoder and the sentence named, not "set `b` row 0".
     with pytest.raises(ValueError, match=r"encoder nan_last: returned a non-finite value .* for text \d+ \(\"") as e:
-        sdr.explain(GOOD, REF, encoder=nan_last)
+        sdr_rewards.explain(GOOD, REF, encoder=nan_last)
     assert "set `" not in str(e.value)
 
     def broken(texts):
         raise KeyError("nope")
 
     with pytest.raises(RuntimeError, match="encoder broken: raised KeyError") as e:
-        sdr.explain(GOOD, REF, encoder=broken)
+        sdr_rewards.explain(GOOD, REF, encoder=broken)
     assert isinstance(e.value.__cause__, KeyError)
     with pytest.raises(ValueError, match=r"returned shape \[\d+\]"):
-        sdr.explain(GOOD, REF, encoder=lambda texts: np.ones(len(texts)))
+        sdr_rewards.explain(GOOD, REF, encoder=lambda texts: np.ones(len(texts)))
     # A list of rows, as SDRReward takes it.
     rows = lambda texts: (np.ones((len(texts), 4)) + np.arange(len(texts))[:, None]).tolist()
-    assert sdr.explain(GOOD, REF, encoder=rows)["format_valid"] is True
+    assert sdr_rewards.explain(GOOD, REF, encoder=rows)["format_valid"] is True
 
 
 def test_same_as_the_cli(sdr_bin):
@@ -142,7 +142,7 @@ def test_same_as_the_cli(sdr_bin):
             [sdr_bin, "explain", "--metric", metric], input=lines, capture_output=True, text=True, check=True
         )
         cli = [json.loads(l) for l in out.stdout.splitlines()]
-        py = [sdr.explain(c, r, metric=metric) for c, r in pairs]
+        py = [sdr_rewards.explain(c, r, metric=metric) for c, r in pairs]
         assert close(cli, py)
 
 
@@ -159,7 +159,7 @@ def close(a, b, tol=1e-6):
 
 
 def test_reward_logs_the_worst_completions():
-    r = sdr.SDRReward(explain=2)
+    r = sdr_rewards.SDRReward(explain=2)
     assert r.explain == 2 and "explain=2" in repr(r)
     assert pickle.loads(pickle.dumps(r)).explain == 2
     comps = [template(FINDINGS), template(FINDINGS[:1] + FINDINGS[2:]), "junk", GOOD]
@@ -177,8 +177,8 @@ def test_reward_logs_the_worst_completions():
 
 
 def test_reward_explain_falls_back_to_logging(caplog):
-    r = sdr.SDRReward(explain=True, reference_columns=("findings", "impression"))
-    with caplog.at_level(logging.INFO, logger="sdr"):
+    r = sdr_rewards.SDRReward(explain=True, reference_columns=("findings", "impression"))
+    with caplog.at_level(logging.INFO, logger="sdr_rewards"):
         r(
             completions=[template(FINDINGS[:1] + FINDINGS[2:])],
             findings=[" ".join(FINDINGS)],
@@ -187,27 +187,27 @@ def test_reward_explain_falls_back_to_logging(caplog):
     assert "Midline sternotomy XXXX." in caplog.text
     assert r.last_explanation[0]["missing"] == {"findings": ["Midline sternotomy XXXX."]}
     # A reference column of section dicts is explained as the report it stands for.
-    r = sdr.SDRReward(explain=True)
+    r = sdr_rewards.SDRReward(explain=True)
     sections = {"findings": " ".join(FINDINGS), "impression": IMPRESSION}
     r(completions=[template(FINDINGS[:1] + FINDINGS[2:])], solution=[sections])
     assert r.last_explanation[0]["missing"] == {"findings": ["Midline sternotomy XXXX."]}
-    assert sdr.SDRReward().explain == 0
+    assert sdr_rewards.SDRReward().explain == 0
     with pytest.raises(TypeError):
-        sdr.SDRReward(explain="yes")
+        sdr_rewards.SDRReward(explain="yes")
 
 
 def test_explain_and_the_reward_use_the_reward_precision():
     # bf16 moves costs by ~1e-4 on CPUs with bf16 GEMMs; the structure stays.
-    f32 = sdr.explain(template(FINDINGS[:1] + FINDINGS[2:]), REFERENCE)
-    bf16 = sdr.explain(template(FINDINGS[:1] + FINDINGS[2:]), REFERENCE, precision="bf16")
+    f32 = sdr_rewards.explain(template(FINDINGS[:1] + FINDINGS[2:]), REFERENCE)
+    bf16 = sdr_rewards.explain(template(FINDINGS[:1] + FINDINGS[2:]), REFERENCE, precision="bf16")
     assert close(f32, bf16, tol=5e-3)
-    assert sdr.explain.__kwdefaults__["precision"] == "f32"
+    assert sdr_rewards.explain.__kwdefaults__["precision"] == "f32"
     with pytest.raises(ValueError, match="precision"):
-        sdr.explain(GOOD, REF, precision="fp8")
+        sdr_rewards.explain(GOOD, REF, precision="fp8")
     # The reward's explanations come from an encoder at the reward's precision.
-    explain_module = importlib.import_module("sdr.explain")
+    explain_module = importlib.import_module("sdr_rewards.explain")
     explain_module._ENCODERS.clear()
-    r = sdr.SDRReward(explain=1, precision="bf16")
+    r = sdr_rewards.SDRReward(explain=1, precision="bf16")
     r(completions=[template(FINDINGS[:1] + FINDINGS[2:])], solution=[REFERENCE])
     assert r.last_explanation[0]["missing"] == {"findings": ["Midline sternotomy XXXX."]}
     keys = list(explain_module._ENCODERS)

@@ -5,17 +5,17 @@ import os
 
 import pytest
 
-import sdr
-import sdr.verl
+import sdr_rewards
+import sdr_rewards.verl
 from conftest import GOOD, OTHER, REF
 
 
 def _child(queue, reward):
     try:
         out = {
-            "parallel": sdr.get_parallelism(),
+            "parallel": sdr_rewards.get_parallelism(),
             "reward": reward(completions=[GOOD, OTHER] * 8, solution=[REF] * 16),
-            "verl": sdr.verl.compute_score(None, GOOD, REF)["score"],
+            "verl": sdr_rewards.verl.compute_score(None, GOOD, REF)["score"],
             "rebuilt_in_child": reward._pid == os.getpid(),
         }
         queue.put(out)
@@ -40,22 +40,22 @@ def _in_fork(target, args, timeout, what):
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_forked_child_scores_after_parent_used_the_pool():
-    reward = sdr.SDRReward()
+    reward = sdr_rewards.SDRReward()
     # The parent starts its pool threads and the encoder first.
     parent = reward(completions=[GOOD, OTHER] * 8, solution=[REF] * 16)
-    parent_verl = sdr.verl.compute_score(None, GOOD, REF)["score"]
-    assert sdr.get_parallelism()
+    parent_verl = sdr_rewards.verl.compute_score(None, GOOD, REF)["score"]
+    assert sdr_rewards.get_parallelism()
     out = _in_fork(_child, (reward,), 180, "")
     assert out["parallel"] is False  # the at-fork hook ran
     assert out["rebuilt_in_child"] is True
     assert out["reward"] == pytest.approx(parent, abs=1e-6)
     assert out["verl"] == pytest.approx(parent_verl, abs=1e-6)
-    assert sdr.get_parallelism()  # the parent is unaffected
+    assert sdr_rewards.get_parallelism()  # the parent is unaffected
 
 
 def _batch_child(queue, pairs):
     try:
-        queue.put({"values": sdr.distance_batch(pairs, "hung-pen:alpha=0.1").tolist()})
+        queue.put({"values": sdr_rewards.distance_batch(pairs, "hung-pen:alpha=0.1").tolist()})
     except BaseException as e:
         queue.put({"error": repr(e)})
 
@@ -67,6 +67,6 @@ def test_forked_child_runs_a_distance_batch():
     rng = np.random.default_rng(8)
     pairs = [(rng.normal(size=(3 + k % 5, 24)).astype(np.float32),
               rng.normal(size=(2 + k % 7, 24)).astype(np.float32)) for k in range(64)]
-    parent = sdr.distance_batch(pairs, "hung-pen:alpha=0.1").tolist()  # the parent's pool runs
-    out = _in_fork(_batch_child, (pairs,), 60, " in sdr.distance_batch")
+    parent = sdr_rewards.distance_batch(pairs, "hung-pen:alpha=0.1").tolist()  # the parent's pool runs
+    out = _in_fork(_batch_child, (pairs,), 60, " in sdr_rewards.distance_batch")
     assert out["values"] == parent

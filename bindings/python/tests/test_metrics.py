@@ -1,4 +1,4 @@
-"""sdr.metrics against `sdr score` on the same inputs (same numbers, bit for
+"""sdr_rewards.metrics against `sdr score` on the same inputs (same numbers, bit for
 bit), metric selection, bad input, and the optional model-based metrics with
 stand-ins of the f1chexbert and radgraph packages (nothing is downloaded)."""
 
@@ -10,8 +10,8 @@ import types
 
 import pytest
 
-import sdr
-from sdr import clinical, metrics
+import sdr_rewards
+from sdr_rewards import clinical, metrics
 
 from conftest import GOOD, OTHER, REF, REF_PLAIN
 
@@ -73,7 +73,7 @@ def test_values_and_selection():
     assert set(summary["impression"]["chexpert_rule"]) == {"macro_14", "micro_14", "macro_5", "micro_5"}
     assert summary["pairs"] == 2 and summary["well_formed"] == 2
     assert metrics.score([], [], metrics=["ROUGE-L"]) == []
-    assert sdr.metrics is metrics
+    assert sdr_rewards.metrics is metrics
 
 
 def test_bad_input_gives_clear_errors(tmp_path):
@@ -149,7 +149,7 @@ BERT_FIXTURES = Path(__file__).resolve().parents[3] / "crates/sdr-eval/tests/fix
 
 def test_bertscore_model_matches_bert_score_and_sdr_score(sdr_bin, tmp_path):
     """bert-score's P/R/F1 on a small random RoBERTa (tools/fixtures/bertscore_roberta.py),
-    with idf and baseline rescaling, through sdr.metrics; the same numbers as `sdr score`."""
+    with idf and baseline rescaling, through sdr_rewards.metrics; the same numbers as `sdr score`."""
     f = json.loads((BERT_FIXTURES / "bertscore.json").read_text())
     cli = f["cli"]
     hyps = [f["hyps"][i] for i in cli["pairs"]]

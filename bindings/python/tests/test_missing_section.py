@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-import sdr
-import sdr.verl
+import sdr_rewards
+import sdr_rewards.verl
 from conftest import GOOD, MALFORMED, OTHER, REF
 
 F = "Heart size is normal. The lungs are clear. No pleural effusion."
@@ -21,11 +21,11 @@ def test_error_is_the_default_and_names_the_reference(reward):
     with pytest.raises(ValueError, match=r"^reference 1: section `impression` is empty"):
         reward.score([GOOD, GOOD], references=[REF, NO_IMPRESSION])
     with pytest.raises(ValueError, match="missing_section 'skip': expected 'error' or 'score'"):
-        sdr.SDRReward(missing_section="skip")
+        sdr_rewards.SDRReward(missing_section="skip")
 
 
 def test_score_keeps_the_present_section_and_counts_the_missing_one(reward):
-    policy = sdr.SDRReward(missing_section="score")
+    policy = sdr_rewards.SDRReward(missing_section="score")
     refs = [REF, NO_IMPRESSION, NO_FINDINGS, {"findings": F, "impression": " "}, "no sections at all"]
     comps = [GOOD, GOOD, GOOD, OTHER, GOOD]
     out = policy.score(comps, references=refs)
@@ -46,7 +46,7 @@ def test_score_keeps_the_present_section_and_counts_the_missing_one(reward):
 
 
 def test_score_policy_with_section_columns_and_logs():
-    policy = sdr.SDRReward(missing_section="score", reference_columns=("f", "i"))
+    policy = sdr_rewards.SDRReward(missing_section="score", reference_columns=("f", "i"))
     logged = {}
     with pytest.warns(RuntimeWarning, match="1 reference section"):
         rewards = policy(
@@ -65,19 +65,19 @@ def test_rejoined_sections_split_back_into_the_same_sentences():
     with open(path, newline="", encoding="utf-8") as f:
         for row in csv.DictReader(f):
             for text in (row["findings"], row["impression"]):
-                sentences = sdr.split_sentences(text)
-                assert sdr.split_sentences("\n\n".join(sentences)) == sentences, text
+                sentences = sdr_rewards.split_sentences(text)
+                assert sdr_rewards.split_sentences("\n\n".join(sentences)) == sentences, text
                 n += 1
     assert n > 7000
 
 
 def test_verl_and_openrlhf_do_not_lose_the_sample(monkeypatch):
-    out = sdr.verl.compute_score(None, GOOD, NO_IMPRESSION, missing_section="score")
+    out = sdr_rewards.verl.compute_score(None, GOOD, NO_IMPRESSION, missing_section="score")
     assert out["missing_sections"] == 1 and out["score"] > 1.0
     with pytest.raises(ValueError, match="section `impression` is empty"):
-        sdr.verl.compute_score(None, GOOD, NO_IMPRESSION)
+        sdr_rewards.verl.compute_score(None, GOOD, NO_IMPRESSION)
     # OpenRLHF turns an exception into reward None: its file scores by default.
-    path = Path(sdr.__file__).with_name("openrlhf_reward.py")
+    path = Path(sdr_rewards.__file__).with_name("openrlhf_reward.py")
     spec = importlib.util.spec_from_file_location("reward_func", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -5,14 +5,14 @@ from pathlib import Path
 
 import pytest
 
-import sdr
+import sdr_rewards
 from conftest import GOOD, MALFORMED, REF
 
 
 def load():
     # As OpenRLHF loads a --remote_rm_url ending in .py: by path, under the
     # name "reward_func", without registering a package around it.
-    path = Path(sdr.__file__).with_name("openrlhf_reward.py")
+    path = Path(sdr_rewards.__file__).with_name("openrlhf_reward.py")
     spec = importlib.util.spec_from_file_location("reward_func", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

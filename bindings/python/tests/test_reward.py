@@ -1,4 +1,4 @@
-"""sdr.SDRReward as a TRL GRPOTrainer reward function (mirrors sdr-reward)."""
+"""sdr_rewards.SDRReward as a TRL GRPOTrainer reward function (mirrors sdr-reward)."""
 
 import math
 import pickle
@@ -6,7 +6,7 @@ import pickle
 import numpy as np
 import pytest
 
-import sdr
+import sdr_rewards
 from conftest import GOOD, MALFORMED, OTHER, REF, REF_PLAIN
 
 
@@ -15,13 +15,13 @@ def chat(text):
 
 
 def expected_reward(encoder, completion, reference, metric="chamfer", fw=1.0, sw=1.0):
-    """The reward from sdr.Encoder + sdr.distance, composed here (SPEC §4)."""
-    g, r = sdr.parse_report(completion), sdr.parse_report(reference)
+    """The reward from sdr_rewards.Encoder + sdr_rewards.distance, composed here (SPEC §4)."""
+    g, r = sdr_rewards.parse_report(completion), sdr_rewards.parse_report(reference)
     if not g["format_valid"]:
         return 0.0
     sem = 0.0
     for s in ("findings", "impression"):
-        d = sdr.distance(encoder.embed(g[s]), encoder.embed(r[s]), metric)
+        d = sdr_rewards.distance(encoder.embed(g[s]), encoder.embed(r[s]), metric)
         sem += 1 - min(d, 1.0)
     return fw + sw * sem
 
@@ -41,7 +41,7 @@ def test_values_match_encoder_plus_distance(reward, encoder):
 
 @pytest.mark.parametrize("metric", ["ot", "sinkhorn:eps=0.1", "hung-pen:alpha=0.5", "gw:eps=0.1"])
 def test_other_metrics_and_weights(encoder, metric):
-    r = sdr.SDRReward(metric=metric, format_weight=0.5, semantic_weight=2.0)
+    r = sdr_rewards.SDRReward(metric=metric, format_weight=0.5, semantic_weight=2.0)
     got = r.score([GOOD, OTHER], references=[REF, REF])
     for c, g in zip([GOOD, OTHER], got["reward"]):
         assert g == pytest.approx(expected_reward(encoder, c, REF, metric, 0.5, 2.0), abs=1e-5)
@@ -56,7 +56,7 @@ def test_chat_completions_equal_strings(reward):
         solution=[REF, REF],
     )
     assert strings == chats == parts
-    assert sdr.completion_text([{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]) == "y"
+    assert sdr_rewards.completion_text([{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]) == "y"
 
 
 def test_malformed_completions_score_zero_without_exception(reward):
@@ -68,7 +68,7 @@ def test_malformed_completions_score_zero_without_exception(reward):
 def test_plain_reference_and_section_columns_agree(reward):
     a = reward(completions=[GOOD], solution=[REF])
     b = reward(completions=[GOOD], solution=[REF_PLAIN])
-    split = sdr.SDRReward(reference_columns=("findings", "impression"))
+    split = sdr_rewards.SDRReward(reference_columns=("findings", "impression"))
     c = split(
         completions=[GOOD],
         findings=["Heart size is normal. The lungs are clear. No pleural effusion."],
@@ -102,7 +102,7 @@ def test_logging_callbacks(reward):
 
 
 def test_batch_is_deduplicated_and_every_sentence_cached():
-    r = sdr.SDRReward()
+    r = sdr_rewards.SDRReward()
     comps = [GOOD] * 8 + [OTHER] * 8
     r.score(comps, references=[REF] * 16)
     s = r.last_stats()
@@ -117,7 +117,7 @@ def test_batch_is_deduplicated_and_every_sentence_cached():
 
 
 def test_exact_match_baseline():
-    r = sdr.SDRReward(exact=True)
+    r = sdr_rewards.SDRReward(exact=True)
     same_words = "<think>HEART size is normal.   The lungs are clear.\nNo pleural effusion</think><answer>Something else.</answer>"
     out = r.score([same_words, MALFORMED[1]], references=[REF, REF])
     assert out["reward"] == [2.0, 0.0]
@@ -168,12 +168,12 @@ def test_empty_reference_section_names_its_index(reward):
 )
 def test_bad_configuration_raises_value_error(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        sdr.SDRReward(**kwargs)
+        sdr_rewards.SDRReward(**kwargs)
 
 
 def test_bad_types_and_missing_columns(reward):
     with pytest.raises(TypeError, match="format_weight must be a number"):
-        sdr.SDRReward(format_weight="1")
+        sdr_rewards.SDRReward(format_weight="1")
     with pytest.raises(ValueError, match=r"\['solution'\] not among the dataset columns passed: \['answer'\]"):
         reward(completions=[GOOD], answer=[REF])
     with pytest.raises(TypeError, match=r"^reference 0 must be a string \(a report\) or a dict"):
@@ -191,7 +191,7 @@ def test_pickle_round_trip(reward):
     clone = pickle.loads(pickle.dumps(reward))
     assert clone.config() == reward.config() and clone.__name__ == reward.__name__
     assert clone(completions=[GOOD], solution=[REF]) == reward(completions=[GOOD], solution=[REF])
-    custom = sdr.SDRReward(metric="ot", exact=False, reference_columns=("f", "i"), name="mine")
+    custom = sdr_rewards.SDRReward(metric="ot", exact=False, reference_columns=("f", "i"), name="mine")
     assert pickle.loads(pickle.dumps(custom)).config() == custom.config()
 
 
@@ -208,14 +208,14 @@ def test_distinct_sentences_removes_the_gain_of_repeats():
         "<think>The lungs are clear. The lungs are clear. The lungs are clear. Heart is enlarged.</think>"
         "<answer>No acute disease.</answer>"
     )
-    multiset = sdr.SDRReward().score([once, many], references=[REF, REF])
+    multiset = sdr_rewards.SDRReward().score([once, many], references=[REF, REF])
     assert multiset["findings"][1] != pytest.approx(multiset["findings"][0], abs=1e-6)
-    as_set = sdr.SDRReward(distinct_sentences=True)
+    as_set = sdr_rewards.SDRReward(distinct_sentences=True)
     out = as_set.score([once, many], references=[REF, REF])
     assert out["findings"][1] == pytest.approx(out["findings"][0], abs=1e-12)
     assert out["findings"][0] == pytest.approx(multiset["findings"][0], abs=1e-12)
     assert pickle.loads(pickle.dumps(as_set)).config()["distinct_sentences"] is True
-    assert "distinct_sentences=True" in repr(as_set) and "distinct_sentences" not in repr(sdr.SDRReward())
+    assert "distinct_sentences=True" in repr(as_set) and "distinct_sentences" not in repr(sdr_rewards.SDRReward())
 
 
 def test_clinical_weight_adds_lambda_times_chexpert_f1(reward):
@@ -224,11 +224,11 @@ def test_clinical_weight_adds_lambda_times_chexpert_f1(reward):
     refs = [REF] * 3
     base = reward.score(comps, references=refs)
     # lambda = 0 given explicitly: bit-identical, no clinical component.
-    zero = sdr.SDRReward(clinical_weight=0)
+    zero = sdr_rewards.SDRReward(clinical_weight=0)
     assert zero.score(comps, references=refs) == base
     assert "clinical_weight" not in repr(zero)
     lam = 0.5
-    clin = sdr.SDRReward(clinical_weight=lam)
+    clin = sdr_rewards.SDRReward(clinical_weight=lam)
     out = clin.score(comps, references=refs)
     # Same labels as the reference: +lambda exactly; components unchanged.
     assert out["clinical"][0] == 1.0
@@ -246,38 +246,38 @@ def test_clinical_weight_adds_lambda_times_chexpert_f1(reward):
     clone = pickle.loads(pickle.dumps(clin))
     assert clone.config()["clinical_weight"] == 0.5 and clone.score(comps, references=refs) == out
     with pytest.raises(ValueError, match="clinical_weight must be a finite number >= 0"):
-        sdr.SDRReward(clinical_weight=-1)
+        sdr_rewards.SDRReward(clinical_weight=-1)
     with pytest.raises(TypeError, match="clinical_weight must be a number"):
-        sdr.SDRReward(clinical_weight="1")
+        sdr_rewards.SDRReward(clinical_weight="1")
 
 
 def test_device_is_part_of_the_configuration():
     try:
-        r = sdr.SDRReward(metric="chamfer", device="cuda:1")
+        r = sdr_rewards.SDRReward(metric="chamfer", device="cuda:1")
     except ValueError as e:
         # A build without CUDA refuses it when the reward is made, saying how to get one.
         assert "device 'cuda:1'" in str(e) and "maturin build --release --features cuda" in str(e)
     else:
         assert r.config()["device"] == "cuda:1" and "device='cuda:1'" in repr(r)
         assert pickle.loads(pickle.dumps(r)).config()["device"] == "cuda:1"
-    r = sdr.SDRReward(metric="chamfer", device="CPU")
+    r = sdr_rewards.SDRReward(metric="chamfer", device="CPU")
     assert r.config()["device"] == "CPU" and pickle.loads(pickle.dumps(r)).config()["device"] == "CPU"
-    assert "device" not in repr(sdr.SDRReward(metric="chamfer"))
+    assert "device" not in repr(sdr_rewards.SDRReward(metric="chamfer"))
     with pytest.raises(TypeError, match="device must be a string"):
-        sdr.SDRReward(device=0)
+        sdr_rewards.SDRReward(device=0)
     with pytest.raises(ValueError, match="expected cpu, cuda or cuda:N"):
-        sdr.SDRReward(device="tpu").score([GOOD], references=[REF])
+        sdr_rewards.SDRReward(device="tpu").score([GOOD], references=[REF])
 
 
 def test_precision_is_part_of_the_configuration():
-    r = sdr.SDRReward(metric="chamfer", precision="bf16")
+    r = sdr_rewards.SDRReward(metric="chamfer", precision="bf16")
     assert r.config()["precision"] == "bf16" and "precision='bf16'" in repr(r)
     assert pickle.loads(pickle.dumps(r)).config()["precision"] == "bf16"
-    assert "precision" not in repr(sdr.SDRReward(metric="chamfer"))
+    assert "precision" not in repr(sdr_rewards.SDRReward(metric="chamfer"))
     # Checked when the reward is made, not at its first batch.
     for bad in ("fp8", "BF16", 16, None):
         with pytest.raises(ValueError) as e:
-            sdr.SDRReward(precision=bad)
+            sdr_rewards.SDRReward(precision=bad)
         assert str(e.value) == f"precision {bad!r}: expected 'f32' or 'bf16'"
 
 
@@ -285,7 +285,7 @@ def test_bf16_rewards_are_within_1e3_of_f32(reward):
     import warnings
 
     comps, refs = [GOOD, OTHER, REF], [REF] * 3
-    bf16 = sdr.SDRReward(metric="chamfer", precision="bf16", cache_mib=16)
+    bf16 = sdr_rewards.SDRReward(metric="chamfer", precision="bf16", cache_mib=16)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         got = bf16.score(comps, references=refs)
@@ -299,15 +299,15 @@ def test_bf16_rewards_are_within_1e3_of_f32(reward):
 
 
 def test_a_single_string_and_a_device_typo_are_refused_early():
-    r = sdr.SDRReward(encoder=lambda s: np.ones((len(s), 3)) + np.arange(3))
+    r = sdr_rewards.SDRReward(encoder=lambda s: np.ones((len(s), 3)) + np.arange(3))
     with pytest.raises(TypeError, match="got a single str: wrap it in a list"):
         r.score(GOOD, references=[REF])
     with pytest.raises(ValueError, match="banana"):
-        sdr.SDRReward(device="banana")
+        sdr_rewards.SDRReward(device="banana")
 
 
 def test_a_lone_surrogate_names_its_text():
-    r = sdr.SDRReward(encoder=lambda s: np.ones((len(s), 3)) + np.arange(3))
+    r = sdr_rewards.SDRReward(encoder=lambda s: np.ones((len(s), 3)) + np.arange(3))
     with pytest.raises(ValueError, match=r"completions\[1\] is not valid Unicode text"):
         r.score([GOOD, "<think>A \udcff.</think><answer>B.</answer>"], references=[REF, REF])
 
@@ -325,7 +325,7 @@ def test_ctrl_c_stops_a_long_score_and_keeps_what_was_embedded(encoder):
             for k in range(n)
         ]
 
-    r = sdr.SDRReward()
+    r = sdr_rewards.SDRReward()
     t0 = time.perf_counter()
     r.score(batch("warm", 32), references=[REF] * 32)
     per_sample = (time.perf_counter() - t0) / 32
@@ -344,5 +344,5 @@ def test_ctrl_c_stops_a_long_score_and_keeps_what_was_embedded(encoder):
     # cached: scoring the same batch embeds only the rest.
     head = batch("long", 64)
     out = r.score(head, references=[REF] * 64)
-    assert out["reward"] == pytest.approx(sdr.SDRReward().score(head, references=[REF] * 64)["reward"], abs=1e-6)
+    assert out["reward"] == pytest.approx(sdr_rewards.SDRReward().score(head, references=[REF] * 64)["reward"], abs=1e-6)
     assert r.last_stats()["embedded"] == 0

@@ -3,8 +3,8 @@ content parts; an unreadable shape is an error naming it, never a silent 0."""
 
 import pytest
 
-import sdr
-import sdr.verl
+import sdr_rewards
+import sdr_rewards.verl
 from conftest import GOOD, REF
 
 FINDINGS = "The heart is normal in size. Lungs are clear."
@@ -25,7 +25,7 @@ def test_reasoning_apart_from_content_scores_as_the_whole_report(reward, key):
     got = reward.score([parsed(**{key: FINDINGS, "content": ANSWER})], references=[REF])
     assert got == expected
     assert got["format"] == [1.0] and got["reward"][0] > 2.0
-    assert sdr.completion_text(parsed(**{key: FINDINGS, "content": ANSWER})) == GOOD
+    assert sdr_rewards.completion_text(parsed(**{key: FINDINGS, "content": ANSWER})) == GOOD
 
 
 def test_every_form_of_the_same_report_gets_the_same_reward(reward):
@@ -45,9 +45,9 @@ def test_every_form_of_the_same_report_gets_the_same_reward(reward):
 
 def test_no_reasoning_is_not_invented():
     # A model that wrote no <think> block: the content alone, which breaks the template.
-    assert sdr.completion_text(parsed(content=ANSWER)) == ANSWER
-    assert sdr.completion_text(parsed(reasoning_content=None, content=ANSWER)) == ANSWER
-    assert sdr.completion_text(parsed(reasoning_content=FINDINGS)) == f"<think>{FINDINGS}</think>"
+    assert sdr_rewards.completion_text(parsed(content=ANSWER)) == ANSWER
+    assert sdr_rewards.completion_text(parsed(reasoning_content=None, content=ANSWER)) == ANSWER
+    assert sdr_rewards.completion_text(parsed(reasoning_content=FINDINGS)) == f"<think>{FINDINGS}</think>"
 
 
 @pytest.mark.parametrize(
@@ -71,7 +71,7 @@ def test_an_unreadable_shape_is_named(reward, completion, needle):
 
 def test_verl_takes_structured_solutions(reward):
     expected = reward.score([GOOD], references=[REF])["reward"][0]
-    got = sdr.verl.compute_score(None, parsed(reasoning_content=FINDINGS, content=ANSWER), REF)
+    got = sdr_rewards.verl.compute_score(None, parsed(reasoning_content=FINDINGS, content=ANSWER), REF)
     assert got["score"] == expected
     with pytest.raises(TypeError, match=r"^solution_str of sample 0: .*got int"):
-        sdr.verl.compute_score(None, 42, REF)
+        sdr_rewards.verl.compute_score(None, 42, REF)

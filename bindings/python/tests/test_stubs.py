@@ -4,11 +4,11 @@ import ast
 import inspect
 from pathlib import Path
 
-import sdr
+import sdr_rewards
 
 
 def stub_names():
-    tree = ast.parse((Path(sdr.__file__).with_name("__init__.pyi")).read_text())
+    tree = ast.parse((Path(sdr_rewards.__file__).with_name("__init__.pyi")).read_text())
     names = set()
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
@@ -19,34 +19,34 @@ def stub_names():
 
 
 def test_stubs_cover_the_public_api():
-    public = set(sdr.__all__)
+    public = set(sdr_rewards.__all__)
     assert public <= stub_names() | {"__version__"}
     for name in public:
-        assert hasattr(sdr, name), name
+        assert hasattr(sdr_rewards, name), name
 
 
 def test_stub_signatures_match_python_classes():
-    tree = ast.parse((Path(sdr.__file__).with_name("__init__.pyi")).read_text())
+    tree = ast.parse((Path(sdr_rewards.__file__).with_name("__init__.pyi")).read_text())
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "SDRReward")
     init = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
     stub_params = [a.arg for a in init.args.args][1:]
-    real = list(inspect.signature(sdr.SDRReward.__init__).parameters)[1:]
+    real = list(inspect.signature(sdr_rewards.SDRReward.__init__).parameters)[1:]
     assert stub_params == real
 
 
 def test_py_typed_is_shipped():
-    assert Path(sdr.__file__).with_name("py.typed").exists()
+    assert Path(sdr_rewards.__file__).with_name("py.typed").exists()
 
 
 def test_docstrings():
     for f in (
-        sdr.distance,
-        sdr.distances,
-        sdr.parse_report,
-        sdr.split_sentences,
-        sdr.Encoder,
-        sdr.SDRReward,
-        sdr.label,
-        sdr.chexpert_f1,
+        sdr_rewards.distance,
+        sdr_rewards.distances,
+        sdr_rewards.parse_report,
+        sdr_rewards.split_sentences,
+        sdr_rewards.Encoder,
+        sdr_rewards.SDRReward,
+        sdr_rewards.label,
+        sdr_rewards.chexpert_f1,
     ):
         assert f.__doc__ and len(f.__doc__) > 40, f

@@ -1,11 +1,11 @@
-"""sdr.verl.compute_score: verl's custom reward function."""
+"""sdr_rewards.verl.compute_score: verl's custom reward function."""
 
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-import sdr
-import sdr.verl
+import sdr_rewards
+import sdr_rewards.verl
 from conftest import GOOD, MALFORMED, OTHER, REF
 
 KEYS = {"score", "format", "findings", "impression"}
@@ -13,71 +13,71 @@ KEYS = {"score", "format", "findings", "impression"}
 
 def test_keys_on_every_sample():
     for s in [REF, GOOD, OTHER] + MALFORMED:
-        out = sdr.verl.compute_score("iu_xray", s, REF, extra_info={"index": 0})
+        out = sdr_rewards.verl.compute_score("iu_xray", s, REF, extra_info={"index": 0})
         assert set(out) == KEYS
         assert all(isinstance(v, float) for v in out.values())
-    assert sdr.verl.compute_score("iu_xray", MALFORMED[1], REF)["score"] == 0.0
+    assert sdr_rewards.verl.compute_score("iu_xray", MALFORMED[1], REF)["score"] == 0.0
 
 
 def test_matches_sdr_reward_and_accepts_section_dicts(reward):
     expected = reward.score([GOOD], references=[REF])["reward"][0]
-    assert sdr.verl.compute_score(None, GOOD, REF)["score"] == pytest.approx(expected, abs=1e-6)
+    assert sdr_rewards.verl.compute_score(None, GOOD, REF)["score"] == pytest.approx(expected, abs=1e-6)
     gt = {"findings": "Heart size is normal. The lungs are clear. No pleural effusion.",
           "impression": "No acute cardiopulmonary abnormality."}
-    assert sdr.verl.compute_score(None, GOOD, gt)["score"] == pytest.approx(expected, abs=1e-6)
+    assert sdr_rewards.verl.compute_score(None, GOOD, gt)["score"] == pytest.approx(expected, abs=1e-6)
     with pytest.raises(ValueError, match="'impression'"):
-        sdr.verl.compute_score(None, GOOD, {"findings": "A."})
+        sdr_rewards.verl.compute_score(None, GOOD, {"findings": "A."})
 
 
 def test_reward_kwargs_select_the_reward():
-    a = sdr.verl.compute_score(None, GOOD, REF, metric="ot", format_weight=0.0)
-    b = sdr.SDRReward(metric="ot", format_weight=0.0).score([GOOD], references=[REF])["reward"][0]
+    a = sdr_rewards.verl.compute_score(None, GOOD, REF, metric="ot", format_weight=0.0)
+    b = sdr_rewards.SDRReward(metric="ot", format_weight=0.0).score([GOOD], references=[REF])["reward"][0]
     assert a["score"] == pytest.approx(b, abs=1e-6)
     with pytest.raises(ValueError, match="unknown metric"):
-        sdr.verl.compute_score(None, GOOD, REF, metric="nope")
+        sdr_rewards.verl.compute_score(None, GOOD, REF, metric="nope")
 
 
 def test_every_reward_option_reaches_the_reward_and_typos_warn():
     for key, value in (("clinical_weight", 1.0), ("distinct_sentences", True)):
-        a = sdr.verl.compute_score(None, OTHER, REF, **{key: value})
-        b = sdr.SDRReward(**{key: value}).score([OTHER], references=[REF])["reward"][0]
+        a = sdr_rewards.verl.compute_score(None, OTHER, REF, **{key: value})
+        b = sdr_rewards.SDRReward(**{key: value}).score([OTHER], references=[REF])["reward"][0]
         assert a["score"] == pytest.approx(b, abs=1e-6), key
-    plain = sdr.verl.compute_score(None, GOOD, REF)["score"]
-    assert sdr.verl.compute_score(None, GOOD, REF, clinical_weight=1.0)["score"] > plain
+    plain = sdr_rewards.verl.compute_score(None, GOOD, REF)["score"]
+    assert sdr_rewards.verl.compute_score(None, GOOD, REF, clinical_weight=1.0)["score"] > plain
     with pytest.warns(UserWarning, match=r"ignoring unknown keyword\(s\) \['metirc'\]"):
-        sdr.verl.compute_score(None, OTHER, REF, metirc="ot")
+        sdr_rewards.verl.compute_score(None, OTHER, REF, metirc="ot")
     # What verl itself passes is not warned about.
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        sdr.verl.compute_score(data_source="iu", solution_str=OTHER, ground_truth=REF, extra_info={}, return_dict=True)
+        sdr_rewards.verl.compute_score(data_source="iu", solution_str=OTHER, ground_truth=REF, extra_info={}, return_dict=True)
 
 
 def test_precision_key_reaches_the_reward():
-    a = sdr.verl.compute_score(None, GOOD, REF)["score"]
-    b = sdr.verl.compute_score(None, GOOD, REF, precision="bf16")["score"]
+    a = sdr_rewards.verl.compute_score(None, GOOD, REF)["score"]
+    b = sdr_rewards.verl.compute_score(None, GOOD, REF, precision="bf16")["score"]
     assert b == pytest.approx(a, abs=1e-3)
-    assert any(r.precision == "bf16" for r in sdr.verl._rewards.values())
+    assert any(r.precision == "bf16" for r in sdr_rewards.verl._rewards.values())
     with pytest.raises(ValueError, match="precision 'fp8'"):
-        sdr.verl.compute_score(None, GOOD, REF, precision="fp8")
+        sdr_rewards.verl.compute_score(None, GOOD, REF, precision="fp8")
 
 
 def test_device_key_reaches_the_reward():
-    sdr.verl.compute_score(None, GOOD, REF, device="cpu")
-    assert any(r.device == "cpu" for r in sdr.verl._rewards.values())
+    sdr_rewards.verl.compute_score(None, GOOD, REF, device="cpu")
+    assert any(r.device == "cpu" for r in sdr_rewards.verl._rewards.values())
     with pytest.raises(ValueError, match="expected cpu, cuda or cuda:N"):
-        sdr.verl.compute_score(None, GOOD, REF, device="tpu")
+        sdr_rewards.verl.compute_score(None, GOOD, REF, device="tpu")
     try:
-        sdr.verl.compute_score(None, GOOD, REF, device="cuda:0", encoder=lambda s: [[1.0, 0.0]] * len(s))
+        sdr_rewards.verl.compute_score(None, GOOD, REF, device="cuda:0", encoder=lambda s: [[1.0, 0.0]] * len(s))
     except ValueError as e:
         assert "no CUDA back-end" in str(e)
 
 
 def test_concurrent_calls_equal_serial_ones():
     samples = [GOOD, OTHER, REF, MALFORMED[2]] * 16
-    serial = [sdr.verl.compute_score(None, s, REF)["score"] for s in samples]
+    serial = [sdr_rewards.verl.compute_score(None, s, REF)["score"] for s in samples]
     with ThreadPoolExecutor(max_workers=8) as pool:
-        threaded = list(pool.map(lambda s: sdr.verl.compute_score(None, s, REF)["score"], samples))
+        threaded = list(pool.map(lambda s: sdr_rewards.verl.compute_score(None, s, REF)["score"], samples))
     assert threaded == pytest.approx(serial, abs=1e-6)
 
 
@@ -90,7 +90,7 @@ def test_loads_by_path_as_verl_does():
     import sys
     from pathlib import Path
 
-    path = Path(sdr.verl.__file__)
+    path = Path(sdr_rewards.verl.__file__)
     spec = importlib.util.spec_from_file_location("custom_module", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules["custom_module"] = module
@@ -101,7 +101,7 @@ def test_loads_by_path_as_verl_does():
         out = fn("iu_xray", GOOD, REF, extra_info={"index": 3}, **reward_kwargs)
     finally:
         del sys.modules["custom_module"]
-    expected = sdr.SDRReward(metric="hausdorff").score([GOOD], references=[REF])["reward"][0]
+    expected = sdr_rewards.SDRReward(metric="hausdorff").score([GOOD], references=[REF])["reward"][0]
     assert set(out) == KEYS
     assert out["score"] == pytest.approx(expected, abs=1e-6)
 
@@ -118,7 +118,7 @@ def test_batch_manager_calls_score_the_batch_at_once():
     sols = [GOOD, OTHER, MALFORMED[1], REF, GOOD]
     truths = [REF, gt, REF, gt, REF]
     n = len(sols)
-    per_sample = [sdr.verl.compute_score("iu_xray", s, t, metric="ot") for s, t in zip(sols, truths)]
+    per_sample = [sdr_rewards.verl.compute_score("iu_xray", s, t, metric="ot") for s, t in zip(sols, truths)]
     kwargs = dict(
         data_sources=np.array(["iu_xray"] * n, dtype=object),
         solution_strs=sols,
@@ -126,19 +126,19 @@ def test_batch_manager_calls_score_the_batch_at_once():
         extra_infos=np.array([{"index": k} for k in range(n)], dtype=object),
         metric="ot",
     )
-    for fn in (sdr.verl.compute_score, sdr.verl.compute_score_batch):
+    for fn in (sdr_rewards.verl.compute_score, sdr_rewards.verl.compute_score_batch):
         got = fn(**kwargs)
         assert isinstance(got, list) and len(got) == n
         for a, b in zip(got, per_sample):
             assert set(a) == KEYS
             assert a == pytest.approx(b, abs=1e-6)
-    assert sdr.verl.compute_score_batch(solution_strs=[], ground_truths=[]) == []
+    assert sdr_rewards.verl.compute_score_batch(solution_strs=[], ground_truths=[]) == []
     with pytest.raises(ValueError, match="solution_strs has 2 samples but ground_truths has 1"):
-        sdr.verl.compute_score_batch(solution_strs=[GOOD, GOOD], ground_truths=[REF])
+        sdr_rewards.verl.compute_score_batch(solution_strs=[GOOD, GOOD], ground_truths=[REF])
     with pytest.raises(ValueError, match="'impression'"):
-        sdr.verl.compute_score_batch(solution_strs=[GOOD], ground_truths=[{"findings": "A."}])
+        sdr_rewards.verl.compute_score_batch(solution_strs=[GOOD], ground_truths=[{"findings": "A."}])
     with pytest.raises(TypeError, match="solution_str"):
-        sdr.verl.compute_score("iu_xray")
+        sdr_rewards.verl.compute_score("iu_xray")
 
 
 def test_batch_manager_embeds_once_per_batch():
@@ -151,23 +151,23 @@ def test_batch_manager_embeds_once_per_batch():
         return np.array([[float(len(s)), 1.0, float(s.count("e"))] for s in sentences])
 
     sols = [GOOD, OTHER, REF] * 4
-    sdr.verl.compute_score(solution_strs=sols, ground_truths=[REF] * len(sols), encoder=enc)
+    sdr_rewards.verl.compute_score(solution_strs=sols, ground_truths=[REF] * len(sols), encoder=enc)
     assert len(calls) == 2  # the probe, then one call for the whole batch
 
 
 def test_a_missing_ground_truth_is_named():
     with pytest.raises(TypeError, match="ground_truth of sample 0 must be the reference report"):
-        sdr.verl.compute_score(None, GOOD, None)
+        sdr_rewards.verl.compute_score(None, GOOD, None)
 
 
 def test_a_bad_ground_truth_in_a_mixed_batch_is_named_by_its_sample():
     # Texts and section dicts are scored in one call; the error names the sample.
     sections = {"findings": "Heart normal.", "impression": "No acute disease."}
     with pytest.raises(ValueError, match=r"^reference 2: section `findings` is empty"):
-        sdr.verl.compute_score(solution_strs=[GOOD] * 3, ground_truths=[sections, sections, "no sections here"])
+        sdr_rewards.verl.compute_score(solution_strs=[GOOD] * 3, ground_truths=[sections, sections, "no sections here"])
     with pytest.raises(TypeError, match=r"^reference 2: 'findings' must be a string, got NoneType"):
-        sdr.verl.compute_score(
+        sdr_rewards.verl.compute_score(
             solution_strs=[GOOD] * 3, ground_truths=[REF, sections, {"findings": None, "impression": "x."}]
         )
     with pytest.raises(ValueError, match=r"^reference 2: "):
-        sdr.verl.compute_score(solution_strs=[GOOD] * 3, ground_truths=[sections, REF, "junk"])
+        sdr_rewards.verl.compute_score(solution_strs=[GOOD] * 3, ground_truths=[sections, REF, "junk"])

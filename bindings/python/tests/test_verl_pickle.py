@@ -1,4 +1,4 @@
-"""verl loads sdr/verl.py by path under a name other processes cannot import, so
+"""verl loads sdr_rewards/verl.py by path under a name other processes cannot import, so
 Ray's cloudpickle sends compute_score by value (the `remote` reward manager):
 it must pickle, and rebuild its state in the process that unpickles it."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import sdr
+import sdr_rewards
 from conftest import GOOD, REF
 
 cloudpickle = pytest.importorskip("cloudpickle")
@@ -22,7 +22,7 @@ def load_as_verl_does():
     # verl.utils.import_utils.load_extern_object: spec_from_file_location under
     # a module name of its own, not in sys.modules: cloudpickle then sends the
     # functions by value, with the globals they read.
-    path = Path(sdr.__file__).with_name("verl.py")
+    path = Path(sdr_rewards.__file__).with_name("verl.py")
     name = f"custom_module_{uuid.uuid4().hex}"
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)

@@ -1,4 +1,4 @@
-# Type stubs of the public `sdr` API (checked against the built module by
+# Type stubs of the public `sdr_rewards` API (checked against the built module by
 # tests/test_stubs.py).
 import os
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, TypedDict, Union

@@ -4,27 +4,27 @@ A Rust core (report parsing, sentence segmentation, all-mpnet-base-v2
 embeddings, fifteen set distances) with reward functions for GRPO trainers:
 
 - ``SDRReward``: a TRL ``GRPOTrainer`` reward function;
-- ``sdr.verl.compute_score`` / ``compute_score_async``: verl's
+- ``sdr_rewards.verl.compute_score`` / ``compute_score_async``: verl's
   ``custom_reward_function``;
-- ``sdr/openrlhf_reward.py``: OpenRLHF's reward-function file (or run
+- ``sdr_rewards/openrlhf_reward.py``: OpenRLHF's reward-function file (or run
   ``sdr serve`` and point ``--reward.remote_url`` at it);
-- ``sdr.completion_text``: the report in a completion of any shape a trainer
+- ``sdr_rewards.completion_text``: the report in a completion of any shape a trainer
   passes (strings, chat messages, TRL's parsed responses with
   ``reasoning_content``);
-- ``sdr.distance`` / ``sdr.distances`` for one pair of embedding sets, and
-  ``sdr.distance_batch`` / ``sdr.distances_batch`` for many pairs in one call;
-- ``sdr.label`` / ``sdr.chexpert_f1``: CheXpert-14 labels by phrase rules and
-  CheXpert-rule F1, with no model weights (``sdr.clinical`` adds adapters to
+- ``sdr_rewards.distance`` / ``sdr_rewards.distances`` for one pair of embedding sets, and
+  ``sdr_rewards.distance_batch`` / ``sdr_rewards.distances_batch`` for many pairs in one call;
+- ``sdr_rewards.label`` / ``sdr_rewards.chexpert_f1``: CheXpert-14 labels by phrase rules and
+  CheXpert-rule F1, with no model weights (``sdr_rewards.clinical`` adds adapters to
   the optional model-based metrics);
-- ``sdr.build_corpus`` / ``sdr.merge_corpus``: the reference corpus of
+- ``sdr_rewards.build_corpus`` / ``sdr_rewards.merge_corpus``: the reference corpus of
   ``sdr corpus build``, whole or one shard of it, and the merge of the shards
   (``recipes/ray_corpus.py`` builds the shards on a Ray cluster).
-- ``sdr.PruneScorer``: the partial score of distance-guided pruning (paper
+- ``sdr_rewards.PruneScorer``: the partial score of distance-guided pruning (paper
   Alg. 1) against a corpus, for generation loops written in Python.
-- ``sdr.metrics``: every metric of ``sdr score`` (BLEU, ROUGE, METEOR,
+- ``sdr_rewards.metrics``: every metric of ``sdr score`` (BLEU, ROUGE, METEOR,
   chrF++, BERTScore, CheXpert-rule F1) for your own outputs, per pair and
   over the corpus.
-- ``sdr.explain``: why a report got its reward: sentence pairs and costs,
+- ``sdr_rewards.explain``: why a report got its reward: sentence pairs and costs,
   missing and unsupported findings (as ``sdr explain``).
 
 Paper: "SDR: Set-Distance Rewards for Radiology Report Generation".
@@ -63,7 +63,7 @@ from ._sdr import (
 from ._sdr import _after_fork_child
 from . import metrics
 from .reward import SDRReward, completion_text
-from .explain import explain  # the function; the module stays sys.modules["sdr.explain"]
+from .explain import explain  # the function; the module stays sys.modules["sdr_rewards.explain"]
 
 # Forked workers (TRL data loaders, verl reward workers) inherit no Rayon pool
 # threads: the child turns parallelism off, as huggingface/tokenizers does.

@@ -1,11 +1,11 @@
 """Objects built once per process and configuration, on first use.
 
 Trainers load reward files in ways that copy a module's globals: verl loads
-``sdr/verl.py`` by path under a name no other process can import, so Ray's
+``sdr_rewards/verl.py`` by path under a name no other process can import, so Ray's
 cloudpickle sends ``compute_score`` *by value*, with every global it reads; a
 ``threading.Lock`` among them cannot be pickled (verl's ``remote`` reward
 manager then dies with ``cannot pickle '_thread.lock' object``). Keeping the
-state here, in a module that is always importable as ``sdr.per_process``,
+state here, in a module that is always importable as ``sdr_rewards.per_process``,
 makes such functions pickle by reference to this module: each process that
 unpickles them finds its own, empty registry and builds its own objects.
 

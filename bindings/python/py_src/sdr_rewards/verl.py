@@ -8,7 +8,7 @@ function once per sample, concurrently::
       reward_manager:
         name: naive               # or dapo, gdpo, rate_limited, remote
       custom_reward_function:
-        path: /path/to/site-packages/sdr/verl.py   # python -c "import sdr.verl as m; print(m.__file__)"
+        path: /path/to/site-packages/sdr_rewards/verl.py   # python -c "import sdr_rewards.verl as m; print(m.__file__)"
         name: compute_score       # or compute_score_async (not with `remote`)
         reward_kwargs:            # optional, passed as keyword arguments
           metric: chamfer
@@ -27,7 +27,7 @@ await it on their event loop, so every sample of a step is in flight at once
 instead of as many as verl's thread pool holds.
 
 Concurrent calls in a process (threads or coroutines) are coalesced into one
-batched call of the scorer over a short window (``sdr.coalesce``;
+batched call of the scorer over a short window (``sdr_rewards.coalesce``;
 ``coalesce_ms``, default 2; 0 scores each call alone); the rewards are
 bit-identical to one batched call of the same samples.
 
@@ -45,7 +45,7 @@ The returned dict has ``score`` and the components ``format``, ``findings``,
 The functions keep no state in this file: verl loads it by path under a name
 other processes cannot import, so Ray's cloudpickle sends them by value, with
 the globals they read (the ``remote`` manager, and Ray workers in general).
-Rewards and coalescers live in ``sdr.per_process``, one per configuration and
+Rewards and coalescers live in ``sdr_rewards.per_process``, one per configuration and
 process, built on first use in each process (and again after a fork).
 """
 
@@ -56,11 +56,11 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 # Absolute imports: verl loads this file by path (spec_from_file_location), as a
 # module outside the package, where a relative import fails.
-from sdr import per_process
-from sdr.coalesce import Coalescer
-from sdr.completion import completion_text
-from sdr.reward import SDRReward
-from sdr.serve_client import ServeClient
+from sdr_rewards import per_process
+from sdr_rewards.coalesce import Coalescer
+from sdr_rewards.completion import completion_text
+from sdr_rewards.reward import SDRReward
+from sdr_rewards.serve_client import ServeClient
 
 _CONFIG_KEYS = (
     "metric",
@@ -103,7 +103,7 @@ def _build(config: Dict[str, Any], adapter: Dict[str, Any]) -> Dict[str, Any]:
         others = sorted(set(config) - {"metric"})
         if others:
             raise ValueError(
-                f"sdr.verl: with serve_url the reward's options are the server's "
+                f"sdr_rewards.verl: with serve_url the reward's options are the server's "
                 f"(sdr serve --format-weight ...); remove {others} from reward_kwargs"
             )
         client = ServeClient(serve_url, metric=config.get("metric"))
@@ -126,12 +126,12 @@ def _scorer(kwargs: Dict[str, Any]) -> Dict[str, Any]:
     if unknown:
         # A misspelt option would otherwise train silently with the default reward.
         per_process.warn_once(
-            ("sdr.verl", tuple(unknown)),
-            f"sdr.verl: ignoring unknown keyword(s) {unknown}; the reward's options are "
+            ("sdr_rewards.verl", tuple(unknown)),
+            f"sdr_rewards.verl: ignoring unknown keyword(s) {unknown}; the reward's options are "
             f"{list(_CONFIG_KEYS) + list(_ADAPTER_KEYS)}",
             stacklevel=4,
         )
-    key = ("sdr.verl", os.getpid(), _key_of(config), _key_of(adapter))
+    key = ("sdr_rewards.verl", os.getpid(), _key_of(config), _key_of(adapter))
     return per_process.get(key, lambda: _build(config, adapter))
 
 
@@ -147,7 +147,7 @@ def __getattr__(name: str) -> Any:
         return {
             key: obj["reward"]
             for key, obj in per_process.items()
-            if isinstance(key, tuple) and key[:1] == ("sdr.verl",) and obj["reward"] is not None
+            if isinstance(key, tuple) and key[:1] == ("sdr_rewards.verl",) and obj["reward"] is not None
         }
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -1,4 +1,4 @@
-"""``sdr.explain``: why a report got its reward (SPEC §9).
+"""``sdr_rewards.explain``: why a report got its reward (SPEC §9).
 
 Per section: the distance and its reward term; for every candidate sentence
 its partner under the metric (nearest neighbour for Chamfer/Hausdorff, the
@@ -11,7 +11,7 @@ the computation is ``sdr_core::explain`` in Rust.
 
 ``SDRReward(..., explain=True)`` calls :func:`log_worst` after each batch: the
 worst well-formed completions' missing and unsupported sentences go to TRL's
-completions table through ``log_extra`` (or to the ``sdr`` logger when the
+completions table through ``log_extra`` (or to the ``sdr_rewards`` logger when the
 trainer gives no ``log_extra``).
 """
 
@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from . import _sdr
 
-_log = logging.getLogger("sdr")
+_log = logging.getLogger("sdr_rewards")
 
 #: How many completions ``SDRReward(explain=True)`` explains per batch.
 DEFAULT_WORST = 4
@@ -77,13 +77,13 @@ def explain(
 
     Both are report texts: the ``<think>F</think><answer>I</answer>`` template
     or ``Findings:`` / ``Impression:`` text, parsed as the reward parses them.
-    `metric` is a spec of ``sdr.METRICS``; `threshold` is tau, the
+    `metric` is a spec of ``sdr_rewards.METRICS``; `threshold` is tau, the
     nearest-neighbour cosine cost above which a sentence counts as missing or
     unsupported (``None``: the default derived on IU X-ray, SPEC §9).
     `encoder`: SDR's all-mpnet-base-v2 when ``None`` (from `model_dir`, else
-    ``$SDR_MODEL``, else the default cache), an ``sdr.Encoder``, or any callable
+    ``$SDR_MODEL``, else the default cache), an ``sdr_rewards.Encoder``, or any callable
     ``list[str] -> (n, d)`` array as for ``SDRReward``. `device` and `precision`
-    set up SDR's own encoder as for ``sdr.Encoder`` (``SDRReward(explain=...)``
+    set up SDR's own encoder as for ``sdr_rewards.Encoder`` (``SDRReward(explain=...)``
     passes its own); they are not used with an `encoder`.
 
     Returns ``{"metric", "threshold", "format_valid", "reward", "sections"}``
@@ -153,7 +153,7 @@ def log_worst(
     metric and encoder. Logs two columns of TRL's completions table,
     ``<name>/missing`` and ``<name>/unsupported``: one string per completion,
     ``"F: ... | I: ..."`` for the explained ones and ``""`` for the others.
-    Without ``log_extra`` the table goes to the ``sdr`` logger (INFO).
+    Without ``log_extra`` the table goes to the ``sdr_rewards`` logger (INFO).
     Returns the rows: ``{"index", "reward", "missing", "unsupported"}``."""
     from .reward import completion_text
 

@@ -3,13 +3,13 @@
 OpenRLHF loads a Python file given where a reward-model URL would go and
 calls its ``reward_func(queries, prompts, labels)``::
 
-    --reward.remote_url /path/to/site-packages/sdr/openrlhf_reward.py --data.label_key solution
+    --reward.remote_url /path/to/site-packages/sdr_rewards/openrlhf_reward.py --data.label_key solution
     # (OpenRLHF 0.11 flags; before 0.10.2: --remote_rm_url, --label_key)
 
 OpenRLHF 0.11's ``SingleTurnAgentExecutor`` calls ``reward_func`` once per
 sample, from many threads at once (``asyncio.to_thread``): the calls are
 coalesced into one batched call of the scorer over a short window
-(``sdr.coalesce``; ``SDR_COALESCE_MS``, default 2; 0 scores each call alone),
+(``sdr_rewards.coalesce``; ``SDR_COALESCE_MS``, default 2; 0 scores each call alone),
 with the same rewards as one batched call.
 
 A label without Findings or Impression: OpenRLHF logs a reward function's
@@ -45,9 +45,9 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional, Sequence
 
-from sdr import SDRReward
-from sdr._sdr import openrlhf_completion
-from sdr.coalesce import Coalescer
+from sdr_rewards import SDRReward
+from sdr_rewards._sdr import openrlhf_completion
+from sdr_rewards.coalesce import Coalescer
 
 _reward: Optional[SDRReward] = None
 _coalescer: Optional[Coalescer] = None

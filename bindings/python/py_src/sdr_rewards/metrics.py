@@ -17,7 +17,7 @@ that is missing scores 0; a reference without both sections raises
 
 Model-based clinical metrics (optional, never installed by default):
 ``metrics=[..., "chexbert_f1", "radgraph_f1"]`` runs the ``f1chexbert`` /
-``radgraph`` packages through ``sdr.clinical`` on the same section texts.
+``radgraph`` packages through ``sdr_rewards.clinical`` on the same section texts.
 RadGraph F1 is per pair (key ``radgraph_f1`` in each section, 0 for a missing
 hypothesis section) and in the summary (``radgraph``); CheXbert F1 is
 corpus-level only (summary key ``chexbert``). A missing package or missing
@@ -286,10 +286,10 @@ def chexpert_f1_bootstrap(
 ) -> Dict[str, Optional[Tuple[float, float]]]:
     """95 % paired-bootstrap intervals of the relative change (in %) of corpus-level
     CheXpert-rule F1 of ``hyps`` against ``base_hyps`` (both scored against ``refs``,
-    paired by position), keyed as ``sdr.chexpert_f1``'s ``macro_f1_14``, ``micro_f1_14``,
+    paired by position), keyed as ``sdr_rewards.chexpert_f1``'s ``macro_f1_14``, ``micro_f1_14``,
     ``macro_f1_5`` and ``micro_f1_5``; each resample recomputes both F1s on the same
     studies. ``labeler="judge"`` labels with the judge trained on human labels (see
-    ``sdr.label``)."""
+    ``sdr_rewards.label``)."""
     h = _texts(hyps, "hyps")
     b = _texts(base_hyps, "base_hyps")
     r = _texts(refs, "refs")

@@ -111,7 +111,7 @@ class SDRReward:
     ----------
     metric : str
         Set-distance spec (``"chamfer"``, ``"ot"``, ``"sinkhorn:eps=0.1"``, ...;
-        see ``sdr.METRICS``).
+        see ``sdr_rewards.METRICS``).
     reference_column : str
         Dataset column holding the reference report: the training template
         ``<think>F</think><answer>I</answer>`` or plain ``Findings:`` /
@@ -159,7 +159,7 @@ class SDRReward:
         repeat earns nothing (paraphrases still count). Hausdorff is unaffected.
     clinical_weight : float
         Beyond the paper: adds ``clinical_weight`` x the CheXpert-14 example F1
-        between the rule-based labels (``sdr.label``, uncertain counted as
+        between the rule-based labels (``sdr_rewards.label``, uncertain counted as
         present) of the completion's and the reference's Findings +
         Impression: 1 when they agree on every observation, lower when they
         contradict. 0 for a malformed completion. Default 0: the paper's
@@ -183,10 +183,10 @@ class SDRReward:
         precision), which keys the cache. Required together with ``cache_path``.
     explain : bool or int
         After each batch, explain the worst well-formed completions (True: 4,
-        an int: that many) with ``sdr.explain`` and log their missing and
+        an int: that many) with ``sdr_rewards.explain`` and log their missing and
         unsupported sentences as the columns ``<name>/missing`` and
         ``<name>/unsupported`` of TRL's completions table (``log_extra``), or
-        to the ``sdr`` logger without it; the rows are kept in
+        to the ``sdr_rewards`` logger without it; the rows are kept in
         ``last_explanation``. Costs one more encoder call per explained
         completion (SDR's own encoder is then loaded once more, unless
         `encoder` is given). Default off.
@@ -207,7 +207,7 @@ class SDRReward:
         (default) raises ValueError naming its index; ``"score"`` scores the
         section that is there, sets the missing one's term to 0 and counts it
         (``missing_sections`` in ``score``'s result, ``<name>/missing_sections``
-        in the logs). See ``sdr.missing_section``; ``sdr check-data`` finds
+        in the logs). See ``sdr_rewards.missing_section``; ``sdr check-data`` finds
         such references before a run.
 
     Calling it as ``reward(prompts=..., completions=..., **columns)`` returns one
@@ -215,7 +215,7 @@ class SDRReward:
     parsed messages TRL hands a reward when the tokenizer has a response schema
     (``reasoning_content`` / ``reasoning`` / ``thinking`` beside ``content``):
     the report is rebuilt as ``<think>reasoning</think>content``
-    (``sdr.completion_text``); a shape it cannot read raises TypeError naming
+    (``sdr_rewards.completion_text``); a shape it cannot read raises TypeError naming
     it. A completion that breaks the template scores 0 (no exception). When TRL passes
     ``log_extra`` / ``log_metric`` callbacks, the per-sample components
     (``<name>/format``, ``/findings``, ``/impression``, and ``/clinical`` when
@@ -562,7 +562,7 @@ class SDRReward:
                 if self.cost != "cosine" and not self.exact:
                     log_metric(f"{self.__name__}/conflicts", float(stats.get("conflicts", 0)))
         if self.explain and not self.exact:
-            # The worst completions' missing / unsupported sentences (sdr/explain.py),
+            # The worst completions' missing / unsupported sentences (sdr_rewards/explain.py),
             # after the timing: explaining is not part of the reward's cost.
             self.last_explanation = log_worst(self, completions, kwargs, out, log_extra)
         return out["reward"]
