@@ -15,6 +15,10 @@ edit that the report allows, as JSON Lines `{"id", "uid", "kind", "reference",
 - `present_to_absent`: an abnormal finding denied ("Left basilar atelectasis." ->
   "No left basilar atelectasis.").
 - `left_right`: left and right swapped in an abnormal finding.
+- `side_any`: left and right swapped in any Findings sentence that states something on
+  one side, whatever its finding (no denial, no hedge, one of the two side words only:
+  "The right hemidiaphragm remains mildly elevated.", "Calcified left paratracheal lymph
+  nodes are seen."); `left_right` is its subset whose finding is in the ABNORMAL list.
 - `omission`: an abnormal finding's sentence removed.
 - `hallucination`: an abnormal sentence of a train report, naming a finding this
   report does not name, inserted.
@@ -202,6 +206,19 @@ def swap_sides(s: str) -> str | None:
     return re.sub(r"\b(left|right|Left|Right|LEFT|RIGHT)\b", lambda m: swap[m.group(1)], s)
 
 
+# A side stated as normal ("Left lung clear.") is no finding.
+NORMAL = re.compile(r"\b(clear|intact)\b", re.I)
+
+
+def swap_any_side(s: str) -> str | None:
+    low = s.lower()
+    has = {w for w in ("left", "right") if re.search(rf"\b{w}\b", low)}
+    if len(has) != 1 or NEGATION.search(s) or HEDGE.search(s) or NORMAL.search(s) or "XXXX" in s:
+        return None
+    swap = {"left": "right", "right": "left", "Left": "Right", "Right": "Left", "LEFT": "RIGHT", "RIGHT": "LEFT"}
+    return re.sub(r"\b(left|right|Left|Right|LEFT|RIGHT)\b", lambda m: swap[m.group(1)], s)
+
+
 def change_severity(s: str) -> str | None:
     if not is_abnormal(s):
         return None
@@ -269,6 +286,7 @@ def main() -> int:
         edit_one("present_to_absent", present_to_absent)
         edit_one("left_right", swap_sides)
         edit_one("severity", change_severity)
+        edit_one("side_any", swap_any_side)
 
         abnormal = [i for i, s in enumerate(f) if is_abnormal(s)]
         if abnormal and len(f) >= 2:

@@ -4,7 +4,7 @@
 //! `bench/faithfulness/make_cases.py`).
 //!
 //! ```text
-//! faithfulness CASES.jsonl OUT.jsonl [--model DIR] [--lambda L[,L2,...]] [--unmatched U[,U2,...]] [--metrics M[,M2,...]] [--bertscore-model DIR] [--limit N] [--no-bertscore]
+//! faithfulness CASES.jsonl OUT.jsonl [--model DIR] [--lambda L[,L2,...]] [--unmatched U[,U2,...]] [--omitted O[,O2,...]] [--metrics M[,M2,...]] [--bertscore-model DIR] [--limit N] [--no-bertscore]
 //! faithfulness lambda REPORTS.csv [--model DIR] [--limit N]
 //! ```
 //!
@@ -67,6 +67,11 @@ struct Args {
     /// hedged weight half of it), crossed with every λ: the grid's entries
     /// other than the first write `clinical@λ,unmatched=U/<metric>`.
     unmatched: Vec<f64>,
+    /// Weights of a reference finding the candidate omits, crossed with the
+    /// rest (`--unmatched` then weighs only a finding the candidate adds);
+    /// both as `--unmatched` without: `clinical@λ,added=U,omitted=O/<metric>`
+    /// where they differ.
+    omitted: Vec<f64>,
     /// Only these metrics (specs as `Metric` parses them); all 15 without.
     metrics: Vec<Metric>,
     /// BERTScore judge (a RoBERTa/BERT folder: all-MiniLM-L6-v2 for a judge
@@ -80,11 +85,11 @@ struct Args {
 fn args() -> Result<Args> {
     let a: Vec<String> = std::env::args().skip(1).collect();
     let usage =
-        "faithfulness CASES.jsonl OUT.jsonl [--model DIR] [--lambda L[,L2,...]] [--unmatched U[,U2,...]] [--metrics M[,M2,...]] [--bertscore-model DIR] [--limit N] [--no-bertscore]";
+        "faithfulness CASES.jsonl OUT.jsonl [--model DIR] [--lambda L[,L2,...]] [--unmatched U[,U2,...]] [--omitted O[,O2,...]] [--metrics M[,M2,...]] [--bertscore-model DIR] [--limit N] [--no-bertscore]";
     let mut pos = Vec::new();
     let (mut model, mut lambdas, mut limit, mut no_bertscore) = (None, Vec::new(), None, false);
     let mut bertscore_model = None;
-    let (mut unmatched, mut metrics) = (Vec::new(), Vec::new());
+    let (mut unmatched, mut omitted, mut metrics) = (Vec::new(), Vec::new(), Vec::new());
     let mut it = a.into_iter();
     while let Some(x) = it.next() {
         let mut val = |name: &str| {
@@ -95,6 +100,7 @@ fn args() -> Result<Args> {
             "--model" => model = Some(PathBuf::from(val("--model")?)),
             "--lambda" => lambdas.extend(numbers("--lambda", &val("--lambda")?)?),
             "--unmatched" => unmatched.extend(numbers("--unmatched", &val("--unmatched")?)?),
+            "--omitted" => omitted.extend(numbers("--omitted", &val("--omitted")?)?),
             "--metrics" => {
                 let v = val("--metrics")?;
                 for x in v.split(',') {
@@ -131,6 +137,7 @@ fn args() -> Result<Args> {
         model,
         lambdas,
         unmatched,
+        omitted,
         metrics,
         bertscore_model,
         limit,
@@ -241,6 +248,11 @@ fn rewards(
             let clinical = 1.0 + per_section[0].1[l][k] + per_section[1].1[l][k];
             let key = if l == 0 {
                 format!("clinical/{m}")
+            } else if w.unmatched != w.omitted {
+                format!(
+                    "clinical@{},added={},omitted={}/{m}",
+                    w.lambda, w.unmatched, w.omitted
+                )
             } else if w.unmatched == default_unmatched {
                 format!("clinical@{}/{m}", w.lambda)
             } else {
@@ -395,16 +407,26 @@ fn main() -> Result<()> {
     let weights: Vec<ClinicalWeights> = lambdas
         .iter()
         .flat_map(|&lambda| unmatched.iter().map(move |&u| (lambda, u)))
-        .map(|(lambda, u)| {
+        .flat_map(|(lambda, u)| {
+            let omitted = if a.omitted.is_empty() {
+                vec![u]
+            } else {
+                a.omitted.clone()
+            };
+            omitted.into_iter().map(move |o| (lambda, u, o))
+        })
+        .map(|(lambda, u, o)| {
             let w = ClinicalWeights {
                 lambda,
                 unmatched: u,
                 unmatched_hedged: 0.5 * u,
+                omitted: o,
+                omitted_hedged: 0.5 * o,
                 ..Default::default()
             };
             w.check()
                 .map(|_| w)
-                .map_err(|e| anyhow!("--lambda / --unmatched: {e}"))
+                .map_err(|e| anyhow!("--lambda / --unmatched / --omitted: {e}"))
         })
         .collect::<Result<_>>()?;
     let metrics = if a.metrics.is_empty() {

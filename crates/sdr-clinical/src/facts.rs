@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use sdr_core::cost::clinical::{Fact, Laterality, Polarity};
+use sdr_core::cost::clinical::{Fact, Laterality, Polarity, SITE_BASE};
 use serde::Deserialize;
 
 use crate::error::{ClinicalError, Result};
@@ -80,6 +80,78 @@ fn grade_word(w: &str) -> Option<u8> {
         | "significant" | "significantly" | "huge" => 3,
         _ => return None,
     })
+}
+
+/// Words a site's key passes over: articles, copulas, prepositions and the
+/// position words that a rephrasing adds or drops ("right *upper* quadrant",
+/// "left-*sided*").
+const SITE_SKIP: [&str; 38] = [
+    "a",
+    "an",
+    "the",
+    "of",
+    "in",
+    "at",
+    "on",
+    "to",
+    "with",
+    "and",
+    "is",
+    "are",
+    "was",
+    "were",
+    "be",
+    "been",
+    "there",
+    "this",
+    "these",
+    "that",
+    "which",
+    "seen",
+    "noted",
+    "again",
+    "upper",
+    "lower",
+    "mid",
+    "middle",
+    "lateral",
+    "medial",
+    "anterior",
+    "posterior",
+    "inferior",
+    "superior",
+    "side",
+    "sided",
+    "aspect",
+    "portion",
+];
+
+/// The site id of a side word at `st..en` of `text` whose finding is outside
+/// the vocabulary: a stable hash (FNV-1a) of the word the side points at, the
+/// first word after it that is no side, grade, number or [`SITE_SKIP`] word
+/// ("left *paratracheal* lymph nodes", "right *hemidiaphragm*"), else the
+/// nearest such word before it ("opacity at the *base* on the left").
+fn site_id(text: &str, (st, en): (usize, usize)) -> u16 {
+    let keep = |w: &&str| {
+        side_word(w).is_none()
+            && grade_word(w).is_none()
+            && !SITE_SKIP.contains(w)
+            && !w.bytes().all(|b| b.is_ascii_digit())
+    };
+    let head = words(text, en, text.len())
+        .map(|(_, w)| w)
+        .find(keep)
+        .or_else(|| {
+            let before: Vec<&str> = words(text, 0, st).map(|(_, w)| w).collect();
+            before.into_iter().rev().find(keep)
+        })
+        .unwrap_or("");
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in head.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    SITE_BASE + (h % u64::from(u16::MAX - SITE_BASE + 1)) as u16
 }
 
 /// Words of `text[from..to]` with their byte offsets (letters and digits).
@@ -180,6 +252,35 @@ impl Labeler {
                 facts.push(fact);
             }
         }
+        // A side word that no stated finding takes: the finding is outside the vocabulary
+        // ("the right hemidiaphragm remains elevated", "calcified left paratracheal lymph
+        // nodes"), so the anatomy the side word points at names its site.
+        if facts
+            .iter()
+            .all(|f| f.polarity == Polarity::Absent || f.side.is_none())
+        {
+            let sides = self.judge_spans(sentence, &mut sc, |t| {
+                words(t, 0, t.len())
+                    .filter(|(_, w)| side_word(w).is_some())
+                    .map(|(at, w)| (at, at + w.len()))
+                    .collect()
+            });
+            let text = sc.text.as_str();
+            if let Some(((st, en), label)) = sides.into_iter().find(|(_, l)| *l != Label::Negative)
+            {
+                let fact = Fact {
+                    observation: site_id(text, (st, en)),
+                    polarity: if label == Label::Uncertain {
+                        Polarity::Uncertain
+                    } else {
+                        Polarity::Present
+                    },
+                    side: side_word(&text[st..en]),
+                    grade: None,
+                };
+                facts.push(fact);
+            }
+        }
         facts
     }
 
@@ -200,6 +301,9 @@ impl Labeler {
     /// The name of fact observation `id`: CheXpert's spelling for 0..14,
     /// else the finding's name in `sentence_facts.json`; `"?"` if unknown.
     pub fn fact_name(&self, id: u16) -> &str {
+        if id >= SITE_BASE {
+            return "finding outside the vocabulary";
+        }
         let id = id as usize;
         match Observation::ALL.get(id) {
             Some(o) => o.name(),
@@ -355,6 +459,68 @@ mod tests {
         assert_eq!(
             conflict("No pleural effusion.", "There is no pleural effusion."),
             None
+        );
+    }
+
+    /// Side swaps in IU sentences whose finding is outside the vocabulary: the side is a
+    /// conflict; the same sentence, a denial, or another finding is not.
+    #[test]
+    fn sides_of_findings_outside_the_vocabulary() {
+        use ConflictKind::*;
+        for (a, b) in [
+            (
+                "The right hemidiaphragm remains mildly elevated.",
+                "The left hemidiaphragm remains mildly elevated.",
+            ),
+            (
+                "Calcified left paratracheal lymph nodes are seen.",
+                "Calcified right paratracheal lymph nodes are seen.",
+            ),
+            (
+                "Mild blunting of left costophrenic angle.",
+                "Mild blunting of right costophrenic angle.",
+            ),
+            (
+                "Mild blunting of left costophrenic angle.",
+                "Mild blunting of the right costophrenic angle.",
+            ),
+            (
+                "Surgical clips in the left upper quadrant.",
+                "Surgical clips in the right upper quadrant.",
+            ),
+        ] {
+            assert_eq!(conflict(a, b), Some(Side), "{a} / {b}");
+            assert_eq!(conflict(a, a), None, "{a}");
+        }
+        // A site never named by the other set costs nothing: it may be worded otherwise.
+        assert_eq!(
+            conflict(
+                "Calcified left paratracheal lymph nodes are seen.",
+                "No pneumothorax."
+            ),
+            None
+        );
+        assert_eq!(
+            conflict(
+                "Calcified left paratracheal lymph nodes are seen.",
+                "Left paratracheal nodes are calcified, unchanged."
+            ),
+            None
+        );
+        // A denied side word states nothing.
+        assert!(facts("No left-sided abnormality.")
+            .iter()
+            .all(|f| f.2.is_none()));
+        // A finding in the vocabulary keeps its own fact and side.
+        assert_eq!(
+            one("Left basilar atelectasis."),
+            ("Atelectasis".into(), Present, Some(Left), None)
+        );
+        let site = labeler().sentence_facts("The right hemidiaphragm remains mildly elevated.");
+        assert_eq!(site.len(), 1, "{site:?}");
+        assert_eq!(
+            labeler().fact_name(site[0].observation),
+            "finding outside the vocabulary"
         );
     }
 

@@ -433,11 +433,35 @@ impl Labeler {
         if sc.items.is_empty() {
             return;
         }
-        self.cues.hits(text, &mut sc.cues);
+        self.scan_cues(sc);
+        let text = sc.text.as_str();
+        let (items, by_start) = (&sc.items, &mut sc.by_start);
+        by_start.clear();
+        by_start.extend(0..items.len());
+        by_start.sort_unstable_by_key(|&i| (items[i].start, i));
+        sc.longest = items.iter().map(|it| it.end - it.start).max().unwrap_or(0);
+        let sc = &*sc;
+        for it in &sc.items {
+            let label = match it.target {
+                Target::Mention(_) | Target::Extra(_) => Some(self.judge(it.start, it.end, sc)),
+                Target::Anatomy(rule) => self.describe(it, rule, text, sc),
+                _ => None,
+            };
+            if let Some(l) = label {
+                found(it.key, l, it.start, it.end);
+            }
+        }
+    }
+
+    /// Finds the cues of `sc.text` (the normalised sentence) and the clauses
+    /// they make, and prepares [`Labeler::judge`]'s lookups.
+    fn scan_cues(&self, sc: &mut Scratch) {
+        self.cues.hits(&sc.text, &mut sc.cues);
         select_longest(&mut sc.cues, |c| (0, c.start, c.end));
         sc.breaks.clear();
         sc.breaks.extend(
-            text.bytes()
+            sc.text
+                .bytes()
                 .enumerate()
                 .filter(|&(_, b)| b == b';')
                 .map(|(i, _)| i),
@@ -490,22 +514,27 @@ impl Labeler {
                 carried
             };
         }
-        let (items, by_start) = (&sc.items, &mut sc.by_start);
-        by_start.clear();
-        by_start.extend(0..items.len());
-        by_start.sort_unstable_by_key(|&i| (items[i].start, i));
-        sc.longest = items.iter().map(|it| it.end - it.start).max().unwrap_or(0);
-        let sc = &*sc;
-        for it in &sc.items {
-            let label = match it.target {
-                Target::Mention(_) | Target::Extra(_) => Some(self.judge(it.start, it.end, sc)),
-                Target::Anatomy(rule) => self.describe(it, rule, text, sc),
-                _ => None,
-            };
-            if let Some(l) = label {
-                found(it.key, l, it.start, it.end);
-            }
+    }
+
+    /// The labels of spans of one sentence (byte ranges of its normalised text, as
+    /// [`normalize_into`] writes it into `sc.text`) by the cues of their clauses, as a
+    /// mention there would be judged: a side word of a finding outside the vocabulary.
+    pub(crate) fn judge_spans(
+        &self,
+        sentence: &str,
+        sc: &mut Scratch,
+        spans: impl Fn(&str) -> Vec<(usize, usize)>,
+    ) -> Vec<((usize, usize), Label)> {
+        normalize_into(sentence, &mut sc.text);
+        let spans = spans(&sc.text);
+        if spans.is_empty() {
+            return Vec::new();
         }
+        self.scan_cues(sc);
+        spans
+            .into_iter()
+            .map(|(st, en)| ((st, en), self.judge(st, en, sc)))
+            .collect()
     }
 
     /// The label of an anatomy mention from its nearest attribute, if any.

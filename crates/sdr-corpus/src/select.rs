@@ -260,7 +260,26 @@ pub fn consensus_scores_with(
                     ranges[y].clone(),
                     metric.needs_intra(),
                 );
+                let mut back = None;
                 if let Some((cost, t)) = &texts {
+                    let w = cost.weights();
+                    // With a finding added and one omitted weighed apart, `y`
+                    // read as the candidate against `x` is another pair.
+                    if w.unmatched != w.omitted || w.unmatched_hedged != w.omitted_hedged {
+                        let rev = PairCost::from_gram(
+                            &g,
+                            q,
+                            &inv,
+                            ranges[y].clone(),
+                            ranges[x].clone(),
+                            metric.needs_intra(),
+                        );
+                        let rev = cost
+                            .penalize(rev, &t[y], &t[x])
+                            .expect("sentence counts checked against the rows")
+                            .0;
+                        back = Some(tally.value(metric, &rev));
+                    }
                     // Counts checked above; weights by `ClinicalCost::new`.
                     pair = cost
                         .penalize(pair, &t[x], &t[y])
@@ -269,7 +288,7 @@ pub fn consensus_scores_with(
                 }
                 let d = tally.value(metric, &pair);
                 pair_sum[live[x]][live[y]] += d;
-                pair_sum[live[y]][live[x]] += d;
+                pair_sum[live[y]][live[x]] += back.unwrap_or(d);
             }
         }
     }

@@ -243,13 +243,7 @@ fn explain_chunk(
                         clin.section_cost(c, r, with_intra)
                     })
                     .map(|mut e| {
-                        e.cost = Some(
-                            CostKind::Clinical {
-                                lambda: clin.weights().lambda,
-                                unmatched: clin.weights().unmatched,
-                            }
-                            .to_string(),
-                        );
+                        e.cost = Some(CostKind::of_weights(clin.weights()).to_string());
                         e
                     })
                 }

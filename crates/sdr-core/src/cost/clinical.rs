@@ -8,15 +8,19 @@
 //! sentence `a_i` is checked against the facts of the other set `B` that name
 //! the same observation; its conflict is the smallest pair conflict among
 //! them (the other report may state a finding twice; one agreeing statement
-//! supports it), or the omission weight when `B` never names the
+//! supports it), or the unmatched weight when `B` never names the
 //! observation:
 //!
 //! $$\kappa(f, B) = \begin{cases}\min_{g \in B,\ o(g) = o(f)} c(f, g) & \text{if any}\\
-//!   w_{\text{omit}}(f) & \text{otherwise}\end{cases}, \qquad
+//!   w_{\text{un}}(f) & \text{otherwise}\end{cases}, \qquad
 //!   \kappa^A_i = \min\Bigl(1, \max_{f \in a_i} \kappa(f, B)\Bigr)$$
 //!
 //! with `c(f, g)` the pair conflict of [`ClinicalWeights`] (present against
-//! absent 1, hedged against either 1/2, left against right 1, ...). The cost
+//! absent 1, hedged against either 1/2, left against right 1, ...) and
+//! `w_un(f)` the weight of a present (hedged: half) finding the other set
+//! never names: `w_add` for the candidate's (the first set, `A`: a finding
+//! it adds, a precision error) and `w_omit` for the reference's (the second
+//! set, `B`: a finding the candidate omits, a recall error). The cost
 //! adds, to every pair of the conflicting sentence's row (column), a share
 //! scaled by its set's size:
 //!
@@ -62,6 +66,15 @@ pub enum Laterality {
     /// Both sides ("bilateral", "bibasilar").
     Bilateral,
 }
+
+/// Fact observation ids from here on are *sites*: a finding outside the
+/// labeler's vocabulary that a side word qualifies, known by the anatomy the
+/// side word points at ("calcified *left paratracheal* lymph nodes", "the
+/// *right hemidiaphragm* remains elevated"). A site conflicts only with the
+/// same site on another side; one the other set never names costs nothing
+/// (it may be worded otherwise there), so a rephrasing is never penalised
+/// for it.
+pub const SITE_BASE: u16 = 0x8000;
 
 /// One clinical statement of a sentence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -166,10 +179,16 @@ pub struct ClinicalWeights {
     pub grade_far: f64,
     /// Grades one apart (mild against moderate).
     pub grade_near: f64,
-    /// A present finding the other set never names.
+    /// A present finding of the first set (the candidate) that the second
+    /// never names: a finding the candidate adds.
     pub unmatched: f64,
-    /// A hedged finding the other set never names.
+    /// A hedged finding of the first set that the second never names.
     pub unmatched_hedged: f64,
+    /// A present finding of the second set (the reference) that the first
+    /// never names: a finding the candidate omits.
+    pub omitted: f64,
+    /// A hedged finding of the second set that the first never names.
+    pub omitted_hedged: f64,
 }
 
 /// The default `λ`, chosen with [`DEFAULT_UNMATCHED`] on the validation
@@ -197,6 +216,8 @@ impl Default for ClinicalWeights {
             grade_near: 0.5,
             unmatched: DEFAULT_UNMATCHED,
             unmatched_hedged: 0.5 * DEFAULT_UNMATCHED,
+            omitted: DEFAULT_UNMATCHED,
+            omitted_hedged: 0.5 * DEFAULT_UNMATCHED,
         }
     }
 }
@@ -215,6 +236,8 @@ impl ClinicalWeights {
             ("grade_near", self.grade_near),
             ("unmatched", self.unmatched),
             ("unmatched_hedged", self.unmatched_hedged),
+            ("omitted", self.omitted),
+            ("omitted_hedged", self.omitted_hedged),
         ];
         for (name, w) in named {
             if !(w.is_finite() && w >= 0.0) {
@@ -272,8 +295,14 @@ impl ClinicalWeights {
         }
     }
 
-    /// `κ(f, B)` with what caused it.
-    fn fact_conflict<F: FactList>(&self, f: &Fact, other: &[F]) -> Option<FactConflict> {
+    /// `κ(f, B)` with what caused it; `unmatched` the (present, hedged)
+    /// weights of a finding `B` never names.
+    fn fact_conflict<F: FactList>(
+        &self,
+        f: &Fact,
+        other: &[F],
+        unmatched: (f64, f64),
+    ) -> Option<FactConflict> {
         let mut best: Option<FactConflict> = None;
         let mut named = false;
         for (j, facts) in other.iter().enumerate() {
@@ -292,24 +321,43 @@ impl ClinicalWeights {
         if named {
             return best.filter(|b| b.0 > 0.0);
         }
+        if f.observation >= SITE_BASE {
+            return None;
+        }
         let w = match f.polarity {
-            Polarity::Present => self.unmatched,
-            Polarity::Uncertain => self.unmatched_hedged,
+            Polarity::Present => unmatched.0,
+            Polarity::Uncertain => unmatched.1,
             Polarity::Absent => 0.0,
         };
         (w > 0.0).then_some((w, ConflictKind::Unmatched, None))
     }
 
     /// Each sentence of `a`'s worst conflict with the set `b` (`None`: its
-    /// facts agree with `b`, or it states none). Costs
+    /// facts agree with `b`, or it states none), `a` read as the candidate
+    /// (a finding `b` never names weighs `unmatched`). Costs
     /// `O(facts(a) x facts(b))`, no text. Each sentence's facts may be held
     /// any way that lends a slice ([`FactList`]).
     pub fn conflicts<F: FactList, G: FactList>(&self, a: &[F], b: &[G]) -> Vec<Option<Conflict>> {
+        self.conflicts_weighing(a, b, (self.unmatched, self.unmatched_hedged))
+    }
+
+    /// [`ClinicalWeights::conflicts`] with `a` read as the reference (a
+    /// finding `b` never names weighs `omitted`: the candidate `b` omits it).
+    pub fn omissions<F: FactList, G: FactList>(&self, a: &[F], b: &[G]) -> Vec<Option<Conflict>> {
+        self.conflicts_weighing(a, b, (self.omitted, self.omitted_hedged))
+    }
+
+    fn conflicts_weighing<F: FactList, G: FactList>(
+        &self,
+        a: &[F],
+        b: &[G],
+        unmatched: (f64, f64),
+    ) -> Vec<Option<Conflict>> {
         a.iter()
             .map(|facts| {
                 let mut worst: Option<Conflict> = None;
                 for (i, f) in facts.facts().iter().enumerate() {
-                    if let Some((w, kind, other)) = self.fact_conflict(f, b) {
+                    if let Some((w, kind, other)) = self.fact_conflict(f, b, unmatched) {
                         if worst.is_none_or(|c| w > c.weight) {
                             worst = Some(Conflict {
                                 weight: w.min(1.0),
@@ -373,11 +421,12 @@ pub struct PairConflicts {
 }
 
 impl PairConflicts {
-    /// Both directions' conflicts of sets with facts `a` and `b`.
+    /// Both directions' conflicts of sets with facts `a` (the candidate) and
+    /// `b` (the reference).
     pub fn of<F: FactList, G: FactList>(a: &[F], b: &[G], w: &ClinicalWeights) -> Self {
         PairConflicts {
             a: w.conflicts(a, b),
-            b: w.conflicts(b, a),
+            b: w.omissions(b, a),
         }
     }
 
@@ -440,20 +489,25 @@ impl<'a> PairCost<'a> {
 
 /// Which sentence cost a distance reads: the paper's cosine cost (SPEC §3,
 /// the default) or the clinically aware cost (SPEC §10) with its strength
-/// `λ` and the weight of an unmatched finding. Written as a spec like a
-/// metric: `cosine`, `clinical` (the defaults), `clinical:lambda=0.8`,
-/// `clinical:lambda=1,unmatched=0.25`.
+/// `λ` and the weights of a finding one report names and the other does not.
+/// Written as a spec like a metric: `cosine`, `clinical` (the defaults),
+/// `clinical:lambda=0.8`, `clinical:lambda=1,unmatched=0.25` (`unmatched`:
+/// both ways), `clinical:added=0.25,omitted=1` (a finding the candidate adds,
+/// one it omits, apart).
 ///
 /// ```
 /// use sdr_core::cost::CostKind;
 /// let c: CostKind = "clinical:lambda=0.8".parse().unwrap();
-/// assert_eq!(c, CostKind::Clinical { lambda: 0.8, unmatched: 0.5 });
+/// assert_eq!(c, CostKind::Clinical { lambda: 0.8, unmatched: 0.5, omitted: 0.5 });
 /// assert_eq!(c.to_string(), "clinical:lambda=0.8");
 /// let d: CostKind = "clinical:unmatched=1,lambda=0.41".parse().unwrap();
 /// assert_eq!(d.to_string(), "clinical:lambda=0.41,unmatched=1");
+/// let e: CostKind = "clinical:omitted=1,added=0.25".parse().unwrap();
+/// assert_eq!(e.to_string(), "clinical:lambda=1.5,added=0.25,omitted=1");
 /// assert_eq!("cosine".parse::<CostKind>().unwrap(), CostKind::Cosine);
 /// assert_eq!(CostKind::default().to_string(), "cosine");
 /// assert!("clinical:lambda=-1".parse::<CostKind>().is_err());
+/// assert!("clinical:unmatched=1,omitted=1".parse::<CostKind>().is_err());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub enum CostKind {
@@ -461,18 +515,34 @@ pub enum CostKind {
     #[default]
     Cosine,
     /// The cosine cost plus the conflict penalty of strength `lambda`; a
-    /// present finding the other set never names weighs `unmatched` (a
-    /// hedged one half of it).
-    Clinical { lambda: f64, unmatched: f64 },
+    /// present finding of the candidate that the reference never names
+    /// weighs `unmatched` (spec key `added`), one of the reference that the
+    /// candidate never names `omitted` (hedged ones half).
+    Clinical {
+        lambda: f64,
+        unmatched: f64,
+        omitted: f64,
+    },
 }
 
 impl CostKind {
     /// The clinical cost with the default weights ([`DEFAULT_LAMBDA`],
-    /// [`DEFAULT_UNMATCHED`]).
+    /// [`DEFAULT_UNMATCHED`] both ways).
     pub fn clinical() -> Self {
         CostKind::Clinical {
             lambda: DEFAULT_LAMBDA,
             unmatched: DEFAULT_UNMATCHED,
+            omitted: DEFAULT_UNMATCHED,
+        }
+    }
+
+    /// The spec of clinical weights `w` (only `λ` and the unmatched weights
+    /// have spec keys; the others are the defaults').
+    pub fn of_weights(w: &ClinicalWeights) -> Self {
+        CostKind::Clinical {
+            lambda: w.lambda,
+            unmatched: w.unmatched,
+            omitted: w.omitted,
         }
     }
 
@@ -486,10 +556,16 @@ impl CostKind {
     pub fn weights(&self) -> Option<ClinicalWeights> {
         match *self {
             CostKind::Cosine => None,
-            CostKind::Clinical { lambda, unmatched } => Some(ClinicalWeights {
+            CostKind::Clinical {
+                lambda,
+                unmatched,
+                omitted,
+            } => Some(ClinicalWeights {
                 lambda,
                 unmatched,
                 unmatched_hedged: 0.5 * unmatched,
+                omitted,
+                omitted_hedged: 0.5 * omitted,
                 ..ClinicalWeights::default()
             }),
         }
@@ -498,16 +574,30 @@ impl CostKind {
 
 impl std::fmt::Display for CostKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
+        match *self {
             CostKind::Cosine => f.write_str("cosine"),
-            // The unmatched weight only when it is not the default, so that
-            // a spec reads back as it was written.
-            CostKind::Clinical { lambda, unmatched } if *unmatched == DEFAULT_UNMATCHED => {
-                write!(f, "clinical:lambda={lambda}")
+            // The unmatched weights only when they are not the defaults, and
+            // apart only when they differ, so that a spec reads back as it
+            // was written.
+            CostKind::Clinical {
+                lambda,
+                unmatched,
+                omitted,
+            } if unmatched == omitted => {
+                if unmatched == DEFAULT_UNMATCHED {
+                    write!(f, "clinical:lambda={lambda}")
+                } else {
+                    write!(f, "clinical:lambda={lambda},unmatched={unmatched}")
+                }
             }
-            CostKind::Clinical { lambda, unmatched } => {
-                write!(f, "clinical:lambda={lambda},unmatched={unmatched}")
-            }
+            CostKind::Clinical {
+                lambda,
+                unmatched,
+                omitted,
+            } => write!(
+                f,
+                "clinical:lambda={lambda},added={unmatched},omitted={omitted}"
+            ),
         }
     }
 }
@@ -526,7 +616,7 @@ impl std::str::FromStr for CostKind {
             "cosine" if params.trim().is_empty() => Ok(CostKind::Cosine),
             "cosine" => Err(bad("the cosine cost takes no parameter".into())),
             "clinical" => {
-                let (mut lambda, mut unmatched) = (None, None);
+                let (mut lambda, mut unmatched, mut added, mut omitted) = (None, None, None, None);
                 for part in params.split(',').map(str::trim).filter(|p| !p.is_empty()) {
                     let (k, v) = part
                         .split_once('=')
@@ -535,11 +625,11 @@ impl std::str::FromStr for CostKind {
                     let slot = match k {
                         "lambda" => &mut lambda,
                         "unmatched" => &mut unmatched,
-                        _ => {
-                            return Err(bad(format!(
-                                "unknown parameter `{k}` (expected: lambda, unmatched)"
-                            )))
-                        }
+                        "added" => &mut added,
+                        "omitted" => &mut omitted,
+                        _ => return Err(bad(format!(
+                            "unknown parameter `{k}` (expected: lambda, unmatched, added, omitted)"
+                        ))),
                     };
                     if slot.is_some() {
                         return Err(bad(format!("parameter `{k}` given twice")));
@@ -549,14 +639,27 @@ impl std::str::FromStr for CostKind {
                         .map_err(|_| bad(format!("{k} `{v}` is not a number")))?;
                     *slot = Some(x);
                 }
-                if let Some(u) = unmatched {
-                    if u > 1.0 {
-                        return Err(bad(format!("unmatched must be at most 1, got {u}")));
+                if unmatched.is_some() && (added.is_some() || omitted.is_some()) {
+                    return Err(bad(
+                        "give `unmatched` (both ways) or `added` / `omitted`, not both".into(),
+                    ));
+                }
+                for (k, u) in [
+                    ("unmatched", unmatched),
+                    ("added", added),
+                    ("omitted", omitted),
+                ] {
+                    if let Some(u) = u {
+                        if u > 1.0 {
+                            return Err(bad(format!("{k} must be at most 1, got {u}")));
+                        }
                     }
                 }
+                let both = unmatched.unwrap_or(DEFAULT_UNMATCHED);
                 let cost = CostKind::Clinical {
                     lambda: lambda.unwrap_or(DEFAULT_LAMBDA),
-                    unmatched: unmatched.unwrap_or(DEFAULT_UNMATCHED),
+                    unmatched: added.unwrap_or(both),
+                    omitted: omitted.unwrap_or(both),
                 };
                 cost.weights().expect("clinical").check().map_err(bad)?;
                 Ok(cost)
@@ -581,6 +684,49 @@ mod tests {
     }
     use Laterality::*;
     use Polarity::*;
+
+    /// A finding the candidate adds and one it omits weigh apart; the
+    /// default reads both as `unmatched`, so old specs keep their costs.
+    #[test]
+    fn added_and_omitted_weigh_apart() {
+        let cand = vec![vec![fact(3, Present, None, None)], vec![]];
+        let reference = vec![
+            vec![fact(7, Present, None, None)],
+            vec![fact(8, Uncertain, None, None)],
+        ];
+        let w: ClinicalWeights = "clinical:added=0.25,omitted=1"
+            .parse::<CostKind>()
+            .unwrap()
+            .weights()
+            .unwrap();
+        let c = PairConflicts::of(&cand, &reference, &w);
+        assert_eq!(kappa(&c.a), vec![0.25, 0.0]);
+        assert_eq!(kappa(&c.b), vec![1.0, 0.5]);
+        let d = PairConflicts::of(&cand, &reference, &ClinicalWeights::default());
+        assert_eq!(kappa(&d.a), vec![0.5, 0.0]);
+        assert_eq!(kappa(&d.b), vec![0.5, 0.25]);
+        // Specs read back as they were written.
+        for spec in [
+            "clinical:lambda=1.5",
+            "clinical:lambda=0.41,unmatched=1",
+            "clinical:lambda=1,added=0.25,omitted=1",
+        ] {
+            assert_eq!(spec.parse::<CostKind>().unwrap().to_string(), spec);
+        }
+        assert_eq!(
+            "clinical:added=0.5,omitted=0.5"
+                .parse::<CostKind>()
+                .unwrap(),
+            CostKind::clinical()
+        );
+        for bad in [
+            "clinical:omitted=2",
+            "clinical:added=-1",
+            "clinical:unmatched=1,added=1",
+        ] {
+            assert!(bad.parse::<CostKind>().is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn pair_conflicts_by_kind() {
