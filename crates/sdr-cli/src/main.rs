@@ -36,7 +36,7 @@ enum Command {
     Embed(commands::embed::Args),
     /// Build or inspect a reference corpus of embedded reports (.safetensors).
     Corpus(commands::corpus::Args),
-    /// Pick the best of K candidate reports by set distance to a corpus, or by consensus.
+    /// Pick the best of K candidate reports by set distance to a corpus or by consensus, or Impressions by their Findings.
     Select(commands::select::Args),
     /// Score `sdr select`'s choices against references and the two random baselines (tables, heatmaps).
     SelectEval(commands::select_eval::Args),
@@ -54,6 +54,8 @@ enum Command {
     Serve(commands::serve::Args),
     /// Check a training set's references before a run: summary, bad rows, exit status 1 if any.
     CheckData(commands::check_data::Args),
+    /// Check an Impression against its own Findings: contradictions, unsupported and omitted findings.
+    CheckImpression(commands::check_impression::Args),
 }
 
 fn main() {
@@ -78,6 +80,7 @@ fn main() {
         Command::Explain(args) => commands::explain::run(args),
         Command::Serve(args) => commands::serve::run(args),
         Command::CheckData(args) => commands::check_data::run(args),
+        Command::CheckImpression(args) => commands::check_impression::run(args),
     };
     if let Err(err) = result {
         log_line(format_args!("sdr: error: {}", one_line(&err)));

@@ -11,6 +11,8 @@
 //!   of candidate sentences against the corpus's distinct sentences, `min`,
 //!   `avg`, `knn` aggregation, and exact lower-bound pruning.
 //! - [`select`]: best-of-K selection and consensus (minimum Bayes risk).
+//! - [`findings`]: candidate Impressions chosen by their own Findings (no
+//!   corpus, no reference; SPEC §10a).
 //! - [`partial`]: the partial score of distance-guided pruning (SPEC §6).
 //! - [`convergence`]: counts of distances that did not converge or failed.
 //! - [`shard`]: one build split over machines (`--shard I/N`, contiguous
@@ -52,6 +54,7 @@ pub mod clinical;
 pub mod convergence;
 pub mod encoder;
 pub mod error;
+pub mod findings;
 pub mod gram;
 pub mod index;
 pub mod partial;
@@ -74,6 +77,9 @@ pub use encoder::{
     SentenceEncoder,
 };
 pub use error::{CorpusError, Result};
+pub use findings::{
+    select_by_findings, FindingsScore, FindingsSelection, FindingsStudy, FINDINGS_POLICY,
+};
 pub use index::CorpusIndex;
 pub use partial::{partial_score, CorpusScorer, PartialScores, PartialSections};
 pub use score::{CandidateEmbedding, ScoreOptions, Scores};

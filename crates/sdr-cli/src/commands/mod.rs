@@ -1,4 +1,5 @@
 pub mod check_data;
+pub mod check_impression;
 pub mod corpus;
 pub mod distances;
 pub mod embed;

@@ -1,5 +1,6 @@
 //! `sdr select`: best-of-K selection of candidate reports by their set
-//! distance to a reference corpus (paper §3.3, SPEC §5), or by consensus.
+//! distance to a reference corpus (paper §3.3, SPEC §5), or by consensus;
+//! of candidate Impressions by their own Findings (SPEC §10a).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -7,14 +8,17 @@ use std::time::Instant;
 
 use anyhow::{anyhow, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use sdr_clinical::Consistency;
 use sdr_core::cost::CostKind;
 use sdr_core::report::SEGMENTER_VERSION;
 use sdr_core::Metric;
 use sdr_corpus::{
-    all_policies, argmin, embed_candidate_sentences, Aggregation, Convergence, Corpus,
-    CorpusClinical, Policy, ScoreOptions, SelectionPlan,
+    all_policies, argmin, embed_candidate_sentences, read_source, select_by_findings, Aggregation,
+    Convergence, Corpus, CorpusClinical, FindingsSelection, FindingsStudy, Policy, ScoreOptions,
+    SelectionPlan, SourceFormat, SourceOptions, FINDINGS_POLICY,
 };
 use sdr_gen::replay::ReplayRecord;
+use serde::Deserialize;
 
 use crate::common::{
     candidates_hash, check_outputs, convergence_warning, failure_warning, knn_warning, log_line,
@@ -41,7 +45,24 @@ that have that section of the set distance between sentence-embedding sets. Ties
 lowest index; when all candidates are malformed the first is kept (all_malformed: true).\n\
 Policy keys are METRIC@AGG (METRIC as in `sdr distances`, AGG min, avg or knn:k=K),\n\
 and METRIC@consensus for consensus selection; under --cost clinical every key starts with\n\
-`clinical/` (`clinical:lambda=L/` at another strength), e.g. clinical/chamfer@min."
+`clinical/` (`clinical:lambda=L/` at another strength), e.g. clinical/chamfer@min.\n\n\
+--findings-consistency (no corpus, no reference; docs/SPEC.md section 10a): the candidates are\n\
+Impression texts and each study's Findings are given, in the line or by --findings FILE:\n  \
+{\"id\": \"s1\", \"candidates\": [\"Small right pleural effusion.\", \"No acute disease.\"], \"findings\": \"...\"}\n\
+Each candidate is checked against the Findings by the clinical facts of its sentences: a finding\n\
+it contradicts (polarity, hedge, side, grade), a present finding the Findings never name\n\
+(unsupported), a present finding of the Findings it never names (omitted, weighed by how often\n\
+radiologists' Impressions name that finding; the Findings' normal statements are not expected).\n\
+score = 1 x contradictions + 0.5 x unsupported + 0.5 x omissions, lower is better; ties go to the\n\
+candidate whose sentences are closest to the Findings' (directed Chamfer of the embeddings,\n\
+`semantic`), then to the lowest index. A candidate with no sentence scores null.\n\
+Output line:\n  \
+{\"id\": \"s1\", \"policy\": \"findings-consistency\", \"chosen\": 0, \"text\": \"...\", \"scores\": [0.0, 0.41],\n   \
+\"well_formed\": [true, true], \"all_malformed\": false, \"candidates_hash\": \"...\",\n   \
+\"breakdown\": [{\"score\": 0.0, \"contradictions\": 0.0, \"unsupported\": 0.0, \"omissions\": 0.0,\n   \
+\"semantic\": 0.12, \"contradicted\": [], \"unsupported_findings\": [], \"omitted\": []}, ...]}\n\
+(`contradicted` names each finding with its kind, e.g. \"Pleural Effusion (polarity)\"; `sdr\n\
+check-impression` shows the sentences.)"
 )]
 pub struct Args {
     /// JSON Lines with one {"id": ..., "candidates": [...]} object per line; `-` or absent reads stdin.
@@ -66,6 +87,17 @@ pub struct Args {
     /// mean set distance to the other well-formed candidates; no corpus needed.
     #[arg(long, conflicts_with = "agg")]
     pub consensus: bool,
+    /// Choose each study's Impression by its own Findings (no corpus, no reference; SPEC
+    /// section 10a): the fewest contradicted, unsupported and omitted findings, then the
+    /// closest in embedding. The candidates are Impression texts; the Findings come from
+    /// each line's "findings" or from --findings.
+    #[arg(long, conflicts_with_all = ["corpus", "consensus", "all_policies", "agg", "metric", "no_prune", "cost"])]
+    pub findings_consistency: bool,
+    /// The Findings of each study, for --findings-consistency: a CSV with `uid` (or `id`) and
+    /// `findings` columns (data/iu-xray/indiana_reports.csv), or JSON Lines
+    /// {"id": ..., "findings": "..."}. A line's own "findings" wins.
+    #[arg(long, value_name = "FILE", requires = "findings_consistency")]
+    pub findings: Option<PathBuf>,
     /// Compute every corpus distance (no lower-bound pruning for min / knn);
     /// results are identical, only slower. For checking and timing.
     #[arg(long)]
@@ -201,6 +233,9 @@ pub fn run(args: Args) -> Result<()> {
     if args.batch == 0 {
         return Err(anyhow!("--batch must be at least 1"));
     }
+    if args.findings_consistency {
+        return run_findings(args);
+    }
     let plan = plan(&args)?;
     check_outputs(
         &[("--output", args.output.as_deref())],
@@ -328,6 +363,189 @@ pub fn run(args: Args) -> Result<()> {
     ];
     for line in warnings.into_iter().flatten() {
         log_line(line);
+    }
+    Ok(())
+}
+
+/// One input line of `--findings-consistency`.
+#[derive(Deserialize)]
+struct FindingsLine {
+    id: serde_json::Value,
+    candidates: Vec<String>,
+    #[serde(default)]
+    findings: Option<String>,
+}
+
+/// Findings by study id from `--findings FILE` (CSV in the IU X-ray layout, or
+/// JSON Lines `{"id", "findings"}`).
+fn findings_file(path: &std::path::Path) -> Result<HashMap<String, String>> {
+    let csv = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
+    if csv {
+        let opts = SourceOptions {
+            format: SourceFormat::Csv,
+            ..SourceOptions::default()
+        };
+        let source = read_source(path, &opts).map_err(|e| anyhow!("--findings: {e}"))?;
+        return Ok(source
+            .reports
+            .into_iter()
+            .filter(|r| !r.findings.is_empty())
+            .map(|r| (r.id, r.findings.join(" ")))
+            .collect());
+    }
+    #[derive(Deserialize)]
+    struct Line {
+        id: serde_json::Value,
+        findings: String,
+    }
+    let mut out = HashMap::new();
+    for (at, l) in crate::jsonl::read_jsonl_file::<Line>(path)? {
+        let id = crate::jsonl::id_text(&l.id);
+        if out.insert(id.clone(), l.findings).is_some() {
+            return Err(anyhow!("{at}: study {id} again"));
+        }
+    }
+    Ok(out)
+}
+
+/// The output object of one study under `--findings-consistency`.
+fn findings_record(l: &FindingsLine, sel: &FindingsSelection) -> serde_json::Value {
+    let names = |v: &[sdr_clinical::Issue], kind: bool| -> Vec<String> {
+        v.iter()
+            .map(|x| {
+                if kind {
+                    format!("{} ({})", x.finding, x.kind)
+                } else {
+                    x.finding.clone()
+                }
+            })
+            .collect()
+    };
+    let breakdown: Vec<serde_json::Value> = sel
+        .candidates
+        .iter()
+        .map(|c| match &c.report {
+            None => serde_json::Value::Null,
+            Some(r) => serde_json::json!({
+                "score": num(r.score),
+                "contradictions": num(r.contradiction),
+                "unsupported": num(r.unsupported),
+                "omissions": num(r.omission),
+                "semantic": num(c.semantic),
+                "contradicted": names(&r.contradictions, true),
+                "unsupported_findings": names(&r.unsupported_findings, false),
+                "omitted": names(&r.omissions, false),
+            }),
+        })
+        .collect();
+    let s = &sel.selection;
+    serde_json::json!({
+        "id": l.id,
+        "policy": FINDINGS_POLICY,
+        "chosen": s.index,
+        "text": l.candidates[s.index],
+        "scores": sel.candidates.iter().map(|c| num(c.score())).collect::<Vec<_>>(),
+        "well_formed": sel.candidates.iter().map(|c| c.report.is_some()).collect::<Vec<_>>(),
+        "all_malformed": s.all_malformed,
+        "candidates_hash": candidates_hash(&l.candidates),
+        "breakdown": breakdown,
+    })
+}
+
+/// `sdr select --findings-consistency`: Impressions chosen by their own Findings.
+fn run_findings(args: Args) -> Result<()> {
+    check_outputs(
+        &[("--output", args.output.as_deref())],
+        &[or_stdin(args.input.as_deref()), args.findings.as_deref()],
+    )?;
+    let by_id = args.findings.as_deref().map(findings_file).transpose()?;
+    let encoder = args.encoder.load()?;
+    let check = Consistency::default();
+    let mut first_at: HashMap<String, usize> = HashMap::new();
+    let mut input = Input::open(args.input.as_deref())?;
+    let mut output = Output::create(args.output.as_deref())?;
+    let pb = progress(args.quiet)?;
+    let t0 = Instant::now();
+    let (mut studies, mut all_bad, mut contradicting) = (0usize, 0usize, 0usize);
+    let mut line_no = 0;
+    loop {
+        let chunk = input.next_chunk(args.batch, &mut line_no)?;
+        if chunk.is_empty() {
+            break;
+        }
+        let mut lines: Vec<(usize, FindingsLine, String)> = Vec::with_capacity(chunk.len());
+        for (no, text) in &chunk {
+            let at = format!("{}:{no}", input.name);
+            let mut l: FindingsLine = parse_json(text).map_err(|e| anyhow!("{at}: {e}"))?;
+            let id = crate::jsonl::id_text(&l.id);
+            if l.candidates.is_empty() {
+                return Err(anyhow!("{at}: study {id}: `candidates` is empty"));
+            }
+            if let Some(first) = first_at.insert(id.clone(), *no) {
+                return Err(anyhow!(
+                    "{at}: study {id} again (first at {}:{first})",
+                    input.name
+                ));
+            }
+            let findings = match (l.findings.take(), &by_id) {
+                (Some(f), _) => f,
+                (None, Some(map)) => map.get(&id).cloned().ok_or_else(|| {
+                    anyhow!(
+                        "{at}: study {id}: no Findings for it in --findings {}",
+                        args.findings.as_deref().unwrap_or(std::path::Path::new("")).display()
+                    )
+                })?,
+                (None, None) => {
+                    return Err(anyhow!(
+                        "{at}: study {id}: no \"findings\" in the line; give them there or with --findings FILE"
+                    ))
+                }
+            };
+            if sdr_core::report::split_sentences(&findings).is_empty() {
+                return Err(anyhow!("{at}: study {id}: the Findings have no sentence"));
+            }
+            lines.push((*no, l, findings));
+        }
+        let texts: Vec<Vec<&str>> = lines
+            .iter()
+            .map(|(_, l, _)| l.candidates.iter().map(String::as_str).collect())
+            .collect();
+        let batch: Vec<FindingsStudy<'_>> = lines
+            .iter()
+            .zip(&texts)
+            .map(|((_, _, f), c)| FindingsStudy {
+                candidates: c,
+                findings: f,
+            })
+            .collect();
+        let selections = select_by_findings(&batch, &encoder, &check)
+            .map_err(|e| anyhow!("{}:{}: {e}", input.name, lines[0].0))?;
+        for ((_, l, _), sel) in lines.iter().zip(&selections) {
+            all_bad += sel.selection.all_malformed as usize;
+            contradicting += sel.candidates[sel.selection.index]
+                .report
+                .as_ref()
+                .is_some_and(|r| !r.contradictions.is_empty())
+                as usize;
+            let obj = findings_record(l, sel);
+            let w = output.writer();
+            serde_json::to_writer(&mut *w, &obj)
+                .map_err(std::io::Error::from)
+                .and_then(|()| w.write_all(b"\n"))
+                .context("cannot write output")?;
+            studies += 1;
+            pb.inc(1);
+        }
+    }
+    pb.finish_and_clear();
+    output.finish()?;
+    if !args.quiet {
+        log_line(format_args!(
+            "sdr select --findings-consistency: {studies} studies, {contradicting} picks contradicting their Findings, {all_bad} with no candidate sentence (first kept), {:.2}s",
+            t0.elapsed().as_secs_f64()
+        ));
     }
     Ok(())
 }
