@@ -14,7 +14,7 @@ Reference modes (``--reference``):
 - ``report``: candidates are full reports (``Findings:`` / ``Impression:`` headers or the
   ``<think>F</think><answer>I</answer>`` template); the reference is the study's Findings and
   Impression (``data/iu-xray/indiana_reports.csv``). A candidate's **content** is what
-  ``sdr.parse_report`` finds in it: its Findings sentences then its Impression sentences,
+  ``sdr_rewards.parse_report`` finds in it: its Findings sentences then its Impression sentences,
   joined by a space (the text the reward's F1 term labels). A malformed candidate (a header
   missing, ``format_valid`` false) is judged on the sections that were parsed (none parsed:
   the empty text, which names no observation: judge F1 0 unless the reference names none
@@ -28,17 +28,20 @@ Reference modes (``--reference``):
 
 Metrics (higher = preferred):
 
-- ``cosine``: the paper's reward, ``sdr.SDRReward(metric="chamfer")``, the full reward
+- ``cosine``: the paper's reward, ``sdr_rewards.SDRReward(metric="chamfer")``, the full reward
   ``R_fmt + R_sem^F + R_sem^I`` (format term included, as GRPO sees it);
 - ``clinical``: the same with ``cost="clinical"`` (SPEC §10 defaults, lambda 1.5,
   unmatched 0.5);
 - ``clinical_041``: ``cost="clinical:lambda=0.41,unmatched=1"``;
+- ``clinical_recall`` / ``clinical_precision``: ``cost="clinical:added=0.25,omitted=1"`` (an
+  omitted finding weighs 4x an added one) and ``"clinical:added=1,omitted=0.25"`` (the
+  reverse), lambda 1.5;
 - ``f1_term``: the F1 term alone, the ``clinical`` component of ``SDRReward(...,
   clinical_weight=1)``: CheXpert-rule example F1 of the content against the reference
   (uncertain counted as present; 0 for a malformed candidate);
 - ``clinical_f1``: the clinical cost (defaults) + 1 x the F1 term;
 - ``bertscore``, ``rouge_l``, ``bleu4``: BERTScore-F1 (all-MiniLM-L6-v2, layer 6, no idf, not
-  rescaled), ROUGE-L and BLEU-4 of ``sdr.metrics.score(..., sections=False)`` on the content
+  rescaled), ROUGE-L and BLEU-4 of ``sdr_rewards.metrics.score(..., sections=False)`` on the content
   against the reference content (whole texts).
 
 Aggregates (``--out-dir``/``NAME.json``), every interval a percentile bootstrap over the studies
@@ -67,7 +70,7 @@ between machines do not flip a comparison. Deterministic: a second run writes id
         --reference report --name gemma \\
         --title "Gemma 3 270M full reports (the main job's candidates)"
 
-(needs the ``sdr`` wheel with the judge, all-mpnet-base-v2 (``scripts/fetch-model.sh``) and
+(needs the ``sdr_rewards`` package with the judge, all-mpnet-base-v2 (``scripts/fetch-model.sh``) and
 all-MiniLM-L6-v2 (``scripts/fetch-minilm.sh``), the judge's base and BERTScore's model).
 ``python3 scripts/results.py`` then renders ``docs/results/reward-accuracy.md``.
 """
@@ -96,6 +99,8 @@ METRICS = (
     ("cosine", "SDR reward, cosine Chamfer (the paper's)"),
     ("clinical", "SDR reward, clinical cost (defaults: lambda 1.5, unmatched 0.5)"),
     ("clinical_041", "SDR reward, clinical cost (lambda 0.41, unmatched 1)"),
+    ("clinical_recall", "SDR reward, clinical cost (added 0.25, omitted 1)"),
+    ("clinical_precision", "SDR reward, clinical cost (added 1, omitted 0.25)"),
     ("f1_term", "F1 term alone (CheXpert-rule example F1)"),
     ("clinical_f1", "clinical cost (defaults) + F1 term"),
     ("bertscore", "BERTScore-F1 (all-MiniLM-L6-v2)"),
@@ -108,6 +113,9 @@ REWARDS = {
     "cosine": {"metric": "chamfer"},
     "clinical": {"metric": "chamfer", "cost": "clinical"},
     "clinical_041": {"metric": "chamfer", "cost": "clinical:lambda=0.41,unmatched=1"},
+    # a finding omitted and one added weighed apart (issue 57 item 3)
+    "clinical_recall": {"metric": "chamfer", "cost": "clinical:added=0.25,omitted=1"},
+    "clinical_precision": {"metric": "chamfer", "cost": "clinical:added=1,omitted=0.25"},
     # its reward is the clinical cost + F1 term; its "clinical" component the F1 term alone
     "clinical_f1": {"metric": "chamfer", "cost": "clinical", "clinical_weight": 1.0},
 }

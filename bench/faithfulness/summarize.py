@@ -11,7 +11,8 @@ configuration). For each configuration it prints:
   `rephrase` case and a case of that error, the share where the rephrased report
   scores strictly higher than the erroneous one (ties count half);
 - the issue's goals: reversed-finding drop (both directions pooled) / unrelated
-  drop, left-right drop / unrelated drop, rephrasing drop / reversed drop.
+  drop, left-right drop / unrelated drop (the `left_right` cases and the wider `side_any`
+  ones), rephrasing drop / reversed drop.
 
 Pure Python, no dependencies.
 """
@@ -29,6 +30,7 @@ KINDS = [
     "absent_to_present",
     "present_to_absent",
     "left_right",
+    "side_any",
     "omission",
     "hallucination",
     "severity",
@@ -48,9 +50,12 @@ def configs(line):
     metrics = [k.split("/", 1)[1] for k in keys if k.startswith("cosine/")]
     # A sweep writes clinical@L/<metric> (or clinical@L,unmatched=U/<metric>) beside
     # clinical/<metric>.
+    # (or clinical@L,added=A,omitted=O/<metric>) beside clinical/<metric>.
     def order(p):
-        lam, _, rest = p.split("@", 1)[1].partition(",unmatched=")
-        return float(lam), -float(rest or 1)
+        lam, *params = p.split("@", 1)[1].split(",")
+        kv = dict(x.split("=", 1) for x in params)
+        both = float(kv.get("unmatched", 1))
+        return float(lam), -float(kv.get("added", both)), -float(kv.get("omitted", both))
 
     sweeps = sorted({k.split("/", 1)[0] for k in keys if k.startswith("clinical@")}, key=order)
     out = []
@@ -93,6 +98,7 @@ def summarize(lines):
         goals = {
             "reversed/unrelated": reversed_ / un if un else float("nan"),
             "left_right/unrelated": d["left_right"] / un if un else float("nan"),
+            "side_any/unrelated": d["side_any"] / un if un else float("nan"),
             "rephrase/reversed": d["rephrase"] / reversed_ if reversed_ else float("nan"),
         }
         rows.append((c, d, wins, goals, reversed_))
@@ -126,8 +132,8 @@ def markdown(rows, counts, coverage):
         out.append(f"| `{c}` | " + " | ".join(fmt(w[e], 2) for e in ERRORS) + " |")
     out += ["", "### Goals", ""]
     out += [
-        "| configuration | reversed drop | reversed / unrelated (>= 0.5) | left-right / unrelated (>= 0.5) | rephrase / reversed (<= 0.25) | all met |",
-        "|---|---:|---:|---:|---:|:---:|",
+        "| configuration | reversed drop | reversed / unrelated (>= 0.5) | left-right / unrelated (>= 0.5) | any side / unrelated (>= 0.5) | rephrase / reversed (<= 0.25) | all met |",
+        "|---|---:|---:|---:|---:|---:|:---:|",
     ]
     for c, _, _, g, rev in rows:
         if "/" not in c:
@@ -135,11 +141,12 @@ def markdown(rows, counts, coverage):
         ok = (
             g["reversed/unrelated"] >= 0.5
             and g["left_right/unrelated"] >= 0.5
+            and g["side_any/unrelated"] >= 0.5
             and g["rephrase/reversed"] <= 0.25
         )
         out.append(
             f"| `{c}` | {fmt(rev)} | {fmt(g['reversed/unrelated'], 2)} | {fmt(g['left_right/unrelated'], 2)} | "
-            f"{fmt(g['rephrase/reversed'], 2)} | {'yes' if ok else 'no'} |"
+            f"{fmt(g['side_any/unrelated'], 2)} | {fmt(g['rephrase/reversed'], 2)} | {'yes' if ok else 'no'} |"
         )
     return "\n".join(out) + "\n"
 

@@ -38,6 +38,8 @@ SHORT = {
     "cosine": "the paper's reward (cosine)",
     "clinical": "the clinical cost",
     "clinical_041": "the clinical cost (lambda 0.41, unmatched 1)",
+    "clinical_recall": "the clinical cost (added 0.25, omitted 1)",
+    "clinical_precision": "the clinical cost (added 1, omitted 0.25)",
     "f1_term": "the F1 term alone",
     "clinical_f1": "the clinical cost + F1 term",
     "bertscore": "BERTScore-F1",
@@ -299,7 +301,8 @@ def run_section(name: str, command: str, r: dict) -> list[str]:
     comparisons = [(m, "cosine") for m in keys if m != "cosine"]
     comparisons += [(best, m) for m in keys if m not in (best, "cosine")]
     comparisons += [(a, b) for a, b in (("clinical", "clinical_041"), ("clinical_f1", "clinical"),
-                                        ("clinical_f1", "f1_term"))
+                                        ("clinical_f1", "f1_term"), ("clinical_recall", "clinical"),
+                                        ("clinical_precision", "clinical"))
                     if (a, b) not in comparisons and (b, a) not in comparisons]
     cols = ("judge", "judge_well_formed", "rules")
     lines.append("| difference | " + " | ".join(dict(SETS)[c] for c in cols) + " |")

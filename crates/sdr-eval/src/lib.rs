@@ -16,7 +16,7 @@
 //! [`scores::TextScorer`] computes them all for one pair with SDR's fixed
 //! choices (tokenisation, smoothing, stemming), documented there;
 //! [`report`] scores report pairs per section with every metric plus
-//! CheXpert-rule F1 (the library behind `sdr score` and `sdr.metrics`).
+//! CheXpert-rule F1 (the library behind `sdr score` and `sdr_rewards.metrics`).
 //!
 //! ## Parity with the references
 //!

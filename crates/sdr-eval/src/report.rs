@@ -1,5 +1,5 @@
 //! Every metric of (hypothesis, reference) report pairs, per section: the
-//! one implementation behind `sdr score` and Python's `sdr.metrics`.
+//! one implementation behind `sdr score` and Python's `sdr_rewards.metrics`.
 //!
 //! A pair is split into units: its Findings and its Impression (both texts
 //! parsed as reports, template or `Findings:` / `Impression:` headers), or

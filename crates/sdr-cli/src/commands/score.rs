@@ -33,7 +33,7 @@ default layer for known names, e.g. roberta-large 17), optionally --idf and --re
 FILE, matching the bert-score package to 1e-5; without it the reward's own encoder\n\
 (all-mpnet-base-v2, last layer), named so in the summary's \"bertscore_model\". A summary of the means and the corpus scores (corpus BLEU, CheXpert-rule\n\
 F1 macro/micro) is printed on stderr; `--summary FILE` writes it as JSON (means and corpus\n\
-scores are null when there are no pairs). Python's `sdr.metrics`\n\
+scores are null when there are no pairs). Python's `sdr_rewards.metrics`\n\
 runs the same code (sdr_eval::report).\n\n\
 ROUGE-L's longest common subsequence takes time proportional to the product of the two texts'\n\
 lengths, as in the reference implementations, but over 64 words per machine word (bit-parallel).\n\

@@ -27,7 +27,7 @@
 //! IU X-ray data (SPEC §9, `tools/explain_threshold.py`).
 //!
 //! This module takes embedded sentence sets; parsing and encoding are the
-//! caller's (the CLI's `sdr explain`, Python's `sdr.explain`).
+//! caller's (the CLI's `sdr explain`, Python's `sdr_rewards.explain`).
 
 pub mod matching;
 

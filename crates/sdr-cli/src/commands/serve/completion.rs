@@ -14,7 +14,7 @@
 //! `reasoning` (vLLM, OpenAI-compatible servers) or `thinking` (LFM2.5), or
 //! from content parts of type `thinking` / `reasoning`. A shape that is none
 //! of these is a 400 naming it, never a silent 0. The same rules as Python's
-//! `sdr.completion_text` (`bindings/python/py_src/sdr/completion.py`).
+//! `sdr_rewards.completion_text` (`bindings/python/py_src/sdr_rewards/completion.py`).
 
 use serde_json::{Map, Value};
 
