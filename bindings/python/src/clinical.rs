@@ -207,3 +207,133 @@ pub fn clinical_conflicts<'py>(
     }
     Ok(out)
 }
+
+/// The Findings-consistency checker with the bundled weights and expectations,
+/// sharing the clinical cost's fact cache; built once per process.
+fn consistency() -> &'static sdr_clinical::Consistency {
+    static C: OnceLock<sdr_clinical::Consistency> = OnceLock::new();
+    C.get_or_init(sdr_clinical::Consistency::default)
+}
+
+/// A check as Python objects (dicts, lists, floats, strings, None).
+fn to_py<'py>(py: Python<'py>, v: &sdr_clinical::ConsistencyReport) -> PyResult<Bound<'py, PyAny>> {
+    let text = serde_json::to_string(v).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    py.import("json")?.call_method1("loads", (text,))
+}
+
+/// An Impression checked against its own Findings, with no reference (SPEC
+/// §10a). Each finding is checked once: a **contradiction** (the Impression
+/// states it otherwise: ``polarity``, ``hedge``, ``side``, ``bilateral``,
+/// ``grade``; weight 1, or 1/2 for hedge, bilateral and one grade apart), an
+/// **unsupported** finding (stated present, 1, or hedged, 1/2, and never named
+/// by the Findings, nor a related finding in CheXpert's hierarchy) or an
+/// **omission** (stated present by the Findings, never named by the
+/// Impression; weighed by how often radiologists' Impressions name that
+/// finding, e.g. 0.82 for a pleural effusion, 0.14 for a device). The
+/// Findings' normal statements ("No pneumothorax.") are not expected.
+///
+/// Returns ``{"score", "contradiction", "unsupported", "omission",
+/// "contradictions", "unsupported_findings", "omissions",
+/// "impression_sentences", "findings_sentences"}``: ``score = 1 x
+/// contradiction + 0.5 x unsupported + 0.5 x omission`` (lower is better, 0
+/// consistent); each list holds ``{"finding", "kind", "weight", "impression",
+/// "findings"}`` with ``impression`` / ``findings`` ``{"sentence", "text",
+/// "fact"}`` (0-based sentence index, the sentence, the fact in words) or
+/// ``None``. Sentences are split as everywhere in SDR (``split_sentences``).
+#[pyfunction]
+pub fn findings_consistency<'py>(
+    py: Python<'py>,
+    impression: &str,
+    findings: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    let r = py.detach(|| consistency().check(impression, findings));
+    to_py(py, &r)
+}
+
+/// Encoders of ``select_by_findings``, loaded once per process per (name, folder).
+fn select_encoder(
+    py: Python<'_>,
+    name: &str,
+    model_dir: Option<PathBuf>,
+) -> PyResult<Arc<dyn sdr_embed::SentenceEncoder>> {
+    type Slot = Vec<(
+        (String, Option<PathBuf>),
+        Arc<dyn sdr_embed::SentenceEncoder>,
+    )>;
+    static E: Mutex<Slot> = Mutex::new(Vec::new());
+    let key = (name.to_string(), model_dir.clone());
+    if let Some((_, e)) = E
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|(k, _)| *k == key)
+    {
+        return Ok(e.clone());
+    }
+    let loaded = crate::encoder::open(py, name, model_dir, sdr_embed::EncoderOptions::default())?;
+    E.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((key, loaded.encoder.clone()));
+    Ok(loaded.encoder)
+}
+
+/// Best of K candidate Impressions by their own Findings (SPEC §10a; ``sdr
+/// select --findings-consistency``): the candidate with the lowest
+/// ``findings_consistency`` score; ties go to the one whose sentences are
+/// closest to the Findings' (``semantic``: the mean over its sentences of the
+/// smallest cosine cost ``(1 - cos) / 2`` to a Findings sentence, embedded by
+/// ``encoder``: ``"mpnet"``, the model of ``model_dir`` / ``$SDR_MODEL`` /
+/// ``~/.cache/sdr/models/all-mpnet-base-v2``, or ``"hash-DIM"``, a stand-in
+/// with no semantics), then to the lowest index. A candidate with no sentence
+/// scores ``None`` and is kept only when every candidate has none (the first).
+///
+/// Returns ``{"chosen", "all_malformed", "scores", "semantic", "checks"}``:
+/// per candidate its score and semantic distance (``None`` without a
+/// sentence) and its ``findings_consistency`` dict (``None`` likewise).
+/// Raises ValueError for no candidate or Findings with no sentence.
+#[pyfunction]
+#[pyo3(signature = (candidates, findings, encoder = "mpnet", model_dir = None))]
+pub fn select_by_findings<'py>(
+    py: Python<'py>,
+    candidates: Vec<String>,
+    findings: &str,
+    encoder: &str,
+    model_dir: Option<PathBuf>,
+) -> PyResult<Bound<'py, PyDict>> {
+    if candidates.is_empty() {
+        return Err(PyValueError::new_err("candidates: no candidate Impression"));
+    }
+    if sdr_core::report::split_sentences(findings).is_empty() {
+        return Err(PyValueError::new_err("findings: no sentence"));
+    }
+    let enc = select_encoder(py, encoder, model_dir)?;
+    let texts: Vec<&str> = candidates.iter().map(String::as_str).collect();
+    let sel = py
+        .detach(|| {
+            let embedder = sdr_embed::SectionEmbedder::transient(enc.as_ref());
+            let study = sdr_corpus::FindingsStudy {
+                candidates: &texts,
+                findings,
+            };
+            sdr_corpus::select_by_findings(&[study], &embedder, consistency())
+        })
+        .map_err(crate::corpus::corpus_err)?
+        .remove(0);
+    let finite = |x: f64| x.is_finite().then_some(x);
+    let out = PyDict::new(py);
+    out.set_item("chosen", sel.selection.index)?;
+    out.set_item("all_malformed", sel.selection.all_malformed)?;
+    let scores: Vec<Option<f64>> = sel.candidates.iter().map(|c| finite(c.score())).collect();
+    let semantic: Vec<Option<f64>> = sel.candidates.iter().map(|c| finite(c.semantic)).collect();
+    out.set_item("scores", scores)?;
+    out.set_item("semantic", semantic)?;
+    let checks = pyo3::types::PyList::empty(py);
+    for c in &sel.candidates {
+        match &c.report {
+            Some(r) => checks.append(to_py(py, r)?)?,
+            None => checks.append(py.None())?,
+        }
+    }
+    out.set_item("checks", checks)?;
+    Ok(out)
+}

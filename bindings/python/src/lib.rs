@@ -52,6 +52,8 @@ fn _sdr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(clinical::label, m)?)?;
     m.add_function(wrap_pyfunction!(clinical::chexpert_f1, m)?)?;
     m.add_function(wrap_pyfunction!(clinical::clinical_conflicts, m)?)?;
+    m.add_function(wrap_pyfunction!(clinical::findings_consistency, m)?)?;
+    m.add_function(wrap_pyfunction!(clinical::select_by_findings, m)?)?;
     m.add_function(wrap_pyfunction!(corpus::build_corpus, m)?)?;
     m.add_function(wrap_pyfunction!(corpus::merge_corpus, m)?)?;
     m.add_function(wrap_pyfunction!(metrics::score_reports, m)?)?;

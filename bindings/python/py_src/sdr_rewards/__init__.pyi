@@ -69,6 +69,44 @@ class Explanation(TypedDict):
     sections: Optional[ExplainedSections]
 
 def clinical_conflicts(a: List[str], b: List[str]) -> Dict[str, List[Optional[Dict[str, Any]]]]: ...
+
+class ConsistencyStatement(TypedDict):
+    sentence: int
+    text: str
+    fact: str
+
+class ConsistencyIssue(TypedDict):
+    finding: str
+    kind: str
+    weight: float
+    impression: Optional[ConsistencyStatement]
+    findings: Optional[ConsistencyStatement]
+
+class FindingsConsistency(TypedDict):
+    score: float
+    contradiction: float
+    unsupported: float
+    omission: float
+    contradictions: List[ConsistencyIssue]
+    unsupported_findings: List[ConsistencyIssue]
+    omissions: List[ConsistencyIssue]
+    impression_sentences: int
+    findings_sentences: int
+
+class FindingsSelection(TypedDict):
+    chosen: int
+    all_malformed: bool
+    scores: List[Optional[float]]
+    semantic: List[Optional[float]]
+    checks: List[Optional[FindingsConsistency]]
+
+def findings_consistency(impression: str, findings: str) -> FindingsConsistency: ...
+def select_by_findings(
+    candidates: List[str],
+    findings: str,
+    encoder: str = "mpnet",
+    model_dir: Optional[Union[str, os.PathLike[str]]] = None,
+) -> FindingsSelection: ...
 def explain(
     candidate: str,
     reference: str,
