@@ -25,6 +25,15 @@ DIR = "docs/results/reward-accuracy"
 #: (name, command line that wrote DIR/NAME.json) in the page's order.
 RUNS = (
     (
+        "sft",
+        ".venv-trainers/bin/python recipes/sample_impressions.py --policy recipes/out/f2i-sft/final \\\n"
+        "    --studies 200 --out recipes/out/ra/sft-impressions.jsonl\n"
+        ".venv-trainers/bin/python recipes/reward_accuracy.py \\\n"
+        "    --candidates recipes/out/ra/sft-impressions.jsonl \\\n"
+        "    --reference impression --name sft \\\n"
+        "    --title \"SFT Findings -> Impression policy, 8 sampled impressions per test study\"",
+    ),
+    (
         "gemma",
         ".venv-trainers/bin/python recipes/reward_accuracy.py \\\n"
         "    --candidates data/candidates/iu-test-gemma3-270m-k8-p2-prefill-rp1.2.jsonl \\\n"
