@@ -21,6 +21,9 @@ Policies (each picks one candidate per study):
   ``<think>FINDINGS</think><answer>CANDIDATE</answer>`` with the study's own Findings, so
   ``D_F`` is the same for every candidate of a study and the pick is the argmin of ``D_I``, the
   distance of the candidate to the train Impressions;
+- ``fc-score-then-index`` and ``fc-directed-chamfer-only``: ablations of it, from its
+  per-candidate breakdown: the consistency score with ties to the lowest index (no embedding),
+  and the directed Chamfer distance to the Findings alone (no facts);
 - ``oracle``: the candidate with the highest judge F1 (a ceiling, not a policy).
 
 An empty candidate (no sentence) is malformed for every policy (never picked unless all are).
@@ -38,8 +41,8 @@ Measures of a pick, each against the study's reference Impression:
 
 Intervals: 95 % percentile bootstrap over the studies (``--resamples`` 1,000, ``--seed`` 43, the
 same resampled studies for every comparison, so differences are paired) of policy minus random
-and of Findings-consistency minus each corpus policy (per-study differences of judge F1, rule F1
-and the contradiction indicators).
+and of Findings-consistency minus each corpus policy and each ablation (per-study differences of
+judge F1, rule F1 and the contradiction indicators).
 
 Writes ``--out-dir``/``NAME.json`` (aggregates) and ``NAME-picks.jsonl.gz`` (per study: every
 candidate's F1s, consistency breakdown and flags, and each policy's pick; gzip mtime 0).
@@ -79,7 +82,10 @@ REPORTS = ROOT / "data/iu-xray/indiana_reports.csv"
 WORK = ROOT / "recipes/out/findings-selection"
 FC = "findings-consistency"
 CORPUS_POLICIES = ("chamfer@min", "chamfer@avg", "chamfer@knn:k=5")
-POLICIES = ("random", FC) + CORPUS_POLICIES + ("oracle",)
+#: Ablations of the Findings-consistency policy, from its per-candidate breakdown: the fact
+#: score with ties to the lowest index (no embedding), and the embedding term alone.
+ABLATIONS = ("fc-score-then-index", "fc-directed-chamfer-only")
+POLICIES = ("random", FC) + ABLATIONS + CORPUS_POLICIES + ("oracle",)
 LABELERS = ("judge", "rules")
 DIGITS = 6
 
@@ -202,9 +208,15 @@ def select_all(rows, refs, corpus: Path, work: Path):
     out = work / "fc.jsonl"
     run_sdr(["select", "--findings-consistency", "--quiet", "--cache-dir", cache, "-o", out, fc_in])
     picks[FC] = {}
+    for a in ABLATIONS:
+        picks[a] = {}
     for o in read_jsonl(out):
-        picks[FC][str(o["id"])] = o["chosen"]
-        breakdown[str(o["id"])] = o["breakdown"]
+        sid, b = str(o["id"]), o["breakdown"]
+        picks[FC][sid] = o["chosen"]
+        breakdown[sid] = b
+        live = [k for k, x in enumerate(b) if x is not None] or [0]
+        picks["fc-score-then-index"][sid] = min(live, key=lambda k: (round(b[k]["score"] * 1e9), k) if b[k] else (0, k))
+        picks["fc-directed-chamfer-only"][sid] = min(live, key=lambda k: (b[k]["semantic"], k) if b[k] else (0, k))
     ensure_corpus(corpus)
     for key in CORPUS_POLICIES:
         metric, agg = key.split("@")
@@ -350,7 +362,7 @@ def aggregate(studies, rows, refs, picks, args) -> dict:
         }
         if p != "random":
             policies[p]["minus_random"] = diff(p, "random")
-    fc_vs = {b: diff(FC, b) for b in CORPUS_POLICIES}
+    fc_vs = {b: diff(FC, b) for b in ABLATIONS + CORPUS_POLICIES}
 
     # How the Findings-consistency policy decided: by the fact score alone (one candidate with
     # the lowest score), or by the embedding tie-break among several.
