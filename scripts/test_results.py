@@ -34,6 +34,18 @@ class GeneratedPages(unittest.TestCase):
             edited = on_disk[: m.end() - 1] + str((int(digit) + 1) % 10) + on_disk[m.end():]
             self.assertNotEqual(edited, results.expected(name, edited), f"{name}: an edit at {m.group()} passed")
 
+    def test_an_edited_number_in_any_block_fails(self):
+        # Every block, not only a page's first: a number edited inside it must not pass.
+        for (name, block) in results.BLOCKS:
+            on_disk = (results.RESULTS / name).read_text()
+            begin = f"<!-- results:{block}:begin -->"
+            start = on_disk.index(begin) + len(begin)
+            end = on_disk.index(f"<!-- results:{block}:end -->")
+            m = re.compile(r"\d").search(on_disk, start, end)
+            self.assertIsNotNone(m, f"{name}: block {block} has no number")
+            edited = on_disk[: m.start()] + str((int(m.group()) + 1) % 10) + on_disk[m.end():]
+            self.assertNotEqual(edited, results.expected(name, edited), f"{name}: an edit in block {block} passed")
+
 
 if __name__ == "__main__":
     unittest.main()
