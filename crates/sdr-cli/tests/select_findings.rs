@@ -76,6 +76,11 @@ fn the_impression_consistent_with_its_findings_is_chosen() {
     let csv_arg = csv.to_str().unwrap();
     let out = json_lines(&select(&["--findings", csv_arg], &bare)).remove(0);
     assert_eq!(out["chosen"], 1, "{out}");
+    // A CSV with the Findings alone, its id column named `id`.
+    let only = dir.path().join("findings.csv");
+    std::fs::write(&only, format!("ID,Findings\n267,\"{FINDINGS}\"\n")).unwrap();
+    let out = json_lines(&select(&["--findings", only.to_str().unwrap()], &bare)).remove(0);
+    assert_eq!(out["chosen"], 1, "{out}");
     // ... or from JSON Lines.
     let jl = dir.path().join("findings.jsonl");
     let line = serde_json::json!({"id": "267", "findings": FINDINGS});
@@ -111,6 +116,12 @@ fn bad_input_is_one_line_naming_the_input_and_the_study() {
     fails(
         select(&["--findings", csv.to_str().unwrap()], &no_findings),
         &["a.jsonl:1", "s9", "no Findings for it", "r.csv"],
+    );
+    let no_id = dir.path().join("n.csv");
+    std::fs::write(&no_id, "name,findings\nx,Heart normal.\n").unwrap();
+    fails(
+        select(&["--findings", no_id.to_str().unwrap()], &no_findings),
+        &["n.csv", "id column"],
     );
     let empty = write(
         "b.jsonl",

@@ -13,9 +13,9 @@ use sdr_core::cost::CostKind;
 use sdr_core::report::SEGMENTER_VERSION;
 use sdr_core::Metric;
 use sdr_corpus::{
-    all_policies, argmin, embed_candidate_sentences, read_source, select_by_findings, Aggregation,
-    Convergence, Corpus, CorpusClinical, FindingsSelection, FindingsStudy, Policy, ScoreOptions,
-    SelectionPlan, SourceFormat, SourceOptions, FINDINGS_POLICY,
+    all_policies, argmin, embed_candidate_sentences, select_by_findings, Aggregation, Convergence,
+    Corpus, CorpusClinical, FindingsSelection, FindingsStudy, Policy, ScoreOptions, SelectionPlan,
+    FINDINGS_POLICY,
 };
 use sdr_gen::replay::ReplayRecord;
 use serde::Deserialize;
@@ -376,31 +376,54 @@ struct FindingsLine {
     findings: Option<String>,
 }
 
-/// Findings by study id from `--findings FILE` (CSV in the IU X-ray layout, or
-/// JSON Lines `{"id", "findings"}`).
+/// Findings by study id from `--findings FILE`: a CSV whose header names the
+/// id (`uid`, `id` or `study_id`, case-insensitive) and `findings` (IU X-ray's
+/// layout), or JSON Lines `{"id", "findings"}`. Errors name the file and line.
 fn findings_file(path: &std::path::Path) -> Result<HashMap<String, String>> {
+    let name = path.display();
     let csv = path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
+    let mut out = HashMap::new();
     if csv {
-        let opts = SourceOptions {
-            format: SourceFormat::Csv,
-            ..SourceOptions::default()
+        let mut rdr =
+            csv::Reader::from_path(path).map_err(|e| anyhow!("--findings {name}: {e}"))?;
+        let headers = rdr
+            .headers()
+            .map_err(|e| anyhow!("--findings {name}: {e}"))?
+            .clone();
+        let col = |names: &[&str]| {
+            names.iter().find_map(|n| {
+                headers
+                    .iter()
+                    .position(|h| h.trim().eq_ignore_ascii_case(n))
+            })
         };
-        let source = read_source(path, &opts).map_err(|e| anyhow!("--findings: {e}"))?;
-        return Ok(source
-            .reports
-            .into_iter()
-            .filter(|r| !r.findings.is_empty())
-            .map(|r| (r.id, r.findings.join(" ")))
-            .collect());
+        let (Some(id_c), Some(f_c)) = (col(&["uid", "id", "study_id"]), col(&["findings"])) else {
+            return Err(anyhow!(
+                "--findings {name}: the header needs an id column (uid, id or study_id) and a \
+                 `findings` column (columns: {})",
+                headers.iter().collect::<Vec<_>>().join(", ")
+            ));
+        };
+        for rec in rdr.records() {
+            let rec = rec.map_err(|e| anyhow!("--findings {name}: {e}"))?;
+            let line = rec.position().map_or(0, |p| p.line());
+            let (Some(id), Some(f)) = (rec.get(id_c), rec.get(f_c)) else {
+                return Err(anyhow!("--findings {name}:{line}: a short record"));
+            };
+            let id = id.trim().to_string();
+            if out.insert(id.clone(), f.to_string()).is_some() {
+                return Err(anyhow!("--findings {name}:{line}: study {id} again"));
+            }
+        }
+        return Ok(out);
     }
     #[derive(Deserialize)]
     struct Line {
         id: serde_json::Value,
         findings: String,
     }
-    let mut out = HashMap::new();
     for (at, l) in crate::jsonl::read_jsonl_file::<Line>(path)? {
         let id = crate::jsonl::id_text(&l.id);
         if out.insert(id.clone(), l.findings).is_some() {
