@@ -22,7 +22,7 @@ With `--serve SDR_BIN` it also starts `sdr serve` on loopback and sends one
 OpenRLHF request of 64 completions twice: both times, the reply's rewards, and
 their difference.
 
-    python bench/cache_replay.py [--steps 20] [--serve target/release/sdr] [--json out.json]
+    .venv-bench/bin/python bench/cache_replay.py [--steps 20] [--serve target/release/sdr] [--json out.json]
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ one in eight malformed. Both rewards are timed
 - table: both with the same stand-in encoder (a lookup of precomputed vectors), so the
   figures are parsing, caching, the facts and the distances alone.
 
-    python bench/clinical_cost.py [--repeats 3] [--json out.json]
+    .venv-bench/bin/python bench/clinical_cost.py [--repeats 3] [--json out.json]
 
 Prints the best of `--repeats` per case, the ratio clinical / cosine and the load average.
 """

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Throughput of every SDR metric in Rust against POT/SciPy, same pairs, same run.
 
-    python bench/distances.py [--pairs 10000] [--budget 30] [--pool SETS]
+    .venv-bench/bin/python bench/distances.py [--pairs 10000] [--budget 30] [--pool SETS]
 
 Generates PAIRS seeded set pairs (sizes 3..12 per side, 768-d, clustered like
 sentence embeddings, f32 values as encoders emit them; Python computes in f64 on

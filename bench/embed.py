@@ -8,7 +8,7 @@ In one run, on this machine:
      built from IU reports) with and without SDR's sentence cache;
   3. reduced-precision paths with their parity (min cosine against sentence-transformers).
 
-    /work/venv-st/bin/python bench/embed.py --sdr target/release/sdr \
+    .venv-bench/bin/python bench/embed.py --sdr target/release/sdr \
         [--sdr-mkl PATH_TO_SDR_BUILT_WITH_--features_mkl]
 
 `sdr` times are wall-clock of the whole process (model load included); the load time,
@@ -18,7 +18,8 @@ like-for-like column. `--in-process` adds `sdr_rewards.Encoder.embed` timed the 
 sentence-transformers (a Python process that has loaded the model first), and
 `--processes` a second table of whole processes on both sides (interpreter start, imports,
 model load, encoding, writing the .npy), sentence-transformers included.
-Needs scripts/requirements-embed-fixtures.txt (sentence-transformers); no network.
+Needs .venv-bench (`bash scripts/setup-bench.sh`: sentence-transformers and the sdr-rewards wheel);
+no network.
 """
 
 import os

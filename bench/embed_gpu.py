@@ -3,7 +3,10 @@
 scripts/build-sdr.sh --cuda) against sentence-transformers on the same GPU, same weights,
 same sentences, in one run (issue 11, item 1).
 
-    python3 bench/embed_gpu.py --sdr target-cuda/release/sdr [--model DIR | --random-model]
+    .venv-bench/bin/python bench/embed_gpu.py --sdr target-cuda/release/sdr [--model DIR | --random-model]
+
+The venv comes from `SDR_TORCH_INDEX=pypi SDR_SKIP_WHEEL=1 bash scripts/setup-bench.sh` on the GPU
+machine: PyPI's torch is the CUDA build, and this script needs no sdr-rewards wheel.
 
 The real all-mpnet-base-v2 weights are 438 MB; on a machine that cannot fetch them,
 `--random-model` builds a randomly initialised model of the same shape (transformers'

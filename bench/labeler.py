@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Labeler throughput: SDR's CheXpert-rule labeler against a straightforward Python regex labeler.
 
-    python3 bench/labeler.py [--seconds 5] [--bench target/release/bench-labeler]
+    python3 bench/labeler.py [--seconds 5] [--bench target/release/bench-labeler]   # standard library only
 
 Both label the same IU X-ray reports (Findings and Impression of every report with text) on one
 thread. The Python labeler is what one writes first: one compiled regular expression per mention

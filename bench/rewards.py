@@ -14,7 +14,7 @@ implementations get the same strings in the same run:
 - python: sentence-transformers `encode` on every sentence of the batch (one call,
   batch size 32) + numpy Chamfer per section, with the same parsing (`sdr_rewards.parse_report`).
 
-    python bench/rewards.py [--repeats 3] [--precision f32|bf16] [--encoder sdr|table] [--json out.json]
+    .venv-bench/bin/python bench/rewards.py [--repeats 3] [--precision f32|bf16] [--encoder sdr|table] [--json out.json]
 
 `--precision bf16` runs SDR's encoder with bf16 GEMMs (on CPUs with AVX-512 BF16 or
 AMX; f32 elsewhere); the Python side stays sentence-transformers f32, and the reward
@@ -29,7 +29,7 @@ It also times verl's two reward managers on the batch: `sdr_rewards.verl.compute
 per sample (naive) and once for the batch (batch).
 
 Needs: the `sdr-rewards` wheel, sentence-transformers (torch), numpy, and the model folder
-(scripts/fetch-model.sh).
+(scripts/fetch-model.sh): all in .venv-bench (`bash scripts/setup-bench.sh`).
 """
 
 from __future__ import annotations

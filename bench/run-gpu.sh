@@ -3,12 +3,13 @@
 #   bash bench/run-gpu.sh
 # It builds target-cuda/release/sdr (scripts/build-sdr.sh --cuda; no GPU needed) and copies
 # all-mpnet-base-v2's config and tokenizer files (not its weights) into bench/gpu-model-files.
-# Then, on a machine with a CUDA 13 GPU driver and PyTorch + sentence-transformers, from the
+# Then, on a machine with a CUDA 13 GPU driver and PyTorch + sentence-transformers (.venv-bench from
+# `SDR_TORCH_INDEX=pypi SDR_SKIP_WHEEL=1 bash scripts/setup-bench.sh`: PyPI's torch, the CUDA build), from the
 # repository root (with bench/gpu-model-files and target-cuda/sdr-stripped.gz copied there,
 # unpacked by `gunzip -k target-cuda/sdr-stripped.gz && mkdir -p target-cuda/release &&
 # mv target-cuda/sdr-stripped target-cuda/release/sdr`):
 #   export LD_LIBRARY_PATH=$(bash scripts/cuda-libs.sh)
-#   python3 bench/embed_gpu.py --sdr target-cuda/release/sdr --random-model   # or --model DIR
+#   .venv-bench/bin/python bench/embed_gpu.py --sdr target-cuda/release/sdr --random-model   # or --model DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build-sdr.sh --cuda -q
@@ -23,4 +24,4 @@ strip -o target-cuda/sdr-stripped target-cuda/release/sdr
 gzip -9 -c target-cuda/sdr-stripped > target-cuda/sdr-stripped.gz
 ls -la target-cuda/release/sdr target-cuda/sdr-stripped target-cuda/sdr-stripped.gz bench/gpu-model-files
 echo "next, on the GPU machine: export LD_LIBRARY_PATH=\$(bash scripts/cuda-libs.sh) &&" \
-  "python3 bench/embed_gpu.py --sdr target-cuda/release/sdr --random-model"
+  ".venv-bench/bin/python bench/embed_gpu.py --sdr target-cuda/release/sdr --random-model"

@@ -2,8 +2,8 @@
 """Selection scoring: SDR (Rust) against a straightforward Python implementation
 (numpy + POT + SciPy), same inputs, same run.
 
-    python bench/selection.py --corpus C.safetensors --cands CANDS.bin [--budget 120]
-    python bench/selection.py --corpus BIG.safetensors --cands CANDS.bin --chamfer-only
+    .venv-bench/bin/python bench/selection.py --corpus C.safetensors --cands CANDS.bin [--budget 120]
+    .venv-bench/bin/python bench/selection.py --corpus BIG.safetensors --cands CANDS.bin --chamfer-only
 
 1. All 45 policies (15 metric specs x min / avg / knn:k=5) for K candidates
    against the corpus. Rust: `bench-select all` (the library's batched GEMM

@@ -22,7 +22,8 @@ succeed.
 
     python3 bench/serve_load.py --sdr target/release/sdr [--clients 200] [--seconds 60]
 
-Only the standard library is needed (no HTTP client package).
+Only the standard library is needed (no HTTP client package): a bare python3 runs it,
+.venv-bench/bin/python too.
 """
 
 from __future__ import annotations

@@ -14,7 +14,10 @@ sum over workers (plus the server for `serve`), and the ratio of that sum to one
 `own` worker. Goal: N workers together under 2x one worker's memory. Linux only
 (/proc/PID/smaps_rollup).
 
-    python3 bench/worker_memory.py --sdr target/release/sdr [--workers 8] [--out FILE]
+    .venv-bench/bin/python bench/worker_memory.py --sdr target/release/sdr [--workers 8] [--out FILE]
+
+The workers import `sdr_rewards`: run it with .venv-bench (`bash scripts/setup-bench.sh`) or
+.venv-trainers, not a bare python3.
 """
 
 from __future__ import annotations
