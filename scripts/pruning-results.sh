@@ -96,15 +96,28 @@ TMP_REPORT="$OUT/.pruning.md.tmp"
   echo "when no candidate has yet shown whether it will end well-formed. The \"well-formed %\" column"
   echo "shows how much of the gap between pruning and standard selection comes from that."
   echo
-  # Written for the run of 2026-11-28; re-read it against the tables after a new run.
-  echo "BERTScore-F1 is judged by all-MiniLM-L6-v2 (layer 6, no idf, not rescaled), independent of the reward's all-mpnet-base-v2; earlier versions of this page used the reward's own encoder (values 0.45-0.59 on Findings there, 0.34-0.45 here). The conclusion did not change: pruning keeps BLEU and ROUGE-L of standard best-of-K within noise and loses some BERTScore-F1. With 95 % paired-bootstrap intervals over the 50 studies, the losses that exclude 0 are the well-formed share of every warm-up-1 single-survivor run (-10 to -12 %) and Findings BERTScore-F1 of hausdorff@min (-9.2 %) and hung-nn@min (-10.5 %) pruning wu1; chamfer@min wu1 (-6.6 %), two survivors and warm-up 2 are within noise on every metric. The large CheXpert-rule F1 changes carry no interval: the standard runs' corpus-level F1 is 0 on some resamples, so their relative change is undefined there; read them as unsupported."
+  echo "BERTScore-F1 is judged by all-MiniLM-L6-v2 (layer 6, no idf, not rescaled), independent of the reward's all-mpnet-base-v2 that versions of this page before 2026-11-28 used (their values are not comparable with these)."
+  echo
+  # Filled by scripts/results.py from the change tables below (scripts/pages/pruning_text.py):
+  # the wording follows the intervals (lower / higher only where the interval excludes 0).
+  echo "<!-- results:intervals:begin -->"
+  echo "<!-- results:intervals:end -->"
   echo
   echo "### How well the generator keeps the format (\`tools/candidate_stats.py\`)"
   echo
   echo "Gemma 3 270M against SmolLM2-135M-Instruct (Q4_1) with the same prompt, seeds, prefilled"
   echo "\`Findings:\` header and repetition penalty (1.2), and SmolLM2 without prefill and penalty:"
   echo
-  python3 tools/candidate_stats.py --sdr "$SDR" "$GEN" "$SMOL_GEN" "$OLD_GEN"
+  if [ "$REPORT" = docs/results/pruning.md ]; then
+    # Each candidate's parse, committed; the table is filled by scripts/results.py from it
+    # (scripts/pages/candidates.py, the one source of these shares on every page).
+    python3 tools/candidate_stats.py --sdr "$SDR" --parse-json docs/results/candidates/parse.json \
+      "$GEN" "$SMOL_GEN" "$OLD_GEN" > /dev/null
+    echo "<!-- results:candidate-stats:begin -->"
+    echo "<!-- results:candidate-stats:end -->"
+  else
+    python3 tools/candidate_stats.py --sdr "$SDR" "$GEN" "$SMOL_GEN" "$OLD_GEN"
+  fi
   echo
 } > "$TMP_REPORT"
 

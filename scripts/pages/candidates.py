@@ -139,5 +139,5 @@ BLOCKS = {
     ("generators.md", "models"): generators_block,
     ("generators.md", "settings-parse"): generators_settings_block,
     ("pruning-smollm2.md", "candidate-stats"): smollm2_block,
+    ("pruning.md", "candidate-stats"): pruning_block,
 }
-# pruning.md's block is registered once scripts/pruning-results.sh writes its markers.
