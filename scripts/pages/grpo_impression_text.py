@@ -340,7 +340,7 @@ def second_block() -> str:
         f"{policy(a, clin)['name_a_finding']['rules']} of the {n} test impressions (rules; judge "
         f"{policy(a, clin)['name_a_finding']['judge']}); its {len(cc)} distinct impressions: {texts(cc, n)}. "
         f"CheXpert-rule F1 macro-14 {macro(a, clin):.3f}, {versus(a, clin, 'SFT')}; "
-        f"{summary_change('second', clin, 'ROUGE-L')}. Against the other GRPO policies: "
+        f"{summary_change('second', clin, 'ROUGE-L')}. Macro-14 "
         + "; ".join(versus(a, clin, o) for o in (cos, cf)) +
         ". So issue 45's GRPO goal (the clinical-cost policy above both and above SFT on Impression "
         "CheXpert-rule F1, with fewer self-contradictions) is **not met**.",
