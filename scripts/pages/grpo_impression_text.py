@@ -317,7 +317,10 @@ def standing_block() -> str:
     lines.append(
         f"The third attempt's baseline SFT2 has macro-14 {macro(t, 'SFT2'):.3f} against SFT's "
         f"{macro(t, 'SFT'):.3f} (SFT {versus(t, 'SFT', 'SFT2', ('rules',))}), so a gain against SFT2 "
-        f"is not a gain against SFT.")
+        f"is not a gain against SFT. Policy against policy, only CheXpert F1 has intervals (`judged.json`, "
+        f"rescored from the committed generations); the other columns' per-study values are not committed "
+        f"(`summary.json` holds their means and intervals against the attempt's baseline only), so comparing "
+        f"two policies on them needs `recipes/evaluate_impression.py` run again.")
     s = " and ".join(f"{100 * v[1]:.0f} % ({src})" for src, v in thr.items())
     r = " and ".join(f"{v[0]:.1f} %" for v in thr.values())
     lines.append(
