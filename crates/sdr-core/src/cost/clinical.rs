@@ -627,9 +627,11 @@ impl std::str::FromStr for CostKind {
                         "unmatched" => &mut unmatched,
                         "added" => &mut added,
                         "omitted" => &mut omitted,
-                        _ => return Err(bad(format!(
+                        _ => {
+                            return Err(bad(format!(
                             "unknown parameter `{k}` (expected: lambda, unmatched, added, omitted)"
-                        ))),
+                        )))
+                        }
                     };
                     if slot.is_some() {
                         return Err(bad(format!("parameter `{k}` given twice")));
