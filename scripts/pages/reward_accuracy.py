@@ -34,6 +34,15 @@ RUNS = (
         "    --title \"SFT Findings -> Impression policy, 8 sampled impressions per test study\"",
     ),
     (
+        "sft2",
+        ".venv-trainers/bin/python recipes/sample_impressions.py --policy recipes/out/f2i-sft2/final \\\n"
+        "    --studies 200 --out data/candidates/iu-test-sft2-impressions-k8.jsonl\n"
+        ".venv-trainers/bin/python recipes/reward_accuracy.py \\\n"
+        "    --candidates data/candidates/iu-test-sft2-impressions-k8.jsonl \\\n"
+        "    --reference impression --name sft2 \\\n"
+        "    --title \"SFT2 Findings -> Impression policy, 8 sampled impressions per test study\"",
+    ),
+    (
         "gemma",
         ".venv-trainers/bin/python recipes/reward_accuracy.py \\\n"
         "    --candidates data/candidates/iu-test-gemma3-270m-k8-p2-prefill-rp1.2.jsonl \\\n"
