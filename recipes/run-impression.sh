@@ -87,3 +87,20 @@ echo "== evaluation of the third attempt ($STUDIES test studies)"
 echo "== how often SFT and SFT2 name the right finding; each reward's GRPO advantage per kind of completion"
 "$PY" recipes/impression_sampling.py --policy "SFT=$OUT/f2i-sft/final" --policy "SFT2=$OUT/f2i-sft2/final" \
   --prompts 40 --advantages cos,cos-f1,clin,clin-f1 --json docs/results/grpo-impression/stronger-sft/sampling_sft.json
+
+# Reward accuracy on real outputs (docs/results/reward-accuracy.md) and Impressions chosen by their
+# own Findings (docs/results/findings-selection): 8 sampled impressions per test study (the first
+# 200) from SFT and SFT2, scored by every metric and every selection policy. Each stage resumes.
+# Sampling is seeded per chunk of studies; torch's thread count can change its rounding, and the
+# committed files were sampled with 1 (SFT) and 2 (SFT2) threads.
+for p in sft sft2; do
+  threads=1; [ "$p" = sft2 ] && threads=2
+  SDR_TORCH_THREADS=$threads "$PY" recipes/sample_impressions.py --policy "$OUT/f2i-$p/final" \
+    --studies 200 --out "data/candidates/iu-test-$p-impressions-k8.jsonl"
+  "$PY" recipes/reward_accuracy.py --candidates "data/candidates/iu-test-$p-impressions-k8.jsonl" \
+    --reference impression --name "$p" \
+    --title "${p^^} Findings -> Impression policy, 8 sampled impressions per test study"
+  "$PY" recipes/findings_selection.py --candidates "data/candidates/iu-test-$p-impressions-k8.jsonl" --name "$p" \
+    --title "${p^^} Findings -> Impression policy, 8 sampled impressions per test study"
+done
+python3 scripts/results.py
