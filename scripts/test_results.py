@@ -47,5 +47,62 @@ class GeneratedPages(unittest.TestCase):
             self.assertNotEqual(edited, results.expected(name, edited), f"{name}: an edit in block {block} passed")
 
 
+class FaithfulnessBootstrap(unittest.TestCase):
+    """summarize.py's packed-integer Bootstrap gives judge_row.py's plain bootstrap over studies."""
+
+    def test_matches_a_plain_bootstrap(self):
+        import importlib.util
+        import random
+
+        spec = importlib.util.spec_from_file_location(
+            "summarize", results.ROOT / "bench/faithfulness/summarize.py")
+        s = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(s)
+        rng = random.Random(1)
+        cfgs = ["cosine/chamfer", "clinical/chamfer"]
+        lines = []
+        for uid in range(40):
+            for kind in s.KINDS:
+                if rng.random() < 0.3 and kind != "unrelated":
+                    continue
+                score = lambda: round(rng.uniform(-0.5, 3), 6)
+                lines.append({"uid": uid, "kind": kind, "self": {c: score() for c in cfgs},
+                              "candidate": {c: round(rng.choice([1.5, rng.uniform(0, 3)]), 6) for c in cfgs}})
+        boot = s.Bootstrap(lines, cfgs, wins=cfgs, resamples=200, seed=7)
+        by = {}
+        for ln in lines:
+            by.setdefault(ln["uid"], []).append(ln)
+        studies = [by[u] for u in sorted(by)]
+        draw = random.Random(7)
+        samples = [draw.choices(studies, k=len(studies)) for _ in range(200)]
+
+        def drop(sample, c, kinds):
+            xs = [l["self"][c] - l["candidate"][c] for st in sample for l in st if l["kind"] in kinds]
+            return sum(xs) / len(xs)
+
+        def share(sample, c, e):
+            w = n = 0
+            for st in sample:
+                ks = {l["kind"]: l["candidate"][c] for l in st}
+                if "rephrase" in ks and e in ks:
+                    a, b = ks["rephrase"], ks[e]
+                    w, n = w + (1 if a > b else 0.5 if a == b else 0), n + 1
+            return w / n
+
+        checks = [
+            (("ratio", "clinical/chamfer", "reversed", "unrelated"),
+             lambda x: drop(x, "clinical/chamfer", s.REVERSED) / drop(x, "clinical/chamfer", ("unrelated",))),
+            (("share", "cosine/chamfer", "severity"), lambda x: share(x, "cosine/chamfer", "severity")),
+            (("diff", ("drop", "clinical/chamfer", "omission"), ("drop", "cosine/chamfer", "omission")),
+             lambda x: drop(x, "clinical/chamfer", ("omission",)) - drop(x, "cosine/chamfer", ("omission",))),
+        ]
+        for q, plain in checks:
+            value, low, high = boot.interval(*q)
+            xs = [plain(x) for x in samples]
+            self.assertAlmostEqual(value, plain(studies), places=9, msg=q)
+            self.assertAlmostEqual(low, s.percentile(xs, 0.025), places=9, msg=q)
+            self.assertAlmostEqual(high, s.percentile(xs, 0.975), places=9, msg=q)
+
+
 if __name__ == "__main__":
     unittest.main()
