@@ -442,10 +442,14 @@ def limits_bullet(r: Run) -> str:
     reph = r.diff(("drop", u, "rephrase"), ("drop", u, "reversed"))
     reph_w = {1: "which the rephrasing then outranks", -1: "still above the rephrasing's",
               0: f"level with the rephrasing's (inconclusive on {r.studies} studies)"}[direction(reph)]
+    p5d = r.drop(p5, "reversed")
+    pot = (f"Partial OT with `rho = 0.5` moves only the cheapest half of the mass, so the conflicting "
+           f"sentence's mass is simply not moved: {lab(p5)} drops {ci3(p5d)} for a reversed finding."
+           if p5d[2] < 0.05 else
+           f"Partial OT with `rho = 0.5` moves only the cheapest half of the mass; {lab(p5)} drops "
+           f"{ci3(p5d)} for a reversed finding.")
     return (
-        f"- **Where it cannot work.** {gw} Partial OT with `rho = 0.5` moves only the cheapest half of the "
-        f"mass, so the conflicting sentence's mass is simply not moved: {lab(p5)} drops "
-        f"{ci3(r.drop(p5, 'reversed'))} for a reversed finding. UOT sheds the penalised mass and pays its KL "
+        f"- **Where it cannot work.** {gw} {pot} UOT sheds the penalised mass and pays its KL "
         f"term, which its reported value leaves out: under `tau = 0.5` the clinical cost {low_w} the reversed "
         f"drop ({r.drop(uc, 'reversed')[0]:.3f} -> {r.drop(u, 'reversed')[0]:.3f}, {sg3(low)}), {reph_w} "
         f"(rephrase - reversed {sg3(reph)}). These are properties of the distances, documented in SPEC §10.\n"
