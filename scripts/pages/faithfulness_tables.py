@@ -500,11 +500,14 @@ def rule(r: Run, strict: bool):
 
 def defaults_block() -> str:
     v, t = sweep("validation"), sweep("test")
+    meta = runs()[SWEEP]
     term = "cosine+term/chamfer"
     order = grid_order(SWEEP, v)
     w1 = [c for c in order if weights(c, SWEEP)[1] == 1.0]
     rise = ", ".join(f"{ci2(v.ratio(c, 'reversed', 'unrelated'))} at lambda {num(weights(c, SWEEP)[0])}" for c in w1)
-    out = [f"With every unmatched finding at weight 1 (`{cost_spec(weights(w1[0], SWEEP)[0], 1.0)}` ... "
+    out = [f"Run: {meta['encoder']}, {meta['machine']}, {meta['date']}; per-case scores (6 decimals) in "
+           f"`docs/results/faithfulness/{SWEEP}`.",
+           f"With every unmatched finding at weight 1 (`{cost_spec(weights(w1[0], SWEEP)[0], 1.0)}` ... "
            f"`{cost_spec(weights(w1[-1], SWEEP)[0], 1.0)}`), the validation reports' reversed / unrelated ratio is "
            f"{rise}, as the unrelated drop grows too ({ci3(v.drop(w1[0], 'unrelated'))} at lambda "
            f"{num(weights(w1[0], SWEEP)[0])}, {ci3(v.drop(w1[-1], 'unrelated'))} at lambda "
