@@ -62,10 +62,10 @@ def sides() -> str:
         "side_any drop | side_any / unrelated | reversed / unrelated |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for name, r in (("cosine/chamfer", cos), ("clinical/chamfer", clin)):
+    for name, r in (("cosine (the paper's), Chamfer", cos), ("clinical:lambda=1.5 (the defaults), Chamfer", clin)):
         b = r["swap_beats_rephrase"]
         lines.append(
-            f"| `{name}` | {pct(b['share'])} [{100 * b['ci95'][0]:.1f}, {100 * b['ci95'][1]:.1f}] ({b['studies']}) "
+            f"| {name} | {pct(b['share'])} [{100 * b['ci95'][0]:.1f}, {100 * b['ci95'][1]:.1f}] ({b['studies']}) "
             f"| {pct(b['test_share'])} [{100 * b['test_ci95'][0]:.1f}, {100 * b['test_ci95'][1]:.1f}] ({b['test_studies']}) "
             f"| {r['mean_drop']['side_any']:.3f} | {r['side_any_over_unrelated']:.2f} | {r['reversed_over_unrelated']:.2f} |"
         )
@@ -112,9 +112,10 @@ def added_omitted() -> str:
                 and g["side_any/unrelated"] >= 0.5
                 and g["rephrase/reversed"] <= 0.25
             )
-            label = "defaults (added 0.5, omitted 0.5)" if c == "clinical/chamfer" else "clinical:lambda=" + c.split("@", 1)[1].split("/")[0]
+            label = ("`clinical:lambda=1.5` (the defaults: added = omitted = 0.5)" if c == "clinical/chamfer"
+                     else "`clinical:lambda=" + c.split("@", 1)[1].split("/")[0] + "`")
             out.append(
-                f"| {split} | `{label}` | {d['omission']:.3f} | {d['hallucination']:.3f} | {d['unrelated']:.3f} "
+                f"| {split} | {label} | {d['omission']:.3f} | {d['hallucination']:.3f} | {d['unrelated']:.3f} "
                 f"| {g['reversed/unrelated']:.2f} | {g['left_right/unrelated']:.2f} | {g['side_any/unrelated']:.2f} "
                 f"| {g['rephrase/reversed']:.2f} | {'yes' if ok else 'no'} |"
             )
