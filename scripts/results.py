@@ -147,7 +147,7 @@ def with_blocks(name: str, text: str) -> str:
         begin, end = f"<!-- results:{block}:begin -->", f"<!-- results:{block}:end -->"
         a, b = text.find(begin), text.find(end)
         if a < 0 or b < a:
-            raise SystemExit(f"results: docs/results/{name} has no block `{block}` ({begin} ... {end})")
+            raise SystemExit(f"results: {page_path(name).relative_to(ROOT)} has no block `{block}` ({begin} ... {end})")
         text = text[: a + len(begin)] + "\n" + make().rstrip("\n") + "\n" + text[b:]
     return text
 
@@ -162,6 +162,11 @@ def page_names() -> list[str]:
     return sorted(set(PAGES) | {page for page, _ in BLOCKS})
 
 
+def page_path(name: str) -> Path:
+    """Where page `name` lives: the README's results blocks at the root, the rest in docs/results/."""
+    return ROOT / name if name == "README.md" else RESULTS / name
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="compare instead of writing; exit 1 on a difference")
@@ -169,7 +174,7 @@ def main() -> int:
     load_modules()
     bad = 0
     for name in page_names():
-        path = RESULTS / name
+        path = page_path(name)
         on_disk = path.read_text() if path.exists() else ""
         text = expected(name, on_disk)
         if args.check:

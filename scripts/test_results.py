@@ -17,12 +17,12 @@ class GeneratedPages(unittest.TestCase):
 
     def test_every_page_matches_its_data(self):
         for name in results.page_names():
-            on_disk = (results.RESULTS / name).read_text()
+            on_disk = results.page_path(name).read_text()
             self.assertEqual(on_disk, results.expected(name, on_disk), name)
 
     def test_one_edited_number_fails(self):
         for name in results.page_names():
-            on_disk = (results.RESULTS / name).read_text()
+            on_disk = results.page_path(name).read_text()
             # The first number inside generated text: the whole page, or the first block.
             start = 0
             if name not in results.PAGES:
@@ -37,7 +37,7 @@ class GeneratedPages(unittest.TestCase):
     def test_an_edited_number_in_any_block_fails(self):
         # Every block, not only a page's first: a number edited inside it must not pass.
         for (name, block) in results.BLOCKS:
-            on_disk = (results.RESULTS / name).read_text()
+            on_disk = results.page_path(name).read_text()
             begin = f"<!-- results:{block}:begin -->"
             start = on_disk.index(begin) + len(begin)
             end = on_disk.index(f"<!-- results:{block}:end -->")

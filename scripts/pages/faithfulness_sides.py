@@ -128,7 +128,23 @@ def added_omitted() -> str:
     return "\n".join(out) + "\n"
 
 
+def readme() -> str:
+    """The README's sentence on sides of any finding, from the same files as the page's block."""
+    s = json.loads((DIR / "sides.json").read_text())
+    after = json.loads((DIR / "sides-conflicts.json").read_text())
+    w = s["clinical/chamfer"]["swap_beats_rephrase"]
+    return (
+        "A side is read for any finding, not only those the labeler names: a side word that no named\n"
+        "finding takes marks the anatomy it points at (\"the *right hemidiaphragm* remains elevated\",\n"
+        "\"*left paratracheal* lymph nodes\"), so swapping it is a conflict; on held-out IU sentences the\n"
+        f"cost sees {pct(after['share'])} of such swaps and a swap costs more than a rephrasing in "
+        f"{pct(w['share'])} [{100 * w['ci95'][0]:.1f}, {100 * w['ci95'][1]:.1f}] of studies\n"
+        "([faithfulness.md](docs/results/faithfulness.md#sides-of-any-finding-a-finding-added-and-one-omitted-weighed-apart-issue-57))."
+    )
+
+
 BLOCKS = {
+    ("README.md", "sides"): readme,
     ("faithfulness.md", "sides"): sides,
     ("faithfulness.md", "added-omitted"): added_omitted,
 }
