@@ -65,8 +65,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import gzip
-import io
 import json
 import os
 import random
@@ -74,6 +72,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The result files are written as reward_accuracy.py writes its own (6 decimals, byte-stable gzip).
+from reward_accuracy import gzip_bytes, rounded, write_atomic  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -87,7 +89,6 @@ CORPUS_POLICIES = ("chamfer@min", "chamfer@avg", "chamfer@knn:k=5")
 ABLATIONS = ("fc-score-then-index", "fc-directed-chamfer-only")
 POLICIES = ("random", FC) + ABLATIONS + CORPUS_POLICIES + ("oracle",)
 LABELERS = ("judge", "rules")
-DIGITS = 6
 
 
 def log(msg: str) -> None:
@@ -401,30 +402,6 @@ def aggregate(studies, rows, refs, picks, args) -> dict:
         "reference_names_a_finding_judge": sum(
             1 for s in studies if set(s["reference_judge"]) - {"No Finding", "Support Devices"}),
     }
-
-
-def rounded(x):
-    if isinstance(x, float):
-        return round(x, DIGITS)
-    if isinstance(x, dict):
-        return {k: rounded(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [rounded(v) for v in x]
-    return x
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
-
-
-def gzip_bytes(text: str) -> bytes:
-    buf = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0) as gz:
-        gz.write(text.encode())
-    return buf.getvalue()
 
 
 def main() -> int:
