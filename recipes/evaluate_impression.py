@@ -15,7 +15,8 @@ Impression:
 
 Every relative change against the first policy (SFT) carries its 95 % paired-bootstrap
 interval over the studies (1,000 resamples, fixed seed; ``*`` where it excludes 0).
-Writes ``<out>/generations/*.jsonl``, ``<out>/summary.json``, the reward curves
+Writes ``<out>/generations/*.jsonl``, ``<out>/summary.json``, each study's values under
+every policy (``<out>/per_study.jsonl.gz``, for policy-against-policy intervals), the reward curves
 (``<out>/reward_curves.png``) and the Markdown table ``<table>.generated``.
 
     python recipes/evaluate_impression.py --studies 200 \\
@@ -83,6 +84,27 @@ def summary(s) -> dict:
     for k, v in s["per_study"].items():
         out[k] = sum(v) / len(v)
     return out
+
+
+def write_per_study(path: Path, rows, results: dict) -> None:
+    """Each study's per-study values under every policy (one JSON line per study, gzip
+    with no timestamp, written atomically), so that two policies can be compared with a
+    paired bootstrap without generating again (scripts/pages reads it)."""
+    import gzip
+    import os
+
+    lines = []
+    for i, r in enumerate(rows):
+        lines.append(json.dumps({
+            "id": int(r["uid"]),
+            "values": {n: {k: v[i] for k, v in res["per_study"].items()} for n, res in results.items()},
+        }, sort_keys=True))
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(gzip.compress(("\n".join(lines) + "\n").encode(), mtime=0))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
 
 
 def main() -> None:
@@ -168,6 +190,7 @@ def main() -> None:
                 "summaries": summaries,
                 "intervals_vs_first": cis,
                 "reference_contradicts_pct": ref_row,
+                "reference_mean_words": sum(len(r.split()) for r in refs) / len(refs),
                 "bertscore_model": judge.name,
                 "generation_seconds": timings,
             },
@@ -175,6 +198,7 @@ def main() -> None:
         )
         + "\n"
     )
+    write_per_study(out / "per_study.jsonl.gz", rows, results)
     if args.logs:
         runs = {
             n: evaluate.read_log(Path(p)) for n, p in (s.split("=", 1) for s in args.logs) if Path(p).exists()

@@ -88,10 +88,17 @@ class CompletionLog:
     ``bench/cache_replay.py --completions``. Same name and return value as the
     wrapped reward, so TRL logs and optimises exactly what it would without it."""
 
-    def __init__(self, reward, path: Path):
+    def __init__(self, reward, path: Path, from_step: int = 0):
         self.reward = reward
         self.path = path
         self.__name__ = reward.__name__
+        # A run that starts again (from scratch, or from the checkpoint of step `from_step`)
+        # logs its steps anew: keep only the earlier steps, or a stopped start's rows stay
+        # beside the finished run's and count twice.
+        if path.exists():
+            keep = [l for l in path.read_text().splitlines()
+                    if l.strip() and (json.loads(l).get("step") or 0) < from_step]
+            common.write_jsonl_atomic(path, [json.loads(l) for l in keep])
 
     def __call__(self, prompts=None, completions=None, **kwargs):
         out = self.reward(prompts=prompts, completions=completions, **kwargs)
@@ -214,7 +221,9 @@ def main() -> None:
     ds = Dataset.from_list(prompts(n_prompts, args.seed + 1, args.task, args.abnormal_share))
     reward_funcs = [make_reward(args.reward) if report else make_impression_reward(args.reward)]
     if args.log_completions:
-        reward_funcs[0] = CompletionLog(reward_funcs[0], out / "completions.jsonl")
+        ckpt = common.last_checkpoint(out)
+        reward_funcs[0] = CompletionLog(reward_funcs[0], out / "completions.jsonl",
+                                        int(Path(ckpt).name.split("-")[-1]) if ckpt else 0)
     weights = [1.0]
     if not args.no_monitor and args.reward not in ("cham", "cos"):
         # Every run on one scale: the cosine Chamfer reward of its completions, weight 0.

@@ -23,7 +23,7 @@ The rule-labeler figures must reproduce the published ones (``summary.json`` of 
 attempt: macro-14 and micro-5 F1 and the macro-14 interval against the baseline); the
 script stops if they do not. Writes, rounded to 6 decimals with sorted keys, atomically:
 
-- ``docs/results/grpo-impression/judged.json`` (the three Findings -> Impression attempts)
+- ``docs/results/grpo-impression/judged.json`` (the four Findings -> Impression attempts)
 - ``docs/results/grpo/judged.json`` (the full-report policies, Findings and Impression)
 
 ``scripts/pages/grpo_judged.py`` renders them into the two pages (``python3
@@ -53,8 +53,10 @@ NOT_FINDINGS = ("No Finding", "Support Devices")
 
 COS, COS_F1 = "GRPO(cosine)", "GRPO(cosine + F1 term)"
 CLIN, CLIN_F1 = "GRPO(clinical cost)", "GRPO(clinical cost + F1 term)"
+RECALL = "GRPO(clinical, added 0.25, omitted 1)"
+CLIN3, COS_F1_3 = f"{CLIN}, third attempt", "GRPO(cosine + F1 term), third attempt"
 
-#: The three Findings -> Impression attempts, as their page reports them: results folder,
+#: The four Findings -> Impression attempts, as their page reports them: results folder,
 #: policies in the table's order (the first is the baseline) and the policy-versus-policy
 #: comparisons (policy, against) behind the rankings the page claims.
 IMPRESSION_ATTEMPTS = (
@@ -78,6 +80,16 @@ IMPRESSION_ATTEMPTS = (
         "dir": "docs/results/grpo-impression/stronger-sft",
         "policies": ("SFT2", "SFT", COS, COS_F1, CLIN),
         "pairs": ((COS_F1, COS), (CLIN, COS), (CLIN, COS_F1), (COS_F1, "SFT")),
+    },
+    {
+        "key": "recall",
+        "title": "Fourth attempt (from SFT2, 40 steps, the clinical cost pricing an omitted finding 4x an added one)",
+        "dir": "docs/results/grpo-impression/recall",
+        "policies": ("SFT2", "SFT", RECALL),
+        # The third attempt's policies, from the same SFT2 on the same studies (its folder).
+        "borrowed": {CLIN3: ("docs/results/grpo-impression/stronger-sft", CLIN),
+                     COS_F1_3: ("docs/results/grpo-impression/stronger-sft", COS_F1)},
+        "pairs": ((RECALL, "SFT"), (RECALL, CLIN3), (RECALL, COS_F1_3)),
     },
 )
 
@@ -218,6 +230,11 @@ def impression_attempts() -> dict:
                            c["rules"]["macro_f1_14"]["interval_pct"],
                            published["intervals_vs_first"][name]["CheXpert-rule F1 (14, macro)"])
             comparisons.append(c)
+        borrowed = []
+        for name, (other, as_name) in att.get("borrowed", {}).items():
+            hyps[name] = [" ".join(t.split()) for t in read_generations(common.ROOT / other, as_name, rows)]
+            f1[name] = f1_of(hyps[name], refs)
+            borrowed.append({"name": name, "generations": f"{other}/generations/{slug(as_name)}.jsonl"})
         for name, against in att["pairs"]:
             comparisons.append(compare(name, against, "policy", hyps, refs, f1))
         out["attempts"].append({
@@ -225,6 +242,7 @@ def impression_attempts() -> dict:
             "title": att["title"],
             "baseline": base,
             "policies": policies,
+            **({"borrowed": borrowed} if borrowed else {}),
             "comparisons": comparisons,
         })
         print(f"rejudge: Findings -> Impression, {att['key']} attempt done", flush=True)

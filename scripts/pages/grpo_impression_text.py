@@ -33,8 +33,10 @@ CATS = ("names no finding", "right finding", "partly right", "wrong finding")
 REWARDS = {"cos": "cosine", "cos-f1": "cosine + F1 term", "clin": "clinical cost",
            "clin-f1": "clinical cost + F1 term"}
 SUMMARIES = {"first": f"{DIR}/first-attempt/summary.json", "second": f"{DIR}/summary.json",
-             "third": f"{DIR}/stronger-sft/summary.json"}
-ORDINAL = {"first": "first", "second": "second", "third": "third"}
+             "third": f"{DIR}/stronger-sft/summary.json", "recall": f"{DIR}/recall/summary.json"}
+ORDINAL = {"first": "first", "second": "second", "third": "third", "recall": "fourth"}
+RECALL = "GRPO(clinical, added 0.25, omitted 1)"
+RECALL_REWARD = "clinical cost, added=0.25, omitted=1"
 
 
 def load(rel: str):
@@ -299,10 +301,10 @@ def standing_block() -> str:
     clin_named = ", ".join(str(policy(a[k], clin)["name_a_finding"]["rules"]) for k in a)
     thr = clin_threshold()
     lines = [
-        f"**Where it stands (three attempts).** The clinical-cost policy names a finding in "
-        f"{clin_named} of its 200 greedy test impressions in the first, second and third attempt "
-        f"(rules), with Impression CheXpert-rule F1 macro-14 {clin_f1}: alone, the clinical cost teaches "
-        f"a 135M policy to name no finding."]
+        f"**Where it stands (four attempts).** At the weights of the time the clinical-cost policy names a "
+        f"finding in {clin_named} of its 200 greedy test impressions in the first, second and third attempt "
+        f"(rules), with Impression CheXpert-rule F1 macro-14 {clin_f1}: alone, at those weights, the clinical "
+        f"cost teaches a 135M policy to name no finding. {fourth_summary()}"]
     for k in ("second", "third"):
         at = a[k]
         others = [p["name"] for p in at["policies"] if p["name"] != cf]
@@ -409,6 +411,145 @@ def third_block() -> str:
     return "\n".join(out)
 
 
+# ---------------------------------------------------------------------------------------------
+# Tables of evaluate_impression.py, rendered from its summary.json and the runs' log histories
+
+COLUMNS = ("CheXpert-rule F1 (14, macro)", "CheXpert-rule F1 (5, micro)", "contradicts own Findings %",
+           "BERTScore-F1 (MiniLM)", "ROUGE-L", "mean words")
+
+
+def cell(v: float, base, pct: bool, ci) -> str:
+    """`0.267 (+75.9% [+15.9, +209.0]*)`: a value, its change against the baseline and the
+    interval (`*` where it excludes 0), as `recipes/evaluate.py`'s `cell`."""
+    txt = f"{v:.1f}" if pct else f"{v:.3f}"
+    if base is None:
+        return txt
+    if base == 0:
+        return f"{txt} (n/a)"
+    change = f"{100.0 * (v - base) / base:+.1f}%"
+    if ci is None:
+        return f"{txt} ({change})"
+    mark = "*" if ci[0] > 0 or ci[1] < 0 else ""
+    return f"{txt} ({change} [{ci[0]:+.1f}, {ci[1]:+.1f}]{mark})"
+
+
+def summary_table(key: str) -> str:
+    """The attempt's evaluation table: each policy's means, its change against the first
+    policy with the 95 % paired-bootstrap interval, and the reference impressions' row."""
+    s = load(SUMMARIES[key])
+    names = list(s["summaries"])
+    base = s["summaries"][names[0]]
+    out = ["| policy | " + " | ".join(COLUMNS) + " |", "|---|" + "---:|" * len(COLUMNS)]
+    for n in names:
+        cells = [cell(s["summaries"][n][k], None if n == names[0] else base[k],
+                      k.endswith("%") or k == "mean words", s["intervals_vs_first"].get(n, {}).get(k))
+                 for k in COLUMNS]
+        out.append(f"| {n} | " + " | ".join(cells) + " |")
+    out.append(f"| reference impressions | 1.000 | 1.000 | {s['reference_contradicts_pct']:.1f} | 1.000 | 1.000 | "
+               f"{s['reference_mean_words']:.1f} |")
+    return "\n".join(out)
+
+
+def training_table(runs: dict) -> str:
+    """Per GRPO run (name -> log_history.jsonl): steps, the mean reward over the first and
+    the last 20 % of steps, step time and the reward's share of it (TRL's `step_time`, the
+    reward's `<name>/seconds`; the weight-0 monitor apart), as `recipes/evaluate.py`."""
+    out = ["| run | steps | reward, first 20 % | reward, last 20 % | change | step time (s) | reward time (s) | "
+           "reward share | monitor time (s) |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, rel in runs.items():
+        hist = [json.loads(x) for x in (ROOT / rel).read_text().splitlines() if x.strip()]
+        steps = [h for h in hist if "reward" in h and "step_time" in h]
+        rewards = [h["reward"] for h in steps]
+        k = max(1, len(rewards) // 5)
+        first, last = sum(rewards[:k]) / k, sum(rewards[-k:]) / k
+        step_time = sum(h["step_time"] for h in steps) / len(steps)
+        own = [v for h in steps for c, v in h.items() if c.endswith("/seconds") and c.startswith("r_")]
+        mon = [v for h in steps for c, v in h.items() if c.endswith("/seconds") and c.startswith("monitor")]
+        own_t = sum(own) / len(own) if own else 0.0
+        mon_t = f"{sum(mon) / len(mon):.2f}" if mon else "-"
+        out.append(f"| {name} | {len(steps)} | {first:.3f} | {last:.3f} | {last - first:+.3f} | {step_time:.1f} | "
+                   f"{own_t:.2f} | {100 * own_t / step_time:.1f} % | {mon_t} |")
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Fourth attempt: an omitted finding priced 4x an added one
+
+def fourth_summary() -> str:
+    a = attempt("recall")
+    return (f"In the fourth attempt, with an omitted finding priced four times an added one "
+            f"(`clinical:added=0.25,omitted=1`), the policy names a finding in "
+            f"{policy(a, RECALL)['name_a_finding']['rules']} (macro-14 {macro(a, RECALL):.3f}, judge "
+            f"{macro(a, RECALL, 'judge'):.3f}); " + "; ".join(
+                versus(a, RECALL, o) for o in ("SFT2", "SFT", "GRPO(cosine + F1 term), third attempt")) + ".")
+
+
+def headline(a: dict, p: str, against: str) -> str:
+    """The fourth attempt's verdict on macro-14 F1 against `against`, by both labelers."""
+    c, _ = comparison(a, p, against)
+    dirs = set()
+    for lab in ("rules", "judge"):
+        iv = c[lab]["macro_f1_14"]["interval_pct"]
+        dirs.add(None if iv is None else (1 if iv[0] > 0 else -1 if iv[1] < 0 else 0))
+    if dirs == {1}:
+        return (f"With an omission priced four times an addition, the clinical-cost policy is above {against} "
+                f"on macro-14 F1 by both labelers.")
+    if dirs == {-1}:
+        return (f"With an omission priced four times an addition, the clinical-cost policy is still below "
+                f"{against} on macro-14 F1 by both labelers.")
+    return (f"With an omission priced four times an addition, the clinical-cost policy is not below {against} "
+            f"on macro-14 F1 by either labeler; the labelers' verdicts differ or include no change.")
+
+
+def fourth_block() -> str:
+    a = attempt("recall")
+    s = load(SUMMARIES["recall"])
+    n = s["studies"]
+    third = attempt("third")
+    clin3 = "GRPO(clinical cost), third attempt"
+    cf3 = "GRPO(cosine + F1 term), third attempt"
+    rc = counts(a, RECALL)
+    named = policy(a, RECALL)["name_a_finding"]
+    train = {r["source"]: r for r in load(f"{DIR}/recall/sampling_training.json")["shares"]}
+    first, last = train[f"{RECALL}, training, first 20 % of steps"], train[f"{RECALL}, training, last 20 % of steps"]
+    sft2 = shares_row("SFT2")
+    d_train = {r["source"]: r for r in load(f"{DIR}/stronger-sft/sampling_training.json")["shares"]}
+    d_first = d_train["GRPO(clinical cost), training, first 20 % of steps"]
+    d_last = d_train["GRPO(clinical cost), training, last 20 % of steps"]
+    be, be_def = be_row(RECALL_REWARD), be_row("clinical cost")
+    out = [
+        f"**Result** (impressions of the same {n} test studies; intervals against SFT2):\n",
+        summary_table("recall"), "",
+        training_table({"clinical, added 0.25, omitted 1": f"{DIR}/recall/training/log_history.jsonl"}), "",
+        f"- **{headline(a, RECALL, 'SFT2')}** {RECALL} names a finding in {named['rules']} of the {n} test impressions by the rules "
+        f"({named['judge']} by the judge; SFT2 {policy(a, 'SFT2')['name_a_finding']['rules']} / "
+        f"{policy(a, 'SFT2')['name_a_finding']['judge']}, the default-weight policy of the third attempt "
+        f"{policy(third, 'GRPO(clinical cost)')['name_a_finding']['rules']} / "
+        f"{policy(third, 'GRPO(clinical cost)')['name_a_finding']['judge']}; {len(rc)} distinct texts, "
+        f"{texts(rc, n, 2)}): macro-14 {macro(a, RECALL):.3f} (judge {macro(a, RECALL, 'judge'):.3f}); "
+        + "; ".join(versus(a, RECALL, o) for o in ("SFT2", "SFT")) + ".",
+        f"- **Against the same run at the default weights and against the best reward of the third attempt** "
+        f"(same SFT2, settings, prompts and test studies; their generations in `stronger-sft/`): "
+        + "; ".join(versus(a, RECALL, o) for o in (clin3, cf3)) + ". "
+        f"{summary_change('recall', RECALL, 'contradicts own Findings %')} (the references: "
+        f"{s['reference_contradicts_pct']:.1f} %); {summary_change('recall', RECALL, 'ROUGE-L')}; "
+        f"{summary_change('recall', RECALL, 'BERTScore-F1 (MiniLM)')}; "
+        f"{summary_change('recall', RECALL, 'mean words')}.",
+        f"- **Why it differs from the defaults**: scoring the study's own reference impression as the right "
+        f"finding (`break-even.json`), naming a finding beats the normal impression from "
+        f"{100 * be['break_even_share_right']:.0f} % right findings at these weights against "
+        f"{100 * be_def['break_even_share_right']:.0f} % at the defaults; SFT2's sampled findings are right "
+        f"{sft2['right, of those naming %']:.1f} % of the time. During training the share of the run's "
+        f"completions that name a finding went from {first['names a finding %']:.1f} % (first 20 % of steps) "
+        f"to {last['names a finding %']:.1f} % (last 20 %), the right share of those from "
+        f"{first['right, of those naming %']:.1f} % to {last['right, of those naming %']:.1f} % "
+        f"({first['completions']} completions each; `recall/sampling_training.json`; the default-weight run "
+        f"of the third attempt: {d_first['names a finding %']:.1f} % to {d_last['names a finding %']:.1f} %). "
+        f"The training reward itself did not rise (the table: last minus first 20 % of steps).",
+    ]
+    return "\n".join(out)
+
+
 def why_block() -> str:
     d = sampling()
     clin = {r["source"]: r for r in d["advantages"] if r["reward"] == "clin"}
@@ -491,4 +632,5 @@ BLOCKS = {
     (PAGE, "advantages"): advantages_block,
     (PAGE, "advantages-why"): why_block,
     (PAGE, "first-attempt"): first_block,
+    (PAGE, "fourth-attempt"): fourth_block,
 }
