@@ -104,5 +104,72 @@ class FaithfulnessBootstrap(unittest.TestCase):
             self.assertAlmostEqual(high, s.percentile(xs, 0.975), places=9, msg=q)
 
 
+class GrpoPage(unittest.TestCase):
+    """docs/results/grpo.md: its tables and figures are generated (scripts/pages/grpo_report.py)."""
+
+    @classmethod
+    def setUpClass(cls):
+        results.load_modules()
+
+    def edited_grpo(self, block: str) -> str:
+        """grpo.md with the first figure inside `block` changed by one in its last digit."""
+        on_disk = results.page_path("grpo.md").read_text()
+        begin = f"<!-- results:{block}:begin -->"
+        start = on_disk.index(begin) + len(begin)
+        m = re.compile(r"\d+\.\d+").search(on_disk, start, on_disk.index(f"<!-- results:{block}:end -->"))
+        self.assertIsNotNone(m, block)
+        digit = m.group()[-1]
+        return on_disk[: m.end() - 1] + str((int(digit) + 1) % 10) + on_disk[m.end():]
+
+    def check_grpo(self, text: str) -> tuple[int, str]:
+        """`results.py --check` (its main()) on grpo.md alone, reading the page from a temporary
+        copy that holds `text`; the page's data are the committed files. (exit status, stderr)"""
+        import contextlib
+        import io
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            pages = Path(tmp) / "docs/results"
+            pages.mkdir(parents=True)
+            (pages / "grpo.md").write_text(text)
+            saved = results.ROOT, results.RESULTS, results.page_names, sys.argv
+            results.ROOT, results.RESULTS = Path(tmp), pages
+            results.page_names, sys.argv = (lambda: ["grpo.md"]), ["results.py", "--check"]
+            err = io.StringIO()
+            try:
+                with contextlib.redirect_stderr(err):
+                    rc = results.main()
+            finally:
+                results.ROOT, results.RESULTS, results.page_names, sys.argv = saved
+        return rc, err.getvalue()
+
+    def test_edited_grpo_number_fails_check(self):
+        rc, err = self.check_grpo(results.page_path("grpo.md").read_text())
+        self.assertEqual((rc, err), (0, ""))
+        for block in ("main-tables", "training-table", "reward-and-encoders", "kl-and-cham", "sft-run"):
+            rc, err = self.check_grpo(self.edited_grpo(block))
+            self.assertEqual(rc, 1, f"an edit in block {block} passed --check")
+            self.assertIn("docs/results/grpo.md differs", err, block)
+
+    def test_bootstrap_reproduces_summary_intervals(self):
+        # grpo_report's Python port of sdr_eval::bootstrap gives summary.json's intervals against SFT.
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("grpo_report", results.ROOT / "scripts/pages/grpo_report.py")
+        g = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(g)
+        s = g.summary()
+        for policy in list(s["summaries"])[1:]:
+            for enc in (False, True):
+                rows, base = g.scores(policy, enc), g.scores("SFT", enc)
+                for sec in g.SECTIONS:
+                    for m in (("BERTScore-F1",) if enc else ("BLEU-4", "ROUGE-L", "METEOR", "BERTScore-F1")):
+                        key = f"{sec}/{g.REWARD_ENC if enc else m}"
+                        lo, hi = g.paired_change([r[sec][m] for r in rows], [r[sec][m] for r in base])
+                        want = s["intervals_vs_first"][policy][key]
+                        self.assertAlmostEqual(lo, want[0], places=9, msg=(policy, key))
+                        self.assertAlmostEqual(hi, want[1], places=9, msg=(policy, key))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -10,7 +10,8 @@ Blocks rendered from the page's own files:
   `docs/results/grpo/grpo-*.log_history.jsonl`), the Impressions their greedy outputs give
   (`docs/results/grpo/generations/*.jsonl`) and how often the train studies' references give
   the same text (`data/iu-xray/indiana_reports.csv`, the studies SFT and GRPO drew from);
-- `cham-impressions`: the Impressions of the R_cham policies' greedy outputs.
+- `cham-impressions`: the Impressions of the R_cham policies' greedy outputs, and which rows'
+  CheXpert-rule F1 (14, macro) differs from SFT's (`summary.json`'s intervals).
 
 Wording rule (as `scripts/results.py`'s `verdict`): "higher"/"lower" only when the 95 %
 interval excludes 0, else "inconclusive on N studies" with the interval. Standard library only.
@@ -182,16 +183,25 @@ def baselines_block() -> str:
 
 def cham_block() -> str:
     parts = []
-    for p in ("GRPO(R_cham)", "GRPO(R_cham, distinct)", "GRPO(R_cham, KL 0.04)", "GRPO(R_cham, KL 0.2)"):
+    cham = ("GRPO(R_cham)", "GRPO(R_cham, distinct)", "GRPO(R_cham, KL 0.04)", "GRPO(R_cham, KL 0.2)")
+    for p in cham:
         c = answers(p)
         n = sum(c.values())
         parts.append(f"{p} {answer_list(c, n)}")
     sft = answers("SFT")
+    s = summary()
+    # Which rows' CheXpert-rule F1 (14, macro) differs from SFT's (an interval excluding 0).
+    moved = [f"{p} ({sec.capitalize()})" for p in list(s["summaries"])[1:] for sec in ("findings", "impression")
+             if compare(p, "SFT", f"{sec}/CheXpert-rule F1 (14, macro)", "", s)[0] in ("higher", "lower")]
+    flat = [p for p in cham if not any(m.startswith(p + " (") for m in moved)]
+    note = (f"which also explains why the CheXpert-rule F1 (14, macro) of "
+            f"{'these four policies' if len(flat) == len(cham) else ', '.join(flat)} does not differ from "
+            f"SFT's on either section (of all rows, only {', '.join(moved) or 'none'} differ"
+            f"{'s' if len(moved) == 1 else ''})")
     return ("  - *What a text-only 135M model can learn from 60 prompts.* The Impressions of the "
             f"greedy test outputs: {'; '.join(parts)} (SFT: {answer_list(sft, sum(sft.values()))}). "
-            "Without the image, the reward-maximising report is the generic normal one, which also "
-            "explains the flat CheXpert-rule F1 in every row. The paper's models see the image and "
-            "are 15-30x larger.")
+            f"Without the image, the reward-maximising report is the generic normal one, {note}. "
+            "The paper's models see the image and are 15-30x larger.")
 
 
 BLOCKS = {
