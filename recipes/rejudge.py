@@ -234,7 +234,8 @@ def impression_attempts() -> dict:
         for name, (other, as_name) in att.get("borrowed", {}).items():
             hyps[name] = [" ".join(t.split()) for t in read_generations(common.ROOT / other, as_name, rows)]
             f1[name] = f1_of(hyps[name], refs)
-            borrowed.append({"name": name, "generations": f"{other}/generations/{slug(as_name)}.jsonl"})
+            borrowed.append({"name": name, "folder": other, "as": as_name,
+                             "generations": f"{other}/generations/{slug(as_name)}.jsonl"})
         for name, against in att["pairs"]:
             comparisons.append(compare(name, against, "policy", hyps, refs, f1))
         out["attempts"].append({

@@ -171,5 +171,36 @@ class GrpoPage(unittest.TestCase):
                         self.assertAlmostEqual(hi, want[1], places=9, msg=(policy, key))
 
 
+class GrpoImpressionPage(unittest.TestCase):
+    """docs/results/grpo-impression.md: the attempts' per-study values reproduce their summaries."""
+
+    def test_per_study_values_reproduce_summary(self):
+        # Means and intervals against each attempt's baseline, from per_study.jsonl.gz through the
+        # page's bootstrap, equal what evaluate_impression.py wrote with sdr_rewards.metrics.
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location(
+            "grpo_impression_text", results.ROOT / "scripts/pages/grpo_impression_text.py")
+        g = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(g)
+        for key, rel in g.SUMMARIES.items():
+            s = g.load(rel)
+            values = g.per_study(str(Path(rel).parent))
+            names = list(s["summaries"])
+            for policy in names:
+                for col in g.PAIR_COLUMNS:
+                    mean = sum(values[policy][col]) / s["studies"]
+                    self.assertAlmostEqual(mean, s["summaries"][policy][col], places=12, msg=(key, policy, col))
+            for policy in names[1:]:
+                for col in g.PAIR_COLUMNS:
+                    want = s["intervals_vs_first"][policy].get(col)
+                    base = values[names[0]][col]
+                    got = g.report.paired_change(values[policy][col], base) if any(base) else None
+                    self.assertEqual(want is None, got is None, (key, policy, col))
+                    if want is not None:
+                        self.assertAlmostEqual(got[0], want[0], places=9, msg=(key, policy, col))
+                        self.assertAlmostEqual(got[1], want[1], places=9, msg=(key, policy, col))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -23,10 +23,16 @@ excludes 0, else "inconclusive on N studies" with the interval. Standard library
 from __future__ import annotations
 
 import collections
+import gzip
+import importlib.util
 import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+# One cell format and one bootstrap (sdr_eval::bootstrap's, seed 43) for both GRPO pages.
+_spec = importlib.util.spec_from_file_location("grpo_report_for_impression", Path(__file__).with_name("grpo_report.py"))
+report = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(report)
 DIR = "docs/results/grpo-impression"
 PAGE = "grpo-impression.md"
 CATS = ("names no finding", "right finding", "partly right", "wrong finding")
@@ -319,10 +325,9 @@ def standing_block() -> str:
     lines.append(
         f"The third attempt's baseline SFT2 has macro-14 {macro(t, 'SFT2'):.3f} against SFT's "
         f"{macro(t, 'SFT'):.3f} (SFT {versus(t, 'SFT', 'SFT2', ('rules',))}), so a gain against SFT2 "
-        f"is not a gain against SFT. Policy against policy, only CheXpert F1 has intervals (`judged.json`, "
-        f"rescored from the committed generations); the other columns' per-study values are not committed "
-        f"(`summary.json` holds their means and intervals against the attempt's baseline only), so comparing "
-        f"two policies on them needs `recipes/evaluate_impression.py` run again.")
+        f"is not a gain against SFT. Policy against policy, CheXpert F1 has its intervals in `judged.json` "
+        f"(rescored from the committed generations) and the other columns theirs under each attempt's table "
+        f"(from its `per_study.jsonl.gz`).")
     s = " and ".join(f"{100 * v[1]:.0f} % ({src})" for src, v in thr.items())
     r = " and ".join(f"{v[0]:.1f} %" for v in thr.values())
     lines.append(
@@ -418,21 +423,6 @@ COLUMNS = ("CheXpert-rule F1 (14, macro)", "CheXpert-rule F1 (5, micro)", "contr
            "BERTScore-F1 (MiniLM)", "ROUGE-L", "mean words")
 
 
-def cell(v: float, base, pct: bool, ci) -> str:
-    """`0.267 (+75.9% [+15.9, +209.0]*)`: a value, its change against the baseline and the
-    interval (`*` where it excludes 0), as `recipes/evaluate.py`'s `cell`."""
-    txt = f"{v:.1f}" if pct else f"{v:.3f}"
-    if base is None:
-        return txt
-    if base == 0:
-        return f"{txt} (n/a)"
-    change = f"{100.0 * (v - base) / base:+.1f}%"
-    if ci is None:
-        return f"{txt} ({change})"
-    mark = "*" if ci[0] > 0 or ci[1] < 0 else ""
-    return f"{txt} ({change} [{ci[0]:+.1f}, {ci[1]:+.1f}]{mark})"
-
-
 def summary_table(key: str) -> str:
     """The attempt's evaluation table: each policy's means, its change against the first
     policy with the 95 % paired-bootstrap interval, and the reference impressions' row."""
@@ -441,8 +431,8 @@ def summary_table(key: str) -> str:
     base = s["summaries"][names[0]]
     out = ["| policy | " + " | ".join(COLUMNS) + " |", "|---|" + "---:|" * len(COLUMNS)]
     for n in names:
-        cells = [cell(s["summaries"][n][k], None if n == names[0] else base[k],
-                      k.endswith("%") or k == "mean words", s["intervals_vs_first"].get(n, {}).get(k))
+        cells = [report.cell(s["summaries"][n][k], None if n == names[0] else base[k],
+                             k.endswith("%") or k == "mean words", s["intervals_vs_first"].get(n, {}).get(k))
                  for k in COLUMNS]
         out.append(f"| {n} | " + " | ".join(cells) + " |")
     out.append(f"| reference impressions | 1.000 | 1.000 | {s['reference_contradicts_pct']:.1f} | 1.000 | 1.000 | "
@@ -470,6 +460,91 @@ def training_table(runs: dict) -> str:
         out.append(f"| {name} | {len(steps)} | {first:.3f} | {last:.3f} | {last - first:+.3f} | {step_time:.1f} | "
                    f"{own_t:.2f} | {100 * own_t / step_time:.1f} % | {mon_t} |")
     return "\n".join(out)
+
+
+def per_study(folder: str) -> dict:
+    """policy -> column -> per-study values in study order, from `<folder>/per_study.jsonl.gz`."""
+    rows = [json.loads(x) for x in gzip.decompress((ROOT / folder / "per_study.jsonl.gz").read_bytes())
+            .decode().splitlines() if x.strip()]
+    out: dict = {}
+    for r in rows:
+        for pol, vals in r["values"].items():
+            for col, v in vals.items():
+                out.setdefault(pol, {}).setdefault(col, []).append(v)
+    return out
+
+
+PAIR_COLUMNS = ("BERTScore-F1 (MiniLM)", "ROUGE-L", "mean words", "contradicts own Findings %")
+
+
+def pairs_table(key: str) -> str:
+    """The attempt's policy-against-policy comparisons (those of `judged.json`) on the per-study
+    columns: relative change in % with its 95 % paired-bootstrap interval over the studies."""
+    a = attempt(key)
+    folder = str(Path(SUMMARIES[key]).parent)
+    values = per_study(folder)
+    for b in a.get("borrowed", []):
+        values[b["name"]] = per_study(b["folder"])[b["as"]]
+    out = ["| comparison | " + " | ".join(PAIR_COLUMNS) + " |", "|---|" + "---:|" * len(PAIR_COLUMNS)]
+    for c in a["comparisons"]:
+        if c["kind"] != "policy":
+            continue
+        x, y = values[c["policy"]], values[c["against"]]
+        cells = []
+        for col in PAIR_COLUMNS:
+            mx, my = sum(x[col]) / len(x[col]), sum(y[col]) / len(y[col])
+            if col.endswith("%"):  # a share of a few studies: the two shares, not a relative change
+                cells.append(f"{mx:.1f} vs {my:.1f}")
+                continue
+            if my == 0:
+                cells.append("n/a")
+                continue
+            ci = report.paired_change(x[col], y[col])
+            ch = f"{100.0 * (mx - my) / my:+.1f}%"
+            if ci is None:
+                cells.append(f"{ch} [n/a]")
+            else:
+                cells.append(f"{ch} [{ci[0]:+.1f}, {ci[1]:+.1f}]" + ("*" if ci[0] > 0 or ci[1] < 0 else ""))
+        out.append(f"| {c['policy']} vs {c['against']} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+TRAINING = {
+    "first": {"cosine": "first-attempt/f2i-grpo-cos.log_history.jsonl",
+              "cosine + F1 term": "first-attempt/f2i-grpo-cos-f1.log_history.jsonl",
+              "clinical cost": "first-attempt/f2i-grpo-clin.log_history.jsonl"},
+    "second": {"cosine": "f2i-grpo-cos.log_history.jsonl",
+               "cosine + F1 term": "f2i-grpo-cos-f1.log_history.jsonl",
+               "clinical cost": "f2i-grpo-clin.log_history.jsonl",
+               "clinical cost + F1 term": "f2i-grpo-clin-f1.log_history.jsonl"},
+    "third": {"cosine": "stronger-sft/f2i-sft2-grpo-cos.log_history.jsonl",
+              "cosine + F1 term": "stronger-sft/f2i-sft2-grpo-cos-f1.log_history.jsonl",
+              "clinical cost": "stronger-sft/f2i-sft2-grpo-clin.log_history.jsonl"},
+    "recall": {"clinical, added 0.25, omitted 1": "recall/training/log_history.jsonl"},
+}
+
+
+def results_block(key: str, lead: str) -> str:
+    """The attempt's evaluation table, its GRPO runs' training table and its policy-against-policy
+    comparisons on the per-study columns."""
+    s = load(SUMMARIES[key])
+    base = next(iter(s["summaries"]))
+    runs = {n: f"{DIR}/{rel}" for n, rel in TRAINING[key].items()}
+    return "\n".join([
+        lead.format(n=s["studies"], base=base), "",
+        summary_table(key), "",
+        training_table(runs), "",
+        f"Policy against policy on the per-study columns (`{Path(SUMMARIES[key]).parent.name}/per_study.jsonl.gz`; "
+        f"CheXpert F1 in [Judged by the independent judge](#judged-by-the-independent-judge)): relative change "
+        f"in % with its 95 % paired-bootstrap interval over the {s['studies']} studies (1,000 resamples, seed "
+        f"43; `*`: excludes 0; n/a where the baseline's mean is 0; the contradiction shares as they are):", "",
+        pairs_table(key),
+    ])
+
+
+RESULT_LEAD = "**Result** (impressions of the same {n} test studies; intervals against {base}):"
+FIRST_LEAD = ("Impression of {n} held-out test studies, generated greedily from their Findings; relative "
+              "change against {base} with its 95 % paired-bootstrap interval (`*`: excludes 0).")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -518,9 +593,7 @@ def fourth_block() -> str:
     d_last = d_train["GRPO(clinical cost), training, last 20 % of steps"]
     be, be_def = be_row(RECALL_REWARD), be_row("clinical cost")
     out = [
-        f"**Result** (impressions of the same {n} test studies; intervals against SFT2):\n",
-        summary_table("recall"), "",
-        training_table({"clinical, added 0.25, omitted 1": f"{DIR}/recall/training/log_history.jsonl"}), "",
+        results_block("recall", RESULT_LEAD), "",
         f"- **{headline(a, RECALL, 'SFT2')}** {RECALL} names a finding in {named['rules']} of the {n} test impressions by the rules "
         f"({named['judge']} by the judge; SFT2 {policy(a, 'SFT2')['name_a_finding']['rules']} / "
         f"{policy(a, 'SFT2')['name_a_finding']['judge']}, the default-weight policy of the third attempt "
@@ -633,4 +706,7 @@ BLOCKS = {
     (PAGE, "advantages-why"): why_block,
     (PAGE, "first-attempt"): first_block,
     (PAGE, "fourth-attempt"): fourth_block,
+    (PAGE, "first-results"): lambda: results_block("first", FIRST_LEAD),
+    (PAGE, "second-results"): lambda: results_block("second", FIRST_LEAD),
+    (PAGE, "third-results"): lambda: results_block("third", RESULT_LEAD),
 }

@@ -219,6 +219,22 @@ def rng(xs, fmt: str) -> str:
 # ---------------------------------------------------------------- blocks
 
 
+def cell(v: float, b, pct: bool = False, ci=None) -> str:
+    """`0.267 (+75.9% [+15.9, +209.0]*)`: a value, its change against the baseline `b` and the
+    interval (`*` where it excludes 0), as `recipes/evaluate.py`'s `cell` prints it."""
+    txt = f"{v:.1f}" if pct else f"{v:.3f}"
+    if b is None:
+        return txt
+    if b == 0:
+        return f"{txt} (n/a)"
+    change = f"{100.0 * (v - b) / b:+.1f}%"
+    if ci is None:
+        return f"{txt} ({change})"
+    lo, hi = ci
+    mark = "*" if lo > 0 or hi < 0 else ""
+    return f"{txt} ({change} [{lo:+.1f}, {hi:+.1f}]{mark})"
+
+
 def tables_block() -> str:
     """evaluate.py's `table` (the cells and layout it prints), from summary.json."""
     s = summary()
@@ -226,19 +242,6 @@ def tables_block() -> str:
     names = list(summaries)
     base = summaries[names[0]]
     cols = [k for k in base if "/" in k]
-
-    def cell(v, b, pct=False, ci=None):
-        txt = f"{v:.1f}" if pct else f"{v:.3f}"
-        if b is None:
-            return txt
-        if b == 0:
-            return f"{txt} (n/a)"
-        change = f"{100.0 * (v - b) / b:+.1f}%"
-        if ci is None:
-            return f"{txt} ({change})"
-        lo, hi = ci
-        mark = "*" if lo > 0 or hi < 0 else ""
-        return f"{txt} ({change} [{lo:+.1f}, {hi:+.1f}]{mark})"
 
     lines = []
     for sec in SECTIONS:
