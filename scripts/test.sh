@@ -23,7 +23,7 @@ echo "== disk free for target/: $(df -h . | awk 'NR==2 {print $4}')"
 
 echo "== $(date +%T) results pages against their data (scripts/results.py --check)"
 python3 scripts/results.py --check
-python3 -m unittest -q scripts/test_results.py
+python3 -m unittest discover -q -s scripts -p "test_results*.py"
 echo "== $(date +%T) cargo fmt --check"
 cargo fmt --all -- --check
 echo "== $(date +%T) cargo clippy"
