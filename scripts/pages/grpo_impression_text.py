@@ -542,6 +542,54 @@ def results_block(key: str, lead: str) -> str:
     ])
 
 
+def reward_change(key: str) -> list:
+    """Per GRPO run of the attempt: (name, change of the mean training reward from the first to
+    the last 20 % of steps, its 95 % interval resampling the steps of each window, the KL to the
+    starting policy at the last step)."""
+    out = []
+    for name, rel in TRAINING[key].items():
+        hist = [json.loads(x) for x in (ROOT / DIR / rel).read_text().splitlines() if x.strip()]
+        steps = [h for h in hist if "reward" in h and "step_time" in h]
+        r = [h["reward"] for h in steps]
+        k = max(1, len(r) // 5)
+        out.append((name, sum(r[-k:]) / k - sum(r[:k]) / k, report.window_change(r[:k], r[-k:]),
+                    steps[-1].get("kl")))
+    return out
+
+
+def rewards_words(key: str) -> str:
+    """`cosine +0.066 [+0.010, +0.121] (rose), ...`: each run's change, worded by its interval."""
+    parts = []
+    for name, ch, (lo, hi), _ in reward_change(key):
+        word = "rose" if lo > 0 else "fell" if hi < 0 else "no change beyond the steps' noise"
+        parts.append(f"{name} {ch:+.3f} [{lo:+.3f}, {hi:+.3f}] ({word})")
+    return "; ".join(parts)
+
+
+def second_rewards_block() -> str:
+    rc = reward_change("second")
+    kl = sorted(((r[3], r[0]) for r in rc if r[3] is not None), reverse=True)
+    return (f"- The training rewards, last minus first 20 % of steps (95 % interval resampling each window's "
+            f"steps; the two windows see different prompts): {rewards_words('second')}. The KL to SFT at the "
+            f"last step: " + ", ".join(f"{v:.2f} ({n})" for n, _, _, v in rc if v is not None)
+            + f"; {kl[0][1]} moved furthest from SFT (one step's KL each, no interval).")
+
+
+def first_notes_block() -> str:
+    s = load(SUMMARIES["first"])
+    contra = {n: v["contradicts own Findings %"] for n, v in s["summaries"].items()}
+    n = s["studies"]
+    zero = all(v == 0 for v in contra.values())
+    head = ("No policy contradicts its own Findings, SFT included" if zero else
+            "Contradictions of the policies' own Findings: " + ", ".join(f"{k} {v:.1f} %" for k, v in contra.items()))
+    return (f"- **{head}** ({round(max(contra.values()) * n / 100)} of {n} at most; the reference impressions "
+            f"do in {s['reference_contradicts_pct']:.1f} % of studies by the same rules): the contradiction "
+            f"metric cannot separate policies that never state a finding.\n"
+            f"- **The clinical cost did not prevent the collapse** here, so the issue's goal (the clinical-cost "
+            f"policy above the other two and SFT on Impression CheXpert-rule F1) is **not met**. The training "
+            f"rewards, last minus first 20 % of steps: {rewards_words('first')}.")
+
+
 RESULT_LEAD = "**Result** (impressions of the same {n} test studies; intervals against {base}):"
 FIRST_LEAD = ("Impression of {n} held-out test studies, generated greedily from their Findings; relative "
               "change against {base} with its 95 % paired-bootstrap interval (`*`: excludes 0).")
@@ -706,6 +754,8 @@ BLOCKS = {
     (PAGE, "advantages-why"): why_block,
     (PAGE, "first-attempt"): first_block,
     (PAGE, "fourth-attempt"): fourth_block,
+    (PAGE, "second-rewards"): second_rewards_block,
+    (PAGE, "first-notes"): first_notes_block,
     (PAGE, "first-results"): lambda: results_block("first", FIRST_LEAD),
     (PAGE, "second-results"): lambda: results_block("second", FIRST_LEAD),
     (PAGE, "third-results"): lambda: results_block("third", RESULT_LEAD),
