@@ -582,7 +582,7 @@ def first_notes_block() -> str:
     zero = all(v == 0 for v in contra.values())
     head = ("No policy contradicts its own Findings, SFT included" if zero else
             "Contradictions of the policies' own Findings: " + ", ".join(f"{k} {v:.1f} %" for k, v in contra.items()))
-    return (f"- **{head}** ({round(max(contra.values()) * n / 100)} of {n} at most; the reference impressions "
+    return (f"- **{head}** ({round(max(contra.values()) * n / 100)} of {n}{'' if zero else ' at most'}; the reference impressions "
             f"do in {s['reference_contradicts_pct']:.1f} % of studies by the same rules): the contradiction "
             f"metric cannot separate policies that never state a finding.\n"
             f"- **The clinical cost did not prevent the collapse** here, so the issue's goal (the clinical-cost "
