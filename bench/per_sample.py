@@ -14,13 +14,16 @@ same new sentences:
     openrlhf       SingleTurnAgentExecutor with sdr_rewards/openrlhf_reward.py (asyncio.to_thread)
     openrlhf-nocoal  the same with SDR_COALESCE_MS=0
 
-Printed (and written with --out): seconds per mode (median of --repeats fresh
-processes), the ratio to `batch`, and whether every mode's rewards equal the batched
-call's bit for bit. Goal: the coalesced modes within 1.1x of `batch`.
+Every mode runs once per round, in a fresh process, for --repeats rounds (bench/repeats.py).
+Printed (and written with --out): per mode the min / median / max seconds over the rounds,
+the ratio of its median to `batch`'s with the spread of the per-round ratios (flagged
+UNSETTLED when that spread is wider than the effect), whether every mode's rewards equal the
+batched call's bit for bit, and the CPU and the load before and after. Goal (issue 53): every
+coalesced mode within 1.1x of `batch`, medians of >= 5 rounds on an idle machine.
 
 Needs the trainers' venv (scripts/install-trainers.sh):
 
-    .venv-trainers/bin/python bench/per_sample.py [--samples 256] [--repeats 3] [--device cpu]
+    .venv-trainers/bin/python bench/per_sample.py [--samples 256] [--repeats 5] [--device cpu] [--out FILE]
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,6 +40,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "recipes"))
+sys.path.insert(0, str(ROOT / "bench"))
+import repeats  # noqa: E402
 
 MODES = ("batch", "verl-sync", "verl-async", "verl-nocoal", "openrlhf", "openrlhf-nocoal")
 
@@ -152,45 +156,56 @@ def f32(x: float) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--samples", type=int, default=256)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--modes", default=",".join(MODES))
-    ap.add_argument("--out", type=Path)
+    ap.add_argument("--samples", type=int, default=256, help="samples scored by every mode")
+    ap.add_argument("--repeats", type=int, default=5,
+                    help="rounds: every mode runs once per round in a fresh process (default 5)")
+    ap.add_argument("--device", default="cpu", help="the encoder's device (cpu, cuda)")
+    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated modes; batch is the reference")
+    ap.add_argument("--out", type=Path, help="write the results here as JSON (atomically)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         secs, rewards = run_mode(args.child, args.samples, args.device)
         print(json.dumps({"seconds": secs, "rewards": rewards}))
         return 0
-    results = {}
-    reference = None
-    for mode in args.modes.split(","):
-        runs = []
-        for _ in range(args.repeats):
+    modes = args.modes.split(",")
+    repeats.warn_if_busy()
+    where = repeats.machine()
+    runs = {m: [] for m in modes}
+    rewards = {}
+    # Rounds of every mode, so that a drift of the machine during the run touches every mode.
+    for k in range(args.repeats):
+        for mode in modes:
             res = subprocess.run(
                 [sys.executable, __file__, "--child", mode, "--samples", str(args.samples), "--device", args.device],
                 capture_output=True, text=True,
             )
             if res.returncode != 0:
-                print(res.stderr[-3000:], file=sys.stderr)
+                print(f"{mode}: {res.stderr[-3000:]}", file=sys.stderr)
                 return 1
-            runs.append(json.loads(res.stdout.strip().splitlines()[-1]))
-        secs = statistics.median(r["seconds"] for r in runs)
-        rewards = runs[0]["rewards"]
-        if mode == "batch":
-            reference = rewards
+            r = json.loads(res.stdout.strip().splitlines()[-1])
+            runs[mode].append(r["seconds"])
+            rewards.setdefault(mode, r["rewards"])
+            print(f"round {k + 1}/{args.repeats} {mode}: {r['seconds']:.2f} s", flush=True)
+    where["load_after"] = os.getloadavg()[0]
+    reference = rewards.get("batch")
+    results = {}
+    for mode in modes:
         # OpenRLHF hands rewards back as float32 tensors: compared at float32.
-        same = None if reference is None else [f32(x) for x in rewards] == [f32(x) for x in reference]
-        results[mode] = {"seconds": secs, "runs": [r["seconds"] for r in runs], "identical_to_batch": same}
-    base = results.get("batch", {}).get("seconds")
-    print(f"{'mode':<18}{'seconds':>10}{'x batch':>10}  identical")
+        same = None if reference is None else [f32(x) for x in rewards[mode]] == [f32(x) for x in reference]
+        results[mode] = {"seconds": repeats.spread(runs[mode]), "identical_to_batch": same}
+        if "batch" in runs:
+            results[mode]["vs_batch"] = repeats.ratio(runs[mode], runs["batch"])
+    print(f"\n{where['cpu']}, {where['logical_cores']} logical cores; load {where['load_before']:.2f} before, "
+          f"{where['load_after']:.2f} after; {args.samples} samples, {args.repeats} rounds\n")
+    print(f"{'mode':<18}{'min':>8}{'median':>8}{'max':>8}  x batch (median; rounds)  identical")
     for mode, r in results.items():
-        ratio = r["seconds"] / base if base else float("nan")
-        r["ratio"] = ratio
-        print(f"{mode:<18}{r['seconds']:>10.3f}{ratio:>10.2f}  {r['identical_to_batch']}")
+        s_ = r["seconds"]
+        vs = repeats.ratio_text(r["vs_batch"]) if "vs_batch" in r else "-"
+        print(f"{mode:<18}{s_['min']:>8.2f}{s_['median']:>8.2f}{s_['max']:>8.2f}  {vs}  {r['identical_to_batch']}")
     if args.out:
-        args.out.write_text(json.dumps({"samples": args.samples, "device": args.device, "results": results}, indent=1))
+        repeats.write_json_atomic(args.out, {"machine": where, "samples": args.samples, "device": args.device,
+                                             "repeats": args.repeats, "results": results})
     return 0
 
 
