@@ -163,8 +163,9 @@ def page_names() -> list[str]:
 
 
 def page_path(name: str) -> Path:
-    """Where page `name` lives: the README's results blocks at the root, the rest in docs/results/."""
-    return ROOT / name if name == "README.md" else RESULTS / name
+    """Where page `name` lives: the READMEs' results blocks (README.md, bench/README.md) from the
+    root, the rest in docs/results/."""
+    return ROOT / name if name == "README.md" or "/" in name else RESULTS / name
 
 
 def main() -> int:
