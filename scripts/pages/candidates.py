@@ -7,7 +7,8 @@ written by `python3 tools/candidate_stats.py --parse-json ...`, which scripts/pr
 runs; it holds each candidate's well-formed flag and sentence counts, the candidates file's
 sha256 and the `sdr` version). A page that states a share over the first N studies of a file
 says so in the row's label: the same file over 50 and over 100 studies are two quantities.
-Standard library only.
+Generation times come from the `seconds` each study's record carries (wall-clock, all K
+candidates), tokens from its `tokens`. Standard library only.
 """
 
 from __future__ import annotations
@@ -126,18 +127,64 @@ def generators_block() -> str:
     return "\n".join(out)
 
 
-def generators_settings_block() -> str:
-    g, s = format_stats(GEMMA, 20), format_stats(SMOL, 20)
-    return ("The table's shares were parsed by the `sdr` of 2026-11-24, the only parse of the rows whose "
-            "files were not kept, so its rows compare with each other and not with the table above. "
-            "Today's parser reads the kept files' first 20 studies as "
-            f"{pct(g['well_formed'], g['candidates'])} % (Gemma 3, prefill and penalty 1.2) and "
-            f"{pct(s['well_formed'], s['candidates'])} % (SmolLM2) well-formed (`{PARSE}`).")
+SETTINGS_HEAD = ("| {first} | studies | candidates | well-formed % | at token limit % | starts with Findings % | "
+                 "mean tokens |\n|---|---:|---:|---:|---:|---:|---:|")
+
+
+def generators_settings_block(studies: int = 20) -> str:
+    """The kept files' first `studies` studies, one row per setting."""
+    rows = [
+        (f"Gemma 3 270M, prefill `Findings:`, repetition penalty 1.2 (`{GEMMA}`)", GEMMA),
+        (f"SmolLM2, prefill `Findings:`, repetition penalty 1.2 (`{SMOL}`)", SMOL),
+        (f"SmolLM2, no prefill, no repetition penalty (`{SMOL_OLD}`)", SMOL_OLD),
+    ]
+    out = [SETTINGS_HEAD.format(first=f"setting (first {studies} studies of the file)")]
+    for name, path in rows:
+        s = format_stats(path, studies)
+        out.append(f"| {name} | {s['studies']} | {s['candidates']} | {pct(s['well_formed'], s['candidates'])} | "
+                   f"{pct(s['token_limit'], s['candidates'])} | {pct(s['starts_with_findings'], s['candidates'])} | "
+                   f"{s['mean_tokens']:.1f} |")
+    out.append("")
+    out.append(parser_note())
+    return "\n".join(out)
+
+
+def timing(path: str, first: int = 0, last: int | None = None) -> dict:
+    """Wall-clock seconds and generated tokens of studies [first, last) of a candidates file, from
+    the `seconds` (per study, all K candidates) and `tokens` (per candidate) it records."""
+    raw = (ROOT / path).read_text()
+    records = [json.loads(l) for l in raw.splitlines() if l.strip()][first:last]
+    secs = [r["seconds"] for r in records]
+    tokens = sum(sum(r["tokens"]) for r in records)
+    srt = sorted(secs)
+    mid = len(srt) // 2
+    median = srt[mid] if len(srt) % 2 else (srt[mid - 1] + srt[mid]) / 2
+    return {"studies": len(records), "first": first + 1, "last": first + len(records), "tokens": tokens,
+            "seconds": sum(secs), "median": median, "min": srt[0], "max": srt[-1]}
+
+
+def speed_block() -> str:
+    g_total = format_stats(GEMMA)["studies"]
+    half = format_stats(SMOL)["studies"]
+    rows = [
+        ("Gemma 3 270M", GEMMA, 0, half),
+        ("Gemma 3 270M", GEMMA, half, g_total),
+        ("SmolLM2-135M-Instruct, prefill and penalty", SMOL, 0, None),
+        ("SmolLM2-135M-Instruct, no prefill, no penalty", SMOL_OLD, 0, None),
+    ]
+    out = ["| model | file | studies | tokens | seconds | tokens/s | seconds per study: median (min-max) |",
+           "|---|---|---:|---:|---:|---:|---:|"]
+    for name, path, a, b in rows:
+        t = timing(path, a, b)
+        out.append(f"| {name} | `{path}` | {t['first']}-{t['last']} | {t['tokens']} | {t['seconds']:.1f} | "
+                   f"{t['tokens'] / t['seconds']:.1f} | {t['median']:.1f} ({t['min']:.1f}-{t['max']:.1f}) |")
+    return "\n".join(out)
 
 
 BLOCKS = {
     ("generators.md", "models"): generators_block,
-    ("generators.md", "settings-parse"): generators_settings_block,
+    ("generators.md", "settings"): generators_settings_block,
+    ("generators.md", "speed"): speed_block,
     ("pruning-smollm2.md", "candidate-stats"): smollm2_block,
     ("pruning.md", "candidate-stats"): pruning_block,
 }

@@ -1,5 +1,9 @@
 //! Validates the labeler against IU X-ray's MeSH coding: prints the tables
-//! and writes them into `docs/results/labeler.md` (between its markers).
+//! and writes them, under both uncertain-label conventions, to
+//! `docs/results/labeler/iu_validation.json`, from which
+//! `python3 scripts/results.py` renders `docs/results/labeler.md`'s tables
+//! (`crates/sdr-clinical/tests/iu_validation.rs` checks that the committed
+//! file equals a fresh run).
 //!
 //! ```sh
 //! cargo run --release -p sdr-clinical --example iu_validate
@@ -9,7 +13,7 @@
 //! Options: `--show NAME` prints that observation's disagreements under the
 //! validation's policy (all, or `--limit N`; add `--uncertain-positive` to
 //! see them with uncertain counted as present), `--no-write` leaves the
-//! Markdown file alone, `--csv PATH` reads another copy of
+//! JSON file alone, `--csv PATH` reads another copy of
 //! `indiana_reports.csv`.
 
 use std::io::Write;
@@ -21,8 +25,8 @@ use sdr_clinical::iu::{
 };
 use sdr_clinical::{Labeler, Observation, UncertainPolicy};
 
-const BEGIN: &str = "<!-- iu_validate:begin -->";
-const END: &str = "<!-- iu_validate:end -->";
+/// The result file, relative to the repository root.
+const JSON: &str = "docs/results/labeler/iu_validation.json";
 
 fn root() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -105,6 +109,34 @@ fn section(title: &str, v: &Validation) -> String {
     format!("### {title}\n\n{}", v.markdown())
 }
 
+/// One convention's validation as JSON: counts and scores per observation
+/// (`F1Report`), the averages and the studies left out.
+fn convention(v: &Validation) -> serde_json::Value {
+    serde_json::json!({
+        "studies": v.studies,
+        "left_out_no_indexing": v.unindexed,
+        "left_out_without_text": v.empty,
+        "supported": v.supported.iter().map(|o| o.name()).collect::<Vec<_>>(),
+        "macro_supported": v.macro_supported,
+        "micro_supported": v.micro_supported,
+        "no_finding_vs_mesh_normal": v.no_finding_vs_mesh_normal,
+        "report": v.report,
+    })
+}
+
+/// Both conventions' results, as `JSON` holds them.
+fn result_json(main: &Validation, other: &Validation) -> String {
+    let v = serde_json::json!({
+        "command": "cargo run --release -p sdr-clinical --example iu_validate",
+        "csv": "data/iu-xray/indiana_reports.csv",
+        "min_support": IU_MIN_SUPPORT,
+        "goal": IU_MACRO_F1_GOAL,
+        "uncertain_absent": convention(main),
+        "uncertain_present": convention(other),
+    });
+    serde_json::to_string_pretty(&v).expect("JSON of numbers and strings") + "\n"
+}
+
 fn run() -> Result<(), String> {
     let o = parse_args()?;
     let studies = read_studies(&o.csv)?;
@@ -156,17 +188,19 @@ fn run() -> Result<(), String> {
         main.macro_supported.f1, other.macro_supported.f1
     ));
     if o.write {
-        let path = root().join("docs/results/labeler.md");
-        let old = std::fs::read_to_string(&path).unwrap_or_default();
-        let block = format!("{BEGIN}\n{md}{END}");
-        let new = match (old.find(BEGIN), old.find(END)) {
-            (Some(a), Some(b)) if a < b => {
-                format!("{}{block}{}", &old[..a], &old[b + END.len()..])
-            }
-            _ => format!("# CheXpert-rule labeler on IU X-ray\n\n{block}\n"),
+        // Written atomically: a stopped run leaves the old file whole.
+        let path = root().join(JSON);
+        let tmp = path.with_extension("json.tmp");
+        let write = || -> std::io::Result<()> {
+            std::fs::create_dir_all(path.parent().expect("a file in a folder"))?;
+            std::fs::write(&tmp, result_json(&main, &other))?;
+            std::fs::rename(&tmp, &path)
         };
-        std::fs::write(&path, new).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        say(&format!("wrote {}\n", path.display()));
+        write().map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        say(&format!(
+            "wrote {} (python3 scripts/results.py renders docs/results/labeler.md from it)\n",
+            path.display()
+        ));
     }
     Ok(())
 }

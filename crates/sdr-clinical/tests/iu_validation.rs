@@ -1,10 +1,11 @@
 //! The labeler against IU X-ray's MeSH coding on the bundled CSV: the macro
-//! F1 over observations with enough positive studies must stay at the goal
-//! (docs/results/labeler.md; `cargo run --release -p sdr-clinical --example
-//! iu_validate` prints the table).
+//! F1 over observations with enough positive studies must stay at the goal,
+//! and the committed result file that docs/results/labeler.md is rendered
+//! from (`docs/results/labeler/iu_validation.json`, written by `cargo run
+//! --release -p sdr-clinical --example iu_validate`) must hold today's counts.
 
 use sdr_clinical::iu::{validate, MeshMap, Study, IU_MACRO_F1_GOAL, IU_MIN_SUPPORT, IU_POLICY};
-use sdr_clinical::{Labeler, Observation};
+use sdr_clinical::{Labeler, Observation, UncertainPolicy};
 
 fn studies() -> Vec<Study> {
     let path = concat!(
@@ -54,4 +55,55 @@ fn macro_f1_on_iu_xray_meets_the_goal() {
         "{}",
         v.markdown()
     );
+}
+
+#[test]
+fn committed_result_file_matches_the_labeler() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/results/labeler/iu_validation.json"
+    );
+    let committed: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("the committed result file"))
+            .expect("JSON");
+    let studies = studies();
+    let again = "rerun `cargo run --release -p sdr-clinical --example iu_validate` \
+                 and `python3 scripts/results.py`";
+    for (key, policy) in [
+        ("uncertain_absent", UncertainPolicy::Negative),
+        ("uncertain_present", UncertainPolicy::Positive),
+    ] {
+        let v = validate(
+            &Labeler::default(),
+            &MeshMap::default(),
+            &studies,
+            IU_MIN_SUPPORT,
+            policy,
+        );
+        let c = &committed[key];
+        assert_eq!(c["studies"], v.studies, "{key}: studies; {again}");
+        let rows = c["report"]["per_observation"].as_array().expect("rows");
+        assert_eq!(rows.len(), v.report.per_observation.len(), "{key}; {again}");
+        for (row, o) in rows.iter().zip(&v.report.per_observation) {
+            let counts = [&row["tp"], &row["fp"], &row["fn"]];
+            assert_eq!(row["observation"], o.observation.name(), "{key}; {again}");
+            assert_eq!(
+                counts,
+                [o.tp, o.fp, o.fn_],
+                "{key}: {}; {again}",
+                o.observation
+            );
+            assert_eq!(
+                row["support"], o.support,
+                "{key}: {}; {again}",
+                o.observation
+            );
+        }
+        let f1 = c["macro_supported"]["f1"].as_f64().expect("macro F1");
+        assert!(
+            (f1 - v.macro_supported.f1).abs() < 1e-12,
+            "{key}: macro F1 {f1} committed, {} now; {again}",
+            v.macro_supported.f1
+        );
+    }
 }
