@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
-use sdr_clinical::{Labeler, Labels, UncertainPolicy};
+use sdr_clinical::{Labeler, Labels, Observation, UncertainPolicy};
 use sdr_core::io::AtomicFile;
 use sdr_corpus::CsvTable;
 use sdr_eval::chexpert::{self, CHEXPERT_COLUMNS, JUDGE_COLUMNS, JUDGE_NOTE};
@@ -81,6 +81,14 @@ pub struct Args {
     /// Write the Markdown table here (atomically); a .csv beside it holds full precision.
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Write every study's values here (JSON Lines, atomically): per study its full-candidate
+    /// tokens, the reference's present observations, the random pick's expected values and, per
+    /// run, its tokens, values and present observations: what the table's means, corpus-level
+    /// F1 and bootstrap intervals are computed from (values in the order well-formed 0/100,
+    /// F BLEU-4, F ROUGE-L, F BERTScore-F1, I BLEU-4, I ROUGE-L, I BERTScore-F1; observations a
+    /// string of 14 `0`/`1` in CheXpert's order, uncertain as the table counts it).
+    #[arg(long, value_name = "FILE")]
+    pub per_study: Option<PathBuf>,
     /// Seeds of the random row's CheXpert-rule F1 (1 to 100000).
     #[arg(
         allow_negative_numbers = true,
@@ -93,6 +101,87 @@ pub struct Args {
     /// the convention of the common CheXbert-F1 scripts).
     #[arg(long)]
     pub uncertain_negative: bool,
+}
+
+/// `--per-study`'s lines: one JSON object per study (see the option's help).
+fn per_study_lines(
+    scored: &Scored<'_>,
+    judged: Option<&Scored<'_>>,
+    runs: &[(String, RunPicks)],
+    full: &[Option<usize>],
+) -> Result<String> {
+    use serde_json::{json, Map, Value};
+    let present = |l: &Labels, u: UncertainPolicy| -> String {
+        Observation::ALL
+            .iter()
+            .map(|&o| {
+                if l.is_positive(o, u == UncertainPolicy::Positive) {
+                    '1'
+                } else {
+                    '0'
+                }
+            })
+            .collect()
+    };
+    let values = |v: &[f64; 7]| -> Value {
+        let cells: Vec<f64> = std::iter::once(v[6])
+            .chain(v[..6].iter().copied())
+            .collect();
+        Value::Array(
+            cells
+                .into_iter()
+                .map(|x| if x.is_finite() { json!(x) } else { Value::Null })
+                .collect(),
+        )
+    };
+    let mut out = String::new();
+    for (i, s) in scored.studies.iter().enumerate() {
+        let mut random = [0.0; 7];
+        for c in &s.candidates {
+            let (v, _) = &scored.scores[&(s.id.clone(), c.clone())];
+            for j in 0..7 {
+                random[j] += v[j] / s.candidates.len() as f64;
+            }
+        }
+        let mut reference = Map::new();
+        reference.insert(
+            "rules".into(),
+            json!(present(&scored.ref_labels[i], scored.uncertain)),
+        );
+        if let Some(j) = judged {
+            reference.insert(
+                "judge".into(),
+                json!(present(&j.ref_labels[i], j.uncertain)),
+            );
+        }
+        let mut by_run = Map::new();
+        for (name, by_id) in runs {
+            let (text, used) = &by_id[&s.id];
+            let key = (s.id.clone(), text.clone());
+            let (v, l) = &scored.scores[&key];
+            let mut r = Map::new();
+            r.insert("tokens".into(), json!(used.or(full[i])));
+            r.insert("values".into(), values(v));
+            r.insert("rules".into(), json!(present(l, scored.uncertain)));
+            if let Some(j) = judged {
+                r.insert(
+                    "judge".into(),
+                    json!(present(&j.scores[&key].1, j.uncertain)),
+                );
+            }
+            by_run.insert(name.clone(), Value::Object(r));
+        }
+        let line = json!({
+            "id": s.id,
+            "full_tokens": full[i],
+            "reference": reference,
+            "random": values(&random),
+            "runs": by_run,
+        });
+        out.push_str(&serde_json::to_string(&line)?);
+        out.push('\n');
+    }
+    Ok(out)
 }
 
 /// `--references` when not given: relative to the current folder.
@@ -132,6 +221,7 @@ pub fn run(args: Args) -> Result<()> {
         &[
             ("--output", outputs.as_ref().map(|(md, _)| md.as_path())),
             ("--output", outputs.as_ref().map(|(_, csv)| csv.as_path())),
+            ("--per-study", args.per_study.as_deref()),
         ],
         &inputs,
     )?;
@@ -254,6 +344,15 @@ pub fn run(args: Args) -> Result<()> {
         md.push_str(&t.to_markdown()?);
         csv.push_str("\r\n");
         csv.push_str(&t.to_csv()?);
+    }
+    if let Some(path) = &args.per_study {
+        let text = per_study_lines(&scored, judged.as_ref(), &runs, &full)?;
+        let f = AtomicFile::create(path)
+            .and_then(|mut f| f.write_all(text.as_bytes()).map(|()| f))
+            .and_then(|mut f| f.flush().map(|()| f))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        f.commit()
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     print_stdout(&md)?;
     if let Some((md_path, csv_path)) = &outputs {
