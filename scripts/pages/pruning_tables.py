@@ -607,7 +607,7 @@ def gap_page() -> tuple[str, list[str]]:
             f"{x} {ci_text(*share(rs, f'{x}@min pruning wu1', f'{x}@min standard')[2:])}"
             for x in ("chamfer", "hausdorff", "hung-nn"))
         where = "pruning-smollm2.md" if rs.name == "smollm2" else "pruning.md"
-        others.append(f"On the {SET_NAMES[rs.name][0].lower() + SET_NAMES[rs.name][1:]} ([`{where}`]({where}), "
+        others.append(f"On the {SET_NAMES[rs.name].replace('Format', 'format')} ([`{where}`]({where}), "
                       f"{rs.n} studies), one survivor against standard "
                       f"on Findings BERTScore-F1: {rows}: {say(v, f'{rs.n} studies')}.")
     out += [" ".join(others), ""]
