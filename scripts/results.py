@@ -148,7 +148,10 @@ def with_blocks(name: str, text: str) -> str:
         a, b = text.find(begin), text.find(end)
         if a < 0 or b < a:
             raise SystemExit(f"results: {page_path(name).relative_to(ROOT)} has no block `{block}` ({begin} ... {end})")
-        text = text[: a + len(begin)] + "\n" + make().rstrip("\n") + "\n" + text[b:]
+        # A block inside a list item keeps its markers at the item's indentation.
+        indent = text[text.rfind("\n", 0, a) + 1: a]
+        indent = indent if not indent.strip() else ""
+        text = text[: a + len(begin)] + "\n" + make().rstrip("\n") + "\n" + indent + text[b:]
     return text
 
 
