@@ -94,10 +94,7 @@ def pruning_block() -> str:
 
 
 def smollm2_block() -> str:
-    return (file_table([(SMOL, None), (SMOL_OLD, None)]) + "\n\n" + parser_note() +
-            " The run's own tables below were made with the `sdr` of 2026-11-24, whose parser read some "
-            "candidates of these files differently, so a well-formed share quoted from that day can "
-            "differ from this table's.")
+    return file_table([(SMOL, None), (SMOL_OLD, None)]) + "\n\n" + parser_note()
 
 
 def parser_note() -> str:
