@@ -9,7 +9,13 @@ In one run, on this machine:
   3. reduced-precision paths with their parity (min cosine against sentence-transformers).
 
     .venv-bench/bin/python bench/embed.py --sdr target/release/sdr \
-        [--sdr-mkl PATH_TO_SDR_BUILT_WITH_--features_mkl]
+        [--sdr-mkl PATH_TO_SDR_BUILT_WITH_--features_mkl] \
+        [--gemm-peak target/release/examples/gemm_peak] [--out FILE.json]
+
+`--gemm-peak` runs the gemm_peak example first (`cargo build --release -p sdr-embed --features
+bench-internals --example gemm_peak`) and reports each row's dense-GEMM throughput as a share of
+the measured f32 / bf16 instruction peak (the roofline of issue 53); `--out` writes the rows, the
+peaks, the CPU and the load before and after as JSON.
 
 `sdr` times are wall-clock of the whole process (model load included); the load time,
 measured on a 1-sentence input, is also printed and subtracted in the `net` column.
@@ -36,6 +42,7 @@ import re  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -154,6 +161,21 @@ def run_python(script, args_, lines):
         return np.load(out), dt, [float(x) for x in res.stdout.split()]
 
 
+def gemm_peaks(exe):
+    """The gemm_peak example's measured GEMM throughputs and instruction peaks (GFLOP/s)."""
+    import re
+
+    out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
+    print(out, end="", flush=True)
+    gemms = {m.group(1): float(m.group(2)) for m in re.finditer(r"^([^:\n]+): \d+x\d+x\d+: ([\d.]+) GFLOP/s", out, re.M)}
+    lines = [l for l in out.splitlines() if l.startswith("peak, ")]
+    last = lines[-1] if lines else ""
+    f32 = re.search(r"f32 FMA ([\d.]+)", last)
+    bf16 = re.search(r"bf16 vdpbf16ps ([\d.]+)", last)
+    return {"gemm": gemms, "threads": last.split(" thread")[0].removeprefix("peak, ") if last else None,
+            "f32": float(f32.group(1)) if f32 else None, "bf16": float(bf16.group(1)) if bf16 else None}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sdr", default=os.path.join(ROOT, "target", "release", "sdr"))
@@ -181,13 +203,20 @@ def main():
                     help="also time whole processes on both sides: a fresh Python process that "
                          "imports sentence-transformers, loads the model and encodes, against `sdr embed`")
     ap.add_argument("--candle-bf16", action="store_true", help="also time candle's (slow) bf16 path")
+    ap.add_argument("--gemm-peak", metavar="EXE",
+                    help="the gemm_peak example (cargo build --release -p sdr-embed --features bench-internals "
+                         "--example gemm_peak): run first, on an idle machine, and give each row its share "
+                         "of the measured f32 / bf16 instruction peak on all threads")
+    ap.add_argument("--out", help="also write the rows, the machine and the peaks as JSON (atomically)")
     args = ap.parse_args()
+    peaks = gemm_peaks(args.gemm_peak) if args.gemm_peak else None
 
     import sentence_transformers
     import torch
     from sentence_transformers import SentenceTransformer
 
-    print(f"# load: {os.getloadavg()} | torch {torch.__version__} threads {torch.get_num_threads()} "
+    load_start = os.getloadavg()
+    print(f"# load: {load_start} | torch {torch.__version__} threads {torch.get_num_threads()} "
           f"| sentence-transformers {sentence_transformers.__version__}", flush=True)
     texts = distinct_sentences(args.n)
     st = SentenceTransformer(args.model, device="cpu")
@@ -333,7 +362,33 @@ def main():
         for name, dt, spread, cos in procs:
             wall = f"{dt:.1f}" + ("" if spread is None else f" ({spread[0]:.1f}-{spread[1]:.1f})")
             print(f"| {name} | {wall} | {len(texts) / dt:.1f} | {st_dt / dt:.2f} | {cos:.6f} |")
-    print(f"\n# load at end: {os.getloadavg()}")
+    if peaks:
+        print()
+        print(f"Share of the measured instruction peak on {peaks['threads']} threads (f32 FMA "
+              f"{peaks['f32']} GFLOP/s, bf16 {peaks['bf16']} GFLOP/s), dense GEMMs' FLOPs over net time:")
+        for name, n, dt, rate, net, cos, gf, spread in rows:
+            if gf is None or name.startswith("GRPO"):
+                continue
+            peak = peaks["bf16"] if "bf16" in name and peaks["bf16"] else peaks["f32"]
+            print(f"  {name}: {gf:.0f} GFLOP/s = {100 * gf / peak:.0f} % of peak")
+    load_end = os.getloadavg()
+    print(f"\n# load at end: {load_end}")
+    if args.out:
+        import json
+
+        sys.path.insert(0, os.path.join(ROOT, "bench"))
+        import repeats
+
+        where = repeats.machine()
+        where["load_before"], where["load_after"] = load_start[0], load_end[0]
+        data = {"machine": where, "sentences": len(texts), "tokens": n_tok, "gflop": gflop,
+                "rounds": args.repeat, "peaks": peaks,
+                "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+                "sentence_transformers": sentence_transformers.__version__,
+                "rows": [{"name": name, "items": n, "wall_s": dt, "wall_range": spread, "items_per_s": rate,
+                          "net_items_per_s": net, "min_cos_vs_st": cos, "gflop_per_s": gf}
+                         for name, n, dt, rate, net, cos, gf, spread in rows]}
+        repeats.write_json_atomic(Path(args.out), data)
 
 
 if __name__ == "__main__":
