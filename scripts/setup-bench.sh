@@ -6,6 +6,8 @@
 #   scripts/requirements-fixtures.txt        numpy, SciPy, POT (bench/distances.py, bench/selection.py)
 #   scripts/requirements-embed-fixtures.txt  sentence-transformers, torch, transformers
 #                                            (bench/embed.py, bench/rewards.py, bench/embed_gpu.py)
+#   tools/requirements-yardstick.txt         safetensors, nltk, rouge-score (tools/yardstick.py,
+#                                            docs/results/yardstick.md)
 #   maturin                                  builds the sdr-rewards wheel
 #   sdr-rewards                              this checkout's wheel (maturin, release), as
 #                                            scripts/install-trainers.sh builds it
@@ -25,7 +27,7 @@ VENV=${SDR_BENCH_VENV:-$ROOT/.venv-bench}
 PY=${PYTHON:-python3}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 TORCH_INDEX=${SDR_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}
-REQS=(scripts/requirements-fixtures.txt scripts/requirements-embed-fixtures.txt)
+REQS=(scripts/requirements-fixtures.txt scripts/requirements-embed-fixtures.txt tools/requirements-yardstick.txt)
 
 [ -x "$VENV/bin/python" ] || { echo "== creating $VENV" >&2; "$PY" -m venv "$VENV"; }
 PIP=("$VENV/bin/python" -m pip install -q)
@@ -60,7 +62,7 @@ PY
 }
 if ! have "${REQS[@]}"; then
   echo "== pip install -r ${REQS[*]} maturin" >&2
-  "${PIP[@]}" -r "${REQS[0]}" -r "${REQS[1]}" "maturin>=1.9,<2" >&2
+  "${PIP[@]}" "${REQS[@]/#/-r}" "maturin>=1.9,<2" >&2
 fi
 
 bash scripts/fetch-model.sh >/dev/null

@@ -19,7 +19,12 @@ What is independent here and what is shared with sdr:
 
 Output: a Markdown table (agreement with `sdr select`, BLEU-4 / ROUGE-L of the
 random-among-well-formed expectation, the yardstick's pick and sdr's pick, and
-gains in %), a disagreement breakdown, and optionally a JSON dump.
+gains in %), a disagreement breakdown, and optionally a JSON dump (--keep), a
+per-study gzip JSON Lines file (--per-study: every candidate's scores under both
+implementations, well-formed flags, BLEU-4 / ROUGE-L and, with --sdr-parse-diff,
+where sdr's parse differs) and a JSON record of the run (--run-json: files,
+settings, versions, machine, load, timings, agreement counts, score
+differences); docs/results/yardstick.md is generated from those two files.
 
 Dependencies: tools/requirements-yardstick.txt (numpy, safetensors, nltk,
 rouge-score). `python3 tools/yardstick.py --help` needs none of them.
@@ -29,11 +34,15 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gzip
+import hashlib
 import json
 import os
 import re
 import subprocess
 import sys
+import platform
+import resource
 import tempfile
 import time
 
@@ -75,7 +84,7 @@ BARE_HEADER = re.compile(
     r"^[ \t#*_>\-]*(findings|impression)[ \t*_]*$", re.IGNORECASE | re.MULTILINE
 )
 OPTIONS = {"bare_headers": False}
-EMBED_CACHED = [False]
+EMBED_CACHED = [0]  # rows reused from --keep by the last embed()
 
 TEMPLATE_TAGS = ("<think>", "</think>", "<answer>", "</answer>")
 
@@ -285,23 +294,38 @@ def chamfer_avg(A, E, sec) -> float:
 
 
 def embed(sentences: list[str], sdr: str, workdir: str):
+    """Rows of `sdr embed` for `sentences`; rows of an earlier run's --keep folder are reused
+    for the sentences it holds, the others are embedded now. Returns (X, reused count)."""
     import numpy as np
 
     txt = os.path.join(workdir, "sentences.txt")
     npy = os.path.join(workdir, "sentences.npy")
-    body = "".join(s + "\n" for s in sentences)
-    cached = False
+    cache = {}
     if os.path.exists(txt) and os.path.exists(npy):  # --keep folder of an earlier run
         with open(txt, encoding="utf-8") as f:
-            cached = f.read() == body
-    if not cached:
-        with open(txt, "w", encoding="utf-8") as f:
-            f.write(body)
-        subprocess.run([sdr, "embed", "--format", "npy", "-o", npy, txt], check=True)
-    EMBED_CACHED[0] = cached
-    X = np.load(npy).astype(np.float64)
-    if X.shape[0] != len(sentences):
-        sys.exit(f"sdr embed returned {X.shape[0]} rows for {len(sentences)} sentences")
+            old = f.read().split("\n")[:-1]
+        old_x = np.load(npy)
+        if old_x.shape[0] == len(old):
+            cache = {s: old_x[i] for i, s in enumerate(old)}
+    missing = [s for s in sentences if s not in cache]
+    if missing:
+        mtxt = os.path.join(workdir, "sentences.new.txt")
+        mnpy = os.path.join(workdir, "sentences.new.npy")
+        with open(mtxt, "w", encoding="utf-8") as f:
+            f.write("".join(s + "\n" for s in missing))
+        subprocess.run([sdr, "embed", "--format", "npy", "-o", mnpy, mtxt], check=True)
+        new_x = np.load(mnpy)
+        if new_x.shape[0] != len(missing):
+            sys.exit(f"sdr embed returned {new_x.shape[0]} rows for {len(missing)} sentences")
+        cache.update({s: new_x[i] for i, s in enumerate(missing)})
+        os.remove(mtxt)
+        os.remove(mnpy)
+    EMBED_CACHED[0] = len(sentences) - len(missing)
+    X32 = np.stack([cache[s] for s in sentences]) if sentences else np.zeros((0, 768), np.float32)
+    with open(txt, "w", encoding="utf-8") as f:
+        f.write("".join(s + "\n" for s in sentences))
+    np.save(npy, X32)
+    X = X32.astype(np.float64)
     X /= np.linalg.norm(X, axis=1, keepdims=True)
     return X
 
@@ -390,12 +414,20 @@ def main(argv=None):
     ap.add_argument("--bare-headers", action="store_true",
                     help="also read a line holding only `Findings` or `Impression` (no colon) as a "
                     "header (a reading beyond the SPEC's wording; see BARE_HEADER)")
+    ap.add_argument("--per-study", default=None, metavar="FILE",
+                    help="write one gzip JSON Lines record per study (both implementations' picks "
+                    "and scores of every candidate, well-formed flags, BLEU-4 / ROUGE-L of every "
+                    "candidate, of both picks and of the random well-formed expectation)")
+    ap.add_argument("--run-json", default=None, metavar="FILE",
+                    help="write a JSON record of the run (files, settings, versions, CPU model, "
+                    "load, timings, peak RSS, agreement counts, largest score differences)")
     args = ap.parse_args(argv)
     OPTIONS["bare_headers"] = args.bare_headers
 
     import numpy as np
 
     t_start = time.time()
+    load_start = os.getloadavg()
     workdir = args.keep or tempfile.mkdtemp(prefix="yardstick-")
     os.makedirs(workdir, exist_ok=True)
 
@@ -413,7 +445,7 @@ def main(argv=None):
     distinct = sorted({x for _, st in files for s in st for p in s["parsed"] if p["valid"]
                        for x in p["findings"] + p["impression"]})
     t0 = time.time()
-    X = embed(distinct, args.sdr, workdir) if distinct else np.zeros((0, 768))
+    X = embed(distinct, args.sdr, workdir)
     t_embed = time.time() - t0
     row = {s: i for i, s in enumerate(distinct)}
 
@@ -421,7 +453,7 @@ def main(argv=None):
     E, secs, n_reports = load_corpus(args.corpus)
     t_load = time.time() - t0
 
-    results, t_score, t_sdr = [], 0.0, 0.0
+    results, t_score, t_sdr, t_select, records = [], 0.0, 0.0, [], []
     for fi, (path, studies) in enumerate(files):
         t0 = time.time()
         for s in studies:
@@ -444,9 +476,11 @@ def main(argv=None):
             sel_path = args.sdr_selections[fi]
         else:
             sel_path = os.path.join(workdir, f"sdr-select-{fi}.jsonl")
-            t_sdr += run_sdr_select(args.sdr, args.corpus, path, sel_path)
+            t_select.append(run_sdr_select(args.sdr, args.corpus, path, sel_path))
+            t_sdr += t_select[-1]
         sel = {str(d["id"]): d for d in map(json.loads, open(sel_path, encoding="utf-8"))}
 
+        parse_flags = {}  # (study id, k) -> "" or letters v/f/i where sdr's parse differs
         if args.sdr_parse_diff:
             texts = [c for s in studies for c in s["candidates"]]
             theirs = sdr_parse(args.sdr, texts)
@@ -466,6 +500,7 @@ def main(argv=None):
                 vd = a["valid"] != b["format_valid"]
                 fd = a["findings"] != b["findings"]
                 idf = a["impression"] != b["impression"]
+                parse_flags[(sid, k)] = "v" * vd + "f" * fd + "i" * idf
                 pd["valid_differs"] += vd
                 pd["findings_differ"] += fd
                 pd["impression_differ"] += idf
@@ -509,19 +544,38 @@ def main(argv=None):
                 dis.append({"id": sid, "kind": kind, "yardstick_pick": yp, "sdr_pick": sp,
                             "yardstick_scores": [None if not np.isfinite(v) else v for v in ys],
                             "sdr_scores": o["scores"], "yardstick_wf": y_wf, "sdr_wf": sdr_wf})
+            hyps = [" ".join(p["findings"] + p["impression"]) for p in s["parsed"]]
+            rec = {
+                "file": os.path.basename(path), "id": sid, "k": len(y_wf),
+                "yardstick_pick": yp, "sdr_pick": sp,
+                "kind": None if sp == yp else dis[-1]["kind"],
+                "yardstick_scores": [float(v) if np.isfinite(v) else None for v in s["y_scores"]],
+                "sdr_scores": [None if v is None else float(v) for v in o["scores"]],
+                "yardstick_wf": y_wf, "sdr_wf": sdr_wf,
+                "sentences": [[len(p["findings"]), len(p["impression"])] for p in s["parsed"]],
+                "text_sha": [hashlib.sha256(h.encode()).hexdigest()[:12] for h in hyps],
+                "sdr_parse_differs": ([parse_flags[(sid, k)] for k in range(len(y_wf))]
+                                      if args.sdr_parse_diff else None),
+                "scored": False,
+            }
+            records.append(rec)
             ref = refs.get(sid)
             if ref is None:
                 continue
             n_scored += 1
-            per = []
-            for p in s["parsed"]:
-                hyp = " ".join(p["findings"] + p["impression"])
-                per.append(scorer(hyp, ref))
+            per = [scorer(h, ref) for h in hyps]
             pool = [i for i, v in enumerate(y_wf) if v] or list(range(len(y_wf)))
             bleu["rand"].append(np.mean([per[i][0] for i in pool]))
             rouge["rand"].append(np.mean([per[i][1] for i in pool]))
             bleu["y"].append(per[yp][0]); rouge["y"].append(per[yp][1])
             bleu["sdr"].append(per[sp][0]); rouge["sdr"].append(per[sp][1])
+            rec.update({
+                "scored": True,
+                "bleu": [b for b, _ in per], "rouge": [r for _, r in per],
+                "random_wf": {"bleu": float(bleu["rand"][-1]), "rouge": float(rouge["rand"][-1])},
+                "yardstick": {"bleu": per[yp][0], "rouge": per[yp][1]},
+                "sdr": {"bleu": per[sp][0], "rouge": per[sp][1]},
+            })
 
         b = {k: float(np.mean(v)) for k, v in bleu.items()}
         r = {k: float(np.mean(v)) for k, v in rouge.items()}
@@ -575,13 +629,106 @@ def main(argv=None):
           f"+ Impression sentences (this file's parser) joined by spaces; reference = the CSV's "
           f"findings + ' ' + impression; random-wf = mean over studies of the mean over the "
           f"well-formed candidates (all candidates when none is).")
-    print(f"time: total {time.time() - t_start:.1f} s (sdr embed {t_embed:.1f} s for "
-          f"{len(distinct)} sentences{' (reused from --keep)' if EMBED_CACHED[0] else ''}, corpus load {t_load:.1f} s, yardstick scoring "
+    t_total = time.time() - t_start
+    reused = f" ({EMBED_CACHED[0]} reused from --keep)" if EMBED_CACHED[0] else ""
+    print(f"time: total {t_total:.1f} s (sdr embed {t_embed:.1f} s for "
+          f"{len(distinct)} sentences{reused}, corpus load {t_load:.1f} s, yardstick scoring "
           f"{t_score:.1f} s, sdr select {t_sdr:.1f} s)")
     if args.keep:
         with open(os.path.join(workdir, "yardstick.json"), "w") as f:
             json.dump(results, f, indent=1, default=str)
+    if args.per_study:
+        body = "".join(json.dumps(r, sort_keys=True) + "\n" for r in records)
+        write_atomic(args.per_study, gzip.compress(body.encode(), mtime=0))
+    if args.run_json:
+        run = run_record(args, argv, results, n_reports, secs, E, distinct, load_start, {
+            "total_s": t_total, "sdr_embed_s": t_embed, "corpus_load_s": t_load,
+            "yardstick_scoring_s": t_score, "sdr_select_s": t_sdr,
+            "sdr_select_per_file_s": t_select, "embed_reused_sentences": EMBED_CACHED[0],
+        })
+        write_atomic(args.run_json, (json.dumps(run, indent=1, sort_keys=True) + "\n").encode())
     return 0
+
+
+def write_atomic(path: str, data: bytes) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def sha256_prefix(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
+def _cmd(argv: list) -> str | None:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def cpu_model() -> str | None:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def run_record(args, argv, results, n_reports, secs, E, distinct, load_start, timings) -> dict:
+    """The --run-json record: everything docs/results/yardstick.md states about the run."""
+    import importlib.metadata as md
+
+    versions = {"python": platform.python_version()}
+    for pkg in ("numpy", "safetensors", "nltk", "rouge-score"):
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            versions[pkg] = None
+    here = os.path.dirname(os.path.abspath(__file__))
+    files = []
+    for res in results:
+        r = {k: v for k, v in res.items() if k not in ("disagreements", "parse_diff")}
+        r["file"] = res["file"]
+        r["sha256"] = sha256_prefix(res["file"])
+        if res["parse_diff"]:
+            r["parse_diff"] = {k: v for k, v in res["parse_diff"].items() if k != "examples"}
+        files.append(r)
+    return {
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        "command": ["tools/yardstick.py"] + list(sys.argv[1:] if argv is None else argv),
+        "options": {"bare_headers": args.bare_headers, "tie_tol": args.tie_tol,
+                    "sdr_parse_diff": args.sdr_parse_diff,
+                    "sdr_selections_given": bool(args.sdr_selections)},
+        "sdr": {"path": args.sdr, "version": _cmd([args.sdr, "--version"]),
+                "sha256": sha256_prefix(args.sdr) if os.path.exists(args.sdr) else None},
+        "checkout": {"commit": _cmd(["git", "-C", here, "rev-parse", "--short", "HEAD"]),
+                     "modified_under_crates": _cmd(["git", "-C", here, "status", "--porcelain",
+                                                    "--untracked-files=no", "--", "../crates"])},
+        "corpus": {"path": args.corpus, "sha256": sha256_prefix(args.corpus),
+                   "reports": n_reports, "findings_reports": secs["findings"]["n_reports"],
+                   "impression_reports": secs["impression"]["n_reports"],
+                   "distinct_sentences": int(E.shape[0])},
+        "references": args.references,
+        "versions": versions,
+        "machine": {"cpu_model": cpu_model(), "cpus": os.cpu_count(),
+                    "loadavg_start": list(load_start), "loadavg_end": list(os.getloadavg()),
+                    "peak_rss_gb_self": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
+                    "peak_rss_gb_children":
+                        resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1e6},
+        "distinct_candidate_sentences": len(distinct),
+        "timings": timings,
+        "files": files,
+    }
 
 
 def _f(v):
