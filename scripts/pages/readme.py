@@ -4,7 +4,9 @@ pages use (one figure per fact: the same functions as labeler.md and generators.
 - `labeler-f1`: agreement of the rule labeler with IU X-ray's human coding under both
   uncertain-label conventions (`docs/results/labeler/iu_validation.json`, scripts/pages/labeler.py);
 - `candidates-format`, `generators-format`: the well-formed and token-limit shares of the
-  candidates files (`scripts/pages/candidates.py`: the files themselves and parse.json).
+  candidates files (`scripts/pages/candidates.py`: the files themselves and parse.json);
+- `yardstick-agreement`: how often the independent implementation picks as `sdr select` does
+  (`docs/results/yardstick/`, scripts/pages/yardstick.py).
 
 Standard library only.
 """
@@ -26,6 +28,7 @@ def module(name: str):
 
 labeler = module("labeler")
 candidates = module("candidates")
+yardstick = module("yardstick")
 
 
 def labeler_f1() -> str:
@@ -61,7 +64,18 @@ def generators_format() -> str:
             f"`{candidates.GEMMA}`,\n  [`docs/results/generators.md`](docs/results/generators.md)).")
 
 
+def yardstick_agreement() -> str:
+    parts = []
+    for f in yardstick.files("default"):
+        a, n = yardstick.agreement("default", f)
+        parts.append(f"{a} of {n} studies on `{f}`")
+    return ("(`tools/yardstick.py`, [`docs/results/yardstick.md`](docs/results/yardstick.md)) picks the same\n"
+            "candidate as `sdr select` in " + ", ".join(parts) + ";\nthe page traces each disagreement to a "
+            "parse choice (SPEC §1).")
+
+
 BLOCKS = {
+    ("README.md", "yardstick-agreement"): yardstick_agreement,
     ("README.md", "labeler-f1"): labeler_f1,
     ("README.md", "candidates-format"): candidates_format,
     ("README.md", "generators-format"): generators_format,
