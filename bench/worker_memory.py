@@ -4,7 +4,10 @@ Two set-ups, each with `--workers` (default 8) spawned processes that import `sd
 score one sample through `sdr_rewards.verl.compute_score`, and then wait while their memory
 is read:
 
-    own       each worker loads SDR's own encoder (the default): N copies of the weights
+    own       each worker loads SDR's own encoder (the default): the weights, packed for the
+              GEMMs, are mapped read-only from the packed-weights cache file
+              (~/.cache/sdr/packed/, written by the first worker to load), so the workers
+              share one copy of their pages
     serve     `reward_kwargs: serve_url` (sdr_rewards/serve_client.py): each worker posts to one
               `sdr serve` on the machine, which holds the only encoder
 
@@ -85,6 +88,9 @@ def main() -> int:
     args = ap.parse_args()
     result = {"workers": args.workers}
 
+    # The first worker ever to load the encoder packs the weights and writes the cache
+    # file; the others, and every later start, map it. Measure that steady state.
+    run(1, None)
     one = run(1, None)[0]
     result["one_own_worker"] = one
     own = run(args.workers, None)

@@ -21,6 +21,13 @@ use crate::kernels::add_bias;
 use crate::kernels::avx512_gemm::{self, PackedWeights};
 #[cfg(feature = "mkl")]
 use crate::kernels::mkl;
+use crate::models::pack_cache::{PackReader, PackWriter};
+use crate::stored::Stored;
+
+/// Tags of the layers the packed-weights cache stores (`Dense::write_to`).
+const TAG_AVX512_F32: u64 = 1;
+const TAG_AVX512_BF16: u64 = 2;
+const TAG_F32: u64 = 3;
 
 /// Which bf16 GEMM the mixed-precision dense layers use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -251,6 +258,95 @@ impl Dense {
         Ok(k)
     }
 
+    /// Adds this layer to a packed-weights file: its kernel, shape and packed values.
+    /// `false` for a layer whose packing cannot be stored (candle's, MKL's opaque
+    /// packed formats).
+    pub(crate) fn write_to<'a>(&'a self, w: &mut PackWriter<'a>) -> bool {
+        let (tag, n, k, bias) = match self {
+            Dense::Avx512F32(p) | Dense::Avx512Bf16(p) => {
+                let tag = if p.is_bf16() {
+                    TAG_AVX512_BF16
+                } else {
+                    TAG_AVX512_F32
+                };
+                (tag, p.out_dim(), p.in_dim(), p.bias())
+            }
+            #[cfg(not(feature = "mkl"))]
+            Dense::F32(f) => (TAG_F32, f.n, f.k, f.bias.as_deref()),
+            _ => return false,
+        };
+        for v in [tag, n as u64, k as u64, u64::from(bias.is_some())] {
+            w.meta(v);
+        }
+        match self {
+            Dense::Avx512F32(p) | Dense::Avx512Bf16(p) => w.values(p.panels()),
+            #[cfg(not(feature = "mkl"))]
+            Dense::F32(f) => w.values(&f.w),
+            _ => unreachable!("matched above"),
+        }
+        if let Some(b) = bias {
+            w.values(b);
+        }
+        true
+    }
+
+    /// The layer [`Dense::write_to`] wrote, `n x k` with `mixed_bf16` as
+    /// [`Dense::from_parts`] would build it on this machine (its values read in
+    /// place from the file); an error for anything else, such as a file from a
+    /// machine whose GEMM differs.
+    pub(crate) fn read_from(
+        r: &mut PackReader,
+        n: usize,
+        k: usize,
+        mixed_bf16: bool,
+    ) -> Result<Self> {
+        let (tag, n2, k2, has_bias) = (r.meta()?, r.meta()?, r.meta()?, r.meta()?);
+        if (n2, k2) != (n as u64, k as u64) || has_bias > 1 {
+            candle_core::bail!("packed-weights file: a layer of {n2} x {k2}, expected {n} x {k}")
+        }
+        let here = match (mixed_bf16, Bf16Gemm::here(), F32Gemm::here()) {
+            (true, Some(Bf16Gemm::Avx512), _) if avx512_gemm::supported() => TAG_AVX512_BF16,
+            (false, _, F32Gemm::Avx512) => TAG_AVX512_F32,
+            (false, _, F32Gemm::Library) if cfg!(not(feature = "mkl")) => TAG_F32,
+            _ => 0,
+        };
+        if tag != here {
+            candle_core::bail!(
+                "packed-weights file: a layer of kernel {tag}, this machine's is {here}"
+            )
+        }
+        let bad =
+            || candle_core::Error::Msg(format!("packed-weights file: a {n} x {k} layer's values"));
+        if tag == TAG_F32 {
+            let w = r.values::<f32>()?;
+            let bias = if has_bias == 1 { Some(r.vec(n)?) } else { None };
+            if w.len() != n * k {
+                return Err(bad());
+            }
+            return Ok(Dense::F32(F32Weights::from_stored(w, bias, n, k)));
+        }
+        let panels = r.values::<u32>()?;
+        let bias = if has_bias == 1 { Some(r.vec(n)?) } else { None };
+        let bf16 = tag == TAG_AVX512_BF16;
+        let p = PackedWeights::from_panels(panels, bias, n, k, bf16).ok_or_else(bad)?;
+        Ok(if bf16 {
+            Dense::Avx512Bf16(p)
+        } else {
+            Dense::Avx512F32(p)
+        })
+    }
+
+    /// Whether the layer's weights are pages of a shared file mapping.
+    #[cfg(test)]
+    pub(crate) fn is_mapped(&self) -> bool {
+        match self {
+            Dense::Avx512F32(p) | Dense::Avx512Bf16(p) => p.panels().is_mapped(),
+            #[cfg(not(feature = "mkl"))]
+            Dense::F32(f) => f.w.is_mapped(),
+            _ => false,
+        }
+    }
+
     /// `linear` with its GEMM in bf16 on `gemm` (an error where this build or CPU
     /// lacks it).
     pub fn bf16_with(linear: Linear, gemm: Option<Bf16Gemm>) -> Result<Self> {
@@ -309,7 +405,7 @@ pub(crate) fn f32_parts(linear: &Linear) -> Result<F32Parts> {
 /// every call.
 pub struct F32Weights {
     #[cfg(not(feature = "mkl"))]
-    w: Vec<f32>,
+    w: Stored<f32>,
     #[cfg(feature = "mkl")]
     packed: mkl::PackedB,
     bias: Option<Vec<f32>>,
@@ -325,11 +421,24 @@ impl F32Weights {
             #[cfg(feature = "mkl")]
             packed: mkl::PackedB::new(w, n, k),
             #[cfg(not(feature = "mkl"))]
-            w: w.to_vec(),
+            w: Stored::Owned(w.to_vec()),
             bias,
             n,
             k,
         }
+    }
+
+    /// `w` as [`F32Weights::new`] keeps it, read in place from the packed-weights
+    /// cache (`w.len() == n * k`, checked by the caller).
+    #[cfg(not(feature = "mkl"))]
+    fn from_stored(w: Stored<f32>, bias: Option<Vec<f32>>, n: usize, k: usize) -> Self {
+        Self { w, bias, n, k }
+    }
+
+    /// Never called: the `mkl` build's layers are not stored (`Dense::write_to`).
+    #[cfg(feature = "mkl")]
+    fn from_stored(w: Stored<f32>, bias: Option<Vec<f32>>, n: usize, k: usize) -> Self {
+        Self::new(&w, bias, n, k)
     }
 
     fn forward(&self, x: &[f32], m: usize, threads: bool) -> Vec<f32> {

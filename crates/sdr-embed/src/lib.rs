@@ -27,6 +27,7 @@ pub mod tokenize;
 mod gemm;
 mod kernels;
 mod models;
+mod stored;
 
 /// The kernels for the GEMM micro-benchmark (`examples/gemm_peak.rs`), behind the
 /// `bench-internals` feature: not a supported API.
@@ -108,6 +109,7 @@ pub use encoder::{
     Embeddings, Encoder, EncoderDevice, EncoderOptions, Parallelism, Precision, TokenEmbeddings,
 };
 pub use error::{EmbedError, Result};
+pub use models::pack_cache::PACKED_CACHE_ENV;
 pub use models::roberta::{bertscore_default_layer, LayerTokens, LowRankDelta, RobertaEncoder};
 pub use sections::{
     Cosine, EmbedControl, EmbedStats, EmbeddedSets, SectionBatch, SectionEmbedder, SentenceSet,

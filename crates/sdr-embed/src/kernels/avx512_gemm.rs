@@ -29,6 +29,8 @@
 use half::bf16;
 use rayon::prelude::*;
 
+use crate::stored::Stored;
+
 /// Output columns per panel (two 16-lane registers).
 const NR: usize = 32;
 /// Rows of `X` per micro-kernel call.
@@ -65,6 +67,12 @@ pub fn supported() -> bool {
     }
 }
 
+/// The CPU features that decide which of these GEMMs run, for the packed-weights
+/// cache's key.
+pub(crate) fn features() -> String {
+    format!("avx512f {} avx512bf16 {}", supported_f32(), supported())
+}
+
 /// Two bf16 values (nearest even) in one 32-bit lane, `lo` in the low half.
 fn pair(lo: f32, hi: f32) -> u32 {
     u32::from(bf16::from_f32(lo).to_bits()) | (u32::from(bf16::from_f32(hi).to_bits()) << 16)
@@ -72,8 +80,9 @@ fn pair(lo: f32, hi: f32) -> u32 {
 
 /// A dense layer's weights `W` (`n x k`, out x in) and bias, packed for the kernel.
 pub struct PackedWeights {
-    /// Panels of [`NR`] lanes per inner step: bf16 pairs, or f32 bits.
-    panels: Vec<u32>,
+    /// Panels of [`NR`] lanes per inner step: bf16 pairs, or f32 bits; packed here,
+    /// or mapped from the packed-weights cache.
+    panels: Stored<u32>,
     bias: Option<Vec<f32>>,
     n: usize,
     k: usize,
@@ -121,12 +130,47 @@ impl PackedWeights {
                 }
             });
         PackedWeights {
-            panels,
+            panels: panels.into(),
             bias,
             n,
             k,
             bf16,
         }
+    }
+
+    /// Weights packed earlier ([`PackedWeights::panels`] of a layer of these `n`, `k`
+    /// and precision), such as a slice of the packed-weights cache; `None` where
+    /// `panels` or `bias` has the wrong length for them.
+    pub(crate) fn from_panels(
+        panels: Stored<u32>,
+        bias: Option<Vec<f32>>,
+        n: usize,
+        k: usize,
+        bf16: bool,
+    ) -> Option<Self> {
+        let fits = panels.len() == n.div_ceil(NR) * steps(k, bf16) * NR
+            && bias.as_ref().is_none_or(|b| b.len() == n);
+        fits.then_some(PackedWeights {
+            panels,
+            bias,
+            n,
+            k,
+            bf16,
+        })
+    }
+
+    /// The packed panels, for [`PackedWeights::from_panels`].
+    pub(crate) fn panels(&self) -> &Stored<u32> {
+        &self.panels
+    }
+
+    pub(crate) fn bias(&self) -> Option<&[f32]> {
+        self.bias.as_deref()
+    }
+
+    /// Whether the panels hold bf16 pairs (else f32 values).
+    pub(crate) fn is_bf16(&self) -> bool {
+        self.bf16
     }
 
     pub fn out_dim(&self) -> usize {

@@ -10,6 +10,7 @@ use candle_nn::VarBuilder;
 use candle_transformers::models::bert;
 
 use super::mpnet;
+use super::pack_cache;
 use super::packed::{PackedMpnet, Weights};
 use crate::error::{EmbedError, Result};
 
@@ -45,8 +46,23 @@ fn read_json(path: &Path) -> Result<serde_json::Value> {
 }
 
 impl Backbone {
-    /// Loads `config.json` and `model.safetensors` from `dir` with weights in `dtype`.
+    /// Loads `config.json` and `model.safetensors` from `dir` with weights in `dtype`;
+    /// the packed MPNet through the packed-weights cache of this process
+    /// ([`pack_cache::cache_root`]).
     pub fn load(dir: &Path, dtype: DType, mixed_bf16: bool, device: &Device) -> Result<Loaded> {
+        let root = pack_cache::cache_root();
+        Self::load_cached(dir, dtype, mixed_bf16, device, root.as_deref())
+    }
+
+    /// [`Backbone::load`] with the packed-weights cache under `cache` (none: packed
+    /// in memory).
+    pub(crate) fn load_cached(
+        dir: &Path,
+        dtype: DType,
+        mixed_bf16: bool,
+        device: &Device,
+        cache: Option<&Path>,
+    ) -> Result<Loaded> {
         let config_path = dir.join("config.json");
         let value = read_json(&config_path)?;
         let model_type = value
@@ -77,8 +93,9 @@ impl Backbone {
                 let cfg: mpnet::Config = serde_json::from_value(value).map_err(json_err)?;
                 let candle_graph = std::env::var(GRAPH_ENV).is_ok_and(|v| v == "candle");
                 let backbone = if device.is_cpu() && dtype == DType::F32 && !candle_graph {
-                    let source = Weights::Mapped(&st);
-                    let packed = PackedMpnet::load(&source, &cfg, mixed_bf16).map_err(model_err)?;
+                    let pack = || PackedMpnet::load(&Weights::Mapped(&st), &cfg, mixed_bf16);
+                    let (packed, _) = pack_cache::load_or_build(cache, dir, &cfg, mixed_bf16, pack)
+                        .map_err(model_err)?;
                     Backbone::MpnetPacked(packed)
                 } else {
                     Backbone::Mpnet(
@@ -141,6 +158,43 @@ impl Backbone {
                 let token_type_ids = input_ids.zeros_like()?;
                 m.forward(input_ids, &token_type_ids, Some(attention_mask))
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// all-mpnet-base-v2 (as the parity tests find it) packed in memory, written to
+    /// the packed-weights cache, and mapped from it: the same bits.
+    #[test]
+    fn the_real_model_mapped_from_the_cache_gives_the_bits_of_a_fresh_pack() {
+        let dir = crate::discover::resolve_model_dir(None)
+            .unwrap_or_else(|e| panic!("{e} (the parity tests need it too)"));
+        let root = tempfile::tempdir().unwrap();
+        let seqs: Vec<Vec<u32>> = (1..40)
+            .map(|len| {
+                (0..len)
+                    .map(|j| (j * 7919 + len * 131) % 30000 + 3)
+                    .collect()
+            })
+            .collect();
+        let refs: Vec<&[u32]> = seqs.iter().map(|s| s.as_slice()).collect();
+        let mut precisions = vec![false];
+        if crate::gemm::Bf16Gemm::here().is_some() {
+            precisions.push(true);
+        }
+        let dev = Device::Cpu;
+        for mixed in precisions {
+            let out = |cache: Option<&Path>| {
+                let loaded = Backbone::load_cached(&dir, DType::F32, mixed, &dev, cache).unwrap();
+                let m = loaded.backbone.packed().expect("the packed MPNet");
+                m.pooled(&refs, true).unwrap()
+            };
+            let fresh = out(None);
+            assert_eq!(out(Some(root.path())), fresh, "written, mixed bf16 {mixed}");
+            assert_eq!(out(Some(root.path())), fresh, "mapped, mixed bf16 {mixed}");
         }
     }
 }

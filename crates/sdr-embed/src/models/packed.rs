@@ -26,10 +26,12 @@ use candle_core::{DType, Device, Result, Tensor};
 use candle_nn::VarBuilder;
 
 use super::mpnet::{relative_position_bucket, Config};
+use super::pack_cache::{PackReader, PackWriter};
 use crate::gemm::Dense;
 use crate::kernels::activation::{activate, Act};
 use crate::kernels::attention::{attention, Heads};
 use crate::kernels::norm::{layer_norm, Norm};
+use crate::stored::Stored;
 
 /// A thread's buffers for the outputs of [`PackedMpnet::forward`]'s GEMMs, kept from
 /// one batch to the next: fresh buffers of several MB each cost page faults and the
@@ -58,6 +60,36 @@ fn load_norm(w: &Weights, prefix: &str, h: usize, eps: f64) -> Result<Norm> {
         gamma: w.f32s(&format!("{prefix}.weight"), &[h])?.into_owned(),
         beta: w.f32s(&format!("{prefix}.bias"), &[h])?.into_owned(),
         eps: eps as f32,
+    })
+}
+
+fn norm_to<'a>(n: &'a Norm, w: &mut PackWriter<'a>) {
+    w.values(&n.gamma);
+    w.values(&n.beta);
+}
+
+fn norm_from(r: &mut PackReader, h: usize, eps: f32) -> Result<Norm> {
+    Ok(Norm {
+        gamma: r.vec(h)?,
+        beta: r.vec(h)?,
+        eps,
+    })
+}
+
+/// The activation `cfg` names, once its head count is checked.
+fn check_config(cfg: &Config) -> Result<Act> {
+    let h = cfg.hidden_size;
+    if cfg.num_attention_heads == 0 || !h.is_multiple_of(cfg.num_attention_heads) {
+        candle_core::bail!(
+            "config.json: hidden_size {h} is not a multiple of num_attention_heads {}",
+            cfg.num_attention_heads
+        )
+    }
+    Ok(match cfg.hidden_act.as_str() {
+        "gelu" => Act::GeluErf,
+        "gelu_new" | "gelu_pytorch_tanh" => Act::GeluTanh,
+        "relu" => Act::Relu,
+        other => candle_core::bail!("config.json: unsupported hidden_act `{other}`"),
     })
 }
 
@@ -121,10 +153,12 @@ struct Layer {
     out_norm: Norm,
 }
 
-/// MPNet weights laid out for the packed forward pass.
+/// MPNet weights laid out for the packed forward pass: packed in this process, or
+/// mapped from the packed-weights cache (`pack_cache.rs`; the large parts, the dense
+/// layers' panels and the embeddings, are then pages shared between processes).
 pub struct PackedMpnet {
-    word: Vec<f32>,
-    position: Vec<f32>,
+    word: Stored<f32>,
+    position: Stored<f32>,
     emb_norm: Norm,
     /// `[num_buckets, heads]`.
     rel_bias: Vec<f32>,
@@ -147,18 +181,7 @@ impl PackedMpnet {
     /// [`super::mpnet`]); with `mixed_bf16` the dense layers' GEMMs run in bf16.
     pub fn load(w: &Weights, cfg: &Config, mixed_bf16: bool) -> Result<Self> {
         let h = cfg.hidden_size;
-        if cfg.num_attention_heads == 0 || !h.is_multiple_of(cfg.num_attention_heads) {
-            candle_core::bail!(
-                "config.json: hidden_size {h} is not a multiple of num_attention_heads {}",
-                cfg.num_attention_heads
-            )
-        }
-        let act = match cfg.hidden_act.as_str() {
-            "gelu" => Act::GeluErf,
-            "gelu_new" | "gelu_pytorch_tanh" => Act::GeluTanh,
-            "relu" => Act::Relu,
-            other => candle_core::bail!("config.json: unsupported hidden_act `{other}`"),
-        };
+        let act = check_config(cfg)?;
         let layers = (0..cfg.num_hidden_layers)
             .map(|i| -> Result<Layer> {
                 let at = |rest: &str| format!("encoder.layer.{i}.{rest}");
@@ -189,13 +212,15 @@ impl PackedMpnet {
         Ok(Self {
             word: w
                 .f32s("embeddings.word_embeddings.weight", &[cfg.vocab_size, h])?
-                .into_owned(),
+                .into_owned()
+                .into(),
             position: w
                 .f32s(
                     "embeddings.position_embeddings.weight",
                     &[cfg.max_position_embeddings, h],
                 )?
-                .into_owned(),
+                .into_owned()
+                .into(),
             emb_norm: load_norm(w, "embeddings.LayerNorm", h, cfg.layer_norm_eps)?,
             rel_bias: w
                 .f32s(
@@ -212,6 +237,80 @@ impl PackedMpnet {
             num_buckets: buckets,
             pad: cfg.pad_token_id,
         })
+    }
+
+    /// Adds the model to a packed-weights file (`pack_cache.rs`), in the order
+    /// [`PackedMpnet::read_from`] reads it; `false` where a layer cannot be stored.
+    pub(crate) fn write_to<'a>(&'a self, w: &mut PackWriter<'a>) -> bool {
+        w.values(&self.word);
+        w.values(&self.position);
+        norm_to(&self.emb_norm, w);
+        w.values(&self.rel_bias);
+        self.layers.iter().all(|l| {
+            let dense = l.qkv.write_to(w) && l.o.write_to(w);
+            norm_to(&l.attn_norm, w);
+            let ffn = l.ffn_in.write_to(w) && l.ffn_out.write_to(w);
+            norm_to(&l.out_norm, w);
+            dense && ffn
+        })
+    }
+
+    /// The model [`PackedMpnet::write_to`] wrote for `cfg` and `mixed_bf16`, its
+    /// large parts read in place from the mapped file; every part's size is checked.
+    pub(crate) fn read_from(r: &mut PackReader, cfg: &Config, mixed_bf16: bool) -> Result<Self> {
+        let (h, inter) = (cfg.hidden_size, cfg.intermediate_size);
+        let act = check_config(cfg)?;
+        let eps = cfg.layer_norm_eps as f32;
+        let values = |r: &mut PackReader, len: usize| -> Result<Stored<f32>> {
+            let v = r.values::<f32>()?;
+            if v.len() != len {
+                candle_core::bail!("packed-weights file: {} values, expected {len}", v.len())
+            }
+            Ok(v)
+        };
+        let word = values(r, cfg.vocab_size * h)?;
+        let position = values(r, cfg.max_position_embeddings * h)?;
+        let emb_norm = norm_from(r, h, eps)?;
+        let buckets = cfg.relative_attention_num_buckets;
+        let rel_bias = r.vec(buckets * cfg.num_attention_heads)?;
+        let layers = (0..cfg.num_hidden_layers)
+            .map(|_| {
+                Ok(Layer {
+                    qkv: Dense::read_from(r, 3 * h, h, mixed_bf16)?,
+                    o: Dense::read_from(r, h, h, mixed_bf16)?,
+                    attn_norm: norm_from(r, h, eps)?,
+                    ffn_in: Dense::read_from(r, inter, h, mixed_bf16)?,
+                    ffn_out: Dense::read_from(r, h, inter, mixed_bf16)?,
+                    out_norm: norm_from(r, h, eps)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self {
+            word,
+            position,
+            emb_norm,
+            rel_bias,
+            layers,
+            act,
+            hidden: h,
+            heads: cfg.num_attention_heads,
+            vocab: cfg.vocab_size,
+            max_positions: cfg.max_position_embeddings,
+            num_buckets: buckets,
+            pad: cfg.pad_token_id,
+        })
+    }
+
+    /// Whether the large parts (dense layers, embeddings) are pages of a shared file.
+    #[cfg(test)]
+    pub(crate) fn is_mapped(&self) -> bool {
+        self.word.is_mapped()
+            && self.position.is_mapped()
+            && self.layers.iter().all(|l| {
+                [&l.qkv, &l.o, &l.ffn_in, &l.ffn_out]
+                    .iter()
+                    .all(|d| d.is_mapped())
+            })
     }
 
     pub fn hidden_size(&self) -> usize {
@@ -326,7 +425,7 @@ impl PackedMpnet {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::models::mpnet::MpnetModel;
     use candle_core::Device;
@@ -338,7 +437,11 @@ mod tests {
         (cfg, VarBuilder::from_tensors(t, DType::F32, &Device::Cpu))
     }
 
-    fn tiny_tensors(act: &str, hidden: usize, heads: usize) -> (Config, HashMap<String, Tensor>) {
+    pub(crate) fn tiny_tensors(
+        act: &str,
+        hidden: usize,
+        heads: usize,
+    ) -> (Config, HashMap<String, Tensor>) {
         let cfg = Config {
             vocab_size: 50,
             hidden_size: hidden,
@@ -444,7 +547,7 @@ mod tests {
     }
 
     /// Sequences of lengths 1..=`n` with varied ids (no pad id 1).
-    fn sequences(n: usize) -> Vec<Vec<u32>> {
+    pub(crate) fn sequences(n: usize) -> Vec<Vec<u32>> {
         (1..=n)
             .map(|len| {
                 (0..len)
