@@ -82,7 +82,8 @@ def run_section(name: str, command: str, r: dict) -> list[str]:
     lines.append("```\n" + command + "\n```\n")
     lines.append(
         "Each policy's pick against the study's reference Impression (which no policy sees): judge "
-        "and rule example F1, the share of picks that contradict their own Findings, and the pick "
+        "and rule example F1 (the rules count an uncertain mention as present; the judge has no "
+        "uncertain label), the share of picks that contradict their own Findings, and the pick "
         "minus random with its 95 % paired bootstrap interval over studies.\n"
     )
     head = "| policy | " + " | ".join(

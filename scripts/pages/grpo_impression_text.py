@@ -590,9 +590,11 @@ def first_notes_block() -> str:
             f"rewards, last minus first 20 % of steps: {rewards_words('first')}.")
 
 
-RESULT_LEAD = "**Result** (impressions of the same {n} test studies; intervals against {base}):"
+RESULT_LEAD = ("**Result** (impressions of the same {n} test studies; intervals against {base}; CheXpert-rule "
+               "F1 counts an uncertain mention as present):")
 FIRST_LEAD = ("Impression of {n} held-out test studies, generated greedily from their Findings; relative "
-              "change against {base} with its 95 % paired-bootstrap interval (`*`: excludes 0).")
+              "change against {base} with its 95 % paired-bootstrap interval (`*`: excludes 0); CheXpert-rule "
+              "F1 counts an uncertain mention as present.")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -314,7 +314,8 @@ def run_section(name: str, command: str, r: dict) -> list[str]:
     lines.append("### Pairwise accuracy\n")
     lines.append(
         "Share of the pairs of one study's candidates whose F1 against the reference differs "
-        "(judge F1, or CheXpert-rule F1 in the last column) in which the metric scores the "
+        "(judge F1, or CheXpert-rule F1 in the last column, an uncertain mention counted as present) "
+        "in which the metric scores the "
         "better candidate higher; a tie in the metric counts half. 95 % bootstrap interval over "
         "studies (correct pairs / pairs over the resampled studies).\n"
     )
