@@ -160,6 +160,13 @@ def best(f, repeats):
     return min(times), out
 
 
+def _cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=3)
@@ -251,6 +258,9 @@ def main():
         "encoder": args.encoder,
         "cpus": os.cpu_count(),
         "machine": platform.processor() or platform.machine(),
+        "cpu": _cpu_model(),
+        "date": __import__("datetime").date.today().isoformat(),
+        "load_after": os.getloadavg()[0],
         "repeats": args.repeats,
         "sdr_precision": args.precision,
         "load_before": load[0],
@@ -258,7 +268,9 @@ def main():
     }
     print(json.dumps(result, indent=1))
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+        tmp = Path(args.json + ".tmp")
+        tmp.write_text(json.dumps(result, indent=1) + "\n")
+        os.replace(tmp, args.json)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import multiprocessing as mp
 import socket
 import subprocess
@@ -86,6 +87,7 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
+    load_before = os.getloadavg()[0]
     result = {"workers": args.workers}
 
     # The first worker ever to load the encoder packs the weights and writes the cache
@@ -126,7 +128,11 @@ def main() -> int:
         print(f"{args.workers} workers, {setup:<5}: RSS sum {r['rss_sum']:.0f} MiB ({r['rss_ratio_to_one']:.2f}x), "
               f"PSS sum {r['pss_sum']:.0f} MiB ({r['pss_ratio_to_one']:.2f}x)")
     if args.out:
-        args.out.write_text(json.dumps(result, indent=1))
+        sys.path.insert(0, str(ROOT / "bench"))
+        import repeats
+
+        result["machine"] = {**repeats.machine(), "load_before": load_before}
+        repeats.write_json_atomic(args.out, result)
     return 0
 
 
