@@ -74,7 +74,17 @@ def yardstick_agreement() -> str:
             "parse choice (SPEC §1).")
 
 
+def expectation_example() -> str:
+    """Two omission weights of the Findings-consistency check, from the file it reads."""
+    import json
+
+    e = json.loads((HERE.parents[1] / "data/clinical/impression_expectation.json").read_text())["findings"]
+    return (f"left-out effusion costs {e['Pleural Effusion']['expectation']:.2f} and a left-out device "
+            f"{e['Support Devices']['expectation']:.2f}, `data/clinical/impression_expectation.json`);")
+
+
 BLOCKS = {
+    ("README.md", "expectation-example"): expectation_example,
     ("README.md", "yardstick-agreement"): yardstick_agreement,
     ("README.md", "labeler-f1"): labeler_f1,
     ("README.md", "candidates-format"): candidates_format,
