@@ -67,7 +67,7 @@ def shares(pairs) -> dict:
     }
 
 
-def advantages(recs, reward_kinds) -> list:
+def advantages(recs, reward_kinds, per_completion=None) -> list:
     """GRPO's group-normalised advantage, ``(r - mean) / (std + 1e-4)`` over the completions of
     one prompt at one step, averaged per source and category of completion, for each reward:
     which kind of impression each reward pushes the policy towards on these very groups."""
@@ -79,6 +79,7 @@ def advantages(recs, reward_kinds) -> list:
     groups = defaultdict(list)
     for r in recs:
         groups[(r["source"], r["step"], r["reference"])].append(r["completion"])
+    group_id = {key: k for k, key in enumerate(groups)}
     rows = []
     sources = list(dict.fromkeys(r["source"] for r in recs))
     for kind in reward_kinds:
@@ -90,7 +91,11 @@ def advantages(recs, reward_kinds) -> list:
             scores = rw(prompts=None, completions=comps, impression=[ref] * len(comps))
             m, sd = mean(scores), pstdev(scores)
             for c, x in zip(comps, scores):
-                by_cat[(src, category(c, ref))].append((x - m) / (sd + 1e-4))
+                cat, adv = category(c, ref), (x - m) / (sd + 1e-4)
+                by_cat[(src, cat)].append(adv)
+                if per_completion is not None:
+                    per_completion.append({"source": src, "reward": kind, "group": group_id[(src, _, ref)],
+                                           "category": cat, "reward_value": x, "advantage": adv})
         for src in sources:
             row = {"source": src, "reward": kind}
             for c in CATEGORIES:
@@ -162,11 +167,23 @@ def main() -> None:
         "20 %% of steps of the --completions files, abnormal references only",
     )
     ap.add_argument("--json", default=None, help="also write the rows here")
+    ap.add_argument("--rescore", default=None, metavar="JSON",
+                    help="take the shares and the completions of an earlier --json file instead of sampling "
+                         "(to compute --advantages again, for other rewards, without new samples)")
+    ap.add_argument("--per-completion", default=None, metavar="FILE.jsonl.gz",
+                    help="with --advantages: write every completion's reward, category and advantage (gzip "
+                         "JSON Lines), the values a page's intervals over the groups are computed from")
     args = ap.parse_args()
-    if not args.policy and not args.completions:
-        raise SystemExit("give at least one --policy or --completions")
+    if not args.policy and not args.completions and not args.rescore:
+        raise SystemExit("give at least one --policy, --completions or --rescore")
     common.set_threads()
     rows_out, first_steps = [], []
+    if args.rescore:
+        try:
+            earlier = json.loads(Path(args.rescore).read_text())
+            rows_out, first_steps = list(earlier["shares"]), list(earlier["completions"])
+        except (OSError, json.JSONDecodeError, KeyError) as e:
+            raise SystemExit(f"--rescore {args.rescore}: {e}")
     if args.policy:
         rows = abnormal_rows(args.prompts)
         for spec in args.policy:
@@ -204,7 +221,16 @@ def main() -> None:
         from grpo import is_abnormal
 
         recs = [r for r in first_steps if is_abnormal({"impression": r["reference"]})]
-        adv = advantages(recs, [k.strip() for k in args.advantages.split(",") if k.strip()])
+        per = [] if args.per_completion else None
+        adv = advantages(recs, [k.strip() for k in args.advantages.split(",") if k.strip()], per)
+        if per is not None:
+            import gzip
+            import os
+
+            tmp = Path(args.per_completion + ".tmp")
+            tmp.write_bytes(gzip.compress(("".join(json.dumps(r, sort_keys=True) + "\n" for r in per)).encode(),
+                                          mtime=0))
+            os.replace(tmp, args.per_completion)
         print("\nMean GRPO advantage per kind of completion (completions of abnormal studies; n: how many):")
         print("| completions of | reward | " + " | ".join(CATEGORIES) + " |")
         print("|---|---|" + "---:|" * len(CATEGORIES))
@@ -212,9 +238,11 @@ def main() -> None:
             cells = ["-" if r[c] is None else f"{r[c]:+.3f} (n={r['n ' + c]})" for c in CATEGORIES]
             print(f"| {r['source']} | {r['reward']} | " + " | ".join(cells) + " |")
     if args.json:
-        Path(args.json).write_text(
-            json.dumps({"shares": rows_out, "advantages": adv, "completions": first_steps}, indent=1) + "\n"
-        )
+        import os
+
+        tmp = Path(args.json + ".tmp")
+        tmp.write_text(json.dumps({"shares": rows_out, "advantages": adv, "completions": first_steps}, indent=1) + "\n")
+        os.replace(tmp, args.json)
 
 
 if __name__ == "__main__":

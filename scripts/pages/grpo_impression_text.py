@@ -37,7 +37,7 @@ DIR = "docs/results/grpo-impression"
 PAGE = "grpo-impression.md"
 CATS = ("names no finding", "right finding", "partly right", "wrong finding")
 REWARDS = {"cos": "cosine", "cos-f1": "cosine + F1 term", "clin": "clinical cost",
-           "clin-f1": "clinical cost + F1 term"}
+           "clin-f1": "clinical cost + F1 term", "clin-recall": "clinical cost, added 0.25, omitted 1"}
 SUMMARIES = {"first": f"{DIR}/first-attempt/summary.json", "second": f"{DIR}/summary.json",
              "third": f"{DIR}/stronger-sft/summary.json", "recall": f"{DIR}/recall/summary.json"}
 ORDINAL = {"first": "first", "second": "second", "third": "third", "recall": "fourth"}
@@ -173,11 +173,39 @@ def shares_row(src: str) -> dict:
     return next(r for r in sampling()["shares"] if r["source"].startswith(f"{src},"))
 
 
+ADVANTAGES = f"{DIR}/stronger-sft/advantages.jsonl.gz"
+
+
+def naming_gap(source: str, reward: str) -> tuple[float, tuple | None]:
+    """Mean advantage of the completions that name a finding minus that of those that name none,
+    on one source's samples under one reward, with its 95 % bootstrap interval over the prompts
+    (each prompt's group resampled whole; sdr_eval::bootstrap's generator, seed 43)."""
+    rows = [json.loads(x) for x in gzip.decompress((ROOT / ADVANTAGES).read_bytes()).decode().splitlines() if x]
+    groups: dict = {}
+    for r in rows:
+        if r["source"] == source and r["reward"] == reward:
+            groups.setdefault(r["group"], []).append((r["category"] != CATS[0], r["advantage"]))
+    keys = sorted(groups)
+
+    def gap(sample) -> float | None:
+        named = [a for g in sample for n, a in groups[g] if n]
+        none = [a for g in sample for n, a in groups[g] if not n]
+        return sum(named) / len(named) - sum(none) / len(none) if named and none else None
+
+    value = gap(keys)
+    vals = [gap([keys[i] for i in idx]) for idx in report.draws(len(keys))]
+    if any(v is None for v in vals):
+        return value, None
+    vals.sort()
+    return value, (report.percentile(vals, 0.025), report.percentile(vals, 0.975))
+
+
 def advantages_block() -> str:
     d = sampling()
     out = ["| completions of | reward | names no finding | right finding | partly right | wrong finding | "
-           "naming a finding, mean | naming beats naming nothing from (share right) |",
-           "|---|---|---:|---:|---:|---:|---:|---:|"]
+           "naming a finding, mean | naming minus naming nothing [95 % interval over prompts] | "
+           "naming beats naming nothing from (share right) |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     rows = sorted(d["advantages"], key=lambda r: (list(REWARDS).index(r["reward"]), r["source"] != "SFT"))
     shown = set()
     for r in rows:
@@ -188,15 +216,21 @@ def advantages_block() -> str:
         bold = r["reward"] == "clin"
         b = (lambda x: f"**{x}**") if bold else (lambda x: x)
         cells[0] = b(cells[0])
+        g, iv = naming_gap(r["source"], r["reward"])
+        gap = f"{g:+.3f} " + ("[n/a]" if iv is None else f"[{iv[0]:+.3f}, {iv[1]:+.3f}]") + (
+            "*" if iv and (iv[0] > 0 or iv[1] < 0) else "")
         out.append(f"| {r['source']} | {REWARDS[r['reward']]} | " + " | ".join(cells) +
-                   f" | {b(f'{mean:+.3f}')} | {b('always' if s is None else f'{100 * s:.0f} %')} |")
+                   f" | {b(f'{mean:+.3f}')} | {b(gap)} | {b('always' if s is None else f'{100 * s:.0f} %')} |")
     sources = list(dict.fromkeys(r["source"] for r in d["advantages"]))
     prompts, _ = prompts_and_group()
     out.append("")
     out.append(f"(n is the same for every reward of a source: completions of abnormal studies among the "
-               f"samples of {' and '.join(sources)} on {prompts} abnormal train studies. Means over these samples, "
-               f"without intervals: the per-completion rewards are not in `sampling_sft.json`, so an "
-               f"interval needs `impression_sampling.py --advantages` run again.)")
+               f"samples of {' and '.join(sources)} on {prompts} abnormal train studies. Means over these samples; "
+               f"the gap between naming and naming nothing carries a 95 % bootstrap interval over the prompts "
+               f"(`*`: excludes 0), from each completion's advantage in `stronger-sft/advantages.jsonl.gz` "
+               f"(`impression_sampling.py --rescore stronger-sft/sampling_sft.json --advantages "
+               f"{','.join(REWARDS)} --per-completion ...`); the share at which naming starts to pay is a point "
+               f"value.)")
     return "\n".join(out)
 
 
@@ -236,8 +270,8 @@ def measured_on() -> str:
     return (f"measured on samples of the GRPO runs' starting policies ({' and '.join(sources)}: {k} "
             f"completions at temperature 1 for each of {prompts} abnormal train studies, one GRPO-like "
             f"group per study; `stronger-sft/sampling_sft.json`), not on the GRPO runs' own groups (the "
-            f"runs' logged completions, `sampling_training.json`, carry no advantages); means without "
-            f"intervals")
+            f"runs' logged completions, `sampling_training.json`, carry no advantages); means, and the gap "
+            f"between naming and naming nothing with its 95 % interval over the prompts")
 
 
 def break_even() -> dict:
@@ -684,6 +718,7 @@ def why_block() -> str:
         return f"{v[0]:+.2f} to {v[-1]:+.2f}" if v[0] != v[-1] else f"{v[0]:+.2f}"
 
     nm = {s: naming(clin[s])[0] for s in src}
+    recall = [r for r in d["advantages"] if r["reward"] == "clin-recall"]
     other = []
     for kind in ("cos", "cos-f1", "clin-f1"):
         ss = [naming(r)[1] for r in d["advantages"] if r["reward"] == kind]
@@ -702,6 +737,9 @@ def why_block() -> str:
         + " and ".join(f"{thr[s][0]:.1f} % ({s})" for s in src) +
         " of the time, so naming a finding, as these policies do it, has a negative mean advantage ("
         + ", ".join(f"{nm[s]:+.3f} from {s}" for s in src) +
+        "; naming minus naming nothing " + ", ".join(
+            f"{g:+.3f} [{iv[0]:+.3f}, {iv[1]:+.3f}] from {s}" for s in src
+            for g, iv in [naming_gap(s, "clin")]) +
         "). The cheapest way for GRPO to raise the reward is the policy-wide one, naming fewer findings, "
         "not the study-specific one, naming the right finding; on these samples the clinical cost would "
         "start to favour naming at "
@@ -710,7 +748,17 @@ def why_block() -> str:
         ". Under the other three rewards naming beats naming nothing (" + "; ".join(other) +
         "), because they reward a right or partly right finding more than they punish a wrong one. This "
         f"threshold is measured on the policies' imperfect findings; `impression_break_even.py`'s "
-        f"{be_pct('clinical cost')} scored the study's own reference impression as the right finding.")
+        f"{be_pct('clinical cost')} scored the study's own reference impression as the right finding. "
+        f"With an omitted finding priced four times an added one ({REWARDS['clin-recall']}, the fourth "
+        f"attempt's reward) the completions that name nothing lose their edge (" + ", ".join(
+            f"{r['names no finding']:+.3f} from {r['source']}" for r in recall) +
+        ") and naming starts to pay at " + " and ".join(
+            f"{100 * naming(r)[1]:.0f} % ({r['source']})" for r in recall) +
+        " right findings, " + ("below both policies' shares" if all(
+            100 * naming(r)[1] < thr[r["source"]][0] for r in recall) else "not below both policies' shares") +
+        "; the gap between naming and naming nothing is then " +
+        ", ".join(f"{g:+.3f} [{iv[0]:+.3f}, {iv[1]:+.3f}] from {r['source']}" for r in recall
+                  for g, iv in [naming_gap(r["source"], "clin-recall")]) + ".")
 
 
 def first_block() -> str:
