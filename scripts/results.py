@@ -171,6 +171,17 @@ def page_path(name: str) -> Path:
     return ROOT / name if name == "README.md" or "/" in name else RESULTS / name
 
 
+def check_text(name: str, text: str) -> tuple[int, str]:
+    """What `--check` says of page `name` if it read `text`: (exit status, stderr line). The tests
+    edit a figure of a page and expect 1."""
+    if not PAGES and not BLOCKS:
+        load_modules()
+    if expected(name, text) == text:
+        return 0, ""
+    return 1, (f"results: {page_path(name).relative_to(ROOT)} differs from what its data give "
+               f"(run python3 scripts/results.py)\n")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="compare instead of writing; exit 1 on a difference")

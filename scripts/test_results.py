@@ -122,26 +122,9 @@ class GrpoPage(unittest.TestCase):
         return on_disk[: m.end() - 1] + str((int(digit) + 1) % 10) + on_disk[m.end():]
 
     def check_grpo(self, text: str) -> tuple[int, str]:
-        """`results.py --check` (its main()) on grpo.md alone, reading the page from a temporary
-        copy that holds `text`; the page's data are the committed files. (exit status, stderr)"""
-        import contextlib
-        import io
-        import tempfile
-
-        with tempfile.TemporaryDirectory() as tmp:
-            pages = Path(tmp) / "docs/results"
-            pages.mkdir(parents=True)
-            (pages / "grpo.md").write_text(text)
-            saved = results.ROOT, results.RESULTS, results.page_names, sys.argv
-            results.ROOT, results.RESULTS = Path(tmp), pages
-            results.page_names, sys.argv = (lambda: ["grpo.md"]), ["results.py", "--check"]
-            err = io.StringIO()
-            try:
-                with contextlib.redirect_stderr(err):
-                    rc = results.main()
-            finally:
-                results.ROOT, results.RESULTS, results.page_names, sys.argv = saved
-        return rc, err.getvalue()
+        """What `scripts/results.py --check` says of the page if it read `text` (exit status,
+        stderr); the page's data are the committed files."""
+        return results.check_text("grpo.md", text)
 
     def test_edited_grpo_number_fails_check(self):
         rc, err = self.check_grpo(results.page_path("grpo.md").read_text())

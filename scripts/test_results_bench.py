@@ -1,11 +1,8 @@
 """The benchmarks' figures in README.md and bench/README.md are rendered from bench/results-*.json
 (scripts/pages/bench.py): an edited figure fails `scripts/results.py --check`."""
 
-import contextlib
-import io
 import re
 import sys
-import tempfile
 import unittest
 from pathlib import Path
 
@@ -19,22 +16,9 @@ class BenchBlocks(unittest.TestCase):
         results.load_modules()
 
     def check(self, name: str, text: str) -> tuple[int, str]:
-        """`results.py --check` on page `name` alone, read from a temporary copy holding `text`."""
-        with tempfile.TemporaryDirectory() as tmp:
-            root = Path(tmp)
-            (root / name).parent.mkdir(parents=True, exist_ok=True)
-            (root / name).write_text(text)
-            (root / "docs/results").mkdir(parents=True)
-            saved = results.ROOT, results.RESULTS, results.page_names, sys.argv
-            results.ROOT, results.RESULTS = root, root / "docs/results"
-            results.page_names, sys.argv = (lambda: [name]), ["results.py", "--check"]
-            err = io.StringIO()
-            try:
-                with contextlib.redirect_stderr(err):
-                    rc = results.main()
-            finally:
-                results.ROOT, results.RESULTS, results.page_names, sys.argv = saved
-        return rc, err.getvalue()
+        """What `scripts/results.py --check` says of the page if it read `text` (exit status,
+        stderr); the page's data are the committed files."""
+        return results.check_text(name, text)
 
     def edited(self, name: str, block: str) -> str:
         text = (results.ROOT / name).read_text()

@@ -2,8 +2,6 @@
 edited in a generated table of each makes `results.py --check` fail
 (python3 -m unittest scripts/test_results_pages.py)."""
 
-import contextlib
-import io
 import json
 import re
 import shutil
@@ -50,22 +48,9 @@ class PagesFromData(unittest.TestCase):
         self.fail(f"{page}: block {block} has no table row with a decimal figure")
 
     def check(self, page: str, text: str) -> tuple[int, str]:
-        """`results.py --check` (its main()) on `page` alone, reading the page from a temporary
-        copy that holds `text`; the page's data are the committed files. (exit status, stderr)"""
-        with tempfile.TemporaryDirectory() as tmp:
-            pages = Path(tmp) / "docs/results"
-            pages.mkdir(parents=True)
-            (pages / page).write_text(text)
-            saved = results.ROOT, results.RESULTS, results.page_names, sys.argv
-            results.ROOT, results.RESULTS = Path(tmp), pages
-            results.page_names, sys.argv = (lambda: [page]), ["results.py", "--check"]
-            err = io.StringIO()
-            try:
-                with contextlib.redirect_stderr(err):
-                    rc = results.main()
-            finally:
-                results.ROOT, results.RESULTS, results.page_names, sys.argv = saved
-        return rc, err.getvalue()
+        """What `scripts/results.py --check` says of the page if it read `text` (exit status,
+        stderr); the page's data are the committed files."""
+        return results.check_text(page, text)
 
     def test_blocks_are_registered(self):
         for key in TABLES:

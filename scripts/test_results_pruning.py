@@ -6,12 +6,9 @@ committed per-study files (docs/results/pruning/<set>/, scripts/pages/pruning_ta
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import io
 import re
 import sys
-import tempfile
 import unittest
 from pathlib import Path
 
@@ -25,24 +22,9 @@ spec.loader.exec_module(pt)
 
 
 def check(name: str, text: str) -> tuple[int, str]:
-    """`results.py --check` (its main()) on page `name` alone, read from a temporary copy that holds
-    `text`; the page's data are the committed files. (exit status, stderr)"""
-    if "pruning.md" not in results.PAGES:
-        results.load_modules()  # from the real scripts/pages/ (main() looks under the patched ROOT)
-    with tempfile.TemporaryDirectory() as tmp:
-        pages = Path(tmp) / "docs/results"
-        pages.mkdir(parents=True)
-        (pages / name).write_text(text)
-        saved = results.ROOT, results.RESULTS, results.page_names, sys.argv
-        results.ROOT, results.RESULTS = Path(tmp), pages
-        results.page_names, sys.argv = (lambda: [name]), ["results.py", "--check"]
-        err = io.StringIO()
-        try:
-            with contextlib.redirect_stderr(err):
-                rc = results.main()
-        finally:
-            results.ROOT, results.RESULTS, results.page_names, sys.argv = saved
-    return rc, err.getvalue()
+    """What `scripts/results.py --check` says of the page if it read `text` (exit status,
+    stderr); the page's data are the committed files."""
+    return results.check_text(name, text)
 
 
 def sets():

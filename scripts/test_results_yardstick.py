@@ -2,12 +2,9 @@
 the committed per-study files reproduce the tool's own means and counts (its run JSON), which
 the page's tables print (python3 -m unittest scripts/test_results_yardstick.py)."""
 
-import contextlib
 import importlib.util
-import io
 import re
 import sys
-import tempfile
 import unittest
 from pathlib import Path
 
@@ -31,22 +28,9 @@ class YardstickPage(unittest.TestCase):
         cls.y = load_page_module()
 
     def check(self, text: str) -> tuple[int, str]:
-        """`results.py --check` (its main()) on yardstick.md alone, reading the page from a
-        temporary copy that holds `text`; the page's data are the committed files."""
-        with tempfile.TemporaryDirectory() as tmp:
-            pages = Path(tmp) / "docs/results"
-            pages.mkdir(parents=True)
-            (pages / PAGE).write_text(text)
-            saved = results.ROOT, results.RESULTS, results.page_names, sys.argv
-            results.ROOT, results.RESULTS = Path(tmp), pages
-            results.page_names, sys.argv = (lambda: [PAGE]), ["results.py", "--check"]
-            err = io.StringIO()
-            try:
-                with contextlib.redirect_stderr(err):
-                    rc = results.main()
-            finally:
-                results.ROOT, results.RESULTS, results.page_names, sys.argv = saved
-        return rc, err.getvalue()
+        """What `scripts/results.py --check` says of the page if it read `text` (exit status,
+        stderr); the page's data are the committed files."""
+        return results.check_text(PAGE, text)
 
     def test_edited_number_fails_check(self):
         on_disk = results.page_path(PAGE).read_text()

@@ -29,6 +29,7 @@ import functools
 import gzip
 import io
 import json
+import importlib.util
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,39 +50,11 @@ SET_NAMES = {"gemma3": "Gemma 3 270M candidates", "standins": "Format-keeping st
 
 # ---------------------------------------------------------------- bootstrap (sdr_eval::bootstrap)
 
-MASK = (1 << 64) - 1
-RESAMPLES, SEED = 1000, 43
-
-
-def splitmix(seed: int = SEED):
-    s = seed
-    while True:
-        s = (s + 0x9E3779B97F4A7C15) & MASK
-        z = s
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
-        yield z ^ (z >> 31)
-
-
-def below(gen, n: int) -> int:
-    zone = MASK - MASK % n
-    while True:
-        x = next(gen)
-        if x < zone:
-            return x % n
-
-
-@functools.lru_cache(maxsize=None)
-def draws(n: int) -> tuple:
-    """`sdr_eval::bootstrap::resample_indices(n, 1000, 43)`."""
-    g = splitmix()
-    return tuple(tuple(below(g, n) for _ in range(n)) for _ in range(RESAMPLES))
-
-
-def percentile(s: list, q: float) -> float:
-    pos = q * (len(s) - 1)
-    lo, hi = int(pos // 1), int(-(-pos // 1))
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+_boot = importlib.util.spec_from_file_location("pages_bootstrap", Path(__file__).with_name("bootstrap.py"))
+bootstrap = importlib.util.module_from_spec(_boot)
+_boot.loader.exec_module(bootstrap)
+splitmix, below, draws, percentile = bootstrap.splitmix, bootstrap.below, bootstrap.draws, bootstrap.percentile
+RESAMPLES, SEED = bootstrap.RESAMPLES, bootstrap.SEED
 
 
 def interval_of(stats) -> tuple[float, float] | None:
