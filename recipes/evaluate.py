@@ -182,44 +182,24 @@ def intervals(scored: dict, texts: dict, base_name: str) -> dict:
     return out
 
 
+def _page_module(name: str):
+    """A renderer of scripts/pages/ (standard library only): the recipes print their tables
+    through the same functions that write the results pages, so the two cannot differ."""
+    import importlib.util
+
+    path = common.ROOT / "scripts" / "pages" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"pages_{name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def cell(v: float, base: float, pct: bool = False, ci=None) -> str:
-    txt = f"{v:.1f}" if pct else f"{v:.3f}"
-    if base is None:
-        return txt
-    if base == 0:
-        return f"{txt} (n/a)"
-    change = f"{100.0 * (v - base) / base:+.1f}%"
-    if ci is None:
-        return f"{txt} ({change})"
-    lo, hi = ci
-    mark = "*" if lo > 0 or hi < 0 else ""
-    return f"{txt} ({change} [{lo:+.1f}, {hi:+.1f}]{mark})"
+    return _page_module("grpo_report").cell(v, base, pct, ci)
 
 
 def table(summaries: dict, cis: dict) -> str:
-    names = list(summaries)
-    base = summaries[names[0]]
-    cols = [k for k in base if "/" in k]
-    lines = []
-    for sec in SECTIONS:
-        sec_cols = [c for c in cols if c.startswith(sec + "/")]
-        head = ["policy"] + [c.split("/", 1)[1] for c in sec_cols]
-        if sec == "findings":
-            head.append("well-formed %")
-        lines.append(f"**{sec.capitalize()}** ({base['studies']} studies)\n")
-        lines.append("| " + " | ".join(head) + " |")
-        lines.append("|" + "---|" * len(head))
-        for name in names:
-            s = summaries[name]
-            b = None if name == names[0] else base
-            ci = cis.get(name, {})
-            row = [name] + [cell(s[c], None if b is None else b[c], ci=ci.get(c)) for c in sec_cols]
-            if sec == "findings":
-                row.append(cell(s["well_formed"], None if b is None else b["well_formed"], pct=True,
-                                ci=ci.get("well_formed")))
-            lines.append("| " + " | ".join(row) + " |")
-        lines.append("")
-    return "\n".join(lines)
+    return _page_module("grpo_report").tables_of(summaries, cis)
 
 
 def read_log(path: Path):
@@ -227,30 +207,10 @@ def read_log(path: Path):
 
 
 def training_table(runs: dict) -> str:
-    """Per GRPO run: steps, mean reward over the first and last 20 % of steps,
-    step time and the training reward's share of it (TRL's step_time and
-    SDRReward's <name>/seconds; the weight-0 monitor's time is listed apart)."""
-    lines = [
-        "| run | steps | reward, first 20 % | reward, last 20 % | change | step time (s) | reward time (s) | reward share | monitor time (s) |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for name, hist in runs.items():
-        steps = [h for h in hist if "reward" in h and "step_time" in h]
-        if not steps:
-            continue
-        rewards = [h["reward"] for h in steps]
-        k = max(1, len(rewards) // 5)
-        first, last = sum(rewards[:k]) / k, sum(rewards[-k:]) / k
-        step_time = sum(h["step_time"] for h in steps) / len(steps)
-        own = [v for h in steps for key, v in h.items() if key.endswith("/seconds") and key.startswith("r_")]
-        mon = [v for h in steps for key, v in h.items() if key.endswith("/seconds") and key.startswith("monitor")]
-        own_t = sum(own) / len(own) if own else 0.0
-        mon_t = f"{sum(mon) / len(mon):.2f}" if mon else "-"
-        lines.append(
-            f"| {name} | {len(steps)} | {first:.3f} | {last:.3f} | {last - first:+.3f} | {step_time:.1f} | "
-            f"{own_t:.2f} | {100 * own_t / step_time:.1f} % | {mon_t} |"
-        )
-    return "\n".join(lines) + "\n"
+    """Per GRPO run (name -> log history): steps, mean reward over the first and last 20 % of
+    steps, step time and the training reward's share of it (TRL's step_time and SDRReward's
+    <name>/seconds; the weight-0 monitor's time apart), as the results pages print it."""
+    return _page_module("grpo_impression_text").training_table_of(runs) + "\n"
 
 
 def curves(runs: dict, png: Path) -> None:

@@ -35,15 +35,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 import evaluate  # noqa: E402
 
-COLUMNS = (
-    "CheXpert-rule F1 (14, macro)",
-    "CheXpert-rule F1 (5, micro)",
-    "contradicts own Findings %",
-    "BERTScore-F1 (MiniLM)",
-    "ROUGE-L",
-    "mean words",
-)
-
 
 def contradicts(impression: str, findings: str) -> bool:
     """Whether a sentence of `impression` states a finding its own `findings` state with
@@ -159,45 +150,25 @@ def main() -> None:
         ci["CheXpert-rule F1 (14, macro)"] = cx["macro_f1_14"]
         ci["CheXpert-rule F1 (5, micro)"] = cx["micro_f1_5"]
         cis[n] = ci
-    lines = [
-        f"Impression of {len(rows)} held-out test studies, generated greedily from their Findings; "
-        f"relative change against {base} with its 95 % paired-bootstrap interval (`*`: excludes 0).\n",
-        "| policy | " + " | ".join(COLUMNS) + " |",
-        "|---|" + "---:|" * len(COLUMNS),
-    ]
-    for n in names:
-        b = None if n == base else summaries[base]
-        cells = []
-        for k in COLUMNS:
-            pct = k.endswith("%") or k == "mean words"
-            cells.append(evaluate.cell(summaries[n][k], None if b is None else b[k], pct=pct, ci=cis.get(n, {}).get(k)))
-        lines.append(f"| {n} | " + " | ".join(cells) + " |")
-    ref_row = sum(ref_contra) / len(ref_contra)
-    lines.append(
-        "| reference impressions | 1.000 | 1.000 | "
-        f"{ref_row:.1f} | 1.000 | 1.000 | {sum(len(r.split()) for r in refs) / len(refs):.1f} |"
-    )
-    md = "\n".join(lines) + "\n"
-    print(md)
     out.mkdir(parents=True, exist_ok=True)
     old = out / "summary.json"
     if old.exists():
         timings = {**json.loads(old.read_text()).get("generation_seconds", {}), **timings}
-    (out / "summary.json").write_text(
-        json.dumps(
-            {
-                "studies": len(rows),
-                "summaries": summaries,
-                "intervals_vs_first": cis,
-                "reference_contradicts_pct": ref_row,
-                "reference_mean_words": sum(len(r.split()) for r in refs) / len(refs),
-                "bertscore_model": judge.name,
-                "generation_seconds": timings,
-            },
-            indent=1,
-        )
-        + "\n"
-    )
+    result = {
+        "studies": len(rows),
+        "summaries": summaries,
+        "intervals_vs_first": cis,
+        "reference_contradicts_pct": sum(ref_contra) / len(ref_contra),
+        "reference_mean_words": sum(len(r.split()) for r in refs) / len(refs),
+        "bertscore_model": judge.name,
+        "generation_seconds": timings,
+    }
+    (out / "summary.json").write_text(json.dumps(result, indent=1) + "\n")
+    # The table as grpo-impression.md prints it (scripts/pages/grpo_impression_text.py).
+    md = (f"Impression of {len(rows)} held-out test studies, generated greedily from their Findings; "
+          f"relative change against {base} with its 95 % paired-bootstrap interval (`*`: excludes 0).\n\n"
+          + evaluate._page_module("grpo_impression_text").summary_table_of(result) + "\n")
+    print(md)
     write_per_study(out / "per_study.jsonl.gz", rows, results)
     if args.logs:
         runs = {

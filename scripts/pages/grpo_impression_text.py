@@ -458,9 +458,13 @@ COLUMNS = ("CheXpert-rule F1 (14, macro)", "CheXpert-rule F1 (5, micro)", "contr
 
 
 def summary_table(key: str) -> str:
-    """The attempt's evaluation table: each policy's means, its change against the first
-    policy with the 95 % paired-bootstrap interval, and the reference impressions' row."""
-    s = load(SUMMARIES[key])
+    return summary_table_of(load(SUMMARIES[key]))
+
+
+def summary_table_of(s: dict) -> str:
+    """An attempt's evaluation table from its `summary.json` (`recipes/evaluate_impression.py`
+    prints it through this function): each policy's means, its change against the first policy
+    with the 95 % paired-bootstrap interval, and the reference impressions' row."""
     names = list(s["summaries"])
     base = s["summaries"][names[0]]
     out = ["| policy | " + " | ".join(COLUMNS) + " |", "|---|" + "---:|" * len(COLUMNS)]
@@ -478,11 +482,19 @@ def training_table(runs: dict) -> str:
     """Per GRPO run (name -> log_history.jsonl): steps, the mean reward over the first and
     the last 20 % of steps, step time and the reward's share of it (TRL's `step_time`, the
     reward's `<name>/seconds`; the weight-0 monitor apart), as `recipes/evaluate.py`."""
+    return training_table_of({name: [json.loads(x) for x in (ROOT / rel).read_text().splitlines() if x.strip()]
+                              for name, rel in runs.items()})
+
+
+def training_table_of(histories: dict) -> str:
+    """The training table of GRPO runs given as name -> TRL log history (`recipes/evaluate.py`
+    prints it through this function); a run with no logged step is left out."""
     out = ["| run | steps | reward, first 20 % | reward, last 20 % | change | step time (s) | reward time (s) | "
            "reward share | monitor time (s) |", "|---|---|---|---|---|---|---|---|---|"]
-    for name, rel in runs.items():
-        hist = [json.loads(x) for x in (ROOT / rel).read_text().splitlines() if x.strip()]
+    for name, hist in histories.items():
         steps = [h for h in hist if "reward" in h and "step_time" in h]
+        if not steps:
+            continue
         rewards = [h["reward"] for h in steps]
         k = max(1, len(rewards) // 5)
         first, last = sum(rewards[:k]) / k, sum(rewards[-k:]) / k

@@ -208,9 +208,14 @@ def cell(v: float, b, pct: bool = False, ci=None) -> str:
 
 
 def tables_block() -> str:
-    """evaluate.py's `table` (the cells and layout it prints), from summary.json."""
     s = summary()
-    summaries, cis = s["summaries"], s["intervals_vs_first"]
+    return tables_of(s["summaries"], s["intervals_vs_first"])
+
+
+def tables_of(summaries: dict, cis: dict) -> str:
+    """The Findings and Impression tables of `recipes/evaluate.py` (which prints them through
+    this function): each policy's means, with its change against the first policy and the
+    interval."""
     names = list(summaries)
     base = summaries[names[0]]
     cols = [k for k in base if "/" in k]
