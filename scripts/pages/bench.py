@@ -189,7 +189,20 @@ def rewards_table() -> str:
             f"vectors ({d['date']}, {d['cpu']}; `bench/rewards.py --encoder table`, `{TABLE}`).")
 
 
+def worker_memory_detail() -> str:
+    """bench/README.md's figures of the worker-memory run, RSS beside PSS."""
+    d = load(WORKERS)
+    one, own, srv, m = d["one_own_worker"], d["own"], d["serve"], d["machine"]
+    return (f"{m['date']}, {m['cpu']}, {m['logical_cores']} logical cores, load {m['load_before']:.2f} at the start "
+            f"(`{WORKERS}`): one worker with its own encoder {one['rss']:,.0f} MiB RSS / {one['pss']:,.0f} MiB PSS; "
+            f"{d['workers']} such workers {own['rss_sum']:,.0f} MiB RSS ({own['rss_ratio_to_one']:.2f}x) / "
+            f"{own['pss_sum']:,.0f} MiB PSS ({own['pss_ratio_to_one']:.2f}x); {d['workers']} workers routed to one "
+            f"`sdr serve` {srv['rss_sum']:,.0f} MiB RSS ({srv['rss_ratio_to_one']:.2f}x) / {srv['pss_sum']:,.0f} MiB "
+            f"PSS ({srv['pss_ratio_to_one']:.2f}x), server included.")
+
+
 BLOCKS = {
+    ("bench/README.md", "worker-memory"): worker_memory_detail,
     ("README.md", "encoder-speed"): encoder_speed,
     ("bench/README.md", "encoder-speed"): encoder_speed,
     ("README.md", "rewards-speed"): rewards_speed,
