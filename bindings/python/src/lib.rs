@@ -7,6 +7,7 @@
 use pyo3::prelude::*;
 
 mod clinical;
+mod completion;
 mod corpus;
 mod distance;
 mod encoder;
@@ -67,6 +68,15 @@ fn _sdr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(reward::check_reward_options, m)?)?;
     m.add_function(wrap_pyfunction!(reward::check_cost, m)?)?;
     m.add_function(wrap_pyfunction!(reward::openrlhf_completion, m)?)?;
+    m.add_function(wrap_pyfunction!(completion::completion_text, m)?)?;
+    m.add(
+        "REASONING_KEYS",
+        sdr_reward::completion::REASONING_KEYS.to_vec(),
+    )?;
+    m.add(
+        "MISSING_SECTION_POLICIES",
+        sdr_reward::MissingSection::NAMES.to_vec(),
+    )?;
     m.add_function(wrap_pyfunction!(_after_fork_child, m)?)?;
     m.add_function(wrap_pyfunction!(set_parallelism, m)?)?;
     m.add_function(wrap_pyfunction!(get_parallelism, m)?)?;

@@ -15,7 +15,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use sdr_embed::{EmbedError, SentenceCache, SentenceEncoder};
 use sdr_reward::{
-    BatchStats, LoadOutcome, OwnedReference, PersistentCache, Reference, RewardOptions, Scorer,
+    BatchStats, LoadOutcome, MissingSection, OwnedReference, PersistentCache, Reference,
+    RewardOptions, Scorer,
 };
 
 use crate::encoder::load_encoder;
@@ -429,8 +430,10 @@ impl PyRewardScorer {
     /// ``{"reward", "format", "findings", "impression"}``, lists of floats,
     /// ``"unconverged"``, ``"failed"`` (per sample, sections whose solver did not
     /// converge, last iterate used, or gave no finite distance, term 0), and
-    /// ``"clinical"`` when ``clinical_weight`` > 0.
-    #[pyo3(signature = (completions, references = None, findings = None, impression = None))]
+    /// ``"clinical"`` when ``clinical_weight`` > 0. ``missing_section`` is the
+    /// policy for a reference with an empty section (``sdr_reward::missing``):
+    /// under ``"score"`` the result adds ``"missing_sections"`` per sample.
+    #[pyo3(signature = (completions, references = None, findings = None, impression = None, missing_section = "error"))]
     fn score<'py>(
         &self,
         py: Python<'py>,
@@ -438,7 +441,13 @@ impl PyRewardScorer {
         references: Option<Vec<Bound<'py, PyAny>>>,
         findings: Option<Vec<String>>,
         impression: Option<Vec<String>>,
+        missing_section: &str,
     ) -> PyResult<Bound<'py, PyDict>> {
+        let policy = MissingSection::from_name(missing_section).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "missing_section {missing_section:?}: expected 'error' or 'score'"
+            ))
+        })?;
         let references = references
             .map(|r| {
                 r.iter()
@@ -463,6 +472,25 @@ impl PyRewardScorer {
                 return Err(PyValueError::new_err(
                     "give either references, or both findings and impression",
                 ))
+            }
+        };
+        let (reports, sections, gaps) = match policy {
+            MissingSection::Error => (reports, sections, None),
+            MissingSection::Score => {
+                let owned = match (reports, sections) {
+                    (Some(r), _) => r,
+                    (_, Some((f, i))) => f
+                        .into_iter()
+                        .zip(i)
+                        .map(|(findings, impression)| OwnedReference::Sections {
+                            findings,
+                            impression,
+                        })
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                let (filled, gaps) = policy.fill(owned);
+                (Some(filled), None, Some(gaps))
             }
         };
         let run = |chunk: usize, stop: &AtomicBool| {
@@ -493,7 +521,7 @@ impl PyRewardScorer {
             // own code, and gets all of a batch's new sentences in one call.
             py.detach(|| run(usize::MAX, &AtomicBool::new(false)))
         };
-        let (scores, stats) = match result {
+        let (mut scores, stats) = match result {
             Ok(r) => r,
             Err(e) => {
                 let external = matches!(
@@ -507,6 +535,7 @@ impl PyRewardScorer {
             }
         };
         *self.last.lock().unwrap_or_else(|e| e.into_inner()) = stats;
+        let missing = gaps.and_then(|g| g.apply(&mut scores, self.scorer.options()));
         let out = PyDict::new(py);
         out.set_item(
             "reward",
@@ -546,6 +575,12 @@ impl PyRewardScorer {
                 .map(|s| u32::from(s.failed))
                 .collect::<Vec<_>>(),
         )?;
+        if let Some(missing) = missing {
+            out.set_item(
+                "missing_sections",
+                missing.into_iter().map(u32::from).collect::<Vec<_>>(),
+            )?;
+        }
         Ok(out)
     }
 

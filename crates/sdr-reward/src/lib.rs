@@ -16,14 +16,18 @@
 //!
 //! Paper: *SDR: Set-Distance Rewards for Radiology Report Generation*.
 
+pub mod completion;
 pub mod error;
+pub mod missing;
 pub mod parallel;
 pub mod persist;
 pub mod query;
 pub mod reference;
 pub mod scorer;
 
+pub use completion::{completion_text, json_completion_text, Dialect, Node};
 pub use error::{Result, RewardError};
+pub use missing::{Gaps, MissingSection};
 pub use parallel::{beside, install, parallelism, set_parallelism};
 pub use persist::{LoadOutcome, PersistentCache};
 pub use query::completion_of;

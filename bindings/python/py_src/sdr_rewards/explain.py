@@ -24,6 +24,8 @@ import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from . import _sdr
+from .completion import completion_text
+from .encoder_spec import resolve_encoder
 
 _log = logging.getLogger("sdr_rewards")
 
@@ -53,8 +55,6 @@ def _embedder(encoder: Any, model_dir: Any, device: str = "cpu", precision: str 
     if isinstance(encoder, _sdr.Encoder):
         return encoder.embed
     if isinstance(encoder, str):
-        from .reward import resolve_encoder
-
         encoder = resolve_encoder(encoder)
     if not callable(encoder):
         raise TypeError(f"encoder must be a callable list[str] -> (n, d) array, got {type(encoder).__name__}")
@@ -155,8 +155,6 @@ def log_worst(
     ``"F: ... | I: ..."`` for the explained ones and ``""`` for the others.
     Without ``log_extra`` the table goes to the ``sdr_rewards`` logger (INFO).
     Returns the rows: ``{"index", "reward", "missing", "unsupported"}``."""
-    from .reward import completion_text
-
     n = len(completions)
     if reward.reference_columns is not None:
         fcol, icol = reward.reference_columns

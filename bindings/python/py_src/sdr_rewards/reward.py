@@ -20,36 +20,11 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import _sdr
 from .completion import Completion, completion_text
+from .encoder_spec import resolve_encoder
 from .explain import check_worst, log_worst
 from . import missing_section as _missing_section
 
 _COMPONENTS = ("format", "findings", "impression")
-
-
-def resolve_encoder(spec: Any) -> Optional[Callable[[List[str]], Any]]:
-    """An encoder given as a callable, or as ``"package.module:attribute"`` (the
-    form a trainer's config file or an environment variable can hold), resolved
-    by importing the module. ``None`` and ``""`` mean SDR's own encoder."""
-    if spec is None or spec == "":
-        return None
-    if callable(spec):
-        return spec
-    if isinstance(spec, str) and ":" in spec:
-        import importlib
-
-        module, _, attr = spec.partition(":")
-        try:
-            obj: Any = importlib.import_module(module)
-        except ImportError as e:
-            raise ValueError(f"encoder {spec!r}: cannot import {module!r}: {e}") from None
-        for part in attr.split("."):
-            if not hasattr(obj, part):
-                raise ValueError(f"encoder {spec!r}: {module!r} has no attribute {attr!r}")
-            obj = getattr(obj, part)
-        if not callable(obj):
-            raise ValueError(f"encoder {spec!r} is not callable")
-        return obj
-    raise ValueError(f"encoder must be a callable or 'module:attribute', got {spec!r}")
 
 
 PRECISIONS = ("f32", "bf16")
@@ -465,23 +440,8 @@ class SDRReward:
             kwargs["findings"] = _strings(findings, "findings")
         if impression is not None:
             kwargs["impression"] = _strings(impression, "impression")
-        missing = None
-        if self.missing_section == "score":
-            # Score what can be scored; the missing sections' terms are 0 and counted.
-            if "findings" in kwargs and "impression" in kwargs and "references" not in kwargs:
-                f, i = kwargs.pop("findings"), kwargs.pop("impression")
-                if len(f) != len(i):
-                    raise ValueError(f"findings has {len(f)} items but impression has {len(i)}")
-                kwargs["references"] = [{"findings": a, "impression": b} for a, b in zip(f, i)]
-            if "references" in kwargs:
-                kwargs["references"], missing = _missing_section.fill(kwargs["references"])
         try:
-            out = self._get_scorer().score(texts, **kwargs)
-            if missing is not None:
-                out = _missing_section.apply(
-                    out, missing, self.format_weight, self.semantic_weight, self.clinical_weight
-                )
-            return out
+            return self._get_scorer().score(texts, missing_section=self.missing_section, **kwargs)
         except (UnicodeEncodeError, TypeError):
             # A lone surrogate (e.g. from errors="surrogateescape"): name the text
             # (inside a section dict it reaches here as a TypeError).

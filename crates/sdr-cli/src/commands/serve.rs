@@ -1,72 +1,6 @@
-//! `sdr serve`: an HTTP reward server for RL trainers (OpenRLHF's remote
-//! reward protocol, a plain JSON batch endpoint, a health check).
-//!
-//! # Endpoints
-//! - `POST <path>` (default `/get_reward`), OpenRLHF's protocol. Request
-//!   `{"query": [...], "prompts": [...], "labels": [...]}`; reply
-//!   `{"rewards": [...], "scores": [...], "extra_logs": {"format": [...],
-//!   "findings": [...], "impression": [...]}}`. OpenRLHF's `query` is prompt +
-//!   completion: when `query[i]` starts with `prompts[i]` that prefix is
-//!   stripped, otherwise the whole query is parsed as the completion (so a
-//!   prompt outside the template tags makes it malformed: reward 0); the
-//!   special tokens OpenRLHF decodes with it (a BOS token the prompt lacks,
-//!   EOS tokens at the end) are set aside (`sdr_reward::completion_of`). `prompts`
-//!   may be omitted (whole queries are parsed). `labels` are the reference
-//!   reports (template or `Findings:` / `Impression:` text).
-//! - `POST /v1/rewards`: `{"completions": [...], "references": [...],
-//!   "metric": "chamfer"?}`, references being report strings or
-//!   `{"findings": "...", "impression": "..."}` objects; reply `{"metric":
-//!   spec, "rewards": [...], "format": [...], "findings": [...],
-//!   "impression": [...]}`.
-//! - `GET /health`: `{"status": "ok", "metric": spec, "model": name|null,
-//!   "batches", "requests", "samples", "cache": {...}}`; `cache` holds the
-//!   sentence cache's entries, bytes, bound and evictions, and over all batches
-//!   the distinct sentences needed, the cache hits among them, `hit_rate`, the
-//!   sentences embedded and the encoder's seconds.
-//!
-//! # Sentence cache
-//! One bounded cache (`--cache-mib`) serves every client and metric: each
-//! sentence is embedded once and keeps its vector, so the same request sent
-//! twice gets the same rewards, bit for bit, and the second needs no encoder
-//! time. `--cache PATH` persists it across restarts.
-//!
-//! # Batching
-//! OpenRLHF sends one sample per request, many requests at once. Requests
-//! are queued to one batcher task, which takes the first waiting request,
-//! then keeps collecting for at most `--max-wait-ms` or until `--max-batch`
-//! samples, and scores the lot in one call (its distinct new sentences go to
-//! the encoder in chunks of `Limits::encode_chunk`). Each request then gets its
-//! own slice of the results.
-//!
-//! # Limits
-//! Body size (`--max-body-bytes`, 413; a larger declared `Content-Length` is
-//! refused before the body is read), samples per request
-//! (`--max-request-samples`, 413), sentences per sample and per request
-//! (`--max-sentences-per-sample`, `--max-request-sentences`, 413 naming the
-//! sample: the work grows with sentences, and 8 MiB hold hundreds of
-//! thousands), concurrent reward requests (`--max-concurrency`, further ones
-//! wait; a request takes its slot once its body is read, so a client that
-//! stalls mid-upload blocks no one), a per-request timeout (`--timeout-ms`,
-//! counted from the request's headers: 408 while the body is still arriving,
-//! then 504 while it waits for a slot or its scores), the wait for a request's
-//! headers (`--header-timeout-ms`, also an idle keep-alive connection's: the
-//! connection is closed without a reply), samples waiting to be
-//! scored (`--max-queued-samples`: beyond it, 503 with `Retry-After: 1` at
-//! once, so overload is shed quickly and memory stays bounded; clients should
-//! retry after the delay). A request that timed out or whose client left is
-//! dropped from its batch at the next encoder chunk ([`Limits::encode_chunk`])
-//! or the next sample's distances, so it does not hold the encoder or the
-//! cores while the other clients time out too. Bad
-//! input is a 4xx with `{"error": "..."}`: malformed JSON, length mismatches, a
-//! reference with an empty section (named by its index in the request), an
-//! unknown metric, a wrong method (405). `sdr serve --help` has the same for
-//! users. SIGINT / SIGTERM stop accepting connections and let requests in
-//! flight finish.
-
-mod api;
-mod batcher;
-mod completion;
-mod missing;
+//! `sdr serve`: the reward server's arguments. The server itself (endpoints,
+//! batching, limits, the sentence cache) is the `sdr-serve` crate, whose docs
+//! `--help` restates for users.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -78,9 +12,7 @@ use sdr_reward::{PersistentCache, RewardOptions, SentenceCache, SentenceEncoder}
 
 use crate::common::log_line;
 
-pub use api::{router, AppState};
-pub use batcher::Limits;
-pub use missing::MissingSection;
+pub use sdr_serve::{router, shutdown_signal, AppState, Limits, MissingSection};
 
 /// `sdr serve -h`: where the rest is.
 const AFTER_HELP: &str = "OpenRLHF 0.11: --reward.remote_url http://HOST:PORT/get_reward \
@@ -533,15 +465,7 @@ pub fn run(args: Args) -> Result<()> {
             args.path,
             options.config.metric
         ));
-        let result = serve(listener, state.clone(), &args.path, shutdown_signal()).await;
-        match state.save_cache() {
-            Some(Ok(n)) if n > 0 => log_line(format_args!("sdr serve: saved {n} cached sentences")),
-            Some(Err(e)) => log_line(format_args!(
-                "sdr serve: could not save the sentence cache: {e}"
-            )),
-            _ => {}
-        }
-        result
+        Ok(sdr_serve::serve_until_signal(listener, state, &args.path).await?)
     })
 }
 
@@ -575,92 +499,12 @@ pub async fn resolve_host(host: &str, port: u16) -> Result<Vec<SocketAddr>> {
     Ok(addrs)
 }
 
-/// Serve until `shutdown` resolves, then finish the requests in flight.
-///
-/// hyper's HTTP/1 connections are driven here rather than by `axum::serve`,
-/// which gives hyper no timer: without one, a client that stalls while sending
-/// its headers (or an idle keep-alive connection) holds its connection and
-/// file descriptor for ever. With it, `Limits::header_timeout` closes them.
+/// [`sdr_serve::serve`] with the CLI's error type.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     path: &str,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    let header_timeout = state.limits().header_timeout;
-    let app = router(state, path);
-    let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(header_timeout);
-    let connections = hyper_util::server::graceful::GracefulShutdown::new();
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    if let Some(pause) = accept_failed(&e) {
-                        tokio::select! {
-                            () = tokio::time::sleep(pause) => continue,
-                            () = &mut shutdown => break,
-                        }
-                    }
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
-        let connection =
-            connections.watch(http.serve_connection(hyper_util::rt::TokioIo::new(stream), service));
-        tokio::spawn(async move {
-            // A connection's errors (a client gone, headers too slow) are its own.
-            let _ = connection.await;
-        });
-    }
-    // Stop accepting, let requests in flight finish, close idle connections.
-    drop(listener);
-    connections.shutdown().await;
-    Ok(())
-}
-
-/// How long to pause after a failed `accept`: not at all for a connection
-/// reset before it was accepted (the client's affair); a second, logged, for
-/// anything else (such as running out of file descriptors, when connections
-/// may have closed by then).
-fn accept_failed(e: &std::io::Error) -> Option<Duration> {
-    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
-    if matches!(
-        e.kind(),
-        ConnectionAborted | ConnectionRefused | ConnectionReset
-    ) {
-        return None;
-    }
-    log_line(format_args!(
-        "sdr serve: cannot accept a connection: {e} (retrying in 1 s)"
-    ));
-    Some(Duration::from_secs(1))
-}
-
-/// Resolves on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
-    }
-    log_line("sdr serve: shutting down (finishing requests in flight)");
+    Ok(sdr_serve::serve(listener, state, path, shutdown).await?)
 }

@@ -21,9 +21,8 @@ use serde_json::json;
 use tokio::sync::{mpsc, oneshot, Semaphore, SemaphorePermit};
 use tokio::time::Instant;
 
-use super::batcher::{self, Counters, Failure, Job, Limits, OwnedReference};
-use super::completion::completion_text;
-use super::missing::{self, Missing, MissingSection};
+use crate::batcher::{self, Counters, Failure, Job, Limits, OwnedReference};
+use sdr_reward::{json_completion_text as completion_text, Gaps};
 
 /// Most distinct metrics `/v1/rewards` keeps a scorer for.
 const MAX_METRICS: usize = 32;
@@ -79,7 +78,7 @@ impl AppState {
         options: RewardOptions,
         embedder: Option<Arc<dyn SentenceEncoder>>,
         limits: Limits,
-    ) -> anyhow::Result<AppState> {
+    ) -> sdr_reward::Result<AppState> {
         let cache = match &embedder {
             Some(e) => Some(Arc::new(SentenceCache::for_encoder(
                 e.as_ref(),
@@ -98,7 +97,7 @@ impl AppState {
         limits: Limits,
         cache: Option<Arc<SentenceCache>>,
         persist: Option<Arc<PersistentCache>>,
-    ) -> anyhow::Result<AppState> {
+    ) -> sdr_reward::Result<AppState> {
         let mut default = Scorer::with_cache(options, embedder.clone(), cache.clone())?;
         if let Some(p) = &persist {
             default = default.with_persistence(p.clone());
@@ -330,34 +329,20 @@ impl AppState {
 }
 
 impl AppState {
-    /// With `--missing-section score`, the references with each missing
-    /// section filled in and which were missing ([`missing::fill`]); else as
-    /// they are (an empty section is then a 400 from [`AppState::submit`]).
-    fn fill_missing(
-        &self,
-        references: Vec<OwnedReference>,
-    ) -> (Vec<OwnedReference>, Option<Vec<Missing>>) {
-        if self.inner.limits.missing_section != MissingSection::Score {
-            return (references, None);
-        }
-        let (filled, missing) = references.into_iter().map(missing::fill).unzip();
-        (filled, Some(missing))
+    /// The references as `--missing-section` scores them ([`sdr_reward::missing`]).
+    fn fill_missing(&self, references: Vec<OwnedReference>) -> (Vec<OwnedReference>, Gaps) {
+        self.inner.limits.missing_section.fill(references)
     }
 
-    /// The missing sections' terms set to 0 ([`missing::apply`]); the
-    /// per-sample counts for the reply, and the total for `/health`.
+    /// The missing sections' terms set to 0 ([`Gaps::apply`]); the per-sample
+    /// counts for the reply, and the total for `/health`.
     fn apply_missing(
         &self,
         scorer: &Scorer,
         scores: &mut [RewardBreakdown],
-        missing: Option<Vec<Missing>>,
+        gaps: Gaps,
     ) -> Option<Vec<u8>> {
-        let missing = missing?;
-        let mut counts = Vec::with_capacity(missing.len());
-        for (score, m) in scores.iter_mut().zip(missing) {
-            missing::apply(score, m, scorer.options());
-            counts.push(missing::count(m));
-        }
+        let counts = gaps.apply(scores, scorer.options())?;
         let total: usize = counts.iter().map(|&c| usize::from(c)).sum();
         self.inner
             .missing_sections
@@ -654,10 +639,7 @@ async fn health(State(s): State<AppState>) -> Response {
         "batches": c.batches.load(Ordering::Relaxed),
         "requests": c.requests.load(Ordering::Relaxed),
         "samples": c.samples.load(Ordering::Relaxed),
-        "missing_section": match s.inner.limits.missing_section {
-            MissingSection::Error => "error",
-            MissingSection::Score => "score",
-        },
+        "missing_section": s.inner.limits.missing_section.name(),
         "missing_sections": s.inner.missing_sections.load(Ordering::Relaxed),
         "cache": cache_health(&s),
     }))

@@ -39,7 +39,7 @@ pub struct Limits {
     pub max_queued_samples: usize,
     /// What a reference with an empty section gets (`--missing-section`): a
     /// 400, or its present section scored and the missing one counted.
-    pub missing_section: super::missing::MissingSection,
+    pub missing_section: sdr_reward::MissingSection,
 }
 
 impl Default for Limits {
@@ -56,7 +56,7 @@ impl Default for Limits {
             timeout: Duration::from_secs(120),
             header_timeout: Duration::from_secs(30),
             max_queued_samples: 65_536,
-            missing_section: super::missing::MissingSection::Error,
+            missing_section: sdr_reward::MissingSection::Error,
         }
     }
 }
