@@ -13,49 +13,12 @@
 use std::collections::HashMap;
 
 use sdr_core::cost::clinical::{Fact, Laterality, Polarity, SITE_BASE};
-use serde::Deserialize;
 
-use crate::error::{ClinicalError, Result};
 use crate::labeler::{clause_of, Labeler, Scratch};
 use crate::observation::{Label, Observation};
 
-/// The bundled findings beyond CheXpert's 14, `data/clinical/sentence_facts.json`.
-pub const BUNDLED_EXTRAS: &str = include_str!("../../../data/clinical/sentence_facts.json");
-
 /// Most words between a mention and its side or grade word.
 pub const QUALIFIER_GAP: usize = 6;
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ExtrasFile {
-    #[serde(default)]
-    #[allow(dead_code)]
-    comment: Option<serde_json::Value>,
-    pub findings: Vec<ExtraFinding>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ExtraFinding {
-    pub name: String,
-    pub mentions: Vec<String>,
-}
-
-impl ExtrasFile {
-    pub(crate) fn parse(json: &str) -> Result<ExtrasFile> {
-        let f: ExtrasFile = serde_json::from_str(json)
-            .map_err(|e| ClinicalError::RulesJson(format!("sentence_facts.json: {e}")))?;
-        for x in &f.findings {
-            if Observation::ALL.iter().any(|o| o.name() == x.name) {
-                return Err(ClinicalError::RulesJson(format!(
-                    "sentence_facts.json: `{}` is a CheXpert observation",
-                    x.name
-                )));
-            }
-        }
-        Ok(f)
-    }
-}
 
 /// The side a word names, if any.
 fn side_word(w: &str) -> Option<Laterality> {

@@ -32,6 +32,7 @@ use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use sdr_core::report::{has_template_tag, parse_template, plain_units};
 
 use crate::error::{ClinicalError, Result};
+use crate::extras::{ExtrasFile, BUNDLED_EXTRAS};
 use crate::observation::{Label, Labels, Observation};
 use crate::rules::{normalize_into, Phrase, RulesFile};
 
@@ -313,7 +314,7 @@ impl Labeler {
         // The findings beyond CheXpert's 14 share the automaton under keys
         // of their own (14 + id): overlaps resolve within a key, so the 14
         // labels are what they were without them.
-        let extras = crate::facts::ExtrasFile::parse(crate::facts::BUNDLED_EXTRAS)?;
+        let extras = ExtrasFile::parse(BUNDLED_EXTRAS)?;
         let mut names = Vec::with_capacity(extras.findings.len());
         for (id, finding) in extras.findings.iter().enumerate() {
             let list = format!("sentence_facts.{}", finding.name);

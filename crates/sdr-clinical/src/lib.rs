@@ -37,6 +37,7 @@
 mod consistency;
 mod cost;
 mod error;
+mod extras;
 mod f1;
 mod facts;
 pub mod iu;
@@ -50,7 +51,8 @@ pub use consistency::{
 };
 pub use cost::{fact_text, ClinicalCost, FACT_CACHE_ENTRIES};
 pub use error::{ClinicalError, Result};
+pub use extras::BUNDLED_EXTRAS;
 pub use f1::{chexpert_f1, example_f1, F1Report, ObservationScore, Scores, UncertainPolicy};
-pub use facts::{BUNDLED_EXTRAS, QUALIFIER_GAP};
+pub use facts::QUALIFIER_GAP;
 pub use labeler::{report_sentences, Labeler, BUNDLED_RULES};
 pub use observation::{Label, Labels, Observation};

@@ -13,7 +13,7 @@ use sdr_core::CostMatrix;
 
 use crate::error::{CorpusError, Result};
 use crate::gram::{intra_cost, inverse_norms};
-use crate::store::{CorpusView, Section};
+use crate::store::{Corpus, CorpusView, Section};
 
 /// The distinct sets of one section.
 #[derive(Debug)]
@@ -147,6 +147,23 @@ impl<'a> CorpusIndex<'a> {
                     .map(|(a, b)| a * b)
                     .sum()
             })
+        })
+    }
+}
+
+// Here rather than in `store.rs`, which the index reads.
+impl Corpus {
+    /// [`CorpusIndex::new`] of this corpus, whose errors name the file.
+    pub fn index(&self) -> Result<CorpusIndex<'_>> {
+        CorpusIndex::new(self.view()).map_err(|e| match e {
+            CorpusError::MissingSection {
+                path: None,
+                section,
+            } => CorpusError::MissingSection {
+                path: Some(self.path().to_path_buf()),
+                section,
+            },
+            other => other,
         })
     }
 }

@@ -62,6 +62,7 @@ pub mod rng;
 pub mod score;
 pub mod select;
 pub mod shard;
+mod shard_meta;
 pub mod source;
 pub mod store;
 pub mod synth;

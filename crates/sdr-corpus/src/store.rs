@@ -37,8 +37,7 @@ use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use sha2::{Digest, Sha256};
 
 use crate::error::{CorpusError, Result};
-use crate::index::CorpusIndex;
-use crate::shard::ShardInfo;
+use crate::shard_meta::ShardInfo;
 
 pub const FORMAT: &str = "sdr-corpus";
 /// Version 2: `meta_sha256` covers the header metadata (version 1 had only
@@ -688,20 +687,6 @@ impl Corpus {
                 indices: typed(m, &self.impression_indices),
             },
         }
-    }
-
-    /// [`CorpusIndex::new`] of this corpus, whose errors name the file.
-    pub fn index(&self) -> Result<CorpusIndex<'_>> {
-        CorpusIndex::new(self.view()).map_err(|e| match e {
-            CorpusError::MissingSection {
-                path: None,
-                section,
-            } => CorpusError::MissingSection {
-                path: Some(self.path.clone()),
-                section,
-            },
-            other => other,
-        })
     }
 
     fn text<'a>(&'a self, bytes: &Range<usize>, offsets: &Range<usize>, i: usize) -> &'a str {

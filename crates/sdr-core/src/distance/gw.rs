@@ -52,6 +52,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::logdomain::{check_masses, mul_transposed, transpose_into};
+use super::params::{check_range, EPS_RANGE};
 use super::sinkhorn::sinkhorn_log_until;
 use super::stop::Stop;
 use super::{uniform, Evaluation, SolverResult};
@@ -536,7 +537,7 @@ fn log_domain_plan(
 
 /// The family's entry in the metric registry (`distance/spec.rs`).
 pub(crate) fn evaluate(cost: &PairCost<'_>, stop: Stop<'_>, eps: f64) -> Result<Evaluation> {
-    super::spec::check_range("gw", "eps", eps, super::spec::EPS_RANGE)?;
+    check_range("gw", "eps", eps, EPS_RANGE)?;
     let Some((ca, cb)) = &cost.intra else {
         return Err(super::logdomain::bad(
             &format!("gw:eps={eps}"),

@@ -38,6 +38,7 @@
 
 use std::cell::RefCell;
 
+use super::params::{check_range, ALPHA_RANGE};
 use super::stop::Stop;
 use super::Evaluation;
 use crate::cost::{CostMatrix, PairCost};
@@ -729,7 +730,7 @@ pub(crate) fn evaluate_nn(cost: &PairCost<'_>, stop: Stop<'_>) -> Result<Evaluat
 
 /// The penalised family's entry in the metric registry.
 pub(crate) fn evaluate_pen(cost: &PairCost<'_>, stop: Stop<'_>, alpha: f64) -> Result<Evaluation> {
-    super::spec::check_range("hung-pen", "alpha", alpha, super::spec::ALPHA_RANGE)?;
+    check_range("hung-pen", "alpha", alpha, ALPHA_RANGE)?;
     Ok(Evaluation::exact(hung_pen_until(&cost.cross, alpha, stop)?))
 }
 

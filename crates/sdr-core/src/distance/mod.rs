@@ -16,10 +16,11 @@
 mod batch;
 pub mod chamfer;
 pub mod gw;
-pub mod hausdorff;
+mod hausdorff;
 pub mod hungarian;
 mod logdomain;
 pub mod ot;
+mod params;
 pub mod partial;
 pub mod sinkhorn;
 mod spec;
@@ -27,7 +28,8 @@ mod stop;
 pub mod uot;
 
 pub use batch::{evaluate_pairs, evaluate_pairs_until, Pair};
-pub use spec::{evaluate_all, evaluate_all_until, Metric, Rho, ALPHA_RANGE, EPS_RANGE, TAU_RANGE};
+pub use params::{Rho, ALPHA_RANGE, EPS_RANGE, TAU_RANGE};
+pub use spec::{evaluate_all, evaluate_all_until, Metric};
 
 /// Outcome of an iterative or exact solver, like POT's `OTResult`.
 #[derive(Debug, Clone, PartialEq)]

@@ -27,8 +27,8 @@
 //! 2. Paper appendix A, Eq. (pot).
 
 use super::ot::{max_pivots, transport_simplex, with_workspace, Problem};
+use super::params::Rho;
 use super::stop::Stop;
-use super::Rho;
 use super::{Evaluation, SolverResult};
 use crate::cost::{CostMatrix, PairCost, ZERO_COST_TOL};
 use crate::error::{Result, SdrError};

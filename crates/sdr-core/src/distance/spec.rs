@@ -14,28 +14,12 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::atomic::AtomicBool;
 
+use super::params::{check_range, Rho, ALPHA_RANGE, EPS_RANGE, TAU_RANGE};
 use super::stop::Stop;
 use super::Evaluation;
 use super::{chamfer, gw, hausdorff, hungarian, ot, partial, sinkhorn, uot};
 use crate::cost::{Element, PairCost, SetView};
 use crate::error::{Result, SdrError};
-
-/// Mass moved by partial OT.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Rho {
-    /// `min(n, m) / max(n, m)`.
-    Adaptive,
-    Fixed(f64),
-}
-
-impl fmt::Display for Rho {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Rho::Adaptive => f.write_str("adaptive"),
-            Rho::Fixed(r) => write!(f, "{r}"),
-        }
-    }
-}
 
 /// Declares the families: for each, the [`Metric`] variant with its
 /// parameters, its spec name, each parameter's type, default and check
@@ -302,32 +286,6 @@ fn positive(spec: &str, key: &str, v: &str) -> Result<f64> {
         ));
     }
     Ok(x)
-}
-
-/// The range of the entropic regularisation `eps` of `sinkhorn`, `uot` and
-/// `gw`. Costs are scaled to [0, 1] (SPEC §3), so below 1e-3 the plans are
-/// as sharp as exact OT's but the solvers stop at their budgets unconverged
-/// (or take minutes, GW), and above 1e3 the plan is the product of the masses.
-pub const EPS_RANGE: (f64, f64) = (1e-3, 1e3);
-/// The range of `uot`'s marginal penalty `tau` (weights beyond it make the
-/// problem balanced OT, or let it drop all mass, and overflow `eps + tau`).
-pub const TAU_RANGE: (f64, f64) = (1e-3, 1e3);
-/// The range of `hung-pen`'s per-element count penalty `alpha` (the metric
-/// values stay finite, and beyond 1 any count mismatch already costs a
-/// reward its whole section).
-pub const ALPHA_RANGE: (f64, f64) = (0.0, 1e3);
-
-/// `x` within `[lo, hi]`, else an error naming `metric` and `key`: checked
-/// when a spec is parsed and again when a metric built in code is evaluated.
-pub(crate) fn check_range(metric: &str, key: &str, x: f64, (lo, hi): (f64, f64)) -> Result<()> {
-    if x.is_finite() && (lo..=hi).contains(&x) {
-        return Ok(());
-    }
-    let shown = crate::error::shown(x);
-    Err(bad(
-        metric,
-        format!("`{key}` must be in [{lo}, {hi}], got {shown}"),
-    ))
 }
 
 fn in_range(spec: &str, key: &str, v: &str, range: (f64, f64)) -> Result<f64> {

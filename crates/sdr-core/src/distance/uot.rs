@@ -52,6 +52,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::logdomain::{check_masses, log_sum_exp, mul_transposed, GibbsKernel};
+use super::params::{check_range, EPS_RANGE, TAU_RANGE};
 use super::stop::Stop;
 use super::{uniform, Evaluation, SolverResult};
 use crate::cost::{CostMatrix, PairCost};
@@ -300,8 +301,8 @@ pub(crate) fn evaluate(
     eps: f64,
     tau: f64,
 ) -> Result<Evaluation> {
-    super::spec::check_range("uot", "eps", eps, super::spec::EPS_RANGE)?;
-    super::spec::check_range("uot", "tau", tau, super::spec::TAU_RANGE)?;
+    check_range("uot", "eps", eps, EPS_RANGE)?;
+    check_range("uot", "tau", tau, TAU_RANGE)?;
     uot_distance_until(&cost.cross, eps, tau, stop)
 }
 

@@ -25,7 +25,7 @@
 use std::borrow::Cow;
 
 use super::normalize::starts_with_ignore_case;
-use super::template::TEMPLATE_TAGS;
+use super::tags::TEMPLATE_TAGS;
 
 /// Longest tag recognised, in characters (`<img src="..." alt="...">` with a
 /// URL and alt text fits; prose in angle brackets rarely parses anyway).

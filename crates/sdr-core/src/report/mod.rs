@@ -8,9 +8,9 @@
 //! segmented into sentences by [`split_sentences`], whose rules are pinned by
 //! [`SEGMENTER_VERSION`].
 //!
-//! Files: `template.rs` (tags and `R_fmt`), `plain.rs` and `header.rs`
-//! (headed plain text), `markup.rs` (HTML/XML-like tags in plain text),
-//! `segment.rs`, `normalize.rs`, `abbrev.rs` and `enumerator.rs`
+//! Files: `template.rs` and `tags.rs` (tags and `R_fmt`), `plain.rs` and
+//! `header.rs` (headed plain text), `markup.rs` (HTML/XML-like tags in plain
+//! text), `segment.rs`, `normalize.rs`, `abbrev.rs` and `enumerator.rs`
 //! (sentences), `reward_exact.rs` (`R_exact`).
 
 mod abbrev;
@@ -22,6 +22,7 @@ mod plain;
 mod reward_exact;
 mod section;
 mod segment;
+mod tags;
 mod template;
 
 use serde::{Deserialize, Serialize};
@@ -30,10 +31,8 @@ pub use plain::{parse_plain, plain_report_ended, plain_units, Unit};
 pub use reward_exact::{exact_match_reward, normalize_for_exact_match, ExactMatchReward};
 pub use section::Section;
 pub use segment::{split_sentences, SEGMENTER_VERSION, SHORT_LINE};
-pub use template::{
-    has_template_tag, parse_template, ANSWER_CLOSE, ANSWER_OPEN, TEMPLATE_TAGS, THINK_CLOSE,
-    THINK_OPEN,
-};
+pub use tags::{ANSWER_CLOSE, ANSWER_OPEN, TEMPLATE_TAGS, THINK_CLOSE, THINK_OPEN};
+pub use template::{has_template_tag, parse_template};
 
 /// A report split into its two sections, each a list of sentences.
 ///

@@ -13,19 +13,8 @@
 use super::header::{header_at, Position, SectionKind};
 use super::normalize::normalize;
 use super::segment::split_normalized;
+use super::tags::{ANSWER_CLOSE, ANSWER_OPEN, TEMPLATE_TAGS, THINK_CLOSE, THINK_OPEN};
 use super::ParsedReport;
-
-/// Opening tag of the Findings section.
-pub const THINK_OPEN: &str = "<think>";
-/// Closing tag of the Findings section.
-pub const THINK_CLOSE: &str = "</think>";
-/// Opening tag of the Impression section.
-pub const ANSWER_OPEN: &str = "<answer>";
-/// Closing tag of the Impression section.
-pub const ANSWER_CLOSE: &str = "</answer>";
-
-/// The four template tags, in template order.
-pub const TEMPLATE_TAGS: [&str; 4] = [THINK_OPEN, THINK_CLOSE, ANSWER_OPEN, ANSWER_CLOSE];
 
 /// True when `text` contains any of the four template tags.
 pub fn has_template_tag(text: &str) -> bool {

@@ -65,6 +65,7 @@ use newton::{Newton, MAX_NEWTON};
 use scaling::Scaling;
 
 use super::logdomain::{bad, check_masses, transpose_into};
+use super::params::{check_range, EPS_RANGE};
 use super::stop::Stop;
 use super::{uniform, Evaluation, SolverResult};
 use crate::cost::{CostMatrix, PairCost};
@@ -266,7 +267,7 @@ fn check_balanced(metric: &str, cost: &CostMatrix, p: &[f64], q: &[f64], eps: f6
 
 /// The family's entry in the metric registry (`distance/spec.rs`).
 pub(crate) fn evaluate(cost: &PairCost<'_>, stop: Stop<'_>, eps: f64) -> Result<Evaluation> {
-    super::spec::check_range("sinkhorn", "eps", eps, super::spec::EPS_RANGE)?;
+    check_range("sinkhorn", "eps", eps, EPS_RANGE)?;
     sinkhorn_distance_until(&cost.cross, eps, stop)
 }
 
