@@ -69,6 +69,7 @@ fn _sdr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(reward::check_cost, m)?)?;
     m.add_function(wrap_pyfunction!(reward::openrlhf_completion, m)?)?;
     m.add_function(wrap_pyfunction!(completion::completion_text, m)?)?;
+    m.add("REWARD_OPTIONS", reward::reward_options(m.py())?)?;
     m.add(
         "REASONING_KEYS",
         sdr_reward::completion::REASONING_KEYS.to_vec(),

@@ -39,6 +39,24 @@ pub fn check_reward_options(
     Ok(o.config.metric.to_string())
 }
 
+/// The reward's options (``sdr_reward::config``): one dict per option with its
+/// ``name``, ``env`` (the OpenRLHF file's variable), ``kind`` (text, number,
+/// flag, path), ``default`` (text or None) and ``flag`` (``sdr serve``'s, or None).
+pub fn reward_options(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
+    sdr_reward::REWARD_OPTIONS
+        .iter()
+        .map(|o| {
+            let d = PyDict::new(py);
+            d.set_item("name", o.name)?;
+            d.set_item("env", o.env)?;
+            d.set_item("kind", o.kind.name())?;
+            d.set_item("default", o.default)?;
+            d.set_item("flag", o.flag)?;
+            Ok(d)
+        })
+        .collect()
+}
+
 /// Check a sentence-cost spec (``"cosine"``, ``"clinical"``,
 /// ``"clinical:lambda=1"``) without loading anything; returns its canonical
 /// form (``"clinical:lambda=1.5"``). Raises ValueError naming what is wrong.

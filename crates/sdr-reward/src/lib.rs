@@ -17,6 +17,7 @@
 //! Paper: *SDR: Set-Distance Rewards for Radiology Report Generation*.
 
 pub mod completion;
+pub mod config;
 pub mod error;
 pub mod missing;
 pub mod parallel;
@@ -26,6 +27,7 @@ pub mod reference;
 pub mod scorer;
 
 pub use completion::{completion_text, json_completion_text, Dialect, Node};
+pub use config::{OptionSpec, REWARD_OPTIONS};
 pub use error::{Result, RewardError};
 pub use missing::{Gaps, MissingSection};
 pub use parallel::{beside, install, parallelism, set_parallelism};

@@ -36,8 +36,10 @@ encoder's vectors; needed with ``SDR_CACHE_PATH``), ``SDR_DEVICE`` (``cpu``,
 ``cuda``, ``cuda:N``: where SDR's own encoder runs), ``SDR_PRECISION`` (``f32``,
 the default, or ``bf16``: about 2x faster on CPUs with AVX-512 BF16 or AMX),
 ``SDR_COST`` (``cosine``, the default, or ``clinical``: the clinically aware
-sentence cost of SPEC §10), ``SDR_CLINICAL_WEIGHT`` (default 0);
-``set_encoder(fn)`` sets the encoder from Python before the first call.
+sentence cost of SPEC §10), ``SDR_CLINICAL_WEIGHT`` (default 0), ``SDR_EXACT`` and
+``SDR_DISTINCT_SENTENCES`` (``1`` / ``0``): every option of ``SDRReward`` has its
+variable, listed in ``sdr_rewards.config.OPTIONS``; an unset or empty one keeps the
+default. ``set_encoder(fn)`` sets the encoder from Python before the first call.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional, Sequence
 
-from sdr_rewards import SDRReward
+from sdr_rewards import SDRReward, config
 from sdr_rewards._sdr import openrlhf_completion
 from sdr_rewards.coalesce import Coalescer
 
@@ -68,22 +70,12 @@ def _get() -> SDRReward:
         ms = float(os.environ.get("SDR_COALESCE_MS", "2"))
         if not (0 <= ms < float("inf")):
             raise ValueError(f"SDR_COALESCE_MS must be a finite number >= 0, got {ms!r}")
-        reward = SDRReward(
-            metric=os.environ.get("SDR_METRIC", "chamfer"),
-            format_weight=float(os.environ.get("SDR_FORMAT_WEIGHT", "1")),
-            semantic_weight=float(os.environ.get("SDR_SEMANTIC_WEIGHT", "1")),
-            name="sdr",
-            encoder=_encoder if _encoder is not None else os.environ.get("SDR_ENCODER") or None,
-            cache_mib=float(os.environ.get("SDR_CACHE_MIB", "1024")),
-            cache_path=os.environ.get("SDR_CACHE_PATH") or None,
-            cache_save_interval=float(os.environ.get("SDR_CACHE_SAVE_INTERVAL", "300")),
-            encoder_id=os.environ.get("SDR_ENCODER_ID") or None,
-            device=os.environ.get("SDR_DEVICE", "cpu"),
-            precision=os.environ.get("SDR_PRECISION") or "f32",
-            missing_section=os.environ.get("SDR_MISSING_SECTION") or "score",
-            cost=os.environ.get("SDR_COST") or "cosine",
-            clinical_weight=float(os.environ.get("SDR_CLINICAL_WEIGHT", "0")),
-        )
+        # Every option from its SDR_* variable (sdr_rewards.config); this file's
+        # own default: score what can be scored (see the module docs).
+        options = config.from_env(os.environ, defaults={"missing_section": "score"})
+        if _encoder is not None:
+            options["encoder"] = _encoder
+        reward = SDRReward(name="sdr", **options)
         _coalescer = (
             Coalescer(lambda c, r: reward.score(c, references=r), window_s=ms / 1000.0) if ms > 0 else None
         )

@@ -56,30 +56,14 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 # Absolute imports: verl loads this file by path (spec_from_file_location), as a
 # module outside the package, where a relative import fails.
-from sdr_rewards import per_process
+from sdr_rewards import config, per_process
 from sdr_rewards.coalesce import Coalescer
 from sdr_rewards.completion import completion_text
 from sdr_rewards.reward import SDRReward
 from sdr_rewards.serve_client import ServeClient
 
-_CONFIG_KEYS = (
-    "metric",
-    "format_weight",
-    "semantic_weight",
-    "exact",
-    "model_dir",
-    "encoder",
-    "cache_mib",
-    "cache_path",
-    "cache_save_interval",
-    "encoder_id",
-    "device",
-    "precision",
-    "distinct_sentences",
-    "clinical_weight",
-    "missing_section",
-    "cost",
-)
+# The reward's options, from the one record of them (sdr_rewards.config).
+_CONFIG_KEYS = config.NAMES
 # Options of this adapter, not of SDRReward.
 _ADAPTER_KEYS = ("coalesce_ms", "serve_url")
 # Keywords verl itself may pass besides reward_kwargs: not the reward's options.

@@ -508,3 +508,46 @@ pub async fn serve(
 ) -> Result<()> {
     Ok(sdr_serve::serve(listener, state, path, shutdown).await?)
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: super::Args,
+    }
+
+    /// The server's flags are the reward's options (`sdr_reward::config`), with
+    /// the recorded defaults.
+    #[test]
+    fn flags_follow_the_reward_options_record() {
+        let cmd = Cli::command();
+        for option in sdr_reward::REWARD_OPTIONS {
+            let Some(flag) = option.flag else { continue };
+            let arg = cmd
+                .get_arguments()
+                .find(|a| a.get_long() == Some(flag))
+                .unwrap_or_else(|| panic!("sdr serve has no --{flag} ({})", option.name));
+            let shown: Vec<String> = arg
+                .get_default_values()
+                .iter()
+                .map(|v| v.to_string_lossy().into_owned())
+                .collect();
+            match (option.default, option.kind) {
+                (None, _) => assert!(shown.is_empty(), "--{flag} {shown:?}"),
+                // A switch: off unless given.
+                (Some("false"), sdr_reward::config::Kind::Flag) => assert!(
+                    matches!(arg.get_action(), clap::ArgAction::SetTrue),
+                    "--{flag}"
+                ),
+                (Some(d), sdr_reward::config::Kind::Number) => {
+                    let got: f64 = shown[0].parse().unwrap();
+                    assert_eq!(got, d.parse::<f64>().unwrap(), "--{flag}");
+                }
+                (Some(d), _) => assert_eq!(shown, [d], "--{flag}"),
+            }
+        }
+    }
+}
