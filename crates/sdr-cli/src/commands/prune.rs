@@ -12,7 +12,7 @@ use sdr_corpus::{
     Aggregation, Convergence, Corpus, CorpusClinical, CorpusError, CorpusScorer, PartialSections,
     Policy,
 };
-use sdr_gen::replay::ReplayRecord;
+use sdr_gen::replay::{GenRecord, ReplayRecord};
 use sdr_gen::{
     study_seed, Backend, Distances, Generation, KeptCounts, KeptError, LiveStudy, Partial,
     PromptTemplate, PruneConfig, PruneRecord, Pruner, ReplayStudy, Resume, RunSettings, Sampling,
@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use crate::common::{
     check_outputs, convergence_warning, failure_warning, knn_warning, log_line, partial_path,
-    progress_bar, BackendArgs, EncoderArgs, GenRecord, Journal, Kept, Study as GenStudy, StudyArgs,
+    progress_bar, BackendArgs, EncoderArgs, Journal, Kept, Study as GenStudy, StudyArgs,
 };
 use crate::jsonl::{id_text, parse_json, read_text, Output};
 
