@@ -81,6 +81,10 @@ pub enum GenError {
     /// A candidate's stream failed after it began (pruning cannot choose it).
     #[error("candidate {candidate} failed: {cause}")]
     Candidate { candidate: usize, cause: String },
+    /// A study of a pruning run failed; `at` names its line or id. The cause
+    /// is not a source: the message already holds it.
+    #[error("{at}: {error}")]
+    Study { at: String, error: Box<GenError> },
     /// The partial-output scorer failed.
     #[error("scoring partial outputs: {0}")]
     Score(#[source] Box<dyn std::error::Error + Send + Sync>),

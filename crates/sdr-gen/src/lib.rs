@@ -34,7 +34,10 @@ pub use backend::{Backend, Candidates, End, Piece, Request, REPEAT_WINDOW};
 pub use error::GenError;
 pub use lockstep::{CandidateState, LockStep, Partial};
 pub use prompt::{Image, Prompt, PromptTemplate};
-pub use prune::{prune, PartialScorer, PruneConfig, PruneOutcome, Round};
+pub use prune::{
+    prune, Distances, Generation, KeptCounts, LiveStudy, PartialScorer, PruneConfig, PruneOutcome,
+    PruneRecord, Pruner, ReplayStudy, Round, Sampling, StudyScorer, Totals,
+};
 pub use settings::{
     study_seed, KeptError, Resume, RunSettings, SamplingSettings, Setting, SettingsDiff,
 };

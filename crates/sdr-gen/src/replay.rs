@@ -6,9 +6,9 @@
 //! pseudo-tokens (a word or a punctuation mark with its leading
 //! whitespace), and the outcome says the counts are estimated.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use crate::{Candidates, End, GenError, Piece};
+use crate::{CandidateState, Candidates, End, GenError, Piece};
 
 /// One stored candidate.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -176,6 +176,52 @@ impl Replay {
     /// Tokens of candidate `id` in full.
     pub fn full_tokens(&self, id: usize) -> usize {
         self.ends[id].len()
+    }
+}
+
+/// One study's generation record, as `sdr generate` writes it (one JSON
+/// line). [`ReplayRecord`] reads the same line, and any `{"id", "candidates"}`
+/// line, leniently: what it checks itself (`tokens`, `finish`) it takes as
+/// plain JSON so that its errors name the field.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct GenRecord {
+    pub id: String,
+    pub backend: String,
+    pub prompt: String,
+    pub context: Option<String>,
+    pub seed: u64,
+    pub candidates: Vec<String>,
+    pub tokens: Vec<usize>,
+    pub finish: Vec<Option<End>>,
+    pub token_ends: Vec<Vec<usize>>,
+    pub sentence_tokens: Vec<Vec<usize>>,
+    pub seconds: f64,
+}
+
+impl GenRecord {
+    /// Study `id`'s record from its candidates' final `states`.
+    pub fn new(
+        id: String,
+        context: Option<String>,
+        backend: String,
+        prompt: String,
+        seed: u64,
+        states: &[CandidateState],
+        seconds: f64,
+    ) -> Self {
+        GenRecord {
+            id,
+            backend,
+            prompt,
+            context,
+            seed,
+            candidates: states.iter().map(|s| s.text.clone()).collect(),
+            tokens: states.iter().map(|s| s.tokens).collect(),
+            finish: states.iter().map(|s| s.end.clone()).collect(),
+            token_ends: states.iter().map(|s| s.token_ends.clone()).collect(),
+            sentence_tokens: states.iter().map(|s| s.sentence_tokens.clone()).collect(),
+            seconds,
+        }
     }
 }
 

@@ -7,11 +7,12 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{anyhow, Result};
+use sdr_gen::replay::GenRecord;
 use sdr_gen::{study_seed, CandidateState, End, KeptError, LockStep, Resume, RunSettings, Setting};
 
 use crate::common::{
-    check_outputs, log_line, partial_path, progress_every, BackendArgs, GenRecord, Journal, Kept,
-    Progress, Study, StudyArgs,
+    check_outputs, log_line, partial_path, progress_every, BackendArgs, Journal, Kept, Progress,
+    Study, StudyArgs,
 };
 use crate::jsonl::parse_json;
 
@@ -233,7 +234,8 @@ pub fn run(args: Args) -> Result<()> {
         }
         all_failed_in_a_row = 0;
         let rec = GenRecord::new(
-            study,
+            study.id.clone(),
+            study.context.clone(),
             describe.clone(),
             template.name(),
             req.seed,

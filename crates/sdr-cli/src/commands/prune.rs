@@ -9,19 +9,21 @@ use anyhow::{anyhow, Result};
 use sdr_core::report::SEGMENTER_VERSION;
 use sdr_core::Metric;
 use sdr_corpus::{
-    Aggregation, Convergence, Corpus, CorpusClinical, CorpusScorer, PartialSections, Policy,
+    Aggregation, Convergence, Corpus, CorpusClinical, CorpusError, CorpusScorer, PartialSections,
+    Policy,
 };
-use sdr_gen::replay::ReplayRecord;
+use sdr_gen::replay::{GenRecord, ReplayRecord};
 use sdr_gen::{
-    prune, study_seed, Backend, GenError, KeptError, LockStep, Partial, PromptTemplate,
-    PruneConfig, PruneOutcome, Resume, Round, RunSettings, SamplingSettings,
+    study_seed, Backend, Distances, Generation, KeptCounts, KeptError, LiveStudy, Partial,
+    PromptTemplate, PruneConfig, PruneRecord, Pruner, ReplayStudy, Resume, RunSettings, Sampling,
+    StudyScorer, Totals,
 };
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::common::{
     check_outputs, convergence_warning, failure_warning, knn_warning, log_line, partial_path,
-    progress_bar, BackendArgs, EncoderArgs, GenRecord, Journal, Kept, Study as GenStudy, StudyArgs,
+    progress_bar, BackendArgs, EncoderArgs, Journal, Kept, Study as GenStudy, StudyArgs,
 };
 use crate::jsonl::{id_text, parse_json, read_text, Output};
 
@@ -162,131 +164,36 @@ fn live_only(arg: clap::Arg) -> clap::Arg {
     }
 }
 
-/// SPEC §6's partial scores of `parts` (the rule is `sdr_corpus::partial`),
-/// in the form `sdr_gen::prune` calls; counts what did not converge.
-fn score_partials(
-    scorer: &CorpusScorer<'_>,
-    parts: &[Partial],
-    stats: &mut Stats,
-) -> Result<Vec<f64>, GenError> {
-    let sections: Vec<PartialSections<'_, String>> = parts
-        .iter()
-        .map(|p| PartialSections {
-            findings: &p.findings,
-            impression: &p.impression,
-        })
-        .collect();
-    let scored = scorer
-        .score(&sections)
-        .map_err(|e| GenError::Score(Box::new(e)))?;
-    stats.evaluated += scored.evaluated;
-    stats.convergence += scored.convergence;
-    Ok(scored.scores)
-}
+/// `sdr_corpus`'s partial score and best-of-K as the runs of `sdr_gen` ask for them.
+struct Scoring<'a>(CorpusScorer<'a>);
 
-/// Corpus distances computed (partial scores and standard selection), and
-/// how many did not converge or failed.
-#[derive(Default)]
-struct Stats {
-    evaluated: usize,
-    convergence: Convergence,
-}
-
-#[derive(Serialize)]
-struct PruneRecord<'a> {
-    id: String,
-    mode: &'static str,
-    policy: String,
-    warmup: usize,
-    fraction: f64,
-    chosen: usize,
-    text: &'a str,
-    tokens_used: usize,
-    tokens_produced: usize,
-    tokens_full: Option<usize>,
-    saving: Option<f64>,
-    estimated_tokens: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    standard_chosen: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    standard_text: Option<&'a str>,
-    rounds: &'a [Round],
-    candidate_tokens: Vec<usize>,
-    seconds: f64,
-    survivors: usize,
-    /// The corpus file's `meta_sha256`, which covers its metadata and,
-    /// through `content_sha256`, its data.
-    corpus_sha256: &'a str,
-    /// Live only: how the candidates were generated.
-    #[serde(flatten)]
-    generation: Option<Generation>,
-    distances: Distances,
-}
-
-/// What generated a live study's candidates: with the pruning settings,
-/// everything that determines its record.
-#[derive(Serialize)]
-struct Generation {
-    backend: String,
-    prompt: String,
-    context: Option<String>,
-    seed: u64,
-    sampling: Sampling,
-}
-
-#[derive(Serialize)]
-struct Sampling {
-    k: usize,
-    temperature: f64,
-    top_p: f64,
-    max_tokens: usize,
-    repetition_penalty: f64,
-    prefill: Option<String>,
-}
-
-/// Corpus distances a study computed, and how many of them did not converge
-/// or failed: the counts behind the warnings at the end, kept per study so
-/// that a resumed run says what an uninterrupted one says.
-#[derive(Serialize, Deserialize, Default, Clone, Copy)]
-struct Distances {
-    evaluated: usize,
-    unconverged: usize,
-    failed: usize,
-}
-
-impl Distances {
-    fn of(stats: &Stats) -> Self {
-        Distances {
-            evaluated: stats.evaluated,
-            unconverged: stats.convergence.unconverged,
-            failed: stats.convergence.failed,
-        }
+fn distances(evaluated: usize, c: Convergence) -> Distances {
+    Distances {
+        evaluated,
+        unconverged: c.unconverged,
+        failed: c.failed,
     }
 }
 
-/// What the summary line and the warnings count of a kept record.
-#[derive(Deserialize)]
-struct KeptCounts {
-    chosen: usize,
-    tokens_used: usize,
-    tokens_full: Option<usize>,
-    #[serde(default)]
-    standard_chosen: Option<usize>,
-    distances: Distances,
-}
+impl StudyScorer for Scoring<'_> {
+    type Error = CorpusError;
 
-/// One study's result, before it becomes a [`PruneRecord`].
-struct Study<'a> {
-    /// The study's place in the input.
-    index: usize,
-    id: String,
-    mode: &'static str,
-    outcome: PruneOutcome,
-    full: Option<usize>,
-    estimated: bool,
-    standard: Option<(usize, &'a str)>,
-    generation: Option<Generation>,
-    seconds: f64,
+    fn partial_scores(&mut self, parts: &[Partial]) -> Result<(Vec<f64>, Distances), CorpusError> {
+        let sections: Vec<PartialSections<'_, String>> = parts
+            .iter()
+            .map(|p| PartialSections {
+                findings: &p.findings,
+                impression: &p.impression,
+            })
+            .collect();
+        let s = self.0.score(&sections)?;
+        Ok((s.scores, distances(s.evaluated, s.convergence)))
+    }
+
+    fn best_of_k(&mut self, texts: &[&str]) -> Result<(usize, Distances), CorpusError> {
+        let b = self.0.best_of_k(texts)?;
+        Ok((b.selection.index, distances(b.evaluated, b.convergence)))
+    }
 }
 
 /// Where the records go.
@@ -298,99 +205,10 @@ enum Sink {
     Journal(Journal, Vec<usize>),
 }
 
-/// What every study shares: the scorer, the settings, the output and the totals.
-struct Run<'a> {
-    /// The partial scores and standard best-of-K, under the policy and cost.
-    scorer: CorpusScorer<'a>,
-    /// The policy as records name it (with the cost's prefix).
-    key: String,
-    config: PruneConfig,
-    corpus_sha256: String,
-    out: Sink,
-    studies: usize,
-    used: usize,
-    full: usize,
-    agree: usize,
-    compared: usize,
-    stats: Stats,
-    /// `stats` when the last record was written: a record's distances are
-    /// the difference.
-    written: Distances,
-}
-
-impl Run<'_> {
-    fn prune(&mut self, run: LockStep<'_>) -> Result<PruneOutcome, GenError> {
-        let (scorer, stats) = (&self.scorer, &mut self.stats);
-        let mut score = |parts: &[Partial]| score_partials(scorer, parts, stats);
-        prune(run, &mut score, self.config, |_| {})
-    }
-
-    /// Adds a study to the totals of the summary line and the warnings.
-    fn count(&mut self, chosen: usize, used: usize, full: Option<usize>, standard: Option<usize>) {
-        self.studies += 1;
-        self.used += used;
-        if let Some(f) = full {
-            self.full += f;
-        }
-        if let Some(c) = standard {
-            self.compared += 1;
-            self.agree += usize::from(c == chosen);
-        }
-    }
-
-    /// A record kept from a stopped run, counted as if pruned now.
-    fn keep(&mut self, k: &KeptCounts) {
-        self.count(k.chosen, k.tokens_used, k.tokens_full, k.standard_chosen);
-        let d = k.distances;
-        self.stats.evaluated += d.evaluated;
-        self.stats.convergence += Convergence {
-            unconverged: d.unconverged,
-            failed: d.failed,
-        };
-        self.written = Distances::of(&self.stats);
-    }
-
-    fn emit(&mut self, s: Study<'_>) -> Result<()> {
-        let chosen = s.outcome.chosen;
-        self.count(
-            chosen,
-            s.outcome.tokens_used,
-            s.full,
-            s.standard.map(|x| x.0),
-        );
-        let now = Distances::of(&self.stats);
-        let was = std::mem::replace(&mut self.written, now);
-        let rec = PruneRecord {
-            id: s.id,
-            mode: s.mode,
-            policy: self.key.clone(),
-            warmup: self.config.warmup,
-            fraction: self.config.fraction,
-            chosen,
-            text: &s.outcome.candidates[chosen].text,
-            tokens_used: s.outcome.tokens_used,
-            tokens_produced: s.outcome.tokens_produced,
-            tokens_full: s.full,
-            saving: s
-                .full
-                .map(|f| 1.0 - s.outcome.tokens_used as f64 / f as f64),
-            estimated_tokens: s.estimated,
-            standard_chosen: s.standard.map(|x| x.0),
-            standard_text: s.standard.map(|x| x.1),
-            rounds: &s.outcome.rounds,
-            candidate_tokens: s.outcome.candidates.iter().map(|c| c.tokens).collect(),
-            seconds: s.seconds,
-            survivors: self.config.survivors,
-            corpus_sha256: &self.corpus_sha256,
-            generation: s.generation,
-            distances: Distances {
-                evaluated: now.evaluated - was.evaluated,
-                unconverged: now.unconverged - was.unconverged,
-                failed: now.failed - was.failed,
-            },
-        };
-        let line = serde_json::to_string(&rec)?;
-        match &mut self.out {
+impl Sink {
+    fn write(&mut self, index: usize, rec: &PruneRecord<'_>) -> Result<()> {
+        let line = serde_json::to_string(rec)?;
+        match self {
             Sink::Whole(out) => {
                 let w = out.writer();
                 w.write_all(line.as_bytes())?;
@@ -398,33 +216,30 @@ impl Run<'_> {
             }
             Sink::Journal(journal, order) => {
                 journal.append(&line)?;
-                order.push(s.index);
+                order.push(index);
             }
         }
         Ok(())
     }
+}
 
-    /// The summary line on stderr.
-    fn summary(&self, secs: f64) -> String {
-        let mut line = format!(
-            "prune: {} studies, {} tokens generated",
-            self.studies, self.used
+/// The summary line on stderr.
+fn summary(t: Totals, policy: &str, secs: f64) -> String {
+    let mut line = format!("prune: {} studies, {} tokens generated", t.studies, t.used);
+    if t.full > 0 {
+        line += &format!(
+            " of {} for the full candidates: {:.1} % saved",
+            t.full,
+            100.0 * (1.0 - t.used as f64 / t.full as f64)
         );
-        if self.full > 0 {
-            line += &format!(
-                " of {} for the full candidates: {:.1} % saved",
-                self.full,
-                100.0 * (1.0 - self.used as f64 / self.full as f64)
-            );
-        }
-        if self.compared > 0 {
-            line += &format!(
-                "; same pick as standard selection in {}/{}",
-                self.agree, self.compared
-            );
-        }
-        format!("{line} ({secs:.1} s, {})", self.key)
     }
+    if t.compared > 0 {
+        line += &format!(
+            "; same pick as standard selection in {}/{}",
+            t.agree, t.compared
+        );
+    }
+    format!("{line} ({secs:.1} s, {policy})")
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -488,7 +303,7 @@ pub fn run(args: Args) -> Result<()> {
     let corpus_sha256 = corpus.meta_sha256().to_string();
     // Live: through the journal, with the studies a stopped run kept, checked
     // against this run's settings.
-    let (out, kept) = match &live_input {
+    let (mut out, kept) = match &live_input {
         None => (
             Sink::Whole(Output::create(args.output.as_deref())?),
             Vec::new(),
@@ -504,32 +319,19 @@ pub fn run(args: Args) -> Result<()> {
             (Sink::Journal(journal, order), kept)
         }
     };
-    let mut run = Run {
-        // One cache for the live scores and standard best-of-K.
-        scorer: match &clinical {
-            Some(c) => {
-                CorpusScorer::with_embedder(&index, (*encoder).clone(), policy).with_clinical(c)
-            }
-            None => CorpusScorer::with_embedder(&index, (*encoder).clone(), policy),
-        },
-        key,
-        config,
-        corpus_sha256,
-        out,
-        studies: 0,
-        used: 0,
-        full: 0,
-        agree: 0,
-        compared: 0,
-        stats: Stats::default(),
-        written: Distances::default(),
+    // One cache for the live scores and standard best-of-K.
+    let scorer = CorpusScorer::with_embedder(&index, (*encoder).clone(), policy);
+    let scorer = match &clinical {
+        Some(c) => scorer.with_clinical(c),
+        None => scorer,
     };
+    let mut run = Pruner::new(Scoring(scorer), key, config, corpus_sha256);
     for (_, counts) in &kept {
         run.keep(counts);
     }
     let t0 = Instant::now();
     match (&args.replay, &mut live_input) {
-        (Some(path), _) => replay(&args, path, &mut run)?,
+        (Some(path), _) => replay(&args, path, &mut run, &mut out)?,
         (None, Some(input)) => {
             if args.resume && !args.quiet {
                 log_line(format_args!(
@@ -539,14 +341,14 @@ pub fn run(args: Args) -> Result<()> {
                 ));
             }
             let done: HashSet<usize> = kept.iter().map(|(si, _)| *si).collect();
-            if let Err(e) = live(&args, input, &done, &mut run) {
+            if let Err(e) = live(&args, input, &done, &mut run, &mut out) {
                 // Said where the run stops on an error; a signal says it
                 // through the journal's note.
                 let kept = match &partial {
                     Some(p) => format!(
                         "; {} keeps {} finished studies: rerun with --resume to go on",
                         p.display(),
-                        run.studies
+                        run.totals().studies
                     ),
                     None => String::new(),
                 };
@@ -555,12 +357,9 @@ pub fn run(args: Args) -> Result<()> {
         }
         (None, None) => unreachable!("a live run loads its input"),
     }
-    let summary = run.summary(t0.elapsed().as_secs_f64());
-    let Stats {
-        evaluated,
-        convergence,
-    } = run.stats;
-    match run.out {
+    let summary = summary(run.totals(), run.policy(), t0.elapsed().as_secs_f64());
+    let d = run.distances();
+    match out {
         Sink::Whole(out) => out.finish()?,
         Sink::Journal(journal, order) => journal.finish_in_order(&order)?,
     }
@@ -568,8 +367,8 @@ pub fn run(args: Args) -> Result<()> {
         log_line(&summary);
     }
     let warnings = [
-        convergence_warning(convergence.unconverged, evaluated),
-        failure_warning(convergence.failed, evaluated),
+        convergence_warning(d.unconverged, d.evaluated),
+        failure_warning(d.failed, d.evaluated),
     ];
     for line in warnings.into_iter().flatten() {
         log_line(line);
@@ -642,7 +441,7 @@ fn prune_config(args: &Args) -> Result<PruneConfig> {
 
 /// `--replay FILE`: prune over stored candidates, with standard best-of-K
 /// under the same policy alongside.
-fn replay(args: &Args, path: &Path, run: &mut Run<'_>) -> Result<()> {
+fn replay(args: &Args, path: &Path, run: &mut Pruner<Scoring<'_>>, out: &mut Sink) -> Result<()> {
     let name = path.display().to_string();
     let text = read_text(path)?;
     let lines: Vec<(usize, &str)> = text
@@ -651,38 +450,18 @@ fn replay(args: &Args, path: &Path, run: &mut Run<'_>) -> Result<()> {
         .filter(|(_, l)| !l.trim().is_empty())
         .collect();
     let pb = progress_bar(lines.len(), args.quiet, "pruning (replay)");
-    for (index, (no, line)) in lines.into_iter().enumerate() {
-        let where_ = format!("{name}:{}", no + 1);
-        let l: ReplayRecord = parse_json(line).map_err(|e| anyhow!("{where_}: {e}"))?;
-        crate::common::refuse_failed(&where_, &crate::jsonl::id_text(&l.id), &l.finish)?;
-        let t = Instant::now();
-        let k = l.candidates.len();
-        l.check_tokens().map_err(|e| anyhow!("{where_}: {e}"))?;
-        let replay = l.replay(&where_)?;
-        let estimated = replay.estimated();
-        let full: usize = (0..k).map(|i| replay.full_tokens(i)).sum();
-        // Standard best-of-K on the full candidates, same policy.
-        let texts: Vec<&str> = l.candidates.iter().map(String::as_str).collect();
-        let standard = run.scorer.best_of_k(&texts)?;
-        run.stats.evaluated += standard.evaluated;
-        run.stats.convergence += standard.convergence;
-        let std_choice = standard.selection.index;
-        let outcome = run
-            .prune(LockStep::new(Box::new(replay)))
-            .map_err(|e| anyhow!("{where_}: {e}"))?;
-        run.emit(Study {
-            index,
-            id: id_text(&l.id),
-            mode: "replay",
-            outcome,
-            full: Some(full),
-            estimated,
-            standard: Some((std_choice, &l.candidates[std_choice])),
-            generation: None,
-            seconds: t.elapsed().as_secs_f64(),
-        })?;
+    let studies = lines.into_iter().map(|(no, line)| -> Result<ReplayStudy> {
+        let at = format!("{name}:{}", no + 1);
+        let record: ReplayRecord = parse_json(line).map_err(|e| anyhow!("{at}: {e}"))?;
+        let id = id_text(&record.id);
+        crate::common::refuse_failed(&at, &id, &record.finish)?;
+        Ok(ReplayStudy { at, id, record })
+    });
+    run.replay(studies, |index, rec| {
+        out.write(index, rec)?;
         pb.inc(1);
-    }
+        Ok(())
+    })?;
     pb.finish_and_clear();
     Ok(())
 }
@@ -740,21 +519,7 @@ impl LiveInput {
 
     /// How study `si` is generated.
     fn generation(&self, args: &Args, study: &GenStudy, si: usize) -> Generation {
-        let b = &args.backend;
-        Generation {
-            backend: self.describe.clone(),
-            prompt: self.template.name(),
-            context: study.context.clone(),
-            seed: study_seed(b.seed, si),
-            sampling: Sampling {
-                k: b.k,
-                temperature: b.temperature,
-                top_p: b.top_p,
-                max_tokens: b.max_tokens,
-                repetition_penalty: b.repetition_penalty,
-                prefill: b.prefill.clone(),
-            },
-        }
+        generation(&self.describe, &self.template, args, study, si)
     }
 
     /// The settings that study `si`'s record holds in this run.
@@ -767,29 +532,34 @@ impl LiveInput {
         study: &GenStudy,
         si: usize,
     ) -> RunSettings {
-        let g = self.generation(args, study, si);
-        let s = g.sampling;
-        RunSettings {
-            mode: Some("live".into()),
-            backend: Some(g.backend),
-            prompt: Some(g.prompt),
-            context: g.context,
-            seed: Some(g.seed),
-            sampling: SamplingSettings {
-                k: Some(s.k),
-                temperature: Some(s.temperature),
-                top_p: Some(s.top_p),
-                max_tokens: Some(s.max_tokens),
-                repetition_penalty: Some(s.repetition_penalty),
-                prefill: s.prefill,
-            },
-            policy: Some(policy.to_string()),
-            warmup: Some(config.warmup),
-            fraction: Some(config.fraction),
-            survivors: Some(config.survivors),
-            corpus_sha256: Some(corpus_sha256.to_string()),
-            tokens_full: self.fulls.get(&study.id).copied(),
-        }
+        let full = self.fulls.get(&study.id).copied();
+        self.generation(args, study, si)
+            .settings(policy, config, corpus_sha256, full)
+    }
+}
+
+/// How study `si` is generated by `describe` (the back-end) from `template`.
+fn generation(
+    describe: &str,
+    template: &PromptTemplate,
+    args: &Args,
+    study: &GenStudy,
+    si: usize,
+) -> Generation {
+    let b = &args.backend;
+    Generation {
+        backend: describe.to_string(),
+        prompt: template.name(),
+        context: study.context.clone(),
+        seed: study_seed(b.seed, si),
+        sampling: Sampling {
+            k: b.k,
+            temperature: b.temperature,
+            top_p: b.top_p,
+            max_tokens: b.max_tokens,
+            repetition_penalty: b.repetition_penalty,
+            prefill: b.prefill.clone(),
+        },
     }
 }
 
@@ -799,37 +569,36 @@ fn live(
     args: &Args,
     input: &mut LiveInput,
     done: &HashSet<usize>,
-    run: &mut Run<'_>,
+    run: &mut Pruner<Scoring<'_>>,
+    out: &mut Sink,
 ) -> Result<()> {
     let pb = progress_bar(input.studies.len(), args.quiet, "pruning (live)");
     pb.inc(done.len() as u64);
-    for (si, study) in input.studies.iter().enumerate() {
-        if done.contains(&si) {
-            continue;
-        }
-        let req = args.backend.request(study, si, &input.template)?;
-        let t = Instant::now();
-        let batch = input
-            .backend
-            .start(&req)
-            .map_err(|e| anyhow!("study {}: {e}", study.id))?;
-        let outcome = run
-            .prune(LockStep::new(batch))
-            .map_err(|e| anyhow!("study {}: {e}", study.id))?;
-        let generation = Some(input.generation(args, study, si));
-        run.emit(Study {
-            index: si,
-            id: study.id.clone(),
-            mode: "live",
-            outcome,
-            full: input.fulls.get(&study.id).copied(),
-            estimated: false,
-            standard: None,
-            generation,
-            seconds: t.elapsed().as_secs_f64(),
-        })?;
+    let LiveInput {
+        fulls,
+        studies,
+        template,
+        backend,
+        describe,
+    } = input;
+    let studies = studies
+        .iter()
+        .enumerate()
+        .filter(|(si, _)| !done.contains(si))
+        .map(|(si, study)| -> Result<LiveStudy> {
+            Ok(LiveStudy {
+                index: si,
+                id: study.id.clone(),
+                request: args.backend.request(study, si, template)?,
+                generation: generation(describe, template, args, study, si),
+                tokens_full: fulls.get(&study.id).copied(),
+            })
+        });
+    run.live(backend.as_mut(), studies, |index, rec| {
+        out.write(index, rec)?;
         pb.inc(1);
-    }
+        Ok(())
+    })?;
     pb.finish_and_clear();
     Ok(())
 }

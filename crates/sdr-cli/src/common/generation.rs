@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Result};
 use sdr_corpus::{CsvTable, Split};
-use sdr_gen::{Backend, CandidateState, End, Image, PromptTemplate, Request};
-use serde::{Deserialize, Serialize};
+use sdr_gen::{Backend, Image, PromptTemplate, Request};
+use serde::Deserialize;
 
 use crate::jsonl::{id_text, parse_json};
 
@@ -423,47 +423,6 @@ impl BackendArgs {
         };
         req.validate().map_err(|e| anyhow!("{e}"))?;
         Ok(req)
-    }
-}
-
-/// One study's generation record.
-#[derive(Serialize, Deserialize, Debug, Clone)]
-pub struct GenRecord {
-    pub id: String,
-    pub backend: String,
-    pub prompt: String,
-    pub context: Option<String>,
-    pub seed: u64,
-    pub candidates: Vec<String>,
-    pub tokens: Vec<usize>,
-    pub finish: Vec<Option<End>>,
-    pub token_ends: Vec<Vec<usize>>,
-    pub sentence_tokens: Vec<Vec<usize>>,
-    pub seconds: f64,
-}
-
-impl GenRecord {
-    pub fn new(
-        study: &Study,
-        backend: String,
-        prompt: String,
-        seed: u64,
-        states: &[CandidateState],
-        seconds: f64,
-    ) -> Self {
-        GenRecord {
-            id: study.id.clone(),
-            backend,
-            prompt,
-            context: study.context.clone(),
-            seed,
-            candidates: states.iter().map(|s| s.text.clone()).collect(),
-            tokens: states.iter().map(|s| s.tokens).collect(),
-            finish: states.iter().map(|s| s.end.clone()).collect(),
-            token_ends: states.iter().map(|s| s.token_ends.clone()).collect(),
-            sentence_tokens: states.iter().map(|s| s.sentence_tokens.clone()).collect(),
-            seconds,
-        }
     }
 }
 

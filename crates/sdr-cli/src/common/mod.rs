@@ -18,13 +18,18 @@ use sdr_corpus::{Aggregation, CorpusIndex, Section};
 
 pub use candidates::{candidate_tokens, candidates_hash, non_negative_count};
 pub use encoder::EncoderArgs;
-pub use generation::{default_gguf, refuse_failed, BackendArgs, GenRecord, Study, StudyArgs};
+pub use generation::{default_gguf, refuse_failed, BackendArgs, Study, StudyArgs};
 pub use journal::{partial_path, Journal, Kept};
 pub use judge::JudgeArgs;
 pub use output::{
     check_input, check_not_an_input, check_output_dir, check_output_file, check_outputs, log_line,
     or_stdin, print_stdout,
 };
+#[deprecated(
+    since = "0.3.0",
+    note = "use sdr_gen::replay::GenRecord; removed in 0.4.0"
+)]
+pub use sdr_gen::replay::GenRecord;
 
 /// Most seeds `--seeds` takes (`sdr eval`, `sdr select-eval`): the default
 /// 1,000 already averages the random baselines' F1 to about 1e-3, and a
