@@ -26,8 +26,8 @@ pub use output::{
     or_stdin, print_stdout,
 };
 #[deprecated(
-    since = "0.3.0",
-    note = "use sdr_gen::replay::GenRecord; removed in 0.4.0"
+    since = "0.2.0",
+    note = "use sdr_gen::replay::GenRecord; removed in 0.3.0"
 )]
 pub use sdr_gen::replay::GenRecord;
 
