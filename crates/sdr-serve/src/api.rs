@@ -445,9 +445,21 @@ struct ExtraLogs {
     missing_sections: Option<Vec<u8>>,
 }
 
-/// The clinical components, when the clinical term is on.
-fn clinical_of(scorer: &Scorer, scores: &[RewardBreakdown]) -> Option<Vec<f64>> {
-    (scorer.options().clinical_weight > 0.0).then(|| scores.iter().map(|r| r.clinical).collect())
+impl ExtraLogs {
+    /// The components of `scores` (the clinical ones when `scorer`'s clinical
+    /// term is on), and the missing sections' counts when counted.
+    fn of(scorer: &Scorer, scores: &[RewardBreakdown], missing_sections: Option<Vec<u8>>) -> Self {
+        ExtraLogs {
+            format: scores.iter().map(|r| r.format).collect(),
+            findings: scores.iter().map(|r| r.findings).collect(),
+            impression: scores.iter().map(|r| r.impression).collect(),
+            clinical: (scorer.options().clinical_weight > 0.0)
+                .then(|| scores.iter().map(|r| r.clinical).collect()),
+            unconverged: scores.iter().map(|r| r.unconverged).collect(),
+            failed: scores.iter().map(|r| r.failed).collect(),
+            missing_sections,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -492,20 +504,11 @@ async fn openrlhf(State(s): State<AppState>, req: Request) -> Response {
             .submit(s.inner.default.clone(), completions, references, deadline)
             .await?;
         let missing_sections = s.apply_missing(&s.inner.default, &mut scores, missing);
-        let clinical = clinical_of(&s.inner.default, &scores);
         let rewards: Vec<f64> = scores.iter().map(|r| r.reward).collect();
         Ok::<_, ApiError>(Json(OpenRlhfReply {
             scores: rewards.clone(),
             rewards,
-            extra_logs: ExtraLogs {
-                format: scores.iter().map(|r| r.format).collect(),
-                findings: scores.iter().map(|r| r.findings).collect(),
-                impression: scores.iter().map(|r| r.impression).collect(),
-                clinical,
-                unconverged: scores.iter().map(|r| r.unconverged).collect(),
-                failed: scores.iter().map(|r| r.failed).collect(),
-                missing_sections,
-            },
+            extra_logs: ExtraLogs::of(&s.inner.default, &scores, missing_sections),
         }))
     };
     run.await.into_response()
@@ -558,23 +561,13 @@ fn reference_in(i: usize, v: serde_json::Value) -> Result<OwnedReference, ApiErr
     }
 }
 
+/// The components as OpenRLHF's `extra_logs` has them, beside the rewards.
 #[derive(Serialize)]
 struct BatchReply {
     metric: String,
     rewards: Vec<f64>,
-    format: Vec<f64>,
-    findings: Vec<f64>,
-    impression: Vec<f64>,
-    /// Only with `--clinical-weight` > 0.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    clinical: Option<Vec<f64>>,
-    /// Per sample, sections scored with an unconverged solver's last iterate.
-    unconverged: Vec<u8>,
-    /// Per sample, sections whose distance was not finite (term 0; SPEC §4).
-    failed: Vec<u8>,
-    /// As in [`ExtraLogs`].
-    #[serde(skip_serializing_if = "Option::is_none")]
-    missing_sections: Option<Vec<u8>>,
+    #[serde(flatten)]
+    components: ExtraLogs,
 }
 
 async fn batch(State(s): State<AppState>, req: Request) -> Response {
@@ -604,21 +597,14 @@ async fn batch(State(s): State<AppState>, req: Request) -> Response {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let (references, missing) = s.fill_missing(references);
-        let clinical_on = scorer.options().clinical_weight > 0.0;
         let mut scores = s
             .submit(scorer.clone(), completions, references, deadline)
             .await?;
         let missing_sections = s.apply_missing(&scorer, &mut scores, missing);
         Ok::<_, ApiError>(Json(BatchReply {
-            clinical: clinical_on.then(|| scores.iter().map(|r| r.clinical).collect()),
             metric,
             rewards: scores.iter().map(|r| r.reward).collect(),
-            format: scores.iter().map(|r| r.format).collect(),
-            findings: scores.iter().map(|r| r.findings).collect(),
-            impression: scores.iter().map(|r| r.impression).collect(),
-            unconverged: scores.iter().map(|r| r.unconverged).collect(),
-            failed: scores.iter().map(|r| r.failed).collect(),
-            missing_sections,
+            components: ExtraLogs::of(&scorer, &scores, missing_sections),
         }))
     };
     run.await.into_response()
