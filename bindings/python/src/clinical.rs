@@ -270,7 +270,7 @@ fn select_encoder(
     {
         return Ok(e.clone());
     }
-    let loaded = crate::encoder::open(py, name, model_dir, sdr_embed::EncoderOptions::default())?;
+    let loaded = crate::encoder::open_encoder(py, name, model_dir, "cpu", "f32", false)?;
     E.lock()
         .unwrap_or_else(|e| e.into_inner())
         .push((key, loaded.encoder.clone()));
@@ -317,7 +317,7 @@ pub fn select_by_findings<'py>(
             };
             sdr_corpus::select_by_findings(&[study], &embedder, consistency())
         })
-        .map_err(crate::corpus::corpus_err)?
+        .map_err(crate::error::corpus_err)?
         .remove(0);
     let finite = |x: f64| x.is_finite().then_some(x);
     let out = PyDict::new(py);

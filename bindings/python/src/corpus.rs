@@ -3,51 +3,16 @@
 //! distributed builds (recipes/ray_corpus.py runs one shard per Ray task).
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
-use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use sdr_corpus::{
     build_corpus_with as build, merge_files, read_source, shard_source, BuildInfo, Columns,
-    CorpusError, SectionEmbedder, SentenceEncoder, ShardSpec, SourceFormat, SourceOptions, Split,
+    CorpusError, SectionEmbedder, ShardSpec, SourceFormat, SourceOptions, Split,
 };
-use sdr_embed::EncoderOptions;
 
-pub(crate) fn corpus_err(e: CorpusError) -> PyErr {
-    let msg = e.to_string();
-    match e {
-        CorpusError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
-            PyFileNotFoundError::new_err(msg)
-        }
-        CorpusError::Io { .. } => PyOSError::new_err(msg),
-        CorpusError::Encoder(e) => crate::error::embed_err(*e),
-        _ => PyValueError::new_err(msg),
-    }
-}
-
-/// `mpnet` (the model folder: `model_dir`, else $SDR_MODEL, else the default
-/// cache folder, on `device` at `precision`) or `hash-DIM` (the deterministic
-/// stand-in of the CLI, which has no precision), through the one loader.
-pub(crate) fn load_encoder(
-    py: Python<'_>,
-    name: &str,
-    model_dir: Option<PathBuf>,
-    device: &str,
-    precision: &str,
-) -> Result<Arc<dyn SentenceEncoder>, PyErr> {
-    let device = crate::encoder::parse_device(device)?;
-    // The embedding stage keeps the sentence cache.
-    let opts = EncoderOptions {
-        cache: false,
-        device,
-        precision: crate::encoder::parse_precision(precision)?,
-        batch_size: device.default_batch_size(),
-        ..EncoderOptions::default()
-    };
-    let loaded = crate::encoder::open(py, name, model_dir, opts)?;
-    Ok(loaded.encoder)
-}
+use crate::encoder::open_encoder;
+use crate::error::corpus_err;
 
 struct Built {
     n_reports: usize,
@@ -110,7 +75,7 @@ pub(crate) fn build_corpus<'py>(
         sample,
         seed,
     };
-    let enc = load_encoder(py, encoder, model_dir, device, precision)?;
+    let enc = open_encoder(py, encoder, model_dir, device, precision, false)?.encoder;
     let out_path = out.clone();
     let built = py
         .detach(move || {

@@ -7,8 +7,7 @@ use numpy::{PyArray1, PyArray2, PyArrayMethods};
 use pyo3::exceptions::{PyRuntimeWarning, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use sdr_corpus::LoadedEncoder;
-use sdr_embed::{Encoder, EncoderDevice, EncoderOptions, Precision};
+use sdr_embed::{Encoder, EncoderDevice, EncoderOptions, LoadedEncoder, Precision};
 
 use crate::error::ToPy;
 
@@ -58,22 +57,34 @@ fn precision_name(precision: Precision) -> &'static str {
     }
 }
 
-/// Loads the encoder `name` (``"mpnet"``: the model folder `model_dir`, else
-/// ``$SDR_MODEL``, else ``~/.cache/sdr/models/all-mpnet-base-v2``, as ``bash
-/// scripts/fetch-model.sh`` puts it; ``"hash-DIM"``: the stand-in) through the one
-/// loader, `sdr_corpus::open_encoder`, and turns its notice (``bf16`` replaced by
-/// f32 on this CPU) into a RuntimeWarning.
-pub(crate) fn open(
+/// The one encoder loader of the bindings: `name` (``"mpnet"``: the model folder
+/// `model_dir`, else ``$SDR_MODEL``, else ``~/.cache/sdr/models/all-mpnet-base-v2``,
+/// as ``bash scripts/fetch-model.sh`` puts it; ``"hash-DIM"``: the stand-in, which has
+/// no precision) on `device` at `precision`, through `sdr_embed::open_encoder`; the
+/// notice (``bf16`` replaced by f32 on this CPU) becomes a RuntimeWarning. `cache`:
+/// whether the model keeps a sentence cache of its own (``sdr_rewards.Encoder``);
+/// callers that embed through a `SectionEmbedder` keep theirs there.
+pub(crate) fn open_encoder(
     py: Python<'_>,
     name: &str,
     model_dir: Option<PathBuf>,
-    opts: EncoderOptions,
+    device: &str,
+    precision: &str,
+    cache: bool,
 ) -> PyResult<LoadedEncoder> {
+    let device = parse_device(device)?;
+    let opts = EncoderOptions {
+        cache,
+        device,
+        precision: parse_precision(precision)?,
+        batch_size: device.default_batch_size(),
+        ..EncoderOptions::default()
+    };
     let loaded = py
         .detach(|| {
-            sdr_reward::install(|| sdr_corpus::open_encoder(name, model_dir.as_deref(), opts))
+            sdr_reward::install(|| sdr_embed::open_encoder(name, model_dir.as_deref(), opts))
         })
-        .map_err(crate::corpus::corpus_err)?;
+        .py()?;
     if let Some(notice) = &loaded.notice {
         let message = std::ffi::CString::new(notice.as_str()).unwrap_or_default();
         PyErr::warn(py, &py.get_type::<PyRuntimeWarning>(), &message, 1)?;
@@ -81,7 +92,7 @@ pub(crate) fn open(
     Ok(loaded)
 }
 
-/// The encoder of ``sdr_rewards.Encoder`` and ``SDRReward``, on `device` at `precision`.
+/// The model of ``sdr_rewards.Encoder`` and ``SDRReward`` ([`open_encoder`]'s ``"mpnet"``).
 pub(crate) fn load_encoder(
     py: Python<'_>,
     model_dir: Option<PathBuf>,
@@ -89,16 +100,7 @@ pub(crate) fn load_encoder(
     device: &str,
     precision: &str,
 ) -> PyResult<Arc<Encoder>> {
-    let device = parse_device(device)?;
-    let precision = parse_precision(precision)?;
-    let opts = EncoderOptions {
-        cache,
-        device,
-        precision,
-        batch_size: device.default_batch_size(),
-        ..EncoderOptions::default()
-    };
-    open(py, "mpnet", model_dir, opts)?
+    open_encoder(py, "mpnet", model_dir, device, precision, cache)?
         .model
         .ok_or_else(|| PyValueError::new_err("the mpnet encoder loaded without its model"))
 }

@@ -7,6 +7,7 @@
 use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyRuntimeError, PyValueError};
 use pyo3::PyErr;
 use sdr_core::SdrError;
+use sdr_corpus::CorpusError;
 use sdr_embed::EmbedError;
 use sdr_reward::RewardError;
 
@@ -22,10 +23,25 @@ pub(crate) fn embed_err(e: EmbedError) -> PyErr {
             PyFileNotFoundError::new_err(msg)
         }
         EmbedError::Io { .. } => PyOSError::new_err(msg),
-        EmbedError::InvalidOption { .. } | EmbedError::NotACache { .. } => {
-            PyValueError::new_err(msg)
-        }
+        EmbedError::InvalidOption { .. }
+        | EmbedError::UnknownEncoder { .. }
+        | EmbedError::NotACache { .. } => PyValueError::new_err(msg),
         _ => PyRuntimeError::new_err(msg),
+    }
+}
+
+/// A corpus error: a missing file raises FileNotFoundError, other I/O OSError, the
+/// encoder's failure as [`embed_err`], anything else (a bad corpus, source or option)
+/// ValueError.
+pub(crate) fn corpus_err(e: CorpusError) -> PyErr {
+    let msg = e.to_string();
+    match e {
+        CorpusError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            PyFileNotFoundError::new_err(msg)
+        }
+        CorpusError::Io { .. } => PyOSError::new_err(msg),
+        CorpusError::Encoder(e) => embed_err(*e),
+        _ => PyValueError::new_err(msg),
     }
 }
 

@@ -55,8 +55,16 @@ fn bertscore_encoder(model_dir: Option<PathBuf>) -> PyResult<Arc<sdr_embed::Enco
             return Ok(enc.clone());
         }
     }
-    // The same options as `sdr score`.
-    let enc = Arc::new(sdr_embed::Encoder::load(&dir, sdr_embed::EncoderOptions::default()).py()?);
+    // The same options as `sdr score`, through the one loader; token vectors only, so
+    // no sentence cache.
+    let options = sdr_embed::EncoderOptions {
+        cache: false,
+        ..Default::default()
+    };
+    let loaded = sdr_embed::open_encoder("mpnet", Some(&dir), options).py()?;
+    let enc = loaded
+        .model
+        .ok_or_else(|| PyRuntimeError::new_err("the mpnet encoder loaded without its model"))?;
     *slot = Some((dir, enc.clone()));
     Ok(enc)
 }

@@ -13,8 +13,8 @@ use sdr_corpus::{
     SectionEmbedder,
 };
 
-use crate::corpus::{corpus_err, load_encoder};
-use crate::error::ToPy;
+use crate::encoder::open_encoder;
+use crate::error::{corpus_err, ToPy};
 
 /// Scores partial reports against a corpus built by ``sdr corpus build``.
 ///
@@ -53,17 +53,12 @@ impl PyPruneScorer {
         // The error names the spec already.
         let metric: Metric = metric.parse::<Metric>().py()?;
         let agg: Aggregation = agg.parse().map_err(corpus_err)?;
-        let encoder = load_encoder(py, encoder, model_dir, device, precision)?;
+        let encoder = open_encoder(py, encoder, model_dir, device, precision, false)?.encoder;
         let corpus = Corpus::open(&corpus).map_err(corpus_err)?;
         corpus
             .check_encoder(encoder.as_ref(), SEGMENTER_VERSION)
             .map_err(corpus_err)?;
-        let cache = sdr_embed::SentenceCache::for_encoder(
-            encoder.as_ref(),
-            Some(sdr_reward::DEFAULT_CACHE_MIB),
-        )
-        .py()?;
-        let embedder = SectionEmbedder::new(encoder, std::sync::Arc::new(cache)).py()?;
+        let embedder = SectionEmbedder::bounded(encoder, sdr_reward::DEFAULT_CACHE_MIB).py()?;
         Ok(PyPruneScorer {
             corpus,
             embedder,

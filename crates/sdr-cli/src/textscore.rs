@@ -10,6 +10,7 @@
 //! reward's encoder is not independently judged by it.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{anyhow, Result};
 use sdr_eval::bertscore::{Baseline, BertScore, BertScorer, TokenEncoder};
@@ -55,7 +56,7 @@ pub struct BertScoreArgs {
 /// The encoder behind a [`Judge`].
 enum JudgeEncoder {
     /// The reward's sentence encoder (all-mpnet-base-v2), last layer.
-    Reward(Box<sdr_embed::Encoder>),
+    Reward(Arc<sdr_embed::Encoder>),
     /// A RoBERTa / BERT folder cut at a layer.
     Layer(Box<sdr_embed::RobertaEncoder>),
 }
@@ -111,10 +112,16 @@ pub fn load_judge(args: &BertScoreArgs) -> Result<Option<Judge>> {
             let dir = sdr_embed::resolve_model_dir(args.model.as_deref()).map_err(|e| {
                 anyhow!("{e} (run scripts/fetch-model.sh, pass --model DIR, or --no-bertscore)")
             })?;
-            JudgeEncoder::Reward(Box::new(sdr_embed::Encoder::load(
-                &dir,
-                sdr_embed::EncoderOptions::default(),
-            )?))
+            // Token vectors only: the sentence cache would stay empty.
+            let options = sdr_embed::EncoderOptions {
+                cache: false,
+                ..Default::default()
+            };
+            let loaded = sdr_embed::open_encoder("mpnet", Some(&dir), options)?;
+            let Some(model) = loaded.model else {
+                anyhow::bail!("the mpnet encoder loaded without its model");
+            };
+            JudgeEncoder::Reward(model)
         }
     };
     let baseline = match (&args.rescale_baseline, &encoder) {

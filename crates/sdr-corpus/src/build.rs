@@ -6,10 +6,10 @@ use std::collections::HashMap;
 use sdr_core::report::SEGMENTER_VERSION;
 use sdr_embed::{EmbedControl, SectionEmbedder};
 
-use crate::encoder::SentenceEncoder;
 use crate::error::Result;
 use crate::source::Source;
 use crate::store::{CorpusData, CorpusMeta};
+use sdr_embed::SentenceEncoder;
 
 /// Sentences sent to the encoder per call (it batches by length inside).
 pub const EMBED_CHUNK: usize = 512;

@@ -72,11 +72,10 @@ pub use agg::{all_policies, Aggregation, Policy};
 pub use build::{build_corpus, build_corpus_with, BuildInfo, Progress};
 pub use clinical::{CandidateSentences, CorpusClinical};
 pub use convergence::Convergence;
+// The loader and the stand-in live in sdr-embed; their 0.1 paths here stay one
+// release (the functions deprecated).
 #[allow(deprecated)]
-pub use encoder::{
-    load_encoder, open_encoder, recorded_name, HashEncoder, LoadedEncoder, ModelEncoder,
-    SentenceEncoder,
-};
+pub use encoder::{load_encoder, open_encoder, recorded_name};
 pub use error::{CorpusError, Result};
 pub use findings::{
     select_by_findings, FindingsScore, FindingsSelection, FindingsStudy, FINDINGS_POLICY,
@@ -85,6 +84,7 @@ pub use index::CorpusIndex;
 pub use partial::{partial_score, CorpusScorer, PartialScores, PartialSections};
 pub use score::{CandidateEmbedding, ScoreOptions, Scores};
 pub use sdr_embed::{EmbedControl, SectionBatch, SectionEmbedder};
+pub use sdr_embed::{HashEncoder, LoadedEncoder, ModelEncoder, SentenceEncoder};
 pub use select::{
     argmin, best_of_k, best_of_k_with, consensus_scores, consensus_scores_with,
     embed_candidate_sentences, embed_candidate_texts, embed_candidates, BestOfK, Consensus,

@@ -16,11 +16,11 @@ use sdr_embed::{EmbedControl, SectionBatch, SectionEmbedder};
 use crate::agg::Policy;
 use crate::clinical::{CandidateSentences, CorpusClinical};
 use crate::convergence::Convergence;
-use crate::encoder::SentenceEncoder;
 use crate::error::Result;
 use crate::index::CorpusIndex;
 use crate::score::{CandidateEmbedding, ScoreOptions};
 use crate::select::{best_of_k_with, BestOfK};
+use sdr_embed::SentenceEncoder;
 
 /// The sentences of one partial output, per section.
 #[derive(Debug, Clone, Copy)]

@@ -16,12 +16,12 @@ use sdr_embed::{EmbedControl, SectionBatch, SectionEmbedder};
 use crate::agg::Policy;
 use crate::clinical::{CandidateSentences, CorpusClinical};
 use crate::convergence::{Convergence, Tally};
-use crate::encoder::SentenceEncoder;
 use crate::error::{CorpusError, Result};
 use crate::gram::{gram, inverse_norms};
 use crate::index::CorpusIndex;
 use crate::score::{CandidateEmbedding, ScoreOptions};
 use crate::store::Section;
+use sdr_embed::SentenceEncoder;
 
 /// The outcome of one selection.
 #[derive(Debug, Clone, PartialEq)]

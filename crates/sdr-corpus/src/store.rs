@@ -730,9 +730,9 @@ impl Corpus {
     }
 
     /// Refuses a corpus built with another encoder (name or weights hash), the same
-    /// model at another precision (`encoder` is a [`crate::recorded_name`]) or
-    /// another sentence segmenter than the ones in use. [`Corpus::check_encoder`]
-    /// checks the dimension too.
+    /// model at another precision (`encoder` is a recorded name,
+    /// [`sdr_embed::Encoder::recorded_name`]) or another sentence segmenter than the
+    /// ones in use. [`Corpus::check_encoder`] checks the dimension too.
     pub fn check_compatible(
         &self,
         encoder: &str,

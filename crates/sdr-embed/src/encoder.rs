@@ -3,85 +3,23 @@
 //! `Pooling(mean)` → `Normalize` pipeline (SPEC §2).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use candle_core::{DType, Device, Tensor};
 use rayon::prelude::*;
 
 use crate::cache::SentenceCache;
-use crate::discover::weights_sha256;
 use crate::error::{EmbedError, Result};
 use crate::gemm::Bf16Gemm;
+use crate::identity::EncoderIdentity;
 use crate::kernels::avx512_gemm;
 use crate::models::backbone::Backbone;
 use crate::sections::{EmbedControl, SectionEmbedder};
-use crate::sentence_encoder::SentenceEncoder;
 use crate::tokenize::{SentenceTokenizer, Tokens};
 
-/// Numeric precision of weights and activations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Precision {
-    /// 32-bit floats everywhere (the reference; parity >= 0.9999).
-    #[default]
-    F32,
-    /// bfloat16 where this CPU computes it faster than f32, chosen at load time: the
-    /// dense-layer GEMMs in bf16 ([`Precision::MixedBf16`]) on CPUs with AVX-512 BF16
-    /// (our kernel, any build) or AMX-BF16 (MKL, in the `mkl` build that
-    /// `scripts/setup.sh` makes); elsewhere f32, with a [`Encoder::notice`]: without
-    /// either, a bf16 GEMM runs no faster than f32 (bench/README.md).
-    Bf16,
-    /// bfloat16 weights and activations in candle (pooling in f32); slow on CPUs.
-    Bf16Candle,
-    /// IEEE half weights and activations (pooling in f32).
-    F16,
-    /// f32 activations, dense-layer GEMMs in bfloat16 (see `Bf16Gemm`:
-    /// MKL with AMX, the AVX-512 BF16 kernel, or MKL). Needs AVX-512 BF16 or the `mkl`
-    /// feature.
-    MixedBf16,
-}
-
-impl Precision {
-    fn dtype(self) -> DType {
-        match self {
-            Precision::F32 => DType::F32,
-            Precision::Bf16 => DType::F32,
-            Precision::Bf16Candle => DType::BF16,
-            Precision::F16 => DType::F16,
-            Precision::MixedBf16 => DType::F32,
-        }
-    }
-}
-
-impl std::fmt::Display for Precision {
-    /// The spelling `FromStr` accepts (`f32`, `bf16`, ...).
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Precision::F32 => "f32",
-            Precision::Bf16 => "bf16",
-            Precision::Bf16Candle => "bf16-candle",
-            Precision::F16 => "f16",
-            Precision::MixedBf16 => "mixed-bf16",
-        })
-    }
-}
-
-impl std::str::FromStr for Precision {
-    type Err = EmbedError;
-    fn from_str(s: &str) -> Result<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "f32" | "fp32" => Ok(Precision::F32),
-            "bf16" => Ok(Precision::Bf16),
-            "bf16-candle" | "bf16_candle" => Ok(Precision::Bf16Candle),
-            "f16" | "fp16" => Ok(Precision::F16),
-            "mixed-bf16" | "mixed_bf16" => Ok(Precision::MixedBf16),
-            _ => Err(EmbedError::InvalidOption {
-                name: "precision",
-                value: s.to_string(),
-                reason: "expected f32, bf16, bf16-candle, f16 or mixed-bf16",
-            }),
-        }
-    }
-}
+// Their paths of 0.1 (`sdr_embed::encoder::...`).
+pub use crate::cpu::{cpu_has_amx_bf16, cpu_is_intel};
+pub use crate::precision::Precision;
 
 /// Where the encoder runs: the CPU, or a CUDA GPU (builds with the `cuda` feature).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -211,29 +149,6 @@ fn resolve_cpu_precision(
     }
 }
 
-/// Whether the CPU has AMX-BF16 tiles that the kernel enabled (Linux lists `amx_bf16`
-/// in `/proc/cpuinfo` only then).
-pub fn cpu_has_amx_bf16() -> bool {
-    cpuinfo_any("flags", |v| v.split_whitespace().any(|f| f == "amx_bf16"))
-}
-
-/// Whether `/proc/cpuinfo` names an Intel CPU, whose cores MKL's f32 GEMM is tuned for.
-pub fn cpu_is_intel() -> bool {
-    cpuinfo_any("vendor_id", |v| v.trim() == "GenuineIntel")
-}
-
-/// Whether a `/proc/cpuinfo` line `key : value` has a value for which `pred` holds
-/// (`false` where the file cannot be read).
-fn cpuinfo_any(key: &str, pred: impl Fn(&str) -> bool) -> bool {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .map(|s| {
-            s.lines()
-                .filter_map(|l| l.split_once(':'))
-                .any(|(k, v)| k.trim() == key && pred(v))
-        })
-        .unwrap_or(false)
-}
-
 /// How the two (or more) cores are used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Parallelism {
@@ -294,33 +209,6 @@ impl Embeddings {
     }
 }
 
-/// See [`Encoder::cache_identity`].
-fn cache_identity(name: &str, precision: Precision) -> String {
-    format!("{name}/{precision}")
-}
-
-/// The network of an [`Encoder`] without its cache, under the identity of its
-/// cache: what [`Encoder::embed_matrix`] hands the embedding stage.
-struct Uncached<'a>(&'a Encoder);
-
-impl SentenceEncoder for Uncached<'_> {
-    fn name(&self) -> String {
-        self.0.name.clone()
-    }
-    fn weights_sha256(&self) -> Result<String> {
-        self.0.weights_sha256()
-    }
-    fn dim(&self) -> usize {
-        self.0.dim
-    }
-    fn embed(&self, texts: &[&str]) -> Result<Vec<f32>> {
-        Ok(self.0.embed_uncached(texts)?.data)
-    }
-    fn identity(&self) -> Result<String> {
-        Ok(self.0.cache_identity())
-    }
-}
-
 /// Last-layer token vectors of one sentence (special tokens included), unpooled and
 /// unnormalised, for token-level metrics such as BERTScore.
 #[derive(Debug, Clone)]
@@ -334,8 +222,9 @@ pub struct TokenEmbeddings {
 
 /// A loaded sentence encoder.
 pub struct Encoder {
-    dir: PathBuf,
-    name: String,
+    /// Folder, name, precision in force: fixed here at load, the one source of
+    /// every name and identity the encoder is known by.
+    identity: EncoderIdentity,
     backbone: Backbone,
     tokenizer: SentenceTokenizer,
     dim: usize,
@@ -343,7 +232,6 @@ pub struct Encoder {
     opts: EncoderOptions,
     cache: Option<Arc<SentenceCache>>,
     notice: Option<String>,
-    weights_hash: OnceLock<String>,
 }
 
 /// Runs `f` with MKL's GEMMs single-threaded on this thread: when whole batches run
@@ -536,20 +424,17 @@ impl Encoder {
         .min(loaded.max_position_embeddings)
         .max(2);
         let tokenizer = SentenceTokenizer::load(dir, max_len, loaded.pad_id)?;
-        let name = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| dir.display().to_string());
-        // In memory for this encoder only: its name and precision identify it.
+        // Every name the vectors are known by, fixed here, once the weights loaded.
+        let identity = EncoderIdentity::load(dir, precision)?;
+        // Keyed by the cache key, as the `--cache-dir` files that `sdr embed` fills.
         let cache = opts.cache.then(|| {
             Arc::new(SentenceCache::unbounded(
-                cache_identity(&name, precision),
+                identity.cache_key(),
                 loaded.hidden_size,
             ))
         });
         Ok(Self {
-            dir: dir.to_path_buf(),
-            name,
+            identity,
             backbone: loaded.backbone,
             tokenizer,
             dim: loaded.hidden_size,
@@ -557,7 +442,6 @@ impl Encoder {
             cache,
             opts,
             notice,
-            weights_hash: OnceLock::new(),
         })
     }
 
@@ -573,12 +457,23 @@ impl Encoder {
 
     /// The model's name (its folder name, e.g. `all-mpnet-base-v2`).
     pub fn name(&self) -> &str {
-        &self.name
+        self.identity.name()
+    }
+
+    /// The name a corpus records for this encoder: [`Encoder::name`], plus `+bf16`
+    /// (or `+f16`) at reduced precision ([`EncoderIdentity::recorded_name`]).
+    pub fn recorded_name(&self) -> &str {
+        self.identity.recorded_name()
+    }
+
+    /// Every name and identity of this encoder, fixed at load.
+    pub fn encoder_identity(&self) -> &EncoderIdentity {
+        &self.identity
     }
 
     /// The model folder.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.identity.dir()
     }
 
     /// Embedding dimension.
@@ -603,18 +498,16 @@ impl Encoder {
 
     /// What identifies this encoder's vectors in the sentence-cache files of
     /// `--cache-dir` (the model's name and precision; the file name carries the
-    /// weights' hash): the identity of [`Encoder::cache`].
+    /// weights' hash): the identity of [`Encoder::cache`]
+    /// ([`EncoderIdentity::cache_key`]).
     pub fn cache_identity(&self) -> String {
-        cache_identity(&self.name, self.opts.precision)
+        self.identity.cache_key().to_string()
     }
 
-    /// sha256 of `model.safetensors` (computed once, cached in a sidecar file).
+    /// sha256 of `model.safetensors`, read at load (from the `.sha256` sidecar where
+    /// there is one, else computed and the sidecar written).
     pub fn weights_sha256(&self) -> Result<String> {
-        if let Some(h) = self.weights_hash.get() {
-            return Ok(h.clone());
-        }
-        let h = weights_sha256(&self.dir)?;
-        Ok(self.weights_hash.get_or_init(|| h).clone())
+        Ok(self.identity.weights_sha256().to_string())
     }
 
     /// Number of tokens (special tokens included, after truncation) of each text.
@@ -640,8 +533,8 @@ impl Encoder {
         let Some(cache) = &self.cache else {
             return self.embed_uncached(texts);
         };
-        let network = Uncached(self);
-        let embedder = SectionEmbedder::borrowing(&network, cache.clone())?;
+        // The network alone (`SentenceEncoder::embed`), with the cache of its cache key.
+        let embedder = SectionEmbedder::keyed(self, cache.clone(), self.identity.cache_key())?;
         let (data, _) = embedder.embed_texts(texts, &EmbedControl::default())?;
         Ok(Embeddings {
             data,
@@ -664,7 +557,7 @@ impl Encoder {
         let run = |batch: &Vec<usize>| -> Result<Vec<f32>> {
             let rows: Vec<&Tokens> = batch.iter().map(|&i| &tokens[i]).collect();
             self.pooled_batch(&rows, !concurrent)
-                .map_err(|e| EmbedError::model(&self.dir, &e))
+                .map_err(|e| EmbedError::model(self.dir(), &e))
         };
         let outputs: Vec<Vec<f32>> = if concurrent {
             batches
@@ -693,7 +586,7 @@ impl Encoder {
             let rows: Vec<&Tokens> = batch.iter().map(|&i| &tokens[i]).collect();
             let hidden = self
                 .hidden_batch(&rows)
-                .map_err(|e| EmbedError::model(&self.dir, &e))?;
+                .map_err(|e| EmbedError::model(self.dir(), &e))?;
             for (&i, vectors) in batch.iter().zip(hidden) {
                 out[i] = Some(TokenEmbeddings {
                     ids: tokens[i].ids.clone(),

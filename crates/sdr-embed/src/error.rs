@@ -2,6 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
+use sdr_core::cost::RowFault;
+
 /// Errors of model discovery, loading and embedding.
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {
@@ -94,12 +96,12 @@ pub enum EmbedError {
     /// a non-finite value); nothing of that encoder call was cached.
     #[error(
         "encoder {encoder} gave sentence {text:?} {}; nothing of this batch was cached",
-        crate::sections::fault_text(*fault)
+        fault_text(*fault)
     )]
     EncoderRow {
         encoder: String,
         text: String,
-        fault: sdr_core::cost::RowFault,
+        fault: RowFault,
     },
 
     /// A sentence cache given to an embedder holds vectors of another encoder.
@@ -115,6 +117,11 @@ pub enum EmbedError {
         /// Encoder seconds they took.
         encode_seconds: f64,
     },
+
+    /// An encoder name the loader ([`crate::open_encoder`]) does not know: not
+    /// `mpnet`, nor `hash-DIM` with DIM in range.
+    #[error("invalid option `encoder` = `{value}`: {reason}")]
+    UnknownEncoder { value: String, reason: &'static str },
 
     /// An option value that cannot be used.
     #[error("invalid option {name} = {value}: {reason}")]
@@ -157,6 +164,14 @@ fn one_line(text: &str) -> String {
         .filter(|l| !l.is_empty())
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// What [`EmbedError::EncoderRow`] says of a vector's fault.
+pub fn fault_text(fault: RowFault) -> &'static str {
+    match fault {
+        RowFault::NotFinite => "a non-finite value",
+        RowFault::Zero => "the zero vector (cosine undefined)",
+    }
 }
 
 /// Result alias of this crate.

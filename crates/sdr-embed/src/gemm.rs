@@ -17,10 +17,11 @@ use std::sync::OnceLock;
 use candle_core::{DType, Module, Result, Tensor};
 use candle_nn::Linear;
 
-use crate::kernels::add_bias;
+use crate::cpu::{cpu_has_amx_bf16, cpu_is_intel};
 use crate::kernels::avx512_gemm::{self, PackedWeights};
 #[cfg(feature = "mkl")]
 use crate::kernels::mkl;
+use crate::kernels::{add_bias, f32_parts};
 use crate::models::pack_cache::{PackReader, PackWriter};
 use crate::stored::Stored;
 
@@ -57,9 +58,7 @@ impl Bf16Gemm {
     /// [`Bf16Gemm::pick`] for this machine (the CPU is read once).
     pub fn here() -> Option<Bf16Gemm> {
         static HERE: OnceLock<Option<Bf16Gemm>> = OnceLock::new();
-        *HERE.get_or_init(|| {
-            Bf16Gemm::pick(crate::encoder::cpu_has_amx_bf16(), avx512_gemm::supported())
-        })
+        *HERE.get_or_init(|| Bf16Gemm::pick(cpu_has_amx_bf16(), avx512_gemm::supported()))
     }
 }
 
@@ -97,11 +96,7 @@ impl F32Gemm {
             match std::env::var(F32_GEMM_ENV).as_deref() {
                 Ok("avx512") if avx512 => F32Gemm::Avx512,
                 Ok("mkl") => F32Gemm::Library,
-                _ => F32Gemm::pick(
-                    cfg!(feature = "mkl"),
-                    crate::encoder::cpu_is_intel(),
-                    avx512,
-                ),
+                _ => F32Gemm::pick(cfg!(feature = "mkl"), cpu_is_intel(), avx512),
             }
         })
     }
@@ -384,20 +379,6 @@ impl Module for Dense {
             }
         }
     }
-}
-
-/// A layer's f32 weights (`n x k`, row-major), `n`, `k` and bias.
-pub(crate) type F32Parts = (Vec<f32>, usize, usize, Option<Vec<f32>>);
-
-/// `linear`'s weights as [`F32Parts`].
-pub(crate) fn f32_parts(linear: &Linear) -> Result<F32Parts> {
-    let w = linear.weight().to_dtype(DType::F32)?;
-    let (n, k) = w.dims2()?;
-    let bias = match linear.bias() {
-        Some(b) => Some(b.to_dtype(DType::F32)?.to_vec1::<f32>()?),
-        None => None,
-    };
-    Ok((w.flatten_all()?.to_vec1::<f32>()?, n, k, bias))
 }
 
 /// f32 `W` (`n x k`, out x in, row-major) and bias. In the `mkl` build `W` is kept only

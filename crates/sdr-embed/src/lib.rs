@@ -2,10 +2,14 @@
 //! `sentence-transformers/all-mpnet-base-v2` encoder on candle, offline, with
 //! sentence-transformers' tokenisation, mean pooling and L2 normalisation.
 //!
+//! Every command and Python class loads its encoder by name through
+//! [`open_encoder`] (`mpnet`, or the `hash-DIM` stand-in):
+//!
 //! ```no_run
-//! use sdr_embed::{resolve_model_dir, Encoder, EncoderOptions};
-//! let dir = resolve_model_dir(None)?; // --model, then $SDR_MODEL, then the cache folder
-//! let enc = Encoder::load(&dir, EncoderOptions::default())?;
+//! use sdr_embed::{open_encoder, EncoderOptions};
+//! // --model, then $SDR_MODEL, then the cache folder
+//! let loaded = open_encoder("mpnet", None, EncoderOptions::default())?;
+//! let enc = loaded.model.expect("mpnet is a model");
 //! let v = enc.embed(&["No acute cardiopulmonary abnormality."])?;
 //! assert_eq!(v[0].len(), 768);
 //! # Ok::<(), sdr_embed::EmbedError>(())
@@ -18,12 +22,18 @@ pub mod cache;
 pub mod discover;
 pub mod encoder;
 pub mod error;
+pub mod hash_encoder;
+pub mod identity;
+pub mod open;
+pub mod precision;
+pub mod rng;
 pub mod sections;
 pub mod sentence_encoder;
 pub mod tokenize;
 
 // Private: models (the transformers), the choice of GEMM per dense layer, and the
 // kernels they run. Nothing outside the crate depends on their layout.
+mod cpu;
 mod gemm;
 mod kernels;
 mod models;
@@ -109,8 +119,11 @@ pub use encoder::{
     Embeddings, Encoder, EncoderDevice, EncoderOptions, Parallelism, Precision, TokenEmbeddings,
 };
 pub use error::{EmbedError, Result};
+pub use hash_encoder::HashEncoder;
+pub use identity::EncoderIdentity;
 pub use models::pack_cache::PACKED_CACHE_ENV;
 pub use models::roberta::{bertscore_default_layer, LayerTokens, LowRankDelta, RobertaEncoder};
+pub use open::{open_encoder, CacheKeyed, LoadedEncoder, ModelEncoder};
 pub use sections::{
     Cosine, EmbedControl, EmbedStats, EmbeddedSets, SectionBatch, SectionEmbedder, SentenceSet,
     SetCost,

@@ -32,13 +32,16 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use sdr_core::cost::{row_fault, PairCost, RowFault};
+use sdr_core::cost::{row_fault, PairCost};
 use sdr_core::report::Section;
 use sdr_core::SetView;
 
 use crate::cache::{normalise, text_key, SentenceCache, TextKey};
 use crate::error::{EmbedError, Result};
 use crate::sentence_encoder::SentenceEncoder;
+
+/// Its path of 0.1 (`sdr_embed::sections::fault_text`).
+pub use crate::error::fault_text;
 
 /// How an embedding call is run: its chunk size, and the caller's stop flag
 /// and progress callback.
@@ -341,7 +344,11 @@ impl std::fmt::Debug for SectionEmbedder<'_> {
 
 /// Refuses a cache whose vectors come from another encoder or dimension.
 fn check_cache(encoder: &dyn SentenceEncoder, cache: &SentenceCache) -> Result<()> {
-    let identity = encoder.identity()?;
+    check_keyed(encoder, cache, &encoder.identity()?)
+}
+
+/// Refuses a cache not keyed by `identity`, or of another dimension than `encoder`'s.
+fn check_keyed(encoder: &dyn SentenceEncoder, cache: &SentenceCache, identity: &str) -> Result<()> {
     if cache.identity() != identity || cache.dim() != encoder.dim() {
         return Err(EmbedError::CacheMismatch {
             cache: format!("{} (dim {})", cache.identity(), cache.dim()),
@@ -367,7 +374,20 @@ impl SectionEmbedder<'static> {
 
     /// `encoder` with an unbounded cache of its own (a command's lifetime).
     pub fn unbounded(encoder: Arc<dyn SentenceEncoder>) -> Result<Self> {
-        let cache = Arc::new(SentenceCache::for_encoder(encoder.as_ref(), None)?);
+        Self::with_own_cache(encoder, None)
+    }
+
+    /// `encoder` with a cache of its own bounded at `mib` MiB (the unit of
+    /// `--cache-mib` and `cache_mib=`), for a caller that does not share the cache.
+    ///
+    /// # Errors
+    /// A bound that is not a finite number >= 0; the encoder's identity error.
+    pub fn bounded(encoder: Arc<dyn SentenceEncoder>, mib: f64) -> Result<Self> {
+        Self::with_own_cache(encoder, Some(mib))
+    }
+
+    fn with_own_cache(encoder: Arc<dyn SentenceEncoder>, mib: Option<f64>) -> Result<Self> {
+        let cache = Arc::new(SentenceCache::for_encoder(encoder.as_ref(), mib)?);
         Self::new(encoder, cache)
     }
 }
@@ -390,6 +410,24 @@ impl<'e> SectionEmbedder<'e> {
     /// [`EmbedError::CacheMismatch`] for a cache of another encoder.
     pub fn borrowing(encoder: &'e dyn SentenceEncoder, cache: Arc<SentenceCache>) -> Result<Self> {
         check_cache(encoder, &cache)?;
+        Ok(SectionEmbedder {
+            encoder: EncoderRef::Borrowed(encoder),
+            cache,
+        })
+    }
+
+    /// A borrowed `encoder` with `cache`, which is keyed by `identity` rather than
+    /// by the encoder's [`SentenceEncoder::identity`]: [`crate::Encoder`]'s own cache,
+    /// keyed by its cache key ([`crate::EncoderIdentity::cache_key`]).
+    ///
+    /// # Errors
+    /// [`EmbedError::CacheMismatch`] for a cache of another key or dimension.
+    pub(crate) fn keyed(
+        encoder: &'e dyn SentenceEncoder,
+        cache: Arc<SentenceCache>,
+        identity: &str,
+    ) -> Result<Self> {
+        check_keyed(encoder, &cache, identity)?;
         Ok(SectionEmbedder {
             encoder: EncoderRef::Borrowed(encoder),
             cache,
@@ -563,14 +601,6 @@ fn row<'a>(slots: &'a [Slot], fresh: &'a [f32], slot: u32, dim: usize) -> &'a [f
     match &slots[slot as usize] {
         Slot::Cached(v) => v,
         Slot::Fresh(j) => &fresh[j * dim..(j + 1) * dim],
-    }
-}
-
-/// What [`EmbedError::EncoderRow`] says of a vector's fault.
-pub fn fault_text(fault: RowFault) -> &'static str {
-    match fault {
-        RowFault::NotFinite => "a non-finite value",
-        RowFault::Zero => "the zero vector (cosine undefined)",
     }
 }
 

@@ -3,8 +3,11 @@
 //! bring-your-own-encoder hook of the bindings.
 //!
 //! Implementations: [`Encoder`] (all-mpnet-base-v2 and BERT-family models on
-//! candle), `sdr_corpus::HashEncoder` (a deterministic stand-in for tests and
-//! machines without the model), and the bindings' Python-callable adapter.
+//! candle; [`crate::ModelEncoder`] and [`crate::CacheKeyed`] present it under the
+//! other names fixed at load), [`crate::HashEncoder`] (a deterministic stand-in for
+//! tests and machines without the model), and the bindings' Python-callable adapter.
+
+use std::sync::Arc;
 
 use crate::encoder::Encoder;
 use crate::error::Result;
@@ -42,12 +45,27 @@ impl SentenceEncoder for Encoder {
     fn embed(&self, texts: &[&str]) -> Result<Vec<f32>> {
         Ok(self.embed_uncached(texts)?.data)
     }
+    /// `name@sha256/precision` ([`crate::EncoderIdentity::identity`]).
     fn identity(&self) -> Result<String> {
-        Ok(format!(
-            "{}@{}/{}",
-            Encoder::name(self),
-            Encoder::weights_sha256(self)?,
-            self.precision()
-        ))
+        Ok(self.encoder_identity().identity().to_string())
+    }
+}
+
+/// A shared encoder is one (`Box::new(arc)` is a `Box<dyn SentenceEncoder>`).
+impl SentenceEncoder for Arc<dyn SentenceEncoder> {
+    fn name(&self) -> String {
+        (**self).name()
+    }
+    fn weights_sha256(&self) -> Result<String> {
+        (**self).weights_sha256()
+    }
+    fn dim(&self) -> usize {
+        (**self).dim()
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<f32>> {
+        (**self).embed(texts)
+    }
+    fn identity(&self) -> Result<String> {
+        (**self).identity()
     }
 }

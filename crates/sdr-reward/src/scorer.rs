@@ -228,20 +228,13 @@ impl Scorer {
         embedder: Option<Arc<dyn SentenceEncoder>>,
         cache: Option<Arc<SentenceCache>>,
     ) -> Result<Self> {
-        let embedder = match embedder {
-            Some(e) => {
-                let cache = match cache {
-                    Some(c) => c,
-                    None => Arc::new(SentenceCache::for_encoder(
-                        e.as_ref(),
-                        Some(DEFAULT_CACHE_MIB),
-                    )?),
-                };
-                Some(SectionEmbedder::new(e, cache).map_err(RewardError::from_stage)?)
-            }
-            None => None,
-        };
-        Self::with_embedder(options, embedder)
+        let embedder = match (embedder, cache) {
+            (Some(e), Some(cache)) => SectionEmbedder::new(e, cache),
+            (Some(e), None) => SectionEmbedder::bounded(e, DEFAULT_CACHE_MIB),
+            (None, _) => return Self::with_embedder(options, None),
+        }
+        .map_err(RewardError::from_stage)?;
+        Self::with_embedder(options, Some(embedder))
     }
 
     /// A scorer that embeds through `embedder` (absent only for exact-match

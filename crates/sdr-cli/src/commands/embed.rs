@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use sdr_embed::{resolve_model_dir, Encoder, EncoderOptions, Parallelism, Precision};
+use sdr_embed::{open_encoder, EncoderOptions, Parallelism, Precision};
 
 use crate::common::{check_outputs, log_line, or_stdin};
 use crate::jsonl::{Input, Output};
@@ -116,7 +116,6 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(cd) = &args.cache_dir {
         crate::common::encoder::check_cache_dir(cd)?;
     }
-    let dir = resolve_model_dir(args.model.as_deref())?;
     let precision = match args.precision {
         PrecisionArg::F32 => Precision::F32,
         PrecisionArg::Bf16 => Precision::Bf16,
@@ -138,10 +137,14 @@ pub fn run(args: Args) -> Result<()> {
         cache: !args.no_cache || args.cache_dir.is_some(),
         ..Default::default()
     };
-    let encoder = Encoder::load(&dir, opts)?;
-    if let Some(notice) = encoder.notice() {
+    // The one loader (`--model`, else $SDR_MODEL, else the cache folder).
+    let loaded = open_encoder("mpnet", args.model.as_deref(), opts)?;
+    if let Some(notice) = &loaded.notice {
         log_line(format_args!("sdr embed: {notice}"));
     }
+    let Some(encoder) = loaded.model else {
+        anyhow::bail!("the mpnet encoder loaded without its model");
+    };
     let cache_file = match &args.cache_dir {
         Some(cd) => {
             let file = crate::common::encoder::cache_file(&encoder, cd)?;

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{anyhow, Context, Result};
-use sdr_corpus::{LoadedEncoder, SentenceEncoder};
 use sdr_embed::{
-    Encoder, EncoderDevice, EncoderOptions, Precision, SectionEmbedder, SentenceCache,
+    open_encoder, CacheKeyed, Encoder, EncoderDevice, EncoderOptions, LoadedEncoder, Precision,
+    SectionEmbedder, SentenceCache, SentenceEncoder,
 };
 
 use super::log_line;
@@ -106,7 +106,7 @@ impl EncoderArgs {
             {
                 anyhow::bail!("--cache-dir {}: not a folder", dir.display());
             }
-            let loaded = sdr_corpus::open_encoder(&self.encoder, self.model.as_deref(), options)
+            let loaded = open_encoder(&self.encoder, self.model.as_deref(), options)
                 .map_err(|e| anyhow!("{e}"))?;
             return Embedder::new(loaded.encoder, None);
         }
@@ -119,10 +119,7 @@ impl EncoderArgs {
         };
         // Keyed as `sdr embed` keys its cache (model name and precision; the file
         // name carries the weights' hash), so that the commands share one file.
-        let encoder: Arc<dyn SentenceEncoder> = Arc::new(FileKeyed {
-            identity: model.cache_identity(),
-            inner: loaded.encoder,
-        });
+        let encoder: Arc<dyn SentenceEncoder> = Arc::new(CacheKeyed(model.clone()));
         let file = match &self.cache_dir {
             Some(dir) => Some(
                 cache_file(&model, dir)
@@ -173,32 +170,8 @@ impl Drop for Embedder {
     }
 }
 
-/// The model's encoder under the identity of its `--cache-dir` file.
-struct FileKeyed {
-    inner: Arc<dyn SentenceEncoder>,
-    identity: String,
-}
-
-impl SentenceEncoder for FileKeyed {
-    fn name(&self) -> String {
-        self.inner.name()
-    }
-    fn weights_sha256(&self) -> sdr_embed::Result<String> {
-        self.inner.weights_sha256()
-    }
-    fn dim(&self) -> usize {
-        self.inner.dim()
-    }
-    fn embed(&self, texts: &[&str]) -> sdr_embed::Result<Vec<f32>> {
-        self.inner.embed(texts)
-    }
-    fn identity(&self) -> sdr_embed::Result<String> {
-        Ok(self.identity.clone())
-    }
-}
-
 /// Loads the model folder (`model`, else `$SDR_MODEL`, else the default) through
-/// the one loader ([`sdr_corpus::open_encoder`]) and prints its notice (a precision
+/// the one loader ([`sdr_embed::open_encoder`]) and prints its notice (a precision
 /// replaced on this CPU) on stderr, after `who: `.
 pub fn open_model(
     model: Option<&Path>,
@@ -209,7 +182,7 @@ pub fn open_model(
     let hint = |e: &dyn std::fmt::Display| {
         anyhow!("{e} (run scripts/fetch-model.sh, or pass --model DIR)")
     };
-    let loaded = sdr_corpus::open_encoder("mpnet", model, options).map_err(|e| hint(&e))?;
+    let loaded = open_encoder("mpnet", model, options).map_err(|e| hint(&e))?;
     if let Some(notice) = &loaded.notice {
         log_line(format_args!("{who}: {notice}"));
     }
@@ -229,16 +202,11 @@ pub fn check_model_arg(model: Option<&Path>) -> Result<()> {
     }
 }
 
-/// The cache file of `encoder` in `dir`: model name, weights hash and precision, so
-/// that a file is only ever read by the encoder that wrote it.
+/// The cache file of `encoder` in `dir`: model name, weights hash and precision
+/// ([`sdr_embed::EncoderIdentity::cache_file_name`]), so that a file is only ever
+/// read by the encoder that wrote it.
 pub fn cache_file(encoder: &Encoder, dir: &Path) -> Result<PathBuf> {
-    let hash = encoder.weights_sha256()?;
-    Ok(dir.join(format!(
-        "{}-{}-{:?}.sdrc",
-        encoder.name(),
-        &hash[..16],
-        encoder.precision()
-    )))
+    Ok(dir.join(encoder.encoder_identity().cache_file_name()))
 }
 
 /// Checks `--cache-dir` before any work is done: a folder, or a path where one can

@@ -198,7 +198,7 @@ pub struct Bf16Linear {
 
 impl Bf16Linear {
     pub fn new(linear: &Linear) -> Result<Self> {
-        let (w, n, k, bias) = crate::gemm::f32_parts(linear)?;
+        let (w, n, k, bias) = super::f32_parts(linear)?;
         Ok(Self::from_slice(&w, n, k, bias))
     }
 

@@ -11,6 +11,9 @@ pub(crate) mod avx512_gemm;
 pub(crate) mod mkl;
 pub(crate) mod norm;
 
+use candle_core::{DType, Result};
+use candle_nn::Linear;
+
 /// Rows per job of the row-wise passes (layer norm, activation) when they use the
 /// rayon pool: enough work per job to cover its hand-off.
 pub(crate) const ROWS_PER_JOB: usize = 16;
@@ -38,4 +41,18 @@ pub(crate) fn sum16(xs: &[f32], f: impl Fn(f32) -> f32) -> f32 {
         }
     }
     acc.iter().sum::<f32>() + tail
+}
+
+/// A layer's f32 weights (`n x k`, row-major), `n`, `k` and bias.
+pub(crate) type F32Parts = (Vec<f32>, usize, usize, Option<Vec<f32>>);
+
+/// `linear`'s weights as [`F32Parts`].
+pub(crate) fn f32_parts(linear: &Linear) -> Result<F32Parts> {
+    let w = linear.weight().to_dtype(DType::F32)?;
+    let (n, k) = w.dims2()?;
+    let bias = match linear.bias() {
+        Some(b) => Some(b.to_dtype(DType::F32)?.to_vec1::<f32>()?),
+        None => None,
+    };
+    Ok((w.flatten_all()?.to_vec1::<f32>()?, n, k, bias))
 }
