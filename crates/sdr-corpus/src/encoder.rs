@@ -11,7 +11,10 @@ pub use sdr_embed::{HashEncoder, LoadedEncoder, ModelEncoder, SentenceEncoder};
 
 /// [`sdr_embed::open_encoder`], with its errors as [`CorpusError`] (an unknown name
 /// as [`CorpusError::InvalidOption`], as before).
-#[deprecated(since = "0.2.0", note = "use sdr_embed::open_encoder")]
+#[deprecated(
+    since = "0.2.0",
+    note = "use sdr_embed::open_encoder; removed in 0.3.0"
+)]
 pub fn open_encoder(
     name: &str,
     model_dir: Option<&Path>,
@@ -30,7 +33,7 @@ pub fn open_encoder(
 /// [`sdr_embed::open_encoder`]'s encoder alone, its notice dropped.
 #[deprecated(
     since = "0.2.0",
-    note = "use sdr_embed::open_encoder, which also returns the notice"
+    note = "use sdr_embed::open_encoder, which also returns the notice; removed in 0.3.0"
 )]
 pub fn load_encoder(
     name: &str,
@@ -43,7 +46,10 @@ pub fn load_encoder(
 }
 
 /// The encoder name a corpus records for `encoder` ([`sdr_embed::Encoder::recorded_name`]).
-#[deprecated(since = "0.2.0", note = "use sdr_embed::Encoder::recorded_name")]
+#[deprecated(
+    since = "0.2.0",
+    note = "use sdr_embed::Encoder::recorded_name; removed in 0.3.0"
+)]
 pub fn recorded_name(encoder: &sdr_embed::Encoder) -> String {
     encoder.recorded_name().to_string()
 }

@@ -51,7 +51,7 @@ pub mod bench_internals {
 // 0.1's public paths of the models and kernels, kept for one release (CHANGELOG).
 #[deprecated(
     since = "0.2.0",
-    note = "sdr-embed's kernels are private; use `Encoder`"
+    note = "sdr-embed's kernels are private; use `Encoder`; removed in 0.3.0"
 )]
 #[doc(hidden)]
 pub mod activation {
@@ -61,7 +61,7 @@ pub mod activation {
 }
 #[deprecated(
     since = "0.2.0",
-    note = "sdr-embed's kernels are private; use `Encoder`"
+    note = "sdr-embed's kernels are private; use `Encoder`; removed in 0.3.0"
 )]
 #[doc(hidden)]
 pub mod avx512_gemm {
@@ -69,7 +69,7 @@ pub mod avx512_gemm {
 }
 #[deprecated(
     since = "0.2.0",
-    note = "sdr-embed's kernels are private; use `Encoder`"
+    note = "sdr-embed's kernels are private; use `Encoder`; removed in 0.3.0"
 )]
 #[doc(hidden)]
 pub mod linear {
@@ -77,7 +77,7 @@ pub mod linear {
 }
 #[deprecated(
     since = "0.2.0",
-    note = "sdr-embed's models are private; use `Encoder`"
+    note = "sdr-embed's models are private; use `Encoder`; removed in 0.3.0"
 )]
 #[doc(hidden)]
 pub mod packed {
@@ -85,7 +85,7 @@ pub mod packed {
 }
 #[deprecated(
     since = "0.2.0",
-    note = "sdr-embed's models are private; use `Encoder`"
+    note = "sdr-embed's models are private; use `Encoder`; removed in 0.3.0"
 )]
 #[doc(hidden)]
 pub mod mpnet {
@@ -93,7 +93,7 @@ pub mod mpnet {
 }
 #[deprecated(
     since = "0.2.0",
-    note = "sdr-embed's models are private; use `Encoder`"
+    note = "sdr-embed's models are private; use `Encoder`; removed in 0.3.0"
 )]
 #[doc(hidden)]
 pub mod backbone {
@@ -101,7 +101,7 @@ pub mod backbone {
 }
 #[deprecated(
     since = "0.2.0",
-    note = "use `sdr_embed::{RobertaEncoder, LayerTokens, bertscore_default_layer}`"
+    note = "use `sdr_embed::{RobertaEncoder, LayerTokens, bertscore_default_layer}`; removed in 0.3.0"
 )]
 #[doc(hidden)]
 pub mod roberta {
