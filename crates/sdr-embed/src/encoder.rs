@@ -15,6 +15,7 @@ use crate::identity::EncoderIdentity;
 use crate::kernels::avx512_gemm;
 use crate::models::backbone::Backbone;
 use crate::sections::{EmbedControl, SectionEmbedder};
+use crate::sentence_encoder::SentenceEncoder;
 use crate::tokenize::{SentenceTokenizer, Tokens};
 
 // Their paths of 0.1 (`sdr_embed::encoder::...`).
@@ -671,6 +672,27 @@ impl Encoder {
                 v
             })
             .collect())
+    }
+}
+
+impl SentenceEncoder for Encoder {
+    fn name(&self) -> String {
+        Encoder::name(self).to_string()
+    }
+    fn weights_sha256(&self) -> Result<String> {
+        Encoder::weights_sha256(self)
+    }
+    fn dim(&self) -> usize {
+        Encoder::dim(self)
+    }
+    /// The network's vectors, without [`Encoder::cache`]: callers embed through
+    /// [`crate::SectionEmbedder`], whose cache is the one.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<f32>> {
+        Ok(self.embed_uncached(texts)?.data)
+    }
+    /// `name@sha256/precision` ([`crate::EncoderIdentity::identity`]).
+    fn identity(&self) -> Result<String> {
+        Ok(self.encoder_identity().identity().to_string())
     }
 }
 

@@ -22,7 +22,7 @@ use crate::kernels::avx512_gemm::{self, PackedWeights};
 #[cfg(feature = "mkl")]
 use crate::kernels::mkl;
 use crate::kernels::{add_bias, f32_parts};
-use crate::models::pack_cache::{PackReader, PackWriter};
+use crate::models::pack_format::{PackReader, PackWriter};
 use crate::stored::Stored;
 
 /// Tags of the layers the packed-weights cache stores (`Dense::write_to`).

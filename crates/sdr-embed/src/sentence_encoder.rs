@@ -9,7 +9,6 @@
 
 use std::sync::Arc;
 
-use crate::encoder::Encoder;
 use crate::error::Result;
 
 /// A frozen sentence encoder: unit-norm (or at least non-zero) embeddings of
@@ -27,27 +26,6 @@ pub trait SentenceEncoder: Send + Sync {
     /// caches are keyed by it, so two encoders never share entries.
     fn identity(&self) -> Result<String> {
         Ok(format!("{}@{}", self.name(), self.weights_sha256()?))
-    }
-}
-
-impl SentenceEncoder for Encoder {
-    fn name(&self) -> String {
-        Encoder::name(self).to_string()
-    }
-    fn weights_sha256(&self) -> Result<String> {
-        Encoder::weights_sha256(self)
-    }
-    fn dim(&self) -> usize {
-        Encoder::dim(self)
-    }
-    /// The network's vectors, without [`Encoder::cache`]: callers embed through
-    /// [`crate::SectionEmbedder`], whose cache is the one.
-    fn embed(&self, texts: &[&str]) -> Result<Vec<f32>> {
-        Ok(self.embed_uncached(texts)?.data)
-    }
-    /// `name@sha256/precision` ([`crate::EncoderIdentity::identity`]).
-    fn identity(&self) -> Result<String> {
-        Ok(self.encoder_identity().identity().to_string())
     }
 }
 

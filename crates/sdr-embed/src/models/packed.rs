@@ -26,7 +26,7 @@ use candle_core::{DType, Device, Result, Tensor};
 use candle_nn::VarBuilder;
 
 use super::mpnet::{relative_position_bucket, Config};
-use super::pack_cache::{PackReader, PackWriter};
+use super::pack_format::{PackReader, PackWriter};
 use crate::gemm::Dense;
 use crate::kernels::activation::{activate, Act};
 use crate::kernels::attention::{attention, Heads};
