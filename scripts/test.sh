@@ -17,6 +17,14 @@ bash scripts/fetch-gemma3.sh >/dev/null
 # WordNet for the METEOR-with-synonyms parity test (Debian wordnet-base; idempotent).
 bash scripts/install-wordnet.sh
 export SDR_REQUIRE_WORDNET=1
+# The tests load many throwaway model folders, each packed into its own packed-weights file
+# (about 1.7 GB a run from embed_errors alone): they go under target/, removed when the run
+# ends, not into the user's ~/.cache/sdr/packed. A caller's own SDR_PACKED_CACHE is kept.
+if [ -z "${SDR_PACKED_CACHE:-}" ]; then
+  export SDR_PACKED_CACHE=${CARGO_TARGET_DIR:-$PWD/target}/test-packed
+  rm -rf "$SDR_PACKED_CACHE"
+  trap 'rm -rf "$SDR_PACKED_CACHE"' EXIT
+fi
 # A clean CI build gains nothing from incremental artefacts, which cost GBs of disk.
 if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi
 echo "== disk free for target/: $(df -h . | awk 'NR==2 {print $4}')"
