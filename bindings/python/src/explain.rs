@@ -1,16 +1,16 @@
 //! `sdr_rewards.explain` (Rust side): parse a candidate and its reference, embed their
 //! distinct sentences with the caller's embedding function, and explain the
-//! reward with `sdr_core::explain` (no maths here). The result is the JSON of
+//! reward with `sdr_reward::Explainer`, as `sdr explain` does (no maths here). The result is the JSON of
 //! `sdr explain`'s output line, which `py_src/sdr_rewards/explain.py` decodes.
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use sdr_core::cost::CostKind;
-use sdr_core::explain::{explain_texts, explain_texts_with, ExplainOptions};
+use sdr_core::explain::ExplainOptions;
 use sdr_core::{parse_report, Metric, SdrError};
-use sdr_reward::{parse_reference, Reference, RewardError};
+use sdr_reward::{parse_reference, Explainer, Reference, RewardError};
 
-use sdr_embed::{EmbedControl, EmbedError, SectionBatch, SectionEmbedder};
+use sdr_embed::{EmbedControl, EmbedError, SectionEmbedder};
 
 use crate::error::ToPy;
 use crate::reward::CallableEmbedder;
@@ -32,13 +32,7 @@ pub fn explain_json(
     let metric: Metric = metric.parse::<Metric>().py()?;
     let options = ExplainOptions::new(metric, threshold).py()?;
     let cost: CostKind = cost.parse::<CostKind>().py()?;
-    let clinical = match cost.weights() {
-        None => None,
-        Some(w) => Some(
-            sdr_clinical::ClinicalCost::new(sdr_clinical::Labeler::default(), w)
-                .map_err(PyValueError::new_err)?,
-        ),
-    };
+    let explainer = Explainer::new(options, &cost).py()?;
     // One reference: its errors name no index (parse_reference's say "reference N: ").
     let reference = match parse_reference(&Reference::Report(&reference), 0) {
         Ok(r) => r,
@@ -59,40 +53,24 @@ pub fn explain_json(
     // The reference is report 0, the candidate report 1; their new sentences
     // go to `embed` in one call (after the probe that learns its dimension),
     // checked as `SDRReward(encoder=...)` checks them, with the same exceptions.
-    let mut batch = SectionBatch::new();
-    batch.push(&reference.findings, &reference.impression);
-    if candidate.format_valid {
-        batch.push(&candidate.findings, &candidate.impression);
-    }
     let encoder = CallableEmbedder::new(py, embed.unbind(), None)?;
     let embedder = SectionEmbedder::transient(&encoder);
-    let sets = py
-        .detach(|| embedder.embed(&batch, &EmbedControl::default()))
+    let explained = py
+        .detach(|| {
+            explainer.explain(
+                &[(&candidate, &reference)],
+                &embedder,
+                &EmbedControl::default(),
+            )
+        })
         .map_err(|e| {
             let external = matches!(e, EmbedError::External { .. });
             encoder.exception(py, e, external, crate::error::embed_err)
         })?;
-
-    py.detach(|| {
-        let row = |t: &str| sets.vector_of(t).unwrap_or_default();
-        let cand = candidate
-            .format_valid
-            .then_some((&candidate.findings[..], &candidate.impression[..]));
-        let refs = (&reference.findings[..], &reference.impression[..]);
-        let explanation = match &clinical {
-            None => explain_texts(&options, cand, refs, sets.dim(), row, 0)?,
-            Some(clin) => {
-                let mut e =
-                    explain_texts_with(&options, cand, refs, sets.dim(), row, 0, |_, c, r| {
-                        clin.section_cost(c, r, metric.needs_intra())
-                    })?;
-                e.cost = Some(cost.to_string());
-                e
-            }
-        };
-        Ok::<_, sdr_core::SdrError>(
-            serde_json::to_string(&explanation).expect("an explanation serialises"),
-        )
-    })
-    .py()
+    let explanation = explained
+        .into_iter()
+        .next()
+        .expect("one study, one explanation")
+        .py()?;
+    Ok(serde_json::to_string(&explanation).expect("an explanation serialises"))
 }

@@ -13,8 +13,10 @@ use std::sync::{Arc, RwLock};
 use sdr_core::cost::clinical::{
     ClinicalWeights, Conflict, Fact, FactList, Laterality, PairConflicts, Polarity,
 };
+use sdr_core::cost::CostKind;
 use sdr_core::cost::{Element, PairCost, SetView};
 use sdr_core::explain::{SectionCost, Sentences};
+use sdr_core::{Annotation, SentenceCost};
 
 use crate::labeler::Labeler;
 use crate::rules::normalize_into;
@@ -182,6 +184,60 @@ impl ClinicalCost {
             candidate_notes: notes(&conflicts.a, &fa, &fb),
             reference_notes: notes(&conflicts.b, &fb, &fa),
         })
+    }
+}
+
+/// The clinical cost as a [`SentenceCost`]: a sentence's annotation is its
+/// facts (`Vec<Fact>`, from the cache), the pair cost the penalised matrix.
+impl SentenceCost for ClinicalCost {
+    fn spec(&self) -> String {
+        CostKind::of_weights(&self.weights).to_string()
+    }
+
+    fn annotate(&self, sentence: &str) -> Annotation {
+        self.sentence_facts(sentence)
+    }
+
+    /// Not cached: a corpus labels each of its sentences once.
+    fn annotate_once(&self, sentence: &str) -> Annotation {
+        Arc::new(self.labeler.sentence_facts(sentence))
+    }
+
+    fn apply<'a>(
+        &self,
+        cosine: PairCost<'a>,
+        a: &[Annotation],
+        b: &[Annotation],
+    ) -> sdr_core::Result<(PairCost<'a>, bool)> {
+        if let Some(k) = a.iter().chain(b).position(|x| !x.is::<Vec<Fact>>()) {
+            return Err(sdr_core::SdrError::BadCost {
+                spec: self.spec(),
+                message: format!("annotation {k} is not a list of facts"),
+            });
+        }
+        let (cost, conflicts) = cosine.clinical(a, b, &self.weights)?;
+        Ok((cost, conflicts.any()))
+    }
+
+    /// The penalty adds `λ/2 (n κ^A_i + m κ^B_j) >= 0` and keeps the cosine
+    /// part's maximum as the scale (module doc of `sdr_core::cost::clinical`).
+    fn adds_only(&self) -> bool {
+        true
+    }
+
+    /// A finding added and one omitted weigh the same.
+    fn symmetric(&self) -> bool {
+        let w = &self.weights;
+        w.unmatched == w.omitted && w.unmatched_hedged == w.omitted_hedged
+    }
+
+    fn section_cost(
+        &self,
+        candidate: &Sentences<'_>,
+        reference: &Sentences<'_>,
+        with_intra: bool,
+    ) -> sdr_core::Result<SectionCost> {
+        ClinicalCost::section_cost(self, candidate, reference, with_intra)
     }
 }
 

@@ -36,6 +36,7 @@
 
 mod consistency;
 mod cost;
+mod costs;
 mod error;
 mod extras;
 mod f1;
@@ -50,6 +51,7 @@ pub use consistency::{
     BUNDLED_EXPECTATIONS,
 };
 pub use cost::{fact_text, ClinicalCost, FACT_CACHE_ENTRIES};
+pub use costs::{open_cost, open_cost_spec};
 pub use error::{ClinicalError, Result};
 pub use extras::BUNDLED_EXTRAS;
 pub use f1::{chexpert_f1, example_f1, F1Report, ObservationScore, Scores, UncertainPolicy};

@@ -11,6 +11,7 @@ pub mod explain;
 pub mod io;
 pub mod report;
 pub mod reward;
+pub mod sentence_cost;
 #[cfg(test)]
 mod test_support;
 
@@ -18,3 +19,4 @@ pub use cost::{cosine_cost, CostMatrix, Element, EmbeddingSet, SetView};
 pub use distance::Metric;
 pub use error::{Result, SdrError, Side};
 pub use report::{parse_plain, parse_report, parse_template, split_sentences, ParsedReport};
+pub use sentence_cost::{Annotation, SentenceCost};

@@ -19,6 +19,7 @@
 
 use sdr_core::cost::ZERO_COST_TOL;
 use sdr_core::distance::Rho;
+use sdr_core::SentenceCost;
 use sdr_core::{CostMatrix, Metric};
 
 /// Subtracted from every bound (absolute; distances are O(1)).
@@ -48,7 +49,9 @@ pub fn kind(metric: &Metric) -> BoundKind {
         | Metric::HungNn
         | Metric::HungPen { .. }
         | Metric::Pot { .. } => BoundKind::Block,
-        Metric::Uot { .. } | Metric::Gw { .. } => BoundKind::None,
+        // UOT, GW and any family added later: no proven bound, always
+        // computed (exact and safe; a new family needs no entry here).
+        _ => BoundKind::None,
     }
 }
 
@@ -69,6 +72,19 @@ pub fn kind_under(metric: &Metric, clinical: bool) -> BoundKind {
     match metric {
         Metric::Sinkhorn { .. } if clinical => BoundKind::None,
         _ => kind(metric),
+    }
+}
+
+/// Which bound a metric has under the sentence cost `cost` (`None`: the
+/// cosine cost, [`kind`]). A cost that only adds non-negative values and
+/// keeps the cosine scale ([`SentenceCost::adds_only`], the clinical cost)
+/// keeps the bounds of [`kind_under`]; any other turns them off (every set
+/// computed: exact, slower).
+pub fn kind_for(metric: &Metric, cost: Option<&dyn SentenceCost>) -> BoundKind {
+    match cost {
+        None => kind(metric),
+        Some(c) if c.adds_only() => kind_under(metric, true),
+        Some(_) => BoundKind::None,
     }
 }
 

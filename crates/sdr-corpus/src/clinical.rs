@@ -1,30 +1,30 @@
-//! The clinical sentence cost (SPEC §10) on the corpus side: selection,
-//! consensus and pruning scored with the cosine cost plus the conflict
-//! penalty of `sdr_core::cost::clinical`.
+//! A sentence cost beyond cosine ([`SentenceCost`]; the clinical cost of
+//! SPEC §10) on the corpus side: selection, consensus and pruning scored
+//! with the cost the reward reads.
 //!
 //! Every cost block a corpus distance reads (candidate rows x one corpus
-//! set) is penalised as the reward penalises a candidate against its
-//! reference: `M'_{ij} = M_{ij} + λ/2 (n κ^A_i + m κ^B_j)`, with `κ` the
-//! sentences' worst conflicts with the other set. The conflicts need the
-//! facts of both sets' sentences. A corpus is scored against many
-//! candidates, so the facts of each distinct corpus sentence are labelled
-//! once, when the corpus is prepared ([`CorpusClinical::new`]), and each
-//! distinct corpus set's fact lists are gathered the first time a candidate
-//! meets it; the candidates' facts come from [`ClinicalCost::facts`] (its
-//! cache), once per candidate and section.
+//! set) goes through [`SentenceCost::apply`] as the reward's candidate
+//! against its reference (the clinical cost:
+//! `M'_{ij} = M_{ij} + λ/2 (n κ^A_i + m κ^B_j)`). The cost reads both
+//! sets' annotations. A corpus is scored
+//! against many candidates, so each distinct corpus sentence is annotated
+//! once, when the corpus is prepared ([`CorpusCost::new`]), and each
+//! distinct corpus set's annotations are gathered the first time a
+//! candidate meets it; the candidates' come from [`SentenceCost::annotate`]
+//! (the cost's cache), once per candidate and section.
 //!
-//! The penalty only adds non-negative values to `M` and keeps `max(M)` of
-//! the cosine part as the OT family's scale, so every lower bound of
-//! [`crate::bounds`] computed on the cosine block stays a lower bound of
-//! the penalised distance for the metrics monotone in `M`
-//! ([`crate::bounds::kind_under`] lists them); pruning stays exact.
+//! A cost that only adds non-negative values to `M` and keeps `max(M)` of
+//! the cosine part as the OT family's scale ([`SentenceCost::adds_only`])
+//! keeps every lower bound of [`crate::bounds`] computed on the cosine
+//! block a lower bound of its distance for the metrics monotone in `M`
+//! ([`crate::bounds::kind_for`]); pruning stays exact. Other costs turn the
+//! bounds off.
 
 use std::sync::{Arc, OnceLock};
 
 use rayon::prelude::*;
-use sdr_clinical::ClinicalCost;
-use sdr_core::cost::clinical::{Fact, FactList};
 use sdr_core::cost::PairCost;
+use sdr_core::{Annotation, SentenceCost};
 
 use crate::error::{CorpusError, Result};
 use crate::index::CorpusIndex;
@@ -50,26 +50,29 @@ impl CandidateSentences {
     }
 }
 
-/// One set's facts, per sentence in row order (shared with the per-sentence table).
-type SetFacts = Vec<Arc<Vec<Fact>>>;
+/// One set's annotations, per sentence in row order (shared with the per-sentence table).
+type SetNotes = Vec<Annotation>;
 
-/// A [`ClinicalCost`] prepared for one corpus index: the facts of every
-/// corpus sentence a section uses (labelled once), and the fact lists of
-/// the distinct sets (gathered on first use).
-pub struct CorpusClinical<'c> {
-    cost: &'c ClinicalCost,
-    /// Facts per corpus sentence (embedding row); empty for rows no section uses.
-    sentence_facts: Vec<Arc<Vec<Fact>>>,
-    /// Per section, per distinct set: its sentences' facts in the set's row order.
-    set_facts: [Vec<OnceLock<SetFacts>>; 2],
+/// A [`SentenceCost`] prepared for one corpus index: the annotation of
+/// every corpus sentence a section uses (computed once), and the
+/// annotations of the distinct sets (gathered on first use).
+pub struct CorpusCost<'c> {
+    cost: &'c dyn SentenceCost,
+    /// Annotation per corpus sentence (embedding row); `()` for rows no section uses.
+    sentence_notes: Vec<Annotation>,
+    /// Per section, per distinct set: its sentences' annotations in the set's row order.
+    set_notes: [Vec<OnceLock<SetNotes>>; 2],
 }
 
-impl<'c> CorpusClinical<'c> {
+/// The name [`CorpusCost`] had when the clinical cost was the only one.
+pub type CorpusClinical<'c> = CorpusCost<'c>;
+
+impl<'c> CorpusCost<'c> {
     /// Prepares `cost` for `index`, whose embedding row `s` embeds the text
-    /// `sentence(s)`. Labels every sentence the sections use once (in
-    /// parallel; the rule labeler needs no model).
+    /// `sentence(s)`. Annotates every sentence the sections use once (in
+    /// parallel; the clinical cost's rule labeler needs no model).
     pub fn new<'t>(
-        cost: &'c ClinicalCost,
+        cost: &'c dyn SentenceCost,
         index: &CorpusIndex<'_>,
         sentence: impl Fn(usize) -> &'t str + Sync,
     ) -> Self {
@@ -80,13 +83,13 @@ impl<'c> CorpusClinical<'c> {
                 used[s as usize] = true;
             }
         }
-        let none = Arc::new(Vec::new());
-        let sentence_facts = (0..n)
+        let none: Annotation = Arc::new(());
+        let sentence_notes = (0..n)
             .into_par_iter()
             .with_min_len(256)
             .map(|s| {
                 if used[s] {
-                    Arc::new(cost.labeler().sentence_facts(sentence(s)))
+                    cost.annotate_once(sentence(s))
                 } else {
                     Arc::clone(&none)
                 }
@@ -97,69 +100,69 @@ impl<'c> CorpusClinical<'c> {
                 .map(|_| OnceLock::new())
                 .collect()
         };
-        CorpusClinical {
+        CorpusCost {
             cost,
-            sentence_facts,
-            set_facts: [sets(Section::Findings), sets(Section::Impression)],
+            sentence_notes,
+            set_notes: [sets(Section::Findings), sets(Section::Impression)],
         }
     }
 
-    /// [`CorpusClinical::new`] with the corpus file's sentence table.
-    pub fn from_corpus(cost: &'c ClinicalCost, corpus: &Corpus, index: &CorpusIndex<'_>) -> Self {
-        CorpusClinical::new(cost, index, |s| corpus.sentence(s))
+    /// [`CorpusCost::new`] with the corpus file's sentence table.
+    pub fn from_corpus(
+        cost: &'c dyn SentenceCost,
+        corpus: &Corpus,
+        index: &CorpusIndex<'_>,
+    ) -> Self {
+        CorpusCost::new(cost, index, |s| corpus.sentence(s))
     }
 
-    /// The clinical cost in use.
-    pub fn cost(&self) -> &'c ClinicalCost {
+    /// The sentence cost in use.
+    pub fn cost(&self) -> &'c dyn SentenceCost {
         self.cost
     }
 
-    /// The facts of corpus sentence (embedding row) `s`.
-    pub fn sentence_facts(&self, s: u32) -> &[Fact] {
-        &self.sentence_facts[s as usize]
+    /// The annotation of corpus sentence (embedding row) `s`.
+    pub fn sentence_note(&self, s: u32) -> &Annotation {
+        &self.sentence_notes[s as usize]
     }
 
-    /// The fact lists of distinct set `s` of section `sec` (`s` < the
+    /// The annotations of distinct set `s` of section `sec` (`s` < the
     /// section's number of sets), in the set's row order.
-    pub fn set_facts(&self, index: &CorpusIndex<'_>, sec: Section, s: usize) -> &[Arc<Vec<Fact>>] {
+    pub fn set_notes(&self, index: &CorpusIndex<'_>, sec: Section, s: usize) -> &[Annotation] {
         let si = Section::BOTH.iter().position(|x| *x == sec).unwrap_or(0);
-        self.set_facts[si][s].get_or_init(|| {
+        self.set_notes[si][s].get_or_init(|| {
             index
                 .section(sec)
                 .set(s)
                 .iter()
-                .map(|&r| Arc::clone(&self.sentence_facts[r as usize]))
+                .map(|&r| Arc::clone(&self.sentence_notes[r as usize]))
                 .collect()
         })
     }
 
-    /// `cosine` penalised by the conflicts of the candidate's facts `a`
-    /// (one list per row) against a corpus set's facts `b` (one per column).
-    pub(crate) fn penalize<'p, F: FactList, G: FactList>(
+    /// `cosine` under the cost, with the candidate's annotations `a` (one
+    /// per row) against a corpus set's `b` (one per column).
+    pub(crate) fn penalize<'p>(
         &self,
         cosine: PairCost<'p>,
-        a: &[F],
-        b: &[G],
-    ) -> PairCost<'p> {
-        // The counts were checked by `candidate_facts` and the weights by
-        // `ClinicalCost::new`: the only errors `PairCost::clinical` has.
-        cosine
-            .clinical(a, b, self.cost.weights())
-            .expect("fact counts checked against the rows; weights checked on construction")
-            .0
+        a: &[Annotation],
+        b: &[Annotation],
+    ) -> sdr_core::Result<PairCost<'p>> {
+        Ok(self.cost.apply(cosine, a, b)?.0)
     }
 }
 
-/// One candidate's facts: per section (findings, impression), one list per sentence.
-pub(crate) type SectionFacts = [Vec<Arc<Vec<Fact>>>; 2];
+/// One candidate's annotations: per section (findings, impression), one per sentence.
+pub(crate) type SectionNotes = [Vec<Annotation>; 2];
 
-/// Facts of the candidates' sentences, per candidate and section, checked
-/// against their embedded row counts `rows[c]` (`None`: malformed, skipped).
-pub(crate) fn candidate_facts(
-    cost: &ClinicalCost,
+/// Annotations of the candidates' sentences, per candidate and section,
+/// checked against their embedded row counts `rows[c]` (`None`: malformed,
+/// skipped).
+pub(crate) fn candidate_notes(
+    cost: &dyn SentenceCost,
     sentences: &[Option<CandidateSentences>],
     rows: &[Option<[usize; 2]>],
-) -> Result<Vec<Option<SectionFacts>>> {
+) -> Result<Vec<Option<SectionNotes>>> {
     if sentences.len() != rows.len() {
         return Err(CorpusError::SentenceCount {
             what: "the candidates".into(),
@@ -179,7 +182,7 @@ pub(crate) fn candidate_facts(
                     sentences: 0,
                 });
             };
-            let mut out: SectionFacts = [Vec::new(), Vec::new()];
+            let mut out: SectionNotes = [Vec::new(), Vec::new()];
             for (k, sec) in Section::BOTH.into_iter().enumerate() {
                 let texts: Vec<&str> = t.section(sec).iter().map(String::as_str).collect();
                 if texts.len() != r[k] {
@@ -189,7 +192,7 @@ pub(crate) fn candidate_facts(
                         sentences: texts.len(),
                     });
                 }
-                out[k] = cost.facts(&texts);
+                out[k] = texts.iter().map(|t| cost.annotate(t)).collect();
             }
             Ok(Some(out))
         })

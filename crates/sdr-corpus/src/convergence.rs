@@ -58,6 +58,14 @@ impl Tally {
         }
     }
 
+    /// A pair whose cost could not be formed (a sentence cost refused its
+    /// annotations): NaN, counted as failed, as [`Tally::value`] counts a
+    /// failed metric.
+    pub(crate) fn failed(&self) -> f64 {
+        self.failed.fetch_add(1, Ordering::Relaxed);
+        f64::NAN
+    }
+
     pub(crate) fn counts(&self) -> Convergence {
         Convergence {
             unconverged: self.unconverged.load(Ordering::Relaxed),

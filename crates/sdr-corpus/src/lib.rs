@@ -70,7 +70,7 @@ pub mod table;
 
 pub use agg::{all_policies, Aggregation, Policy};
 pub use build::{build_corpus, build_corpus_with, BuildInfo, Progress};
-pub use clinical::{CandidateSentences, CorpusClinical};
+pub use clinical::{CandidateSentences, CorpusClinical, CorpusCost};
 pub use convergence::Convergence;
 // The loader and the stand-in live in sdr-embed; their 0.1 paths here stay one
 // release (the functions deprecated).

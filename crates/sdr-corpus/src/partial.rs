@@ -14,7 +14,7 @@ use sdr_core::report::Section;
 use sdr_embed::{EmbedControl, SectionBatch, SectionEmbedder};
 
 use crate::agg::Policy;
-use crate::clinical::{CandidateSentences, CorpusClinical};
+use crate::clinical::{CandidateSentences, CorpusCost};
 use crate::convergence::Convergence;
 use crate::error::Result;
 use crate::index::CorpusIndex;
@@ -56,7 +56,7 @@ pub struct CorpusScorer<'a> {
     index: &'a CorpusIndex<'a>,
     embedder: SectionEmbedder<'a>,
     policy: Policy,
-    clinical: Option<&'a CorpusClinical<'a>>,
+    clinical: Option<&'a CorpusCost<'a>>,
 }
 
 impl<'a> CorpusScorer<'a> {
@@ -77,7 +77,7 @@ impl<'a> CorpusScorer<'a> {
 
     /// Scores under the clinical cost (SPEC §10), prepared for the same
     /// index, instead of the cosine cost.
-    pub fn with_clinical(mut self, clinical: &'a CorpusClinical<'a>) -> Self {
+    pub fn with_clinical(mut self, clinical: &'a CorpusCost<'a>) -> Self {
         self.clinical = Some(clinical);
         self
     }

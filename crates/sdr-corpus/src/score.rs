@@ -30,13 +30,12 @@ use sdr_core::{CostMatrix, Metric};
 
 use crate::agg::{mean_of_smallest, Aggregation, Policy};
 use crate::bounds::{self, BoundKind};
-use crate::clinical::{candidate_facts, CandidateSentences, CorpusClinical, SectionFacts};
+use crate::clinical::{candidate_notes, CandidateSentences, CorpusCost, SectionNotes};
 use crate::convergence::{Convergence, Tally};
 use crate::error::{CorpusError, Result};
 use crate::gram::{cost, gram, intra_cost, inverse_norms};
 use crate::index::{CorpusIndex, SectionSets};
 use crate::store::Section;
-use sdr_core::cost::clinical::Fact;
 
 /// Embeddings of one well-formed candidate: both sections, `n_S x dim` each
 /// (`n_S >= 1`), row-major.
@@ -243,17 +242,17 @@ impl TopK {
 /// Sets evaluated exactly per parallel round in the pruned search.
 const ROUND: usize = 256;
 
-/// The clinical cost of one scoring pass: the corpus side prepared once,
-/// and per live candidate its sentences' facts, per section.
+/// The sentence cost of one scoring pass: the corpus side prepared once,
+/// and per live candidate its sentences' annotations, per section.
 struct Clin<'x, 'c> {
-    corpus: &'x CorpusClinical<'c>,
-    facts: Vec<Option<SectionFacts>>,
+    corpus: &'x CorpusCost<'c>,
+    notes: Vec<Option<SectionNotes>>,
 }
 
 impl Clin<'_, '_> {
-    /// Candidate `c`'s facts of section `si`.
-    fn of(&self, c: usize, si: usize) -> &[std::sync::Arc<Vec<Fact>>] {
-        self.facts[c].as_ref().map_or(&[], |f| &f[si])
+    /// Candidate `c`'s annotations of section `si`.
+    fn of(&self, c: usize, si: usize) -> &[sdr_core::Annotation] {
+        self.notes[c].as_ref().map_or(&[], |f| &f[si])
     }
 }
 
@@ -282,7 +281,7 @@ impl<'a> CorpusIndex<'a> {
         cands: &[Option<CandidateEmbedding>],
         policies: &[Policy],
         opts: ScoreOptions,
-        clinical: Option<(&CorpusClinical<'_>, &[Option<CandidateSentences>])>,
+        clinical: Option<(&CorpusCost<'_>, &[Option<CandidateSentences>])>,
     ) -> Result<Scores> {
         let dim = self.view.dim;
         let stack = Stack::new(cands, dim)?;
@@ -296,11 +295,11 @@ impl<'a> CorpusIndex<'a> {
                     .collect();
                 Some(Clin {
                     corpus,
-                    facts: candidate_facts(corpus.cost(), sentences, &rows)?,
+                    notes: candidate_notes(corpus.cost(), sentences, &rows)?,
                 })
             }
         };
-        let is_clinical = clin.is_some();
+        let cost = clin.as_ref().map(|x| x.corpus.cost());
         let q = stack.q();
         let np = policies.len();
         let nc = cands.len();
@@ -319,7 +318,7 @@ impl<'a> CorpusIndex<'a> {
             for p in policies {
                 let full = !opts.prune
                     || p.agg == Aggregation::Avg
-                    || bounds::kind_under(&p.metric, is_clinical) == BoundKind::None;
+                    || bounds::kind_for(&p.metric, cost) == BoundKind::None;
                 let k = p.agg.needs_smallest().unwrap_or(1);
                 match metrics.iter_mut().find(|(m, _, _)| *m == p.metric) {
                     Some(e) => {
@@ -435,13 +434,19 @@ impl<'a> CorpusIndex<'a> {
                         (Some(a), Some(b)) => Some((a, b)),
                         _ => None,
                     };
-                    let mut pair = PairCost::borrowed(&block, intra);
-                    if let Some(x) = clin {
-                        let b = x.corpus.set_facts(self, sec, s);
-                        pair = x.corpus.penalize(pair, x.of(c, si), b);
-                    }
+                    let pair = PairCost::borrowed(&block, intra);
+                    let pair = match clin {
+                        None => Some(pair),
+                        Some(x) => {
+                            let b = x.corpus.set_notes(self, sec, s);
+                            x.corpus.penalize(pair, x.of(c, si), b).ok()
+                        }
+                    };
                     for m in metrics {
-                        out.push(tally.value(m, &pair));
+                        out.push(match &pair {
+                            Some(p) => tally.value(m, p),
+                            None => tally.failed(),
+                        });
                     }
                 }
                 out
@@ -467,7 +472,7 @@ impl<'a> CorpusIndex<'a> {
         sec: Section,
         cross: &Cross<'_>,
         rows: &Range<usize>,
-        clinical: Option<(&CorpusClinical<'_>, &[std::sync::Arc<Vec<Fact>>])>,
+        clinical: Option<(&CorpusCost<'_>, &[sdr_core::Annotation])>,
         metric: &Metric,
         k: usize,
         tally: &Tally,
@@ -475,7 +480,7 @@ impl<'a> CorpusIndex<'a> {
         let sets = self.section(sec);
         let ns = sets.len();
         // Lower bound of every set.
-        let lb: Vec<f64> = match bounds::kind_under(metric, clinical.is_some()) {
+        let lb: Vec<f64> = match bounds::kind_for(metric, clinical.map(|(c, _)| c.cost())) {
             BoundKind::Sentence => {
                 // Column minima per distinct corpus sentence of this section,
                 // and each candidate row's minimum over the section's sentences.
@@ -511,11 +516,15 @@ impl<'a> CorpusIndex<'a> {
         };
         let exact = |s: usize| -> f64 {
             let block = cross.block(rows, sets.set(s));
-            let mut pair = PairCost::borrowed(&block, None);
-            if let Some((corpus, a)) = clinical {
-                pair = corpus.penalize(pair, a, corpus.set_facts(self, sec, s));
+            let pair = PairCost::borrowed(&block, None);
+            match clinical {
+                None => tally.value(metric, &pair),
+                Some((corpus, a)) => match corpus.penalize(pair, a, corpus.set_notes(self, sec, s))
+                {
+                    Ok(p) => tally.value(metric, &p),
+                    Err(_) => tally.failed(),
+                },
             }
-            tally.value(metric, &pair)
         };
         let mut top = TopK::new(k);
         let mut evaluated = 0usize;

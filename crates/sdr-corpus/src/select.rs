@@ -7,14 +7,15 @@
 //! every candidate is malformed the first is kept and
 //! [`Selection::all_malformed`] says so.
 
-use sdr_clinical::ClinicalCost;
+use std::sync::Arc;
+
 use sdr_core::cost::PairCost;
 use sdr_core::report::parse_report;
-use sdr_core::{Metric, ParsedReport};
+use sdr_core::{Annotation, Metric, ParsedReport, SentenceCost};
 use sdr_embed::{EmbedControl, SectionBatch, SectionEmbedder};
 
 use crate::agg::Policy;
-use crate::clinical::{CandidateSentences, CorpusClinical};
+use crate::clinical::{CandidateSentences, CorpusCost};
 use crate::convergence::{Convergence, Tally};
 use crate::error::{CorpusError, Result};
 use crate::gram::{gram, inverse_norms};
@@ -152,7 +153,7 @@ pub fn best_of_k_with(
     embedder: &SectionEmbedder<'_>,
     index: &CorpusIndex<'_>,
     policy: &Policy,
-    clinical: Option<&CorpusClinical<'_>>,
+    clinical: Option<&CorpusCost<'_>>,
 ) -> Result<BestOfK> {
     let (emb, sentences) = embed_candidate_sentences(texts, embedder)?;
     let s = index.score_with(
@@ -209,7 +210,7 @@ pub fn consensus_scores_with(
     cands: &[Option<CandidateEmbedding>],
     metric: &Metric,
     dim: usize,
-    clinical: Option<(&ClinicalCost, &[Option<CandidateSentences>])>,
+    clinical: Option<(&dyn SentenceCost, &[Option<CandidateSentences>])>,
 ) -> Result<Consensus> {
     let tally = Tally::default();
     let live: Vec<usize> = (0..cands.len()).filter(|&c| cands[c].is_some()).collect();
@@ -228,15 +229,15 @@ pub fn consensus_scores_with(
         let q = rows.len() / dim;
         let g = gram(&rows, &rows, dim);
         // Each live candidate's sentences of this section, checked against its rows.
-        let texts: Option<(&ClinicalCost, Vec<Vec<&str>>)> = match clinical {
+        let notes: Option<(&dyn SentenceCost, Vec<Vec<Annotation>>)> = match clinical {
             None => None,
             Some((cost, sentences)) => {
                 let mut t = Vec::with_capacity(live.len());
                 for (x, &c) in live.iter().enumerate() {
-                    let s: Vec<&str> = sentences
+                    let s: Vec<Annotation> = sentences
                         .get(c)
                         .and_then(Option::as_ref)
-                        .map(|s| s.section(sec).iter().map(String::as_str).collect())
+                        .map(|s| s.section(sec).iter().map(|t| cost.annotate(t)).collect())
                         .unwrap_or_default();
                     if s.len() != ranges[x].len() {
                         return Err(CorpusError::SentenceCount {
@@ -261,11 +262,11 @@ pub fn consensus_scores_with(
                     metric.needs_intra(),
                 );
                 let mut back = None;
-                if let Some((cost, t)) = &texts {
-                    let w = cost.weights();
-                    // With a finding added and one omitted weighed apart, `y`
-                    // read as the candidate against `x` is another pair.
-                    if w.unmatched != w.omitted || w.unmatched_hedged != w.omitted_hedged {
+                if let Some((cost, t)) = &notes {
+                    // Under an asymmetric cost (the clinical cost with a
+                    // finding added and one omitted weighed apart), `y` read
+                    // as the candidate against `x` is another pair.
+                    if !cost.symmetric() {
                         let rev = PairCost::from_gram(
                             &g,
                             q,
@@ -274,17 +275,21 @@ pub fn consensus_scores_with(
                             ranges[x].clone(),
                             metric.needs_intra(),
                         );
-                        let rev = cost
-                            .penalize(rev, &t[y], &t[x])
-                            .expect("sentence counts checked against the rows")
-                            .0;
-                        back = Some(tally.value(metric, &rev));
+                        back = Some(match cost.apply(rev, &t[y], &t[x]) {
+                            Ok((rev, _)) => tally.value(metric, &rev),
+                            Err(_) => tally.failed(),
+                        });
                     }
-                    // Counts checked above; weights by `ClinicalCost::new`.
-                    pair = cost
-                        .penalize(pair, &t[x], &t[y])
-                        .expect("sentence counts checked against the rows")
-                        .0;
+                    // Counts checked above.
+                    match cost.apply(pair, &t[x], &t[y]) {
+                        Ok((p, _)) => pair = p,
+                        Err(_) => {
+                            let d = tally.failed();
+                            pair_sum[live[x]][live[y]] += d;
+                            pair_sum[live[y]][live[x]] += back.unwrap_or(d);
+                            continue;
+                        }
+                    }
                 }
                 let d = tally.value(metric, &pair);
                 pair_sum[live[x]][live[y]] += d;
@@ -323,8 +328,9 @@ pub struct SelectionPlan {
     pub consensus: Vec<Metric>,
     pub keys: Vec<String>,
     pub opts: ScoreOptions,
-    /// The clinical cost (SPEC §10); `None` is the paper's cosine cost.
-    pub clinical: Option<ClinicalCost>,
+    /// The sentence cost (the clinical cost of SPEC §10); `None` is the
+    /// paper's cosine cost.
+    pub clinical: Option<Arc<dyn SentenceCost>>,
 }
 
 /// One study's scores under every key of a [`SelectionPlan`] (lower is better; pick with
@@ -343,7 +349,7 @@ impl SelectionPlan {
         consensus: Vec<Metric>,
         prefix: &str,
         opts: ScoreOptions,
-        clinical: Option<ClinicalCost>,
+        clinical: Option<Arc<dyn SentenceCost>>,
     ) -> Self {
         let keys = policies
             .iter()
@@ -369,7 +375,7 @@ impl SelectionPlan {
     pub fn scores(
         &self,
         index: Option<&CorpusIndex<'_>>,
-        corpus_clinical: Option<&CorpusClinical<'_>>,
+        corpus_clinical: Option<&CorpusCost<'_>>,
         cands: &[Option<CandidateEmbedding>],
         sentences: &[Option<CandidateSentences>],
         dim: usize,
@@ -390,7 +396,7 @@ impl SelectionPlan {
             out.per_policy.extend(s.total);
         }
         for m in &self.consensus {
-            let clin = self.clinical.as_ref().map(|c| (c, sentences));
+            let clin = self.clinical.as_deref().map(|c| (c, sentences));
             let c = consensus_scores_with(cands, m, dim, clin)?;
             out.evaluated += c.evaluated;
             out.convergence += c.convergence;

@@ -19,6 +19,7 @@
 pub mod completion;
 pub mod config;
 pub mod error;
+pub mod explain;
 pub mod missing;
 pub mod parallel;
 pub mod persist;
@@ -29,6 +30,7 @@ pub mod scorer;
 pub use completion::{completion_text, json_completion_text, Dialect, Node};
 pub use config::{OptionSpec, REWARD_OPTIONS};
 pub use error::{Result, RewardError};
+pub use explain::Explainer;
 pub use missing::{Gaps, MissingSection};
 pub use parallel::{beside, install, parallelism, set_parallelism};
 pub use persist::{LoadOutcome, PersistentCache};

@@ -24,13 +24,12 @@
 
 use std::sync::Arc;
 
-use sdr_clinical::{example_f1, ClinicalCost, Labeler, UncertainPolicy};
-use sdr_core::cost::clinical::Fact;
+use sdr_clinical::{example_f1, Labeler, UncertainPolicy};
 use sdr_core::cost::{CostKind, PairCost};
 use sdr_core::report::Section;
 use sdr_core::report::{exact_match_reward, parse_template, ParsedReport};
 use sdr_core::reward::{reward, reward_with, EmbeddedSections, RewardBreakdown, RewardConfig};
-use sdr_core::Metric;
+use sdr_core::{Annotation, Metric, SentenceCost};
 use sdr_embed::{
     CacheStats, EmbedControl, SectionBatch, SectionEmbedder, SentenceCache, SentenceEncoder,
 };
@@ -205,8 +204,9 @@ pub struct Scorer {
     persist: Option<Arc<PersistentCache>>,
     /// Present only when the clinical term is on.
     labeler: Option<Labeler>,
-    /// Present only with the clinical cost (its facts are cached across batches).
-    clinical_cost: Option<Arc<ClinicalCost>>,
+    /// Present only with a sentence cost beyond cosine (the clinical cost
+    /// caches its facts across batches).
+    sentence_cost: Option<Arc<dyn SentenceCost>>,
 }
 
 impl Scorer {
@@ -251,23 +251,17 @@ impl Scorer {
                 metric: options.config.metric.to_string(),
             });
         }
-        let clinical_cost = match options.cost.weights() {
-            Some(w) if !options.exact => Some(Arc::new(
-                ClinicalCost::new(Labeler::default(), w).map_err(|message| {
-                    RewardError::Core(sdr_core::SdrError::BadCost {
-                        spec: options.cost.to_string(),
-                        message,
-                    })
-                })?,
-            )),
-            _ => None,
+        let sentence_cost = if options.exact {
+            None
+        } else {
+            sdr_clinical::open_cost(&options.cost)?
         };
         Ok(Scorer {
             options,
             embedder,
             persist: None,
             labeler: (options.clinical_weight > 0.0).then(Labeler::default),
-            clinical_cost,
+            sentence_cost,
         })
     }
 
@@ -459,12 +453,13 @@ impl Scorer {
             stop: Some(stop),
             progress: None,
         };
-        // Under the clinical cost each distinct sentence carries its facts,
-        // labelled once per batch (and cached across batches), so that a
-        // pair's cost reads them beside its rows with no lookup.
-        let sets = match &self.clinical_cost {
+        // Under a sentence cost each distinct sentence carries its
+        // annotation (the clinical cost: its facts, cached across batches),
+        // computed once per batch, so that a pair's cost reads them beside
+        // its rows with no lookup.
+        let sets = match &self.sentence_cost {
             None => embedder.embed_annotated(&batch, |_| None, &control),
-            Some(c) => embedder.embed_annotated(&batch, |t| Some(c.sentence_facts(t)), &control),
+            Some(c) => embedder.embed_annotated(&batch, |t| Some(c.annotate(t)), &control),
         }
         .map_err(RewardError::from_stage)?;
         let s = sets.stats();
@@ -486,39 +481,42 @@ impl Scorer {
             impression: sets.view(report, Section::Impression),
         };
         let metric = &config.metric;
-        let results =
-            parallel::map(gens, |i, g| {
-                // A sample's distances can take seconds (GW on long sets).
-                if stop() {
-                    return Err(RewardError::Stopped {
-                        embedded: stats.embedded,
-                        encode_seconds: stats.encode_seconds,
-                    });
-                }
-                let generated = sections(2 * i + 1);
-                let generated = g.format_valid.then_some(&generated);
-                let Some(clin) = &self.clinical_cost else {
-                    return Ok((reward(config, generated, &sections(2 * i), i)?, 0));
+        let results = parallel::map(gens, |i, g| {
+            // A sample's distances can take seconds (GW on long sets).
+            if stop() {
+                return Err(RewardError::Stopped {
+                    embedded: stats.embedded,
+                    encode_seconds: stats.encode_seconds,
+                });
+            }
+            let generated = sections(2 * i + 1);
+            let generated = g.format_valid.then_some(&generated);
+            let Some(cost) = &self.sentence_cost else {
+                return Ok((reward(config, generated, &sections(2 * i), i)?, 0));
+            };
+            // The cost reads each set's annotations beside its rows.
+            let conflicts = std::sync::atomic::AtomicUsize::new(0);
+            let r = reward_with(config, generated, &sections(2 * i), i, |section, gv, rv| {
+                let notes = |report: usize| -> Vec<Annotation> {
+                    sets.set_of(report, section)
+                        .notes()
+                        // Every sentence was annotated: `None` cannot occur, and
+                        // would be refused by `apply`, not read as a fact-free one.
+                        .map(|a| a.clone().unwrap_or_else(|| Arc::new(())))
+                        .collect()
                 };
-                // The clinical cost reads each set's facts beside its rows.
-                let conflicts = std::sync::atomic::AtomicUsize::new(0);
-                let r =
-                    reward_with(config, generated, &sections(2 * i), i, |section, gv, rv| {
-                        let facts = |report: usize| -> Vec<&[Fact]> {
-                            sets.set_of(report, section)
-                                .notes()
-                                .map(|f| f.as_deref().map_or(&[][..], Vec::as_slice))
-                                .collect()
-                        };
-                        let (pc, found) = PairCost::between(gv, rv, metric.needs_intra())?
-                            .clinical(&facts(2 * i + 1), &facts(2 * i), clin.weights())?;
-                        if found.any() {
-                            conflicts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        }
-                        metric.evaluate(&pc)
-                    })?;
-                Ok((r, conflicts.into_inner()))
-            });
+                let (pc, changed) = cost.apply(
+                    PairCost::between(gv, rv, metric.needs_intra())?,
+                    &notes(2 * i + 1),
+                    &notes(2 * i),
+                )?;
+                if changed {
+                    conflicts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                metric.evaluate(&pc)
+            })?;
+            Ok((r, conflicts.into_inner()))
+        });
         let out = results
             .into_iter()
             .collect::<std::result::Result<Vec<_>, _>>()?;

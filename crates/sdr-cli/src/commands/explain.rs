@@ -4,21 +4,19 @@
 //! candidate sentences nothing in the reference supports (SPEC §9), as JSON
 //! Lines and optionally as one self-contained HTML page (`page.rs`).
 //!
-//! The explanation itself is `sdr_core::explain`; this file parses, embeds and
-//! writes.
+//! The explanation itself is `sdr_reward::Explainer` (shared with Python's
+//! `sdr_rewards.explain`); this file parses and writes.
 
 mod page;
 
 use std::path::PathBuf;
 
 use anyhow::{anyhow, Result};
-use rayon::prelude::*;
-use sdr_clinical::ClinicalCost;
 use sdr_core::cost::CostKind;
-use sdr_core::explain::{explain_texts, explain_texts_with, ExplainOptions, ReportExplanation};
+use sdr_core::explain::{ExplainOptions, ReportExplanation};
 use sdr_core::{parse_report, Metric};
-use sdr_embed::{EmbedControl, SectionBatch, SectionEmbedder};
-use sdr_reward::{parse_reference, Reference, ReferenceSections};
+use sdr_embed::{EmbedControl, SectionEmbedder};
+use sdr_reward::{parse_reference, Explainer, Reference, ReferenceSections};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -100,12 +98,7 @@ pub fn run(args: Args) -> Result<()> {
         ],
         &[or_stdin(args.input.as_deref())],
     )?;
-    let clinical = args
-        .cost
-        .weights()
-        .map(|w| ClinicalCost::new(sdr_clinical::Labeler::default(), w))
-        .transpose()
-        .map_err(|e| anyhow!("--cost: {e}"))?;
+    let explainer = Explainer::new(options, &args.cost).map_err(|e| anyhow!("--cost: {e}"))?;
     let encoder = args.encoder.load()?;
     let mut input = Input::open(args.input.as_deref())?;
     let json_out = if args.html.is_some() && args.output.is_none() {
@@ -132,7 +125,7 @@ pub fn run(args: Args) -> Result<()> {
                 Ok((at, l, reference))
             })
             .collect::<Result<Vec<_>>>()?;
-        let explained = explain_chunk(&parsed, &options, &encoder, clinical.as_ref())?;
+        let explained = explain_chunk(&parsed, &explainer, &encoder)?;
         for ((_, line, reference), explanation) in parsed.into_iter().zip(explained) {
             count += 1;
             match &explanation.sections {
@@ -198,26 +191,20 @@ struct OutLine<'a> {
 /// every study in parallel.
 fn explain_chunk(
     parsed: &[(String, Line, ReferenceSections)],
-    options: &ExplainOptions,
+    explainer: &Explainer,
     embedder: &SectionEmbedder<'_>,
-    clinical: Option<&ClinicalCost>,
 ) -> Result<Vec<ReportExplanation>> {
     let candidates: Vec<_> = parsed
         .iter()
         .map(|(_, l, _)| parse_report(&l.candidate))
         .collect();
-    // Study `k`'s reference is report `2k`, its candidate `2k + 1`.
-    let mut batch = SectionBatch::new();
-    for ((_, _, r), c) in parsed.iter().zip(&candidates) {
-        batch.push(&r.findings, &r.impression);
-        if c.format_valid {
-            batch.push(&c.findings, &c.impression);
-        } else {
-            batch.push_empty();
-        }
-    }
-    let sets = embedder
-        .embed(&batch, &EmbedControl::default())
+    let studies: Vec<_> = candidates
+        .iter()
+        .zip(parsed)
+        .map(|(c, (_, _, r))| (c, r))
+        .collect();
+    let explained = explainer
+        .explain(&studies, embedder, &EmbedControl::default())
         .map_err(|e| {
             anyhow!(
                 "{}..{}: embedding failed: {e}",
@@ -225,31 +212,10 @@ fn explain_chunk(
                 parsed[parsed.len() - 1].0
             )
         })?;
-    let dim = sets.dim();
-    let row = |t: &str| sets.vector_of(t).unwrap_or_default();
-    parsed
-        .par_iter()
-        .zip(&candidates)
-        .map(|((at, _, r), c)| {
-            let cand = c
-                .format_valid
-                .then_some((&c.findings[..], &c.impression[..]));
-            let refs = (&r.findings[..], &r.impression[..]);
-            let explained = match clinical {
-                None => explain_texts(options, cand, refs, dim, row, 0),
-                Some(clin) => {
-                    let with_intra = options.reward.metric.needs_intra();
-                    explain_texts_with(options, cand, refs, dim, row, 0, |_, c, r| {
-                        clin.section_cost(c, r, with_intra)
-                    })
-                    .map(|mut e| {
-                        e.cost = Some(CostKind::of_weights(clin.weights()).to_string());
-                        e
-                    })
-                }
-            };
-            explained.map_err(|e| anyhow!("{at}: {e}"))
-        })
+    explained
+        .into_iter()
+        .zip(parsed)
+        .map(|(e, (at, _, _))| e.map_err(|e| anyhow!("{at}: {e}")))
         .collect()
 }
 

@@ -9,7 +9,7 @@ use anyhow::{anyhow, Result};
 use sdr_core::report::SEGMENTER_VERSION;
 use sdr_core::Metric;
 use sdr_corpus::{
-    Aggregation, Convergence, Corpus, CorpusClinical, CorpusError, CorpusScorer, PartialSections,
+    Aggregation, Convergence, Corpus, CorpusCost, CorpusError, CorpusScorer, PartialSections,
     Policy,
 };
 use sdr_gen::replay::{GenRecord, ReplayRecord};
@@ -287,10 +287,10 @@ pub fn run(args: Args) -> Result<()> {
         log_line(line);
     }
     let index = corpus.index()?;
-    let clinical_cost = crate::common::clinical_cost(&args.cost)?;
+    let clinical_cost = crate::common::sentence_cost(&args.cost)?;
     let clinical = clinical_cost
         .as_ref()
-        .map(|c| CorpusClinical::from_corpus(c, &corpus, &index));
+        .map(|c| CorpusCost::from_corpus(c.as_ref(), &corpus, &index));
     let key = format!("{}{policy}", crate::common::cost_prefix(&args.cost));
     if let Some(line) = knn_warning(&policy.agg, &index) {
         log_line(line);

@@ -14,7 +14,7 @@ use sdr_core::report::SEGMENTER_VERSION;
 use sdr_core::Metric;
 use sdr_corpus::{
     all_policies, argmin, embed_candidate_sentences, select_by_findings, Aggregation, Convergence,
-    Corpus, CorpusClinical, FindingsSelection, FindingsStudy, Policy, ScoreOptions, SelectionPlan,
+    Corpus, CorpusCost, FindingsSelection, FindingsStudy, Policy, ScoreOptions, SelectionPlan,
     FINDINGS_POLICY,
 };
 use sdr_gen::replay::ReplayRecord;
@@ -159,7 +159,7 @@ fn plan(args: &Args) -> Result<SelectionPlan> {
         ScoreOptions {
             prune: !args.no_prune,
         },
-        crate::common::clinical_cost(&args.cost)?,
+        crate::common::sentence_cost(&args.cost)?,
     ))
 }
 
@@ -270,7 +270,7 @@ pub fn run(args: Args) -> Result<()> {
     let index = corpus.as_ref().map(Corpus::index).transpose()?;
     // The clinical cost labels each corpus sentence once, here.
     let corpus_clinical = match (&plan.clinical, &corpus, &index) {
-        (Some(cost), Some(c), Some(ix)) => Some(CorpusClinical::from_corpus(cost, c, ix)),
+        (Some(cost), Some(c), Some(ix)) => Some(CorpusCost::from_corpus(cost.as_ref(), c, ix)),
         _ => None,
     };
     let single = !args.all_policies;

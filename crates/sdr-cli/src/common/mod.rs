@@ -203,12 +203,9 @@ pub fn cost_prefix(cost: &sdr_core::cost::CostKind) -> String {
     }
 }
 
-/// The [`sdr_clinical::ClinicalCost`] of `--cost` (`None` for cosine).
-pub fn clinical_cost(
+/// The sentence cost of `--cost`, from the registry (`None` for cosine).
+pub fn sentence_cost(
     cost: &sdr_core::cost::CostKind,
-) -> anyhow::Result<Option<sdr_clinical::ClinicalCost>> {
-    cost.weights()
-        .map(|w| sdr_clinical::ClinicalCost::new(sdr_clinical::Labeler::default(), w))
-        .transpose()
-        .map_err(|e| anyhow::anyhow!("--cost {cost}: {e}"))
+) -> anyhow::Result<Option<std::sync::Arc<dyn sdr_core::SentenceCost>>> {
+    sdr_clinical::open_cost(cost).map_err(|e| anyhow::anyhow!("--cost {cost}: {e}"))
 }

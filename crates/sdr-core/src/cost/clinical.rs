@@ -113,6 +113,15 @@ impl FactList for std::sync::Arc<Vec<Fact>> {
     }
 }
 
+/// A sentence cost's annotation ([`crate::Annotation`]) read as facts: the
+/// clinical cost's annotations are `Vec<Fact>`; any other reads as no fact
+/// (callers check the type first: `sdr_clinical::ClinicalCost` does).
+impl FactList for std::sync::Arc<dyn std::any::Any + Send + Sync> {
+    fn facts(&self) -> &[Fact] {
+        self.downcast_ref::<Vec<Fact>>().map_or(&[], Vec::as_slice)
+    }
+}
+
 /// What made a fact conflict with the other set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ConflictKind {
