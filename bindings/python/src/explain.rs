@@ -5,7 +5,6 @@
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use sdr_core::cost::CostKind;
 use sdr_core::explain::ExplainOptions;
 use sdr_core::{parse_report, Metric, SdrError};
 use sdr_reward::{parse_reference, Explainer, Reference, RewardError};
@@ -31,7 +30,7 @@ pub fn explain_json(
 ) -> PyResult<String> {
     let metric: Metric = metric.parse::<Metric>().py()?;
     let options = ExplainOptions::new(metric, threshold).py()?;
-    let cost: CostKind = cost.parse::<CostKind>().py()?;
+    let cost = sdr_clinical::parse_cost(cost).py()?;
     let explainer = Explainer::new(options, &cost).py()?;
     // One reference: its errors name no index (parse_reference's say "reference N: ").
     let reference = match parse_reference(&Reference::Report(&reference), 0) {

@@ -62,9 +62,7 @@ pub fn reward_options(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
 /// form (``"clinical:lambda=1.5"``). Raises ValueError naming what is wrong.
 #[pyfunction]
 pub fn check_cost(cost: &str) -> PyResult<String> {
-    let c: sdr_core::cost::CostKind = cost
-        .parse()
-        .map_err(|e: sdr_core::SdrError| PyValueError::new_err(e.to_string()))?;
+    let c = sdr_clinical::parse_cost(cost).map_err(|e| PyValueError::new_err(e.to_string()))?;
     Ok(c.to_string())
 }
 
@@ -391,9 +389,8 @@ impl PyRewardScorer {
                  a saved cache must never be read by another encoder",
             ));
         }
-        let cost: sdr_core::cost::CostKind = cost
-            .parse()
-            .map_err(|e: sdr_core::SdrError| PyValueError::new_err(e.to_string()))?;
+        let cost =
+            sdr_clinical::parse_cost(cost).map_err(|e| PyValueError::new_err(e.to_string()))?;
         let options = RewardOptions::new(metric, format_weight, semantic_weight, exact)
             .and_then(|o| o.with_clinical_weight(clinical_weight))
             .py()?

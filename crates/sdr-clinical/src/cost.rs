@@ -16,7 +16,7 @@ use sdr_core::cost::clinical::{
 use sdr_core::cost::CostKind;
 use sdr_core::cost::{Element, PairCost, SetView};
 use sdr_core::explain::{SectionCost, Sentences};
-use sdr_core::{Annotation, SentenceCost};
+use sdr_core::{Annotation, CostFamily, SentenceCost};
 
 use crate::labeler::Labeler;
 use crate::rules::normalize_into;
@@ -240,6 +240,27 @@ impl SentenceCost for ClinicalCost {
         ClinicalCost::section_cost(self, candidate, reference, with_intra)
     }
 }
+
+/// The clinical cost's entry in the registry (`crate::costs::FAMILIES`).
+pub(crate) const CLINICAL: CostFamily = CostFamily {
+    name: "clinical",
+    params: "lambda=L,unmatched=U|added=A,omitted=O",
+    check: |spec| {
+        spec.as_str()
+            .parse::<CostKind>()
+            .map(|k| k.to_string())
+            .map_err(|e| e.to_string())
+    },
+    open: |spec| {
+        let w = spec
+            .as_str()
+            .parse::<CostKind>()
+            .map_err(|e| e.to_string())?
+            .weights()
+            .ok_or("not a clinical spec")?;
+        Ok(Arc::new(ClinicalCost::new(Labeler::default(), w)?))
+    },
+};
 
 /// One fact in words: "present Pleural Effusion (right, grade 1)".
 pub fn fact_text(labeler: &Labeler, f: &Fact) -> String {

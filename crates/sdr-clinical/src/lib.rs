@@ -51,7 +51,7 @@ pub use consistency::{
     BUNDLED_EXPECTATIONS,
 };
 pub use cost::{fact_text, ClinicalCost, FACT_CACHE_ENTRIES};
-pub use costs::{open_cost, open_cost_spec};
+pub use costs::{cost_forms, open_cost, open_cost_spec, parse_cost, register_cost, FAMILIES};
 pub use error::{ClinicalError, Result};
 pub use extras::BUNDLED_EXTRAS;
 pub use f1::{chexpert_f1, example_f1, F1Report, ObservationScore, Scores, UncertainPolicy};

@@ -51,7 +51,7 @@ pub enum SdrError {
     },
     /// A sentence-cost spec (`cosine`, `clinical`, `clinical:lambda=1`) that
     /// does not parse.
-    #[error("cost `{spec}`: {message} (expected `cosine`, `clinical` or `clinical:lambda=L[,unmatched=U]` or `clinical:lambda=L,added=A,omitted=O`)")]
+    #[error("cost `{spec}`: {message}")]
     BadCost { spec: String, message: String },
     /// The caller's stop flag was set while a distance was being computed
     /// ([`crate::Metric::evaluate_until`]).

@@ -19,4 +19,4 @@ pub use cost::{cosine_cost, CostMatrix, Element, EmbeddingSet, SetView};
 pub use distance::Metric;
 pub use error::{Result, SdrError, Side};
 pub use report::{parse_plain, parse_report, parse_template, split_sentences, ParsedReport};
-pub use sentence_cost::{Annotation, SentenceCost};
+pub use sentence_cost::{Annotation, CostFamily, SentenceCost};

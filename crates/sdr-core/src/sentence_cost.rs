@@ -20,7 +20,7 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::cost::PairCost;
+use crate::cost::{NamedCost, PairCost};
 use crate::error::Result;
 use crate::explain::{SectionCost, Sentences};
 
@@ -95,4 +95,21 @@ pub trait SentenceCost: Send + Sync + fmt::Debug {
             reference_notes: vec![None; m],
         })
     }
+}
+
+/// A family of sentence costs known by name to the registry
+/// (`sdr_clinical::costs`): how a spec of that name is checked (to its
+/// canonical form) and opened. A cost's file defines its family; the
+/// registry lists it once.
+#[derive(Debug, Clone, Copy)]
+pub struct CostFamily {
+    /// The spec's name (the part before `:`).
+    pub name: &'static str,
+    /// Its parameters for help and errors, e.g. `weight=W`.
+    pub params: &'static str,
+    /// The canonical spec of a valid `spec`, or what is wrong with it, in
+    /// one line; loads nothing.
+    pub check: fn(spec: &NamedCost) -> std::result::Result<String, String>,
+    /// The cost of a checked spec.
+    pub open: fn(spec: &NamedCost) -> std::result::Result<Arc<dyn SentenceCost>, String>,
 }

@@ -13,12 +13,11 @@ use crate::jsonl::{parse_json, Input, Output};
 
 #[derive(clap::Args)]
 #[command(
-    after_help = "Input line:  {\"a\": [[0.1, 0.2], [0.3, 0.1]], \"b\": [[0.2, 0.2]]}\n\
-Output line: {\"chamfer\": 0.0123, \"hausdorff\": 0.02, ...}, one key per --metric, plus\n\
+    after_help = format!("Input line:  {{\"a\": [[0.1, 0.2], [0.3, 0.1]], \"b\": [[0.2, 0.2]]}}\n\
+Output line: {{\"chamfer\": 0.0123, \"hausdorff\": 0.02, ...}}, one key per --metric, plus\n\
 \"unconverged\": [SPEC, ...] on a line where a solver stopped at its budget before its\n\
 stopping rule (its last iterate is written; SPEC §3); stderr counts them at the end.\n\n\
-Metric specs: chamfer, hausdorff, ot, sinkhorn:eps=E, uot:eps=E,tau=T, gw:eps=E,\n\
-hung-nn, hung-pen:alpha=A, pot:rho=R|adaptive. Omitted parameters take their defaults."
+{}", crate::common::metric_forms())
 )]
 pub struct Args {
     /// JSON Lines file with one {"a": [[...]], "b": [[...]]} object per line; `-` or absent reads stdin.

@@ -71,9 +71,8 @@ pub struct Args {
     /// uses none and refuses one).
     #[arg(long, value_name = "FILE")]
     pub corpus: Option<PathBuf>,
-    /// Set distance: chamfer, hausdorff, ot, sinkhorn:eps=E, uot:eps=E,tau=T,
-    /// gw:eps=E, hung-nn, hung-pen:alpha=A, pot:rho=R|adaptive.
-    #[arg(long, short = 'm', default_value = "chamfer", value_name = "SPEC")]
+    #[arg(long, short = 'm', default_value = "chamfer", value_name = "SPEC",
+          help = format!("Set distance. {}", crate::common::metric_forms()))]
     pub metric: String,
     /// Aggregation over the corpus: min, avg, or knn:k=K (mean of the K
     /// smallest; `knn` alone is K = 5).

@@ -185,21 +185,32 @@ pub fn failure_warning(failed: usize, evaluated: usize) -> Option<String> {
     })
 }
 
-/// `--cost`: `cosine`, `clinical` or `clinical:lambda=L` (SPEC §10).
+/// The metric specs for help texts, from the registry of distance families
+/// (`metric_families!`): a new family appears with no edit here.
+pub fn metric_forms() -> String {
+    format!(
+        "Metric specs (the defaults shown): {}. Omitted parameters take their defaults.",
+        sdr_core::Metric::forms().join(", ")
+    )
+}
+
+/// `--cost`: `cosine`, `clinical` or `clinical:lambda=L` (SPEC §10), or
+/// any cost of the registry (`sdr_clinical::costs`), checked there.
 pub fn parse_cost(spec: &str) -> Result<sdr_core::cost::CostKind, String> {
-    spec.parse().map_err(|e: sdr_core::SdrError| e.to_string())
+    sdr_clinical::parse_cost(spec).map_err(|e| e.to_string())
 }
 
 /// What a policy key starts with under `cost`, so that selections and
 /// tables under another cost never share a key with the paper's: nothing
 /// for the cosine cost (keys unchanged), `clinical/` for the clinical cost
-/// at its default weights, `clinical:lambda=L,unmatched=U/` at others.
+/// at its default weights, the spec and `/` for any other
+/// (`clinical:lambda=L,unmatched=U/`).
 pub fn cost_prefix(cost: &sdr_core::cost::CostKind) -> String {
     use sdr_core::cost::CostKind;
     match *cost {
         CostKind::Cosine => String::new(),
         c if c == CostKind::clinical() => "clinical/".into(),
-        CostKind::Clinical { .. } => format!("{cost}/"),
+        CostKind::Clinical { .. } | CostKind::Named(_) => format!("{cost}/"),
     }
 }
 

@@ -42,7 +42,7 @@
 //! cosine: a conflict is between the two sets, and GW reads only intra-set
 //! geometry, so GW does not see the clinical cost.
 
-use super::{CostMatrix, PairCost};
+use super::{CostMatrix, NamedCost, PairCost};
 use std::borrow::Cow;
 
 /// Whether a sentence states a finding as present, absent or hedged.
@@ -532,6 +532,10 @@ pub enum CostKind {
         unmatched: f64,
         omitted: f64,
     },
+    /// Any other cost, by a name the registry knows (`sdr_clinical::costs`,
+    /// or one a caller registered): only its syntax is checked at parse;
+    /// `sdr_clinical::parse_cost` checks the name and values as well.
+    Named(NamedCost),
 }
 
 impl CostKind {
@@ -564,7 +568,7 @@ impl CostKind {
     /// with its `λ` and unmatched weights.
     pub fn weights(&self) -> Option<ClinicalWeights> {
         match *self {
-            CostKind::Cosine => None,
+            CostKind::Cosine | CostKind::Named(_) => None,
             CostKind::Clinical {
                 lambda,
                 unmatched,
@@ -585,6 +589,7 @@ impl std::fmt::Display for CostKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match *self {
             CostKind::Cosine => f.write_str("cosine"),
+            CostKind::Named(n) => f.write_str(n.as_str()),
             // The unmatched weights only when they are not the defaults, and
             // apart only when they differ, so that a spec reads back as it
             // was written.
@@ -675,7 +680,7 @@ impl std::str::FromStr for CostKind {
                 cost.weights().expect("clinical").check().map_err(bad)?;
                 Ok(cost)
             }
-            other => Err(bad(format!("unknown cost `{other}`"))),
+            _ => NamedCost::parse(s).map(CostKind::Named).map_err(bad),
         }
     }
 }

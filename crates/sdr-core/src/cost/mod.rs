@@ -14,6 +14,8 @@ pub mod clinical;
 pub use clinical::CostKind;
 pub mod gram;
 mod kernel;
+pub mod named;
+pub use named::NamedCost;
 
 /// Why a vector cannot enter a cosine cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

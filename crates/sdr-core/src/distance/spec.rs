@@ -97,6 +97,28 @@ macro_rules! metric_families {
                 }
             }
 
+            /// Every family's spec form with its defaults, in registry
+            /// order, for help texts: `chamfer`, `sinkhorn[:eps=0.1]`,
+            /// `uot[:eps=0.1,tau=1]`, `pot[:rho=adaptive]`.
+            ///
+            /// ```
+            /// let forms = sdr_core::Metric::forms();
+            /// assert_eq!(forms[0], "chamfer");
+            /// assert!(forms.contains(&"uot[:eps=0.1,tau=1]".to_string()));
+            /// ```
+            pub fn forms() -> Vec<String> {
+                vec![$( {
+                    #[allow(unused_mut)]
+                    let mut form = String::from($name);
+                    $(
+                        let params: Vec<String> =
+                            vec![$(format!("{}={}", stringify!($key), $default)),+];
+                        form.push_str(&format!("[:{}]", params.join(",")));
+                    )?
+                    form
+                }, )+]
+            }
+
             /// Parameter names a family accepts; `None` for an unknown name.
             fn keys(name: &str) -> Option<&'static [&'static str]> {
                 match name {

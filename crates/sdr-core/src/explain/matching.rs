@@ -87,14 +87,6 @@ pub fn matching(metric: &Metric, cost: &PairCost<'_>) -> Result<Matching> {
     let m: &CostMatrix = &cost.cross;
     let (n, k) = (m.n, m.m);
     let plan = match *metric {
-        Metric::Chamfer | Metric::Hausdorff => {
-            let (rows, cols) = nearest(m);
-            return Ok(Matching {
-                rows: rows.into_iter().map(Some).collect(),
-                cols: cols.into_iter().map(Some).collect(),
-                plan: None,
-            });
-        }
         Metric::HungNn | Metric::HungPen { .. } => {
             return assignment(m, matches!(metric, Metric::HungNn));
         }
@@ -155,6 +147,17 @@ pub fn matching(metric: &Metric, cost: &PairCost<'_>) -> Result<Matching> {
                 )?
                 .plan
             }
+        }
+        // Chamfer, Hausdorff, and any family added later without a plan of
+        // its own: each sentence's nearest neighbour (a new family needs no
+        // entry here).
+        _ => {
+            let (rows, cols) = nearest(m);
+            return Ok(Matching {
+                rows: rows.into_iter().map(Some).collect(),
+                cols: cols.into_iter().map(Some).collect(),
+                plan: None,
+            });
         }
     };
     Ok(from_plan(m, plan))
