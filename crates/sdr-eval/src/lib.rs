@@ -15,8 +15,11 @@
 //!
 //! [`scores::TextScorer`] computes them all for one pair with SDR's fixed
 //! choices (tokenisation, smoothing, stemming), documented there;
-//! [`report`] scores report pairs per section with every metric plus
-//! CheXpert-rule F1 (the library behind `sdr score` and `sdr_rewards.metrics`).
+//! [`evaluation`] is the one table every evaluation renders: each distinct
+//! (study, text) scored once against the study's reference, one rule for an
+//! empty hypothesis; [`report`] renders it as report pairs per section with
+//! every metric plus CheXpert-rule F1 (the library behind `sdr score` and
+//! `sdr_rewards.metrics`), [`runs`] as `sdr eval`'s side-by-side runs.
 //!
 //! ## Parity with the references
 //!
@@ -71,6 +74,7 @@ pub mod bootstrap;
 pub mod chexpert;
 pub mod chrf;
 pub mod error;
+pub mod evaluation;
 #[cfg(feature = "heatmap")]
 pub mod heatmap;
 #[cfg(feature = "embed")]

@@ -6,9 +6,12 @@
 //! the whole texts with [`Scope::Whole`]. Each unit gets the text metrics of
 //! [`TextScorer`] (SDR's fixed choices), BERTScore P/R/F1 when an encoder is
 //! given, and the CheXpert-rule example F1 of its rule-based labels
-//! (`sdr-clinical`). A hypothesis section that is missing scores 0 on every
-//! metric except the clinical F1 (labels of an empty text against the
-//! reference's); a reference without both sections is an error.
+//! (`sdr-clinical`), all read from the one evaluation table
+//! ([`crate::evaluation`]), each pair its own study. A hypothesis section
+//! that is missing follows the table's rule for an empty hypothesis: 0 on
+//! every text metric, BERTScore as the judge gives an empty side (0 unless
+//! rescaled), the clinical F1 of an empty text's labels against the
+//! reference's. A reference without both sections is an error.
 //!
 //! Per pair, [`ReportScores::pair_json`] is one `sdr score` output line
 //! (without the `id`); [`ReportScores::summary_json`] holds the corpus
@@ -16,7 +19,6 @@
 //! tokens and smoothing as the sentence BLEU) and CheXpert-rule F1 over the
 //! corpus (macro and micro over 14 and 5 observations).
 
-use rayon::prelude::*;
 use sdr_clinical::{chexpert_f1, example_f1, Labeler, Labels, UncertainPolicy};
 use sdr_core::report::parse_report;
 use serde_json::{Map, Value};
@@ -24,6 +26,7 @@ use serde_json::{Map, Value};
 use crate::bertscore::{BertScore, BertScorer, TokenEncoder};
 use crate::bleu::{corpus_bleu, Smoothing};
 use crate::error::{EvalError, Result};
+use crate::evaluation::{hypothesis_units, score_table, EvalReference, EvalText};
 use crate::scores::{TextScorer, TEXT_METRICS};
 use crate::tokenize::tokenize;
 
@@ -93,13 +96,11 @@ pub fn split_pair(hypothesis: &str, reference: &str, scope: Scope) -> Result<Pai
         };
         return Err(EvalError::MissingSection { section });
     }
-    let h = parse_report(hypothesis);
+    let (format_valid, h) = hypothesis_units(hypothesis, scope);
+    let r = [r.findings.join(" "), r.impression.join(" ")];
     Ok(PairUnits {
-        format_valid: Some(h.format_valid),
-        units: vec![
-            (h.findings.join(" "), r.findings.join(" ")),
-            (h.impression.join(" "), r.impression.join(" ")),
-        ],
+        format_valid,
+        units: h.into_iter().zip(r).collect(),
     })
 }
 
@@ -179,9 +180,9 @@ pub fn score_split(
     policy: UncertainPolicy,
 ) -> Result<ReportScores> {
     let per = scope.names().len();
-    let mut format_valid = Vec::with_capacity(split.len());
-    let mut units: Vec<(String, String)> = Vec::with_capacity(split.len() * per);
-    for p in split {
+    let mut references = Vec::with_capacity(split.len());
+    let mut texts = Vec::with_capacity(split.len());
+    for (n, p) in split.into_iter().enumerate() {
         if p.units.len() != per {
             return Err(EvalError::LengthMismatch {
                 what: "units of a pair",
@@ -189,49 +190,49 @@ pub fn score_split(
                 got: p.units.len(),
             });
         }
-        format_valid.push(p.format_valid);
-        units.extend(p.units);
+        // Each pair is its own study: the same hypothesis against two
+        // references is two rows.
+        let (h, r): (Vec<String>, Vec<String>) = p.units.into_iter().unzip();
+        references.push(EvalReference { id: None, units: r });
+        texts.push(EvalText {
+            study: n,
+            format_valid: p.format_valid,
+            units: h,
+        });
     }
-    let text: Vec<[f64; 9]> = units
-        .par_iter()
-        .map(|(h, r)| {
-            if h.trim().is_empty() {
-                return Ok([0.0; 9]);
-            }
-            Ok(scorer.score(h, r)?.values())
-        })
-        .collect::<Result<_>>()?;
+    let mut table = score_table(scope, references, texts, scorer, &Labeler::default())?;
     // One bert-score call per unit (Findings, Impression): idf is over that
     // unit's references.
-    let bert_scores = match bert {
-        Some(judge) => {
-            let pairs: Vec<(&str, &str)> = units
-                .iter()
-                .map(|(h, r)| (h.as_str(), r.as_str()))
-                .collect();
-            Some(judge.score_units(&pairs, per)?)
+    if let Some(judge) = bert {
+        let rows = table.positions().to_vec();
+        for u in 0..per {
+            table.add_bertscore(judge, u, &rows)?;
         }
-        None => None,
-    };
-    let labeler = Labeler::default();
-    let labels: Vec<(Labels, Labels)> = units
-        .par_iter()
-        .map(|(h, r)| (labeler.label(h), labeler.label(r)))
-        .collect();
-    let values = (0..units.len())
-        .map(|j| {
-            let mut v = text[j].to_vec();
-            if let Some(b) = &bert_scores {
-                v.extend([b[j].precision, b[j].recall, b[j].f1]);
+    }
+    let mut format_valid = Vec::with_capacity(table.positions().len());
+    let mut units = Vec::new();
+    let mut labels = Vec::new();
+    let mut values = Vec::new();
+    for (n, &row) in table.positions().iter().enumerate() {
+        let t = table.text(row);
+        format_valid.push(t.format_valid);
+        for (u, hyp) in t.units.iter().enumerate() {
+            let s = table.unit(row, u);
+            let reference_labels = table.reference_labels(n, u);
+            let mut v = s.text.to_vec();
+            if let Some(b) = s.bert {
+                v.extend([b.precision, b.recall, b.f1]);
             }
-            v.push(example_f1(&labels[j].0, &labels[j].1, policy));
-            v
-        })
-        .collect();
+            v.push(example_f1(&s.labels, &reference_labels, policy));
+            values.push(v);
+            labels.push((s.labels, reference_labels));
+            units.push((hyp.clone(), table.reference(n).units[u].clone()));
+        }
+    }
     let metrics = TEXT_METRICS
         .iter()
         .copied()
-        .chain(bert_scores.iter().flat_map(|_| BERT_METRICS))
+        .chain(bert.iter().flat_map(|_| BERT_METRICS))
         .chain([CHEXPERT_RULE_F1])
         .collect();
     Ok(ReportScores {

@@ -2,18 +2,20 @@
 //! against the reference reports, what `sdr eval` prints: BLEU-4, ROUGE-L and BERTScore-F1
 //! on Findings and on Impression (SPEC §7), CheXpert-rule F1 of the whole report (SPEC §8),
 //! the tokens each run generated, and paired-bootstrap changes between runs. Every
-//! (study, text) pair is scored once ([`score_pairs`]), however many runs picked it.
+//! (study, text) pair is scored once ([`score_pairs`], over the one evaluation table of
+//! [`crate::evaluation`]), however many runs picked it.
 
 use std::collections::HashMap;
 
 use sdr_clinical::{chexpert_f1, Labeler, Labels, UncertainPolicy};
-use sdr_core::report::parse_report;
 
 use crate::baseline::Pool;
 use crate::bertscore::BertScorer;
 use crate::bootstrap::{interval_of, resample_indices, Interval, RESAMPLES, SEED};
 use crate::chexpert::{f1_columns, random_f1, LabelledStudy};
 use crate::error::{EvalError, Result};
+use crate::evaluation::{hypothesis_units, score_table, EvalReference, EvalText};
+use crate::report::Scope;
 use crate::scores::TextScorer;
 
 /// Reference (findings, impression) by study id.
@@ -48,58 +50,66 @@ pub type PairScores = HashMap<(String, String), ([f64; 7], Labels)>;
 /// The largest token total a table cell (f64) holds exactly.
 pub const EXACT_TOKENS: u64 = 1 << 53;
 
-/// Scores every (study, text) pair once against the study's reference sections,
-/// BERTScore (when `bert` is given) in one batch over all sections. A study without a
-/// reference is an [`EvalError::Study`].
+/// Scores every (study, text) pair once against the study's reference sections
+/// ([`crate::evaluation::score_table`]), BERTScore (when `bert` is given) in one batch per
+/// section over all pairs. A study without a reference is an [`EvalError::Study`].
 pub fn score_pairs(
     pairs: &[(String, String)],
     refs: &References,
     bert: Option<&BertScorer<'_>>,
     labeler: &Labeler,
 ) -> Result<PairScores> {
-    let text = TextScorer::new(Default::default(), None);
-    // (hypothesis section, reference section) per pair and section.
-    let mut sections: Vec<(String, String)> = Vec::with_capacity(2 * pairs.len());
-    let mut well_formed = Vec::with_capacity(pairs.len());
+    let mut study_of: HashMap<&str, usize> = HashMap::new();
+    let mut references = Vec::new();
+    let mut texts = Vec::with_capacity(pairs.len());
     for (id, t) in pairs {
-        let p = parse_report(t);
-        well_formed.push(p.format_valid);
-        let r = refs.get(id).ok_or_else(|| EvalError::Study {
-            id: id.clone(),
-            message: "no reference report".into(),
-        })?;
-        sections.push((p.findings.join(" "), r.0.clone()));
-        sections.push((p.impression.join(" "), r.1.clone()));
+        let study = match study_of.get(id.as_str()) {
+            Some(&s) => s,
+            None => {
+                let r = refs.get(id).ok_or_else(|| EvalError::Study {
+                    id: id.clone(),
+                    message: "no reference report".into(),
+                })?;
+                references.push(EvalReference {
+                    id: None,
+                    units: vec![r.0.clone(), r.1.clone()],
+                });
+                study_of.insert(id, references.len() - 1);
+                references.len() - 1
+            }
+        };
+        texts.push(EvalText::parse(study, t, Scope::Sections));
     }
-    // BERTScore: every distinct string encoded once, length-batched by the encoder.
-    let mut f1 = vec![f64::NAN; sections.len()];
+    let text = TextScorer::new(Default::default(), None);
+    let mut table = score_table(Scope::Sections, references, texts, &text, labeler)?;
     if let Some(judge) = bert {
-        let refs: Vec<(&str, &str)> = sections
-            .iter()
-            .map(|(h, r)| (h.as_str(), r.as_str()))
-            .collect();
-        for (j, b) in judge.score_units(&refs, 2)?.into_iter().enumerate() {
-            f1[j] = b.f1;
+        let rows = table.positions().to_vec();
+        for s in 0..2 {
+            table.add_bertscore(judge, s, &rows)?;
         }
     }
     let mut out = HashMap::new();
-    for (n, key) in pairs.iter().enumerate() {
-        let labels = labeler.label(&joined(&sections[2 * n].0, &sections[2 * n + 1].0));
+    for (key, &row) in pairs.iter().zip(table.positions()) {
+        let t = table.text(row);
+        let labels = labeler.label(&joined(&t.units[0], &t.units[1]));
         let mut v = [0.0; 7];
-        if bert.is_none() {
-            // Not computed: no cell, even for a section whose other metrics score 0.
-            (v[2], v[5]) = (f64::NAN, f64::NAN);
-        }
-        v[6] = if well_formed[n] { 100.0 } else { 0.0 };
+        v[6] = if t.format_valid == Some(true) {
+            100.0
+        } else {
+            0.0
+        };
         for s in 0..2 {
-            let (h, r) = &sections[2 * n + s];
-            if h.trim().is_empty() {
-                continue; // an empty section scores 0 everywhere
-            }
-            let t = text.score(h, r)?;
-            v[3 * s] = t.bleu[3];
-            v[3 * s + 1] = t.rouge_l;
-            v[3 * s + 2] = f1[2 * n + s];
+            let u = table.unit(row, s);
+            v[3 * s] = u.text[3];
+            v[3 * s + 1] = u.text[6];
+            v[3 * s + 2] = match u.bert {
+                // Not computed: no cell, even for a section whose other metrics score 0.
+                None => f64::NAN,
+                // Unlike the table's rule (the judge's value, which a rescaling judge
+                // makes negative), `sdr eval` has always shown 0 here; see issue 52.
+                Some(_) if t.units[s].trim().is_empty() => 0.0,
+                Some(b) => b.f1,
+            };
         }
         out.insert(key.clone(), (v, labels));
     }
@@ -108,8 +118,8 @@ pub fn score_pairs(
 
 /// The text CheXpert labels see for a pick: its parsed Findings and Impression, joined.
 pub fn labelled_text(text: &str) -> String {
-    let p = parse_report(text);
-    joined(&p.findings.join(" "), &p.impression.join(" "))
+    let (_, units) = hypothesis_units(text, Scope::Sections);
+    joined(&units[0], &units[1])
 }
 
 /// `scores` with every pair's labels taken from `label_many` (another labeler, such as the

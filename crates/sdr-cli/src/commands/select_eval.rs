@@ -11,8 +11,8 @@ use sdr_corpus::CsvTable;
 use sdr_eval::publish::publish;
 use sdr_eval::scores::TextScorer;
 use sdr_eval::select_eval::{
-    add_judge_labels, bertscore_f1, chosen_indices, score_studies, tables, Reference,
-    SelectionRecord, StudyToScore, TablesConfig,
+    add_judge_labels, chosen_indices, score_selection, tables, Reference, SelectionRecord,
+    StudyToScore, TablesConfig,
 };
 use sdr_gen::replay::ReplayRecord;
 
@@ -133,12 +133,12 @@ pub fn run(a: Args) -> Result<()> {
         })
         .collect();
     let judge = a.judge.load()?;
-    let mut rows = score_studies(&studies, &scorer)?;
+    let mut scored = score_selection(&studies, &scorer)?;
     if let Some(j) = &judge {
-        add_judge_labels(&mut rows, |t| j.label_many(t))?;
+        add_judge_labels(&mut scored.rows, |t| j.label_many(t))?;
     }
     let bert = load_judge(&a.bert)?;
-    let bert_f1 = bertscore_f1(&rows, bert.as_ref().map(|j| j.scorer()).as_ref())?;
+    let bert_f1 = scored.bertscore_f1(bert.as_ref().map(|j| j.scorer()).as_ref())?;
     if !inputs.has_problems {
         log_line(format_args!(
             "sdr select-eval: {} has no `Problems` column: no normal / abnormal tables",
@@ -159,7 +159,7 @@ pub fn run(a: Args) -> Result<()> {
         bertscore_encoder: bert.as_ref().map(|j| j.describe()),
         wordnet: wordnet.is_some(),
     };
-    let out = tables(&rows, &bert_f1, &config);
+    let out = tables(&scored.rows, &bert_f1, &config);
     if let Ok(t) = &out {
         for n in &t.notices {
             log_line(format_args!("sdr select-eval: {n}"));

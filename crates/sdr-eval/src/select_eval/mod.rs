@@ -6,9 +6,10 @@
 //! 1. [`SelectionRecord`]: one line of `sdr select --all-policies` output, its
 //!    policies in file order; [`chosen_indices`] checks a line's policies
 //!    against the first line's.
-//! 2. [`score_studies`]: every study's candidate sections scored once with
-//!    every text metric and labelled with CheXpert-rule labels (every policy
-//!    and random seed reuses these values); [`bertscore_f1`] adds
+//! 2. [`score_selection`]: every study's candidate sections scored once with
+//!    every text metric and labelled with CheXpert-rule labels, over the one
+//!    evaluation table ([`crate::evaluation`]; every policy and random seed
+//!    reuses these values); [`SelectionScores::bertscore_f1`] adds
 //!    BERTScore-F1.
 //! 3. [`tables`]: per section, the values, improvement-over-random and strata
 //!    tables (Markdown, CSV) and heatmaps, overall and per group (normal,
@@ -23,9 +24,11 @@ use serde::Deserialize;
 
 use crate::error::{EvalError, Result};
 
+#[allow(deprecated)]
+pub use score::bertscore_f1;
 pub use score::{
-    add_judge_labels, bertscore_f1, score_studies, BertF1, JudgeLabels, Reference, ScoredStudy,
-    StudyToScore,
+    add_judge_labels, score_selection, score_studies, BertF1, JudgeLabels, Reference, ScoredStudy,
+    SelectionScores, StudyToScore,
 };
 pub use tables::{tables, Tables, TablesConfig};
 

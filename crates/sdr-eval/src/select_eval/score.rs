@@ -5,12 +5,12 @@
 
 use std::collections::HashMap;
 
-use rayon::prelude::*;
 use sdr_clinical::{Labeler, Labels};
-use sdr_core::report::parse_report;
 
 use crate::bertscore::BertScorer;
 use crate::error::{EvalError, Result};
+use crate::evaluation::{score_table, EvalReference, EvalTable, EvalText, UnitScores};
+use crate::report::Scope;
 use crate::scores::{TextScorer, TEXT_METRICS};
 use crate::strata::{stratum_from_problems, Abnormality, Stratum};
 
@@ -106,141 +106,222 @@ where
 /// BERTScore-F1 by (study, section, candidate).
 pub type BertF1 = HashMap<(usize, usize, usize), f64>;
 
-/// Scores every study, in parallel over studies, in input order.
+/// Every study scored ([`score_selection`]): the rows the tables read, over the
+/// evaluation table that holds each distinct (study, candidate) once.
+#[derive(Debug, Clone)]
+pub struct SelectionScores {
+    /// One per study, in input order.
+    pub rows: Vec<ScoredStudy>,
+    table: EvalTable,
+    /// `cells[study][candidate]`: the candidate's row of `table`.
+    cells: Vec<Vec<usize>>,
+}
+
+/// Scores every study's candidate sections against its reference sections
+/// ([`crate::evaluation::score_table`]: each distinct candidate of a study
+/// once), in input order.
 ///
 /// # Errors
 /// [`EvalError::Study`] for a study whose counts disagree or whose text
 /// fails a metric; [`EvalError::At`] naming the reference whose `Problems`
 /// holds no label.
-pub fn score_studies(
+pub fn score_selection(
     studies: &[StudyToScore<'_>],
     scorer: &TextScorer,
-) -> Result<Vec<ScoredStudy>> {
-    let labeler = Labeler::default();
-    studies
-        .par_iter()
-        .map(|s| score_study(s, scorer, &labeler))
-        .collect()
+) -> Result<SelectionScores> {
+    let mut strata = Vec::with_capacity(studies.len());
+    let mut references = Vec::with_capacity(studies.len());
+    let mut texts = Vec::new();
+    for (n, s) in studies.iter().enumerate() {
+        strata.push(check_study(s)?);
+        references.push(EvalReference {
+            id: Some(s.id.to_string()),
+            units: s.reference.sections.to_vec(),
+        });
+        texts.extend(
+            s.candidates
+                .iter()
+                .map(|t| EvalText::parse(n, t, Scope::Sections)),
+        );
+    }
+    let table = score_table(
+        Scope::Sections,
+        references,
+        texts,
+        scorer,
+        &Labeler::default(),
+    )?;
+    let mut positions = table.positions().iter().copied();
+    let cells: Vec<Vec<usize>> = studies
+        .iter()
+        .map(|s| positions.by_ref().take(s.candidates.len()).collect())
+        .collect();
+    let rows = studies
+        .iter()
+        .zip(strata)
+        .zip(&cells)
+        .enumerate()
+        .map(|(n, ((s, (abnormality, stratum)), cells))| {
+            let unit = |si: usize, c: usize| table.unit(cells[c], si);
+            let candidates = || 0..cells.len();
+            ScoredStudy {
+                well_formed: s.well_formed.to_vec(),
+                hyps: [0, 1].map(|si| {
+                    cells
+                        .iter()
+                        .map(|&r| table.text(r).units[si].clone())
+                        .collect()
+                }),
+                text: [0, 1].map(|si| {
+                    (0..TEXT_METRICS.len())
+                        .map(|m| candidates().map(|c| unit(si, c).text[m]).collect())
+                        .collect()
+                }),
+                labels: [0, 1].map(|si| candidates().map(|c| unit(si, c).labels).collect()),
+                reference: s.reference.sections.clone(),
+                reference_labels: [0, 1].map(|si| table.reference_labels(n, si)),
+                abnormality,
+                stratum,
+                chosen: s.chosen.to_vec(),
+                judge: None,
+            }
+        })
+        .collect();
+    Ok(SelectionScores { rows, table, cells })
 }
 
-fn score_study(
-    s: &StudyToScore<'_>,
-    scorer: &TextScorer,
-    labeler: &Labeler,
-) -> Result<ScoredStudy> {
-    let (id, texts, reference) = (s.id, s.candidates, s.reference);
-    if texts.len() != s.well_formed.len() {
+/// A study's counts checked, and its normal / abnormal group and finding
+/// stratum from the reference's `Problems`.
+fn check_study(s: &StudyToScore<'_>) -> Result<(Option<Abnormality>, Option<Stratum>)> {
+    if s.candidates.len() != s.well_formed.len() {
         return Err(EvalError::Study {
-            id: id.to_string(),
+            id: s.id.to_string(),
             message: format!(
                 "{} candidates but {} well_formed flags",
-                texts.len(),
+                s.candidates.len(),
                 s.well_formed.len()
             ),
         });
     }
     let at = |e| EvalError::At {
-        at: reference.at.clone(),
+        at: s.reference.at.clone(),
         source: Box::new(e),
     };
-    let (abnormality, stratum) = match &reference.problems {
+    Ok(match &s.reference.problems {
         Some(p) => (
             Some(Abnormality::from_problems(p).map_err(at)?),
             Some(stratum_from_problems(p).map_err(at)?),
         ),
         None => (None, None),
-    };
-    let hyps = candidate_sections(texts);
-    let text = text_scores(scorer, &hyps, &reference.sections, id)?;
-    let labels: [Vec<Labels>; 2] =
-        [0, 1].map(|si| hyps[si].iter().map(|h| labeler.label(h)).collect());
-    let reference_labels = [0, 1].map(|si| labeler.label(&reference.sections[si]));
-    Ok(ScoredStudy {
-        well_formed: s.well_formed.to_vec(),
-        hyps,
-        text,
-        labels,
-        reference: reference.sections.clone(),
-        reference_labels,
-        abnormality,
-        stratum,
-        chosen: s.chosen.to_vec(),
-        judge: None,
     })
 }
 
-/// [findings, impression] of every candidate; empty when the parser finds none.
-fn candidate_sections(texts: &[String]) -> [Vec<String>; 2] {
-    let parsed: Vec<_> = texts.iter().map(|t| parse_report(t)).collect();
-    [0, 1].map(|si| {
-        parsed
-            .iter()
-            .map(|p| {
-                if si == 0 {
-                    p.findings.join(" ")
-                } else {
-                    p.impression.join(" ")
-                }
-            })
-            .collect::<Vec<String>>()
-    })
-}
-
-/// text[section][metric][candidate] against the reference sections.
-fn text_scores(
-    scorer: &TextScorer,
-    hyps: &[Vec<String>; 2],
-    reference: &[String; 2],
-    id: &str,
-) -> Result<[Vec<Vec<f64>>; 2]> {
-    let mut text: [Vec<Vec<f64>>; 2] = [
-        vec![Vec::new(); TEXT_METRICS.len()],
-        vec![Vec::new(); TEXT_METRICS.len()],
-    ];
-    for (si, vs) in text.iter_mut().enumerate() {
-        for hyp in &hyps[si] {
-            let sc = scorer
-                .score(hyp, &reference[si])
-                .map_err(|e| EvalError::Study {
-                    id: id.to_string(),
-                    message: e.to_string(),
-                })?;
-            for (m, v) in sc.values().iter().enumerate() {
-                vs[m].push(*v);
-            }
-        }
-    }
-    Ok(text)
-}
-
-/// BERTScore-F1 of every candidate section whose reference section exists:
-/// one batch per section over those (candidate section, reference) pairs
-/// (idf, when the scorer asks for it, over that section's pairs); each
-/// distinct text is encoded once per section. Empty without a scorer.
-///
-/// # Errors
-/// The scorer's.
-pub fn bertscore_f1(rows: &[ScoredStudy], bert: Option<&BertScorer<'_>>) -> Result<BertF1> {
-    let mut bert_f1: BertF1 = HashMap::new();
-    if let Some(scorer) = bert {
+impl SelectionScores {
+    /// BERTScore-F1 of every candidate section whose reference section exists:
+    /// one batch per section over those (candidate section, reference) pairs
+    /// (idf, when the scorer asks for it, over that section's pairs, each
+    /// candidate counted); each distinct text is encoded once per section.
+    /// Empty without a scorer.
+    ///
+    /// # Errors
+    /// The scorer's.
+    pub fn bertscore_f1(&mut self, bert: Option<&BertScorer<'_>>) -> Result<BertF1> {
+        let mut bert_f1: BertF1 = HashMap::new();
+        let Some(scorer) = bert else {
+            return Ok(bert_f1);
+        };
         for si in 0..2 {
             let mut at = Vec::new();
-            let mut pairs: Vec<(&str, &str)> = Vec::new();
-            for (r, row) in rows.iter().enumerate() {
+            let mut rows = Vec::new();
+            for (r, (row, cells)) in self.rows.iter().zip(&self.cells).enumerate() {
                 if row.reference[si].is_empty() {
                     continue;
                 }
-                for (c, h) in row.hyps[si].iter().enumerate() {
+                for (c, &cell) in cells.iter().enumerate() {
                     at.push((r, si, c));
-                    pairs.push((h.as_str(), row.reference[si].as_str()));
+                    rows.push(cell);
                 }
             }
-            for (key, b) in at.into_iter().zip(scorer.score_pairs(&pairs)?) {
+            self.table.add_bertscore(scorer, si, &rows)?;
+            for (key, cell) in at.into_iter().zip(rows) {
+                let b = self.table.unit(cell, si).bert.unwrap_or_default();
                 bert_f1.insert(key, b.f1);
             }
         }
+        Ok(bert_f1)
     }
-    Ok(bert_f1)
+
+    /// The scores of `rows` (as [`score_selection`] made them) over a table
+    /// rebuilt from their own values, for the deprecated [`bertscore_f1`].
+    fn from_rows(rows: &[ScoredStudy]) -> Self {
+        let mut references = Vec::with_capacity(rows.len());
+        let mut reference_labels = Vec::with_capacity(rows.len());
+        let mut scored = Vec::new();
+        for (n, row) in rows.iter().enumerate() {
+            references.push(EvalReference {
+                id: None,
+                units: row.reference.to_vec(),
+            });
+            reference_labels.push(row.reference_labels.to_vec());
+            for c in 0..row.hyps[0].len().min(row.hyps[1].len()) {
+                let units = [0, 1].map(|si| UnitScores {
+                    text: std::array::from_fn(|m| {
+                        row.text[si]
+                            .get(m)
+                            .and_then(|v| v.get(c))
+                            .copied()
+                            .unwrap_or(0.0)
+                    }),
+                    labels: row.labels[si].get(c).copied().unwrap_or_default(),
+                    bert: None,
+                });
+                let text = EvalText {
+                    study: n,
+                    format_valid: row.well_formed.get(c).copied(),
+                    units: vec![row.hyps[0][c].clone(), row.hyps[1][c].clone()],
+                };
+                scored.push((text, units.to_vec()));
+            }
+        }
+        let table = EvalTable::from_scored(Scope::Sections, references, reference_labels, scored);
+        let mut positions = table.positions().iter().copied();
+        let cells = rows
+            .iter()
+            .map(|row| {
+                let n = row.hyps[0].len().min(row.hyps[1].len());
+                positions.by_ref().take(n).collect()
+            })
+            .collect();
+        SelectionScores {
+            rows: rows.to_vec(),
+            table,
+            cells,
+        }
+    }
+}
+
+/// Scores every study, in input order: the rows of [`score_selection`],
+/// for callers without BERTScore.
+///
+/// # Errors
+/// As [`score_selection`].
+pub fn score_studies(
+    studies: &[StudyToScore<'_>],
+    scorer: &TextScorer,
+) -> Result<Vec<ScoredStudy>> {
+    Ok(score_selection(studies, scorer)?.rows)
+}
+
+/// BERTScore-F1 of `rows`, as [`SelectionScores::bertscore_f1`].
+///
+/// # Errors
+/// The scorer's.
+#[deprecated(
+    since = "0.2.0",
+    note = "use `SelectionScores::bertscore_f1` on `select_eval::score_selection`'s result; removed in 0.3.0"
+)]
+pub fn bertscore_f1(rows: &[ScoredStudy], bert: Option<&BertScorer<'_>>) -> Result<BertF1> {
+    SelectionScores::from_rows(rows).bertscore_f1(bert)
 }
 
 #[cfg(test)]
@@ -304,5 +385,48 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert_eq!(e, "study 1: 2 candidates but 1 well_formed flags");
+    }
+
+    #[test]
+    #[allow(deprecated)]
+    fn duplicate_candidates_share_a_row_and_the_old_bertscore_path_agrees() {
+        use crate::bertscore::{FnEncoder, TokenEmbeddings};
+        let reference = Reference {
+            sections: ["Lungs clear.".into(), "No acute disease.".into()],
+            problems: None,
+            at: "refs.csv:2".into(),
+        };
+        let a = "Findings: Lungs clear.\nImpression: Effusion.".to_string();
+        let candidates = vec![a.clone(), a, "Findings: Lungs clear.".to_string()];
+        let study = StudyToScore {
+            id: "1",
+            candidates: &candidates,
+            well_formed: &[true, true, false],
+            chosen: &[0],
+            reference: &reference,
+        };
+        let mut s = score_selection(&[study], &TextScorer::new(Default::default(), None)).unwrap();
+        assert_eq!(s.table.len(), 2);
+        assert_eq!(s.cells, [[0, 0, 1]]);
+        let enc = FnEncoder {
+            name: "bag".to_string(),
+            encode: |texts: &[&str]| -> Result<Vec<TokenEmbeddings>> {
+                Ok(texts
+                    .iter()
+                    .map(|t| {
+                        let n = t.split_whitespace().count();
+                        let data = (0..n).flat_map(|i| [1.0, i as f32]).collect();
+                        TokenEmbeddings::with_special_ids(vec![5; n], data, 2, &[])
+                    })
+                    .collect())
+            },
+        };
+        let judge = BertScorer::new(&enc);
+        let f1 = s.bertscore_f1(Some(&judge)).unwrap();
+        assert_eq!(f1.len(), 6);
+        assert_eq!(f1[&(0, 1, 2)], 0.0, "the missing Impression");
+        assert_eq!(f1[&(0, 1, 0)], f1[&(0, 1, 1)]);
+        assert_eq!(bertscore_f1(&s.rows, Some(&judge)).unwrap(), f1);
+        assert!(s.bertscore_f1(None).unwrap().is_empty());
     }
 }

@@ -57,7 +57,7 @@ pub struct Tables {
 /// findings, when the references have `Problems`), the heatmaps of all
 /// studies, the strata table, and the summary lines (the five best policies
 /// by mean improvement over the well-formed baseline). `bert_f1` is
-/// [`super::bertscore_f1`] of the same rows (empty without a judge).
+/// [`super::SelectionScores::bertscore_f1`] of the same rows (empty without a judge).
 ///
 /// # Errors
 /// [`EvalError::NoReferenceSection`] when no study has a reference section;
