@@ -105,9 +105,6 @@ pub fn score_pairs(
             v[3 * s + 2] = match u.bert {
                 // Not computed: no cell, even for a section whose other metrics score 0.
                 None => f64::NAN,
-                // Unlike the table's rule (the judge's value, which a rescaling judge
-                // makes negative), `sdr eval` has always shown 0 here; see issue 52.
-                Some(_) if t.units[s].trim().is_empty() => 0.0,
                 Some(b) => b.f1,
             };
         }

@@ -35,7 +35,8 @@ the expectation of a uniform pick among the K candidates (exact, no seeds) for t
 metrics, and the mean over --seeds seeded uniform picks for CheXpert-rule F1.\n\
 BERTScore-F1 is bert-score's with --bertscore-model DIR (a RoBERTa/BERT folder; see `sdr score\n\
 --help`), else the reward's own encoder (all-mpnet-base-v2, last layer); the table names it;\n\
-an empty section scores 0 on every metric. CheXpert-rule F1 (rule-based CheXpert labels of\n\
+an empty section scores 0 on every metric (BERTScore-F1: bert-score's value for an empty side,\n\
+which --rescale-baseline rescales like any other). CheXpert-rule F1 (rule-based CheXpert labels of\n\
 the whole report, Findings and Impression joined; not CheXbert) is corpus-level over the\n\
 run's picks: macro and micro over 14 observations and over 5. Every text is scored once,\n\
 however many runs picked it: give all runs to one call. A study appears once per file, and\n\

@@ -21,7 +21,8 @@ use crate::textscore::{load_judge, load_wordnet, BertScoreArgs, Judge};
     after_help = "Input line:  {\"id\": 7, \"hyp\": \"<think>...</think><answer>...</answer>\", \"ref\": \"Findings: ... Impression: ...\"}\n\
 Output line: {\"id\": 7, \"format_valid\": true, \"findings\": {\"BLEU-1\": ..., ..., \"BERTScore-F1\": ...}, \"impression\": {...}}\n\n\
 Both texts are parsed as reports (the <think>/<answer> template or Findings:/Impression: headers);\n\
-a hypothesis section that is missing scores 0 on every metric; a reference without both sections\n\
+a hypothesis section that is missing scores 0 on every metric (BERTScore-F1: bert-score's value\n\
+for an empty side, rescaled too under --rescale-baseline); a reference without both sections\n\
 is an error naming its line. `--whole` scores the raw texts instead (output key \"whole\"; an\n\
 empty reference is an error).\n\n\
 Metrics (sdr-eval): tokens are lower-cased [a-z0-9]+ runs; BLEU-n is nltk's sentence BLEU with\n\
