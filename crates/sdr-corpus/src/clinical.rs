@@ -126,6 +126,35 @@ impl<'c> CorpusCost<'c> {
         &self.sentence_notes[s as usize]
     }
 
+    /// The clinical facts of corpus sentence `s` (none under another cost).
+    #[deprecated(
+        since = "0.2.0",
+        note = "use sentence_note (the cost's annotation); removed in 0.3.0"
+    )]
+    pub fn sentence_facts(&self, s: u32) -> &[sdr_core::cost::clinical::Fact] {
+        use sdr_core::cost::clinical::FactList;
+        self.sentence_notes[s as usize].facts()
+    }
+
+    /// The clinical fact lists of distinct set `s` of section `sec` (empty
+    /// lists under another cost).
+    #[deprecated(
+        since = "0.2.0",
+        note = "use set_notes (the cost's annotations); removed in 0.3.0"
+    )]
+    pub fn set_facts(
+        &self,
+        index: &CorpusIndex<'_>,
+        sec: Section,
+        s: usize,
+    ) -> Vec<&[sdr_core::cost::clinical::Fact]> {
+        use sdr_core::cost::clinical::FactList;
+        self.set_notes(index, sec, s)
+            .iter()
+            .map(|a| a.facts())
+            .collect()
+    }
+
     /// The annotations of distinct set `s` of section `sec` (`s` < the
     /// section's number of sets), in the set's row order.
     pub fn set_notes(&self, index: &CorpusIndex<'_>, sec: Section, s: usize) -> &[Annotation] {
