@@ -29,8 +29,27 @@ use sdr_core::report::parse_report;
 
 use crate::bertscore::{BertScore, BertScorer};
 use crate::error::{EvalError, Result};
-use crate::report::Scope;
 use crate::scores::{TextScorer, TEXT_METRICS};
+
+/// What a pair is split into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Scope {
+    /// Findings and Impression, scored apart (SPEC §7).
+    #[default]
+    Sections,
+    /// The raw texts, unsplit.
+    Whole,
+}
+
+impl Scope {
+    /// The unit names, in output order.
+    pub fn names(self) -> &'static [&'static str] {
+        match self {
+            Scope::Sections => &["findings", "impression"],
+            Scope::Whole => &["whole"],
+        }
+    }
+}
 
 /// One study's reference.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -340,11 +359,28 @@ impl EvalTable {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::bertscore::{Baseline, FnEncoder, TokenEmbeddings};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
+
+    /// A token encoder for tests: one token per word, vector `[1, position]`.
+    pub(crate) fn bag_encoder() -> impl crate::bertscore::TokenEncoder {
+        FnEncoder {
+            name: "bag".to_string(),
+            encode: |texts: &[&str]| -> Result<Vec<TokenEmbeddings>> {
+                Ok(texts
+                    .iter()
+                    .map(|t| {
+                        let n = t.split_whitespace().count();
+                        let data = (0..n).flat_map(|i| [1.0, i as f32]).collect();
+                        TokenEmbeddings::with_special_ids(vec![5; n], data, 2, &[])
+                    })
+                    .collect())
+            },
+        }
+    }
 
     fn reference(f: &str, i: &str) -> EvalReference {
         EvalReference {
@@ -427,19 +463,7 @@ mod tests {
 
     #[test]
     fn bertscore_of_an_empty_hypothesis_is_the_judges_value() {
-        let enc = FnEncoder {
-            name: "bag".to_string(),
-            encode: |texts: &[&str]| -> Result<Vec<TokenEmbeddings>> {
-                Ok(texts
-                    .iter()
-                    .map(|t| {
-                        let n = t.split_whitespace().count();
-                        let data = (0..n).flat_map(|i| [1.0, i as f32]).collect();
-                        TokenEmbeddings::with_special_ids(vec![5; n], data, 2, &[])
-                    })
-                    .collect())
-            },
-        };
+        let enc = bag_encoder();
         let refs = vec![EvalReference {
             id: None,
             units: vec!["a b".into()],

@@ -38,25 +38,7 @@ pub const CHEXPERT_RULE_F1: &str = "CheXpert-rule F1";
 /// The example F1 of the judge's labels (SPEC §8a), after [`CHEXPERT_RULE_F1`] when asked for.
 pub const JUDGE_F1: &str = "judge F1";
 
-/// What a pair is split into.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Scope {
-    /// Findings and Impression, scored apart (SPEC §7).
-    #[default]
-    Sections,
-    /// The raw texts, unsplit.
-    Whole,
-}
-
-impl Scope {
-    /// The unit names, in output order.
-    pub fn names(self) -> &'static [&'static str] {
-        match self {
-            Scope::Sections => &["findings", "impression"],
-            Scope::Whole => &["whole"],
-        }
-    }
-}
+pub use crate::evaluation::Scope;
 
 /// One pair split into units.
 #[derive(Debug, Clone, PartialEq)]

@@ -390,7 +390,6 @@ mod tests {
     #[test]
     #[allow(deprecated)]
     fn duplicate_candidates_share_a_row_and_the_old_bertscore_path_agrees() {
-        use crate::bertscore::{FnEncoder, TokenEmbeddings};
         let reference = Reference {
             sections: ["Lungs clear.".into(), "No acute disease.".into()],
             problems: None,
@@ -408,19 +407,7 @@ mod tests {
         let mut s = score_selection(&[study], &TextScorer::new(Default::default(), None)).unwrap();
         assert_eq!(s.table.len(), 2);
         assert_eq!(s.cells, [[0, 0, 1]]);
-        let enc = FnEncoder {
-            name: "bag".to_string(),
-            encode: |texts: &[&str]| -> Result<Vec<TokenEmbeddings>> {
-                Ok(texts
-                    .iter()
-                    .map(|t| {
-                        let n = t.split_whitespace().count();
-                        let data = (0..n).flat_map(|i| [1.0, i as f32]).collect();
-                        TokenEmbeddings::with_special_ids(vec![5; n], data, 2, &[])
-                    })
-                    .collect())
-            },
-        };
+        let enc = crate::evaluation::tests::bag_encoder();
         let judge = BertScorer::new(&enc);
         let f1 = s.bertscore_f1(Some(&judge)).unwrap();
         assert_eq!(f1.len(), 6);
