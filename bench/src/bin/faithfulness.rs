@@ -533,7 +533,7 @@ fn main() -> Result<()> {
             )
         })
         .collect::<Result<_>>()?;
-    sdr_core::io::write_atomic(&a.out, |f| {
+    sdr_io::write_atomic(&a.out, |f| {
         use std::io::Write;
         for l in &lines {
             writeln!(f, "{l}")?;

@@ -9,7 +9,7 @@ use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use sdr_core::io::AtomicFile;
+use sdr_io::AtomicFile;
 
 /// Where JSON Lines come from: a file or standard input.
 pub struct Input {
@@ -139,7 +139,7 @@ pub fn read_jsonl_lines<T>(
 }
 
 /// Buffered output to a file (written atomically by
-/// [`sdr_core::io::AtomicFile`] on [`Output::finish`]) or to standard output.
+/// [`sdr_io::AtomicFile`] on [`Output::finish`]) or to standard output.
 pub struct Output {
     sink: Sink,
 }

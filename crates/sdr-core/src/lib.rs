@@ -8,7 +8,10 @@ pub mod cost;
 pub mod distance;
 pub mod error;
 pub mod explain;
-pub mod io;
+/// The atomic file writes, moved to the `sdr-io` crate (a maths crate holds no
+/// process-wide temporary-file list): this path is kept for one release,
+/// removed in 0.3.0.
+pub use sdr_io as io;
 pub mod report;
 pub mod reward;
 pub mod sentence_cost;

@@ -328,7 +328,7 @@ impl CorpusData {
         // renames a 0600 temporary file of its own over the path.
         let bytes = safetensors::serialize(views, Some(meta))
             .map_err(|e| CorpusError::bad(path, format!("cannot serialise: {e}")))?;
-        let written = sdr_core::io::write_atomic(path, |f| std::io::Write::write_all(f, &bytes));
+        let written = sdr_io::write_atomic(path, |f| std::io::Write::write_all(f, &bytes));
         written.map_err(|e| CorpusError::io(path, e))
     }
 }

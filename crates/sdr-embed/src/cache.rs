@@ -271,7 +271,7 @@ impl SentenceCache {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
         // Temporary file beside `path`, fsync, rename: the path never holds half a cache.
-        sdr_core::io::write_atomic(path, |f| f.write_all(&bytes)).map_err(io)?;
+        sdr_io::write_atomic(path, |f| f.write_all(&bytes)).map_err(io)?;
         Ok(entries.len())
     }
 

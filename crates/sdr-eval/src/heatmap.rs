@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
-use sdr_core::io::AtomicFile;
+use sdr_io::AtomicFile;
 
 use crate::error::{EvalError, Result};
 

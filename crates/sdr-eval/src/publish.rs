@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use sdr_core::io::AtomicFile;
+use sdr_io::AtomicFile;
 
 use crate::error::{EvalError, Result};
 #[cfg(feature = "heatmap")]

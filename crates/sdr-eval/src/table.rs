@@ -348,10 +348,10 @@ impl Table {
     }
 }
 
-/// `bytes` to `path`, atomically ([`sdr_core::io::write_atomic`]).
+/// `bytes` to `path`, atomically ([`sdr_io::write_atomic`]).
 fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
-    sdr_core::io::write_atomic(path, |f| f.write_all(bytes)).map_err(|source| EvalError::Io {
+    sdr_io::write_atomic(path, |f| f.write_all(bytes)).map_err(|source| EvalError::Io {
         path: path.to_path_buf(),
         source,
     })

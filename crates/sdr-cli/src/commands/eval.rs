@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
 use sdr_clinical::{Labeler, Labels, Observation, UncertainPolicy};
-use sdr_core::io::AtomicFile;
 use sdr_corpus::CsvTable;
 use sdr_eval::chexpert::{self, CHEXPERT_COLUMNS, JUDGE_COLUMNS, JUDGE_NOTE};
 use sdr_eval::runs::{
@@ -17,6 +16,7 @@ use sdr_eval::runs::{
 };
 use sdr_eval::table::Table;
 use sdr_gen::replay::ReplayRecord;
+use sdr_io::AtomicFile;
 
 use crate::common::{
     candidate_tokens, check_input, check_outputs, non_negative_count, print_stdout, JudgeArgs,

@@ -57,7 +57,7 @@ pub fn install() -> Result<()> {
         .name("sdr-signals".into())
         .spawn(move || {
             if let Some(signal) = signals.forever().next() {
-                let removed = sdr_core::io::remove_temporary_files();
+                let removed = sdr_io::remove_temporary_files();
                 let mut line = format!("sdr: stopped by {}", name(signal));
                 if removed > 0 {
                     line += &format!(

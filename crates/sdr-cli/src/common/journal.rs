@@ -224,7 +224,7 @@ fn reorder(path: &Path, ranks: &[usize]) -> Result<()> {
     }
     let mut ranked: Vec<(usize, &str)> = ranks.iter().copied().zip(records).collect();
     ranked.sort_by_key(|&(rank, _)| rank);
-    sdr_core::io::write_atomic(path, |f| {
+    sdr_io::write_atomic(path, |f| {
         ranked.iter().try_for_each(|(_, line)| {
             f.write_all(line.as_bytes())
                 .and_then(|()| f.write_all(b"\n"))

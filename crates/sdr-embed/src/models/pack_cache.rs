@@ -9,7 +9,7 @@
 //! next load writes the file again (a process that has it mapped keeps its pages).
 //! Beside each file, an empty `.lock` file.
 //!
-//! The file is written once, atomically (`sdr_core::io`, under an exclusive lock so
+//! The file is written once, atomically (`sdr_io`, under an exclusive lock so
 //! that workers starting together pack it once), and checked on every load: magic,
 //! version, length, a checksum of the header and one of the data, and the key, which
 //! names everything that changes the packed values (the checkpoint's sha256, size and
@@ -201,7 +201,7 @@ pub(crate) fn load_or_build(
             Outcome::InMemory("a layer's GEMM packs opaquely".into()),
         ));
     }
-    let written = sdr_core::io::write_atomic(&path, |f| parts.write(&key, f));
+    let written = sdr_io::write_atomic(&path, |f| parts.write(&key, f));
     drop(lock);
     if let Err(e) = written {
         let why = format!(

@@ -279,7 +279,7 @@ fn set_mode(_: &File, _: Option<u32>) -> io::Result<()> {
 /// let dir = std::env::temp_dir().join(format!("sdr-io-doc-{}", std::process::id()));
 /// std::fs::create_dir_all(&dir).unwrap();
 /// let p = dir.join("out.txt");
-/// sdr_core::io::write_atomic(&p, |f| f.write_all(b"hello")).unwrap();
+/// sdr_io::write_atomic(&p, |f| f.write_all(b"hello")).unwrap();
 /// assert_eq!(std::fs::read(&p).unwrap(), b"hello");
 /// std::fs::remove_dir_all(&dir).unwrap();
 /// ```
