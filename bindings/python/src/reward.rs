@@ -13,10 +13,9 @@ use numpy::PyReadonlyArray2;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use sdr_embed::{EmbedError, SentenceCache, SentenceEncoder};
+use sdr_embed::{EmbedError, SentenceEncoder};
 use sdr_reward::{
-    BatchStats, LoadOutcome, MissingSection, OwnedReference, PersistentCache, Reference,
-    RewardOptions, Scorer,
+    BatchStats, LoadOutcome, MissingSection, OwnedReference, Reference, RewardOptions, Scorer,
 };
 
 use crate::encoder::load_encoder;
@@ -412,23 +411,25 @@ impl PyRewardScorer {
             // The scorer's bounded cache holds every sentence; the encoder keeps none.
             Some(load_encoder(py, model_dir, false, device, precision)?)
         };
-        let cache = match &embedder {
-            Some(e) => Some(Arc::new(
-                SentenceCache::for_encoder(e.as_ref(), Some(cache_mib)).py()?,
-            )),
-            None => None,
+        // Another kind of file at `cache_path` (a corpus, a typo) is refused by
+        // `open_cache`, before anything could be saved over it.
+        let interval = Duration::from_secs_f64(cache_save_interval);
+        let (cache, persist) = match &embedder {
+            Some(e) => {
+                let file = cache_path.as_deref().map(|p| (p, interval));
+                let (cache, persist) = py
+                    .detach(|| sdr_reward::open_cache(e.as_ref(), cache_mib, file))
+                    .py()?;
+                (Some(cache), persist)
+            }
+            None => (None, None),
         };
-        let mut scorer = Scorer::with_cache(options, embedder, cache.clone()).py()?;
+        let mut scorer = Scorer::with_cache(options, embedder, cache).py()?;
         let (mut cache_load, mut cache_refused) = (None, false);
-        if let (Some(path), Some(cache)) = (cache_path, cache) {
-            // Another kind of file at `cache_path` (a corpus, a typo) is refused here,
-            // before anything could be saved over it.
-            SentenceCache::check_path(&path).py()?;
-            let interval = Duration::from_secs_f64(cache_save_interval);
-            let (persist, outcome) = py.detach(|| PersistentCache::open(cache, &path, interval));
+        if let (Some(path), Some((persist, outcome))) = (&cache_path, persist) {
             cache_refused = matches!(outcome, LoadOutcome::Refused(_));
-            cache_load = Some(outcome.message(&path));
-            scorer = scorer.with_persistence(Arc::new(persist));
+            cache_load = Some(outcome.message(path));
+            scorer = scorer.with_persistence(persist);
         }
         Ok(PyRewardScorer {
             scorer,

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sdr_embed::{EmbedError, SentenceCache};
+use sdr_embed::{EmbedError, SentenceCache, SentenceEncoder};
 
 /// What [`PersistentCache::open`] found at the path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +39,37 @@ impl LoadOutcome {
             LoadOutcome::Refused(why) => format!("{why}; starting with an empty cache"),
         }
     }
+}
+
+/// A reward's sentence cache, and its file's persistence with what was found there.
+pub type OpenedCache = (
+    Arc<SentenceCache>,
+    Option<(Arc<PersistentCache>, LoadOutcome)>,
+);
+
+/// The sentence cache of a reward process (`sdr serve`, `sdr_rewards.SDRReward`):
+/// `encoder`'s vectors bounded at `mib` MiB, and, with `file` (path, save
+/// interval), loaded from and saved to that file. The one place a reward's
+/// cache is made; what was found at the path comes back with it.
+///
+/// # Errors
+/// A bound that is not a finite number >= 0, the encoder's identity error, or
+/// a path that holds something other than a cache (a folder, another
+/// program's file), refused before anything could be saved over it.
+pub fn open_cache(
+    encoder: &dyn SentenceEncoder,
+    mib: f64,
+    file: Option<(&Path, Duration)>,
+) -> Result<OpenedCache, EmbedError> {
+    if let Some((path, _)) = file {
+        SentenceCache::check_path(path)?;
+    }
+    let cache = Arc::new(SentenceCache::for_encoder(encoder, Some(mib))?);
+    let persist = file.map(|(path, interval)| {
+        let (p, outcome) = PersistentCache::open(cache.clone(), path, interval);
+        (Arc::new(p), outcome)
+    });
+    Ok((cache, persist))
 }
 
 /// A [`SentenceCache`] tied to a file.
@@ -142,6 +173,25 @@ mod tests {
 
     fn cache(identity: &str) -> Arc<SentenceCache> {
         Arc::new(SentenceCache::new(identity, 2, 1 << 20))
+    }
+
+    #[test]
+    fn open_cache_refuses_a_folder_and_reloads_its_file() {
+        let enc = sdr_embed::HashEncoder::new(4);
+        let dir = tempfile::tempdir().unwrap();
+        let e = open_cache(&enc, 1.0, Some((dir.path(), Duration::ZERO))).err();
+        assert!(matches!(e, Some(EmbedError::NotACache { .. })), "{e:?}");
+        let path = dir.path().join("c.bin");
+        let (cache, persist) = open_cache(&enc, 1.0, Some((&path, Duration::ZERO))).unwrap();
+        let (p, outcome) = persist.unwrap();
+        assert_eq!(outcome, LoadOutcome::Missing);
+        cache.insert(text_key("a"), vec![1.0, 0.0, 0.0, 0.0].into());
+        assert_eq!(p.save().unwrap(), 1);
+        let (_, again) = open_cache(&enc, 1.0, Some((&path, Duration::ZERO))).unwrap();
+        assert_eq!(again.unwrap().1, LoadOutcome::Loaded(1));
+        let (_, none) = open_cache(&enc, 1.0, None).unwrap();
+        assert!(none.is_none());
+        assert!(open_cache(&enc, -1.0, None).is_err());
     }
 
     #[test]

@@ -80,10 +80,9 @@ impl AppState {
         limits: Limits,
     ) -> sdr_reward::Result<AppState> {
         let cache = match &embedder {
-            Some(e) => Some(Arc::new(SentenceCache::for_encoder(
-                e.as_ref(),
-                Some(sdr_reward::DEFAULT_CACHE_MIB),
-            )?)),
+            Some(e) => {
+                Some(sdr_reward::open_cache(e.as_ref(), sdr_reward::DEFAULT_CACHE_MIB, None)?.0)
+            }
             None => None,
         };
         Self::with_cache(options, embedder, limits, cache, None)

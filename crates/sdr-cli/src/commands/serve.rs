@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use sdr_reward::{PersistentCache, RewardOptions, SentenceCache, SentenceEncoder};
+use sdr_reward::{RewardOptions, SentenceCache, SentenceEncoder};
 
 use crate::common::log_line;
 
@@ -430,24 +430,25 @@ pub fn run(args: Args) -> Result<()> {
             .context("loading the encoder")?;
         Some(loaded.encoder)
     };
-    let cache = match &embedder {
-        Some(e) => Some(Arc::new(SentenceCache::for_encoder(
-            e.as_ref(),
-            Some(args.cache_mib),
-        )?)),
-        None => None,
-    };
-    let persist = match (&args.cache, &cache) {
-        (Some(path), Some(cache)) => {
-            let (p, outcome) = PersistentCache::open(cache.clone(), path, save_interval);
-            log_line(format_args!("sdr serve: {}", outcome.message(path)));
-            Some(Arc::new(p))
+    let (cache, persist) = match &embedder {
+        Some(e) => {
+            let file = args.cache.as_deref().map(|p| (p, save_interval));
+            let (cache, persist) = sdr_reward::open_cache(e.as_ref(), args.cache_mib, file)
+                .map_err(|e| anyhow::anyhow!("--cache {e}"))?;
+            let persist = persist.map(|(p, outcome)| {
+                if let Some(path) = &args.cache {
+                    log_line(format_args!("sdr serve: {}", outcome.message(path)));
+                }
+                p
+            });
+            (Some(cache), persist)
         }
-        (Some(_), None) => {
-            log_line("sdr serve: --cache ignored: exact-match rewards embed nothing");
-            None
+        None => {
+            if args.cache.is_some() {
+                log_line("sdr serve: --cache ignored: exact-match rewards embed nothing");
+            }
+            (None, None)
         }
-        _ => None,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
