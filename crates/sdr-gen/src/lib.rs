@@ -20,6 +20,7 @@
 
 mod backend;
 mod error;
+mod lenient;
 #[cfg(feature = "local")]
 pub mod local;
 mod lockstep;

@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::lenient::{Finish, Lenient, StudyId, TokenCount};
 use crate::{CandidateState, Candidates, End, GenError, Piece};
 
 /// One stored candidate.
@@ -180,9 +181,10 @@ impl Replay {
 }
 
 /// One study's generation record, as `sdr generate` writes it (one JSON
-/// line). [`ReplayRecord`] reads the same line, and any `{"id", "candidates"}`
-/// line, leniently: what it checks itself (`tokens`, `finish`) it takes as
-/// plain JSON so that its errors name the field.
+/// line) and reads it back (`--resume`, `sdr prune --full`), strictly.
+/// [`ReplayRecord`] reads the same line, and any `{"id", "candidates"}`
+/// line, over the same field types taken leniently ([`Lenient`]):
+/// [`ReplayRecord::from`] a `GenRecord` is what it reads of its line.
 #[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct GenRecord {
     pub id: String,
@@ -226,51 +228,80 @@ impl GenRecord {
 }
 
 /// One line of a candidates file (what `sdr select`, `sdr eval`, `sdr select-eval` and
-/// `sdr prune --replay` read): `sdr generate`'s record, or any
-/// `{"id", "candidates"}` line.
-#[derive(Debug, Clone, Deserialize)]
+/// `sdr prune --replay` read): `sdr generate`'s record ([`GenRecord`]), or any
+/// `{"id", "candidates"}` line. Of [`GenRecord`]'s fields it reads `id`,
+/// `backend`, `tokens` and `finish` leniently ([`Lenient`]: any JSON value,
+/// kept as written), `candidates` and `token_ends` as typed; other fields
+/// are ignored.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct ReplayRecord {
-    pub id: serde_json::Value,
+    /// Any JSON value (`sdr select` echoes it back as written).
+    pub id: StudyId,
     pub candidates: Vec<String>,
     /// Byte offsets after each token, per candidate.
     #[serde(default)]
     pub token_ends: Option<Vec<Vec<usize>>>,
     /// Tokens per candidate, as the line holds them: checked by
-    /// [`ReplayRecord::check_tokens`], so that a bad count's error names the field.
+    /// [`ReplayRecord::token_counts`], so that a bad count's error names the field.
     #[serde(default)]
-    pub tokens: Option<Vec<serde_json::Value>>,
+    pub tokens: Option<Vec<TokenCount>>,
     /// `sdr generate`'s back-end (`local:...`, `openai:...`).
     #[serde(default)]
-    pub backend: Option<serde_json::Value>,
-    /// `sdr generate`'s end of each candidate (the caller refuses an `{"error": ...}`).
+    pub backend: Option<Lenient<String>>,
+    /// `sdr generate`'s end of each candidate (a caller refuses an
+    /// `{"error": ...}`: [`ReplayRecord::failed`]).
     #[serde(default)]
-    pub finish: Vec<serde_json::Value>,
+    pub finish: Vec<Finish>,
+}
+
+impl From<GenRecord> for ReplayRecord {
+    /// What a `ReplayRecord` reads of `rec`'s line.
+    fn from(rec: GenRecord) -> Self {
+        ReplayRecord {
+            id: rec.id.into(),
+            candidates: rec.candidates,
+            token_ends: Some(rec.token_ends),
+            tokens: Some(rec.tokens.into_iter().map(Lenient::from).collect()),
+            backend: Some(rec.backend.into()),
+            finish: rec.finish.into_iter().map(Lenient::from).collect(),
+        }
+    }
 }
 
 impl ReplayRecord {
-    /// Checks `tokens` ([`candidate_tokens`]) and the record's framing
+    /// The `tokens` counts, one per candidate, where the line has them; the
+    /// error names the field ([`candidate_tokens`]).
+    pub fn token_counts(&self) -> Result<Option<Vec<usize>>, String> {
+        let k = self.candidates.len();
+        self.tokens
+            .as_deref()
+            .map(|t| counts(t, k, Lenient::count))
+            .transpose()
+    }
+
+    /// The first candidate that failed in generation (its `finish` is an
+    /// `{"error": ...}`: [`Lenient::error`]), with the error.
+    pub fn failed(&self) -> Option<(usize, String)> {
+        self.finish
+            .iter()
+            .enumerate()
+            .find_map(|(i, f)| Some((i, f.error()?)))
+    }
+
+    /// Checks `tokens` ([`ReplayRecord::token_counts`]) and the record's framing
     /// ([`check_framing`]; chunked for an `openai:...` back-end, whose
     /// server may count more tokens than its stream had chunks).
     ///
     /// # Errors
     /// [`GenError::Input`] saying what is wrong (the caller adds the line).
     pub fn check_tokens(&self) -> Result<(), GenError> {
-        let k = self.candidates.len();
-        let tokens = self
-            .tokens
-            .as_ref()
-            .map(|t| candidate_tokens(t, k))
-            .transpose()
-            .map_err(GenError::Input)?;
+        let tokens = self.token_counts().map_err(GenError::Input)?;
         let Some(te) = &self.token_ends else {
             return Ok(());
         };
-        let chunked = self
-            .backend
-            .as_ref()
-            .and_then(|b| b.as_str())
-            .is_some_and(|b| b.starts_with("openai:"));
-        check_framing(k, te, tokens.as_deref(), chunked).map_err(GenError::Input)
+        let chunked = matches!(&self.backend, Some(Lenient::Typed(b)) if b.starts_with("openai:"));
+        check_framing(self.candidates.len(), te, tokens.as_deref(), chunked)
+            .map_err(GenError::Input)
     }
 
     /// The candidates as a [`Replay`] (their token ends checked by
@@ -294,12 +325,21 @@ impl ReplayRecord {
 pub fn token_count(t: &serde_json::Value, field: &str) -> Result<usize, String> {
     t.as_u64()
         .and_then(|n| usize::try_from(n).ok())
-        .ok_or_else(|| format!("\"{field}\" must be a non-negative integer, got {t}"))
+        .ok_or_else(|| crate::lenient::not_a_count(t, field))
 }
 
 /// A record's `"tokens"`: one count per candidate (of `k`), each checked by
 /// [`token_count`].
 pub fn candidate_tokens(tokens: &[serde_json::Value], k: usize) -> Result<Vec<usize>, String> {
+    counts(tokens, k, token_count)
+}
+
+/// `tokens`, one per candidate (of `k`), each read by `count(token, field)`.
+fn counts<T>(
+    tokens: &[T],
+    k: usize,
+    count: impl Fn(&T, &str) -> Result<usize, String>,
+) -> Result<Vec<usize>, String> {
     if tokens.len() != k {
         return Err(format!(
             "\"tokens\" has {} counts for {k} candidates",
@@ -309,7 +349,7 @@ pub fn candidate_tokens(tokens: &[serde_json::Value], k: usize) -> Result<Vec<us
     tokens
         .iter()
         .enumerate()
-        .map(|(i, t)| token_count(t, &format!("tokens[{i}]")))
+        .map(|(i, t)| count(t, &format!("tokens[{i}]")))
         .collect()
 }
 
@@ -422,6 +462,93 @@ mod tests {
         rec(r#"{"id": 1, "candidates": ["a b", "c"], "tokens": [3, 1], "token_ends": [[1, 3], [1]], "backend": "openai:x"}"#)
             .check_tokens()
             .unwrap();
+    }
+
+    fn gen_record() -> GenRecord {
+        GenRecord {
+            id: "s1".into(),
+            backend: "openai:http://x/v1 m".into(),
+            prompt: "p2".into(),
+            context: None,
+            seed: 9,
+            candidates: vec!["a b".into(), "c".into()],
+            tokens: vec![3, 1],
+            finish: vec![Some(End::Stop), Some(End::Error("idle timeout".into()))],
+            token_ends: vec![vec![1, 3], vec![1]],
+            sentence_tokens: vec![vec![3], vec![1]],
+            seconds: 0.5,
+        }
+    }
+
+    #[test]
+    fn a_generation_record_reads_back_typed() {
+        let rec = gen_record();
+        let line = serde_json::to_string(&rec).unwrap();
+        assert_eq!(
+            line,
+            r#"{"id":"s1","backend":"openai:http://x/v1 m","prompt":"p2","context":null,"seed":9,"candidates":["a b","c"],"tokens":[3,1],"finish":["stop",{"error":"idle timeout"}],"token_ends":[[1,3],[1]],"sentence_tokens":[[3],[1]],"seconds":0.5}"#
+        );
+        let read: ReplayRecord = serde_json::from_str(&line).unwrap();
+        assert_eq!(read, ReplayRecord::from(rec.clone()));
+        // Every lenient field is typed, as written.
+        assert_eq!(read.id, Lenient::Typed("s1".into()));
+        assert!(read.finish.iter().all(|f| f.typed().is_some()));
+        assert_eq!(read.token_counts(), Ok(Some(vec![3, 1])));
+        assert_eq!(read.failed(), Some((1, "idle timeout".into())));
+        // Chunked: 3 tokens over 2 ends is fine for an OpenAI server.
+        read.check_tokens().unwrap();
+        // And the strict reader takes it back whole.
+        let again: GenRecord = serde_json::from_str(&line).unwrap();
+        assert_eq!(serde_json::to_string(&again).unwrap(), line);
+    }
+
+    #[test]
+    fn a_candidates_line_is_read_leniently() {
+        let rec: ReplayRecord = serde_json::from_str(
+            r#"{"id": 12, "candidates": ["a", "b"], "tokens": [1, "x"], "finish": ["odd", {"error": 7}],
+                "backend": 5, "prompt": [], "seed": "s"}"#,
+        )
+        .unwrap();
+        assert_eq!(rec.id, Lenient::Other(serde_json::json!(12)));
+        assert_eq!(rec.id.text(), "12");
+        assert_eq!(serde_json::to_string(&rec.id).unwrap(), "12");
+        assert_eq!(rec.backend, Some(Lenient::Other(serde_json::json!(5))));
+        assert_eq!(rec.finish[0], Lenient::Other(serde_json::json!("odd")));
+        assert_eq!(rec.failed(), Some((1, "7".into())));
+        assert_eq!(
+            rec.token_counts().unwrap_err(),
+            "\"tokens[1]\" must be a non-negative integer, got \"x\""
+        );
+        // Absent or null optional fields: nothing to check, nothing failed.
+        let bare: ReplayRecord =
+            serde_json::from_str(r#"{"id": null, "candidates": [""], "tokens": null}"#).unwrap();
+        assert_eq!(bare.id.text(), "null");
+        assert_eq!(bare.token_counts(), Ok(None));
+        assert_eq!(bare.failed(), None);
+        bare.check_tokens().unwrap();
+        // What stays an error: no id, no candidates, a null finish, tokens
+        // that are not a list, token_ends that are not offsets.
+        for (line, want) in [
+            (r#"{"candidates": []}"#, "missing field `id`"),
+            (r#"{"id": 1}"#, "missing field `candidates`"),
+            (
+                r#"{"id": 1, "candidates": [], "finish": null}"#,
+                "invalid type: null, expected a sequence",
+            ),
+            (
+                r#"{"id": 1, "candidates": [], "tokens": 3}"#,
+                "invalid type: integer `3`, expected a sequence",
+            ),
+            (
+                r#"{"id": 1, "candidates": [], "token_ends": [[-1]]}"#,
+                "invalid value: integer `-1`, expected usize",
+            ),
+        ] {
+            let e = serde_json::from_str::<ReplayRecord>(line)
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with(want), "{line}: {e}");
+        }
     }
 
     #[test]

@@ -18,9 +18,7 @@ use sdr_eval::table::Table;
 use sdr_gen::replay::ReplayRecord;
 use sdr_io::AtomicFile;
 
-use crate::common::{
-    candidate_tokens, check_input, check_outputs, non_negative_count, print_stdout, JudgeArgs,
-};
+use crate::common::{check_input, check_outputs, non_negative_count, print_stdout, JudgeArgs};
 use crate::jsonl::{id_text, read_jsonl_file};
 use crate::textscore::{load_judge, BertScoreArgs, Judge};
 
@@ -422,7 +420,7 @@ fn load_candidates(path: &Path, refs: &Refs, rname: &str) -> Result<Vec<Study>> 
     let mut first_at: HashMap<String, String> = HashMap::new();
     for (at, v) in read_jsonl_file::<serde_json::Value>(path)? {
         let l: ReplayRecord = serde_json::from_value(v).map_err(|e| anyhow!("{at}: {e}"))?;
-        let id = id_text(&l.id);
+        let id = l.id.text();
         // A repeated study would count twice in every mean.
         if let Some(first) = first_at.insert(id.clone(), at.clone()) {
             return Err(anyhow!("{at}: study {id} again (first at {first})"));
@@ -438,10 +436,9 @@ fn load_candidates(path: &Path, refs: &Refs, rname: &str) -> Result<Vec<Study>> 
         if l.candidates.is_empty() {
             return Err(anyhow!("{at}: no candidates"));
         }
-        crate::common::refuse_failed(&at, &id, &l.finish)?;
-        let tokens = match &l.tokens {
-            Some(t) => {
-                let counts = candidate_tokens(t, l.candidates.len(), &at)?;
+        crate::common::refuse_failed(&at, &id, &l)?;
+        let tokens = match l.token_counts().map_err(|e| anyhow!("{at}: {e}"))? {
+            Some(counts) => {
                 let counts: Vec<_> = counts.into_iter().map(Some).collect();
                 checked_total(&counts).map_err(|e| anyhow!("{at}: \"tokens\": {e}"))?
             }

@@ -14,18 +14,16 @@ use sdr_corpus::{
 };
 use sdr_gen::replay::{GenRecord, ReplayRecord};
 use sdr_gen::{
-    study_seed, Backend, Distances, Generation, KeptCounts, KeptError, LiveStudy, Partial,
-    PromptTemplate, PruneConfig, PruneRecord, Pruner, ReplayStudy, Resume, RunSettings, Sampling,
-    StudyScorer, Totals,
+    study_seed, Backend, Distances, Generation, LiveStudy, Partial, PromptTemplate, PruneConfig,
+    PruneRecord, Pruner, ReplayStudy, RunSettings, Sampling, StudyScorer, Totals,
 };
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::common::{
     check_outputs, convergence_warning, failure_warning, knn_warning, log_line, partial_path,
-    progress_bar, BackendArgs, EncoderArgs, Journal, Kept, Study as GenStudy, StudyArgs,
+    progress_bar, BackendArgs, EncoderArgs, Journal, Study as GenStudy, StudyArgs,
 };
-use crate::jsonl::{id_text, parse_json, read_text, Output};
+use crate::jsonl::{parse_json, read_text, Output};
 
 #[derive(clap::Args)]
 #[command(
@@ -301,34 +299,35 @@ pub fn run(args: Args) -> Result<()> {
         None
     };
     let corpus_sha256 = corpus.meta_sha256().to_string();
-    // Live: through the journal, with the studies a stopped run kept, checked
-    // against this run's settings.
-    let (mut out, kept) = match &live_input {
-        None => (
-            Sink::Whole(Output::create(args.output.as_deref())?),
-            Vec::new(),
-        ),
-        Some(input) => {
-            let policy = key.clone();
-            let (journal, kept) = Journal::open(args.output.as_deref(), args.resume, |kept| {
-                already_done(kept, &input.studies, |s, si| {
-                    input.expected(&args, &policy, config, &corpus_sha256, s, si)
-                })
-            })?;
-            let order = kept.iter().map(|(si, _)| *si).collect();
-            (Sink::Journal(journal, order), kept)
-        }
-    };
     // One cache for the live scores and standard best-of-K.
     let scorer = CorpusScorer::with_embedder(&index, (*encoder).clone(), policy);
     let scorer = match &clinical {
         Some(c) => scorer.with_clinical(c),
         None => scorer,
     };
-    let mut run = Pruner::new(Scoring(scorer), key, config, corpus_sha256);
-    for (_, counts) in &kept {
-        run.keep(counts);
-    }
+    let mut run = Pruner::new(Scoring(scorer), key.clone(), config, corpus_sha256.clone());
+    // Live: through the journal, with the studies a stopped run kept, checked
+    // against this run's settings (and counted as kept).
+    let (mut out, kept) = match &live_input {
+        None => (
+            Sink::Whole(Output::create(args.output.as_deref())?),
+            Vec::new(),
+        ),
+        Some(input) => {
+            let (journal, kept) = Journal::open(args.output.as_deref(), args.resume, |kept| {
+                let records = kept.iter().map(|k| -> Result<(String, Value)> {
+                    let rec = parse_json(&k.line).map_err(|e| anyhow!("{}: {e}", k.at))?;
+                    Ok((k.at.clone(), rec))
+                });
+                let ids = input.studies.iter().map(|s| s.id.as_str());
+                run.resume(ids, records, |si| {
+                    let s = &input.studies[si];
+                    input.expected(&args, &key, config, &corpus_sha256, s, si)
+                })
+            })?;
+            (Sink::Journal(journal, kept.clone()), kept)
+        }
+    };
     let t0 = Instant::now();
     match (&args.replay, &mut live_input) {
         (Some(path), _) => replay(&args, path, &mut run, &mut out)?,
@@ -340,7 +339,7 @@ pub fn run(args: Args) -> Result<()> {
                     input.studies.len()
                 ));
             }
-            let done: HashSet<usize> = kept.iter().map(|(si, _)| *si).collect();
+            let done: HashSet<usize> = kept.iter().copied().collect();
             if let Err(e) = live(&args, input, &done, &mut run, &mut out) {
                 // Said where the run stops on an error; a signal says it
                 // through the journal's note.
@@ -374,46 +373,6 @@ pub fn run(args: Args) -> Result<()> {
         log_line(line);
     }
     Ok(())
-}
-
-/// The studies a resumed live run already has (their input indices, in file
-/// order) with their counts, checked against this run's settings
-/// (`expected(study, index)`) so that one file never mixes two configurations.
-fn already_done(
-    kept: &[Kept],
-    studies: &[GenStudy],
-    expected: impl Fn(&GenStudy, usize) -> RunSettings,
-) -> Result<Vec<(usize, KeptCounts)>> {
-    let mut done = Vec::with_capacity(kept.len());
-    let mut resume = Resume::new(studies.iter().map(|s| s.id.as_str()));
-    for k in kept {
-        let rec: Value = parse_json(&k.line).map_err(|e| anyhow!("{}: {e}", k.at))?;
-        let id = rec
-            .get("id")
-            .map(id_text)
-            .ok_or_else(|| anyhow!("{}: no \"id\"", k.at))?;
-        if rec.get("distances").is_none() {
-            return Err(anyhow!(
-                "{}: study {id} lacks the fields that --resume checks (written by an older \
-                 sdr); run without --resume",
-                k.at
-            ));
-        }
-        let was = RunSettings::deserialize(&rec).map_err(|e| anyhow!("{}: {e}", k.at))?;
-        let index = resume
-            .check(&id, &was, |i| expected(&studies[i], i))
-            .map_err(|e| match e {
-                KeptError::Differs { id, diff } => anyhow!(
-                    "{}: study {id} was pruned with {diff}; resume with the same settings",
-                    k.at
-                ),
-                other => anyhow!("{}: {other}", k.at),
-            })?;
-        let counts: KeptCounts =
-            serde_json::from_value(rec).map_err(|e| anyhow!("{}: {e}", k.at))?;
-        done.push((index, counts));
-    }
-    Ok(done)
 }
 
 /// The pruning settings; each bad one is refused naming its option.
@@ -453,8 +412,8 @@ fn replay(args: &Args, path: &Path, run: &mut Pruner<Scoring<'_>>, out: &mut Sin
     let studies = lines.into_iter().map(|(no, line)| -> Result<ReplayStudy> {
         let at = format!("{name}:{}", no + 1);
         let record: ReplayRecord = parse_json(line).map_err(|e| anyhow!("{at}: {e}"))?;
-        let id = id_text(&record.id);
-        crate::common::refuse_failed(&at, &id, &record.finish)?;
+        let id = record.id.text();
+        crate::common::refuse_failed(&at, &id, &record)?;
         Ok(ReplayStudy { at, id, record })
     });
     run.replay(studies, |index, rec| {

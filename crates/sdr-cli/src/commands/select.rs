@@ -302,14 +302,14 @@ pub fn run(args: Args) -> Result<()> {
                     return Err(anyhow!("{}:{no}: `candidates` is empty", input.name));
                 }
                 let at = format!("{}:{no}", input.name);
-                let id = crate::jsonl::id_text(&l.id);
+                let id = l.id.text();
                 if let Some(first) = first_at.insert(id.clone(), *no) {
                     return Err(anyhow!(
                         "{at}: study {id} again (first at {}:{first})",
                         input.name
                     ));
                 }
-                crate::common::refuse_failed(&at, &id, &l.finish)?;
+                crate::common::refuse_failed(&at, &id, &l)?;
                 Ok((*no, l))
             })
             .collect::<Result<_>>()?;

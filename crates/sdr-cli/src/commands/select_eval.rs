@@ -196,7 +196,7 @@ fn load_inputs(a: &Args) -> Result<Inputs> {
     let mut first_at: HashMap<String, String> = HashMap::new();
     let mut cand_order: Vec<(String, String)> = Vec::new();
     for (at, c) in read_jsonl_file::<ReplayRecord>(&a.candidates)? {
-        let id = id_text(&c.id);
+        let id = c.id.text();
         if let Some(first) = first_at.insert(id.clone(), at.clone()) {
             return Err(anyhow!("{at}: study {id} again (first at {first})"));
         }

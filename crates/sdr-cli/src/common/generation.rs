@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Result};
 use sdr_corpus::{CsvTable, Split};
+use sdr_gen::replay::ReplayRecord;
 use sdr_gen::{Backend, Image, PromptTemplate, Request};
 use serde::Deserialize;
 
@@ -261,20 +262,13 @@ impl StudyArgs {
 }
 
 /// The default local model file.
-/// The first candidate of a generation record whose `finish` entry is an
-/// error (`{"error": "..."}`, a request that failed after its retries), with the
-/// error. Files written before `sdr generate` left such studies out hold them as
-/// cut or empty texts, which no command may score as reports.
-pub fn failed_candidate(finish: &[serde_json::Value]) -> Option<(usize, String)> {
-    finish.iter().enumerate().find_map(|(k, f)| {
-        let e = f.get("error")?;
-        Some((k, e.as_str().map_or_else(|| e.to_string(), str::to_string)))
-    })
-}
-
-/// [`failed_candidate`] as the error of study `id` at `at` (`file:line`).
-pub fn refuse_failed(at: &str, id: &str, finish: &[serde_json::Value]) -> Result<()> {
-    match failed_candidate(finish) {
+/// The first candidate of a candidates line that failed in generation
+/// ([`ReplayRecord::failed`]: its `finish` entry is an error, `{"error": "..."}`,
+/// a request that failed after its retries) as the error of study `id` at `at`
+/// (`file:line`). Files written before `sdr generate` left such studies out hold
+/// them as cut or empty texts, which no command may score as reports.
+pub fn refuse_failed(at: &str, id: &str, record: &ReplayRecord) -> Result<()> {
+    match record.failed() {
         Some((k, e)) => Err(anyhow!(
             "{at}: study {id}: candidate {k} failed in generation ({e}); regenerate the study (`sdr generate --resume` redoes failed studies) or drop it"
         )),

@@ -1,12 +1,15 @@
 //! Pruning over many studies: replayed from stored candidates (with standard
 //! best-of-K alongside) or live against a back-end, one [`PruneRecord`] per
-//! study, with the totals of the run.
+//! study, with the totals of the run; a stopped live run resumed from the
+//! records it kept.
 
 use std::time::Instant;
 
+use serde::Deserialize;
+
 use super::{prune, Distances, Generation, KeptCounts, PruneConfig, PruneOutcome, PruneRecord};
-use crate::replay::ReplayRecord;
-use crate::{Backend, GenError, LockStep, Partial, Request};
+use crate::replay::{ReplayRecord, StudyId};
+use crate::{Backend, GenError, KeptError, LockStep, Partial, Request, Resume, RunSettings};
 
 /// What the runs need of the corpus: pruning's partial score and standard
 /// best-of-K, under one policy, each with the corpus distances it computed.
@@ -113,6 +116,52 @@ impl<S: StudyScorer> Pruner<S> {
         self.count(k.chosen, k.tokens_used, k.tokens_full, k.standard_chosen);
         self.distances += k.distances;
         self.written = self.distances;
+    }
+
+    /// Resumes a stopped live run from the records it kept (`(at, record)`,
+    /// in file order; `at` prefixes each error): each is matched to its
+    /// study among `ids` (this run's, in input order) and checked against
+    /// `expected(index)`, the settings this run gives that study
+    /// ([`Resume::check`]), so that one file never mixes two configurations,
+    /// then counted as kept ([`Pruner::keep`]). Returns the kept studies'
+    /// input indices, in file order.
+    pub fn resume<'a, E>(
+        &mut self,
+        ids: impl IntoIterator<Item = &'a str>,
+        kept: impl IntoIterator<Item = Result<(String, serde_json::Value), E>>,
+        expected: impl Fn(usize) -> RunSettings,
+    ) -> Result<Vec<usize>, E>
+    where
+        E: From<GenError>,
+    {
+        let mut resume = Resume::new(ids);
+        let mut done = Vec::new();
+        for k in kept {
+            let (at, rec) = k?;
+            let bad = |m: String| GenError::Input(format!("{at}: {m}"));
+            let id = rec
+                .get("id")
+                .map(|v| StudyId::from_value(v.clone()).text())
+                .ok_or_else(|| bad("no \"id\"".into()))?;
+            if rec.get("distances").is_none() {
+                return Err(bad(format!(
+                    "study {id} lacks the fields that --resume checks (written by an older \
+                     sdr); run without --resume"
+                ))
+                .into());
+            }
+            let was = RunSettings::deserialize(&rec).map_err(|e| bad(e.to_string()))?;
+            let index = resume.check(&id, &was, &expected).map_err(|e| match e {
+                KeptError::Differs { id, diff } => bad(format!(
+                    "study {id} was pruned with {diff}; resume with the same settings"
+                )),
+                other => bad(other.to_string()),
+            })?;
+            let counts: KeptCounts = serde_json::from_value(rec).map_err(|e| bad(e.to_string()))?;
+            self.keep(&counts);
+            done.push(index);
+        }
+        Ok(done)
     }
 
     /// Replays stored candidates: per study standard best-of-K on the full
@@ -299,6 +348,61 @@ mod tests {
                 failed: 0,
             };
             Ok((2, d))
+        }
+    }
+
+    #[test]
+    fn resume_checks_and_counts_the_kept_records() {
+        let settings = |i: usize| RunSettings {
+            mode: Some("live".into()),
+            seed: Some(i as u64),
+            tokens_full: Some(30),
+            ..RunSettings::default()
+        };
+        let rec = |id: serde_json::Value, seed: u64| {
+            serde_json::json!({"id": id, "mode": "live", "seed": seed, "chosen": 1,
+                "tokens_used": 10, "tokens_full": 30, "distances": {"evaluated": 4, "unconverged": 1, "failed": 0}})
+        };
+        let run = |kept: Vec<serde_json::Value>| {
+            let mut pruner =
+                Pruner::new(Stub, "stub@min".into(), PruneConfig::default(), "h".into());
+            let kept = kept
+                .into_iter()
+                .enumerate()
+                .map(|(i, r)| Ok::<_, GenError>((format!("f:{}", i + 1), r)));
+            let done = pruner.resume(["a", "7", "c"], kept, settings);
+            (
+                done.map_err(|e| e.to_string()),
+                pruner.totals(),
+                pruner.distances(),
+            )
+        };
+        // A numeric id is its study's text; kept in file order, counted.
+        let (done, t, d) = run(vec![rec(serde_json::json!("c"), 2), rec(7.into(), 1)]);
+        assert_eq!(done, Ok(vec![2, 1]));
+        assert_eq!((t.studies, t.used, t.full), (2, 20, 60));
+        assert_eq!((d.evaluated, d.unconverged), (8, 2));
+        for (kept, want) in [
+            (vec![serde_json::json!({"mode": "live"})], "f:1: no \"id\""),
+            (
+                vec![serde_json::json!({"id": "a"})],
+                "f:1: study a lacks the fields that --resume checks (written by an older sdr); \
+                 run without --resume",
+            ),
+            (
+                vec![rec("a".into(), 0), rec("c".into(), 5)],
+                "f:2: study c was pruned with seed 5, this run has 2; resume with the same settings",
+            ),
+            (
+                vec![rec("b".into(), 0)],
+                "f:1: study b is not among this run's studies",
+            ),
+            (
+                vec![rec("a".into(), 0), rec("a".into(), 0)],
+                "f:2: study a appears twice",
+            ),
+        ] {
+            assert_eq!(run(kept).0.unwrap_err(), want);
         }
     }
 
