@@ -252,15 +252,19 @@ pub(crate) const CLINICAL: CostFamily = CostFamily {
             .map_err(|e| e.to_string())
     },
     open: |spec| {
-        let w = spec
+        let kind = spec
             .as_str()
             .parse::<CostKind>()
-            .map_err(|e| e.to_string())?
-            .weights()
-            .ok_or("not a clinical spec")?;
-        Ok(Arc::new(ClinicalCost::new(Labeler::default(), w)?))
+            .map_err(|e| e.to_string())?;
+        open_clinical(&kind)
     },
 };
+
+/// The clinical cost of a clinical spec, with the bundled rules.
+pub(crate) fn open_clinical(kind: &CostKind) -> Result<Arc<dyn SentenceCost>, String> {
+    let w = kind.weights().ok_or("not a clinical spec")?;
+    Ok(Arc::new(ClinicalCost::new(Labeler::default(), w)?))
+}
 
 /// One fact in words: "present Pleural Effusion (right, grade 1)".
 pub fn fact_text(labeler: &Labeler, f: &Fact) -> String {

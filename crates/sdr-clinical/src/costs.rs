@@ -15,8 +15,7 @@ use std::sync::{Arc, RwLock};
 use sdr_core::cost::{CostKind, NamedCost};
 use sdr_core::{CostFamily, SdrError, SentenceCost};
 
-use crate::cost::ClinicalCost;
-use crate::labeler::Labeler;
+use crate::cost::open_clinical;
 
 /// The costs of this repository beyond `cosine`; a new one is one entry
 /// here. (The clinical cost's spec is also typed, [`CostKind::Clinical`],
@@ -133,18 +132,15 @@ pub fn open_cost(kind: &CostKind) -> Result<Option<Arc<dyn SentenceCost>>, SdrEr
     };
     Ok(match kind {
         CostKind::Cosine => None,
-        CostKind::Clinical { .. } => {
-            let w = kind.weights().expect("a clinical spec has weights");
-            Some(Arc::new(
-                ClinicalCost::new(Labeler::default(), w).map_err(bad)?,
-            ))
-        }
+        CostKind::Clinical { .. } => Some(open_clinical(kind).map_err(bad)?),
         CostKind::Named(named) => {
             let checked = parse_cost(named.as_str())?;
             let CostKind::Named(named) = checked else {
                 return open_cost(&checked);
             };
-            let f = family(named.name()).expect("checked by parse_cost");
+            let Some(f) = family(named.name()) else {
+                return Err(bad(format!("unknown cost `{}`", named.name())));
+            };
             Some((f.open)(&named).map_err(bad)?)
         }
     })
