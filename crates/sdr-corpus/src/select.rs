@@ -251,49 +251,37 @@ pub fn consensus_scores_with(
                 Some((cost, t))
             }
         };
+        // One direction's distance, under the sentence cost when there is one.
+        let value = |a: usize, b: usize| -> f64 {
+            let pair = PairCost::from_gram(
+                &g,
+                q,
+                &inv,
+                ranges[a].clone(),
+                ranges[b].clone(),
+                metric.needs_intra(),
+            );
+            match &notes {
+                None => tally.value(metric, &pair),
+                // Counts checked above.
+                Some((cost, t)) => match cost.apply(pair, &t[a], &t[b]) {
+                    Ok((p, _)) => tally.value(metric, &p),
+                    Err(_) => tally.failed(),
+                },
+            }
+        };
         for x in 0..live.len() {
             for y in x + 1..live.len() {
-                let mut pair = PairCost::from_gram(
-                    &g,
-                    q,
-                    &inv,
-                    ranges[x].clone(),
-                    ranges[y].clone(),
-                    metric.needs_intra(),
-                );
-                let mut back = None;
-                if let Some((cost, t)) = &notes {
-                    // Under an asymmetric cost (the clinical cost with a
-                    // finding added and one omitted weighed apart), `y` read
-                    // as the candidate against `x` is another pair.
-                    if !cost.symmetric() {
-                        let rev = PairCost::from_gram(
-                            &g,
-                            q,
-                            &inv,
-                            ranges[y].clone(),
-                            ranges[x].clone(),
-                            metric.needs_intra(),
-                        );
-                        back = Some(match cost.apply(rev, &t[y], &t[x]) {
-                            Ok((rev, _)) => tally.value(metric, &rev),
-                            Err(_) => tally.failed(),
-                        });
-                    }
-                    // Counts checked above.
-                    match cost.apply(pair, &t[x], &t[y]) {
-                        Ok((p, _)) => pair = p,
-                        Err(_) => {
-                            let d = tally.failed();
-                            pair_sum[live[x]][live[y]] += d;
-                            pair_sum[live[y]][live[x]] += back.unwrap_or(d);
-                            continue;
-                        }
-                    }
-                }
-                let d = tally.value(metric, &pair);
+                let d = value(x, y);
+                // Under an asymmetric cost (the clinical cost with a finding
+                // added and one omitted weighed apart), `y` read as the
+                // candidate against `x` is another pair.
+                let back = match &notes {
+                    Some((cost, _)) if !cost.symmetric() => value(y, x),
+                    _ => d,
+                };
                 pair_sum[live[x]][live[y]] += d;
-                pair_sum[live[y]][live[x]] += back.unwrap_or(d);
+                pair_sum[live[y]][live[x]] += back;
             }
         }
     }

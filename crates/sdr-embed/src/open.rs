@@ -74,24 +74,32 @@ pub fn open_encoder(
     })
 }
 
+/// What both wrappers below take from the model as it is (they differ only in
+/// the identity they give).
+macro_rules! forward_to_model {
+    () => {
+        fn name(&self) -> String {
+            self.0.borrow().recorded_name().to_string()
+        }
+        fn weights_sha256(&self) -> Result<String> {
+            self.0.borrow().weights_sha256()
+        }
+        fn dim(&self) -> usize {
+            self.0.borrow().dim()
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<f32>> {
+            SentenceEncoder::embed(self.0.borrow(), texts)
+        }
+    };
+}
+
 /// [`Encoder`] (owned, or shared as `Arc<Encoder>`) under the name corpora record
 /// ([`Encoder::recorded_name`]) and its identity ([`crate::EncoderIdentity::identity`]),
 /// both fixed at load; what [`open_encoder`] returns for `mpnet`.
 pub struct ModelEncoder<E = Encoder>(pub E);
 
 impl<E: Borrow<Encoder> + Send + Sync> SentenceEncoder for ModelEncoder<E> {
-    fn name(&self) -> String {
-        self.0.borrow().recorded_name().to_string()
-    }
-    fn weights_sha256(&self) -> Result<String> {
-        self.0.borrow().weights_sha256()
-    }
-    fn dim(&self) -> usize {
-        self.0.borrow().dim()
-    }
-    fn embed(&self, texts: &[&str]) -> Result<Vec<f32>> {
-        SentenceEncoder::embed(self.0.borrow(), texts)
-    }
+    forward_to_model!();
     fn identity(&self) -> Result<String> {
         SentenceEncoder::identity(self.0.borrow())
     }
@@ -104,18 +112,7 @@ impl<E: Borrow<Encoder> + Send + Sync> SentenceEncoder for ModelEncoder<E> {
 pub struct CacheKeyed<E = Arc<Encoder>>(pub E);
 
 impl<E: Borrow<Encoder> + Send + Sync> SentenceEncoder for CacheKeyed<E> {
-    fn name(&self) -> String {
-        self.0.borrow().recorded_name().to_string()
-    }
-    fn weights_sha256(&self) -> Result<String> {
-        self.0.borrow().weights_sha256()
-    }
-    fn dim(&self) -> usize {
-        self.0.borrow().dim()
-    }
-    fn embed(&self, texts: &[&str]) -> Result<Vec<f32>> {
-        SentenceEncoder::embed(self.0.borrow(), texts)
-    }
+    forward_to_model!();
     fn identity(&self) -> Result<String> {
         Ok(self.0.borrow().encoder_identity().cache_key().to_string())
     }
