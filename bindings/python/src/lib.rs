@@ -70,10 +70,7 @@ fn _sdr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(reward::openrlhf_completion, m)?)?;
     m.add_function(wrap_pyfunction!(completion::completion_text, m)?)?;
     m.add("REWARD_OPTIONS", reward::reward_options(m.py())?)?;
-    m.add(
-        "REASONING_KEYS",
-        sdr_reward::completion::REASONING_KEYS.to_vec(),
-    )?;
+    m.add("REASONING_KEYS", sdr_reward::REASONING_KEYS.to_vec())?;
     m.add(
         "MISSING_SECTION_POLICIES",
         sdr_reward::MissingSection::NAMES.to_vec(),

@@ -11,6 +11,8 @@ pub mod explain;
 /// The atomic file writes, moved to the `sdr-io` crate (a maths crate holds no
 /// process-wide temporary-file list): this path is kept for one release,
 /// removed in 0.3.0.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
 pub use sdr_io as io;
 pub mod report;
 pub mod reward;

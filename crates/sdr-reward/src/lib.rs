@@ -16,18 +16,20 @@
 //!
 //! Paper: *SDR: Set-Distance Rewards for Radiology Report Generation*.
 
-pub mod completion;
+mod completion;
+/// The reward's options, declared once ([`REWARD_OPTIONS`]): the one module
+/// public as a namespace, for the option kinds ([`config::Kind`]).
 pub mod config;
-pub mod error;
-pub mod explain;
-pub mod missing;
-pub mod parallel;
-pub mod persist;
-pub mod query;
-pub mod reference;
-pub mod scorer;
+mod error;
+mod explain;
+mod missing;
+mod parallel;
+mod persist;
+mod query;
+mod reference;
+mod scorer;
 
-pub use completion::{completion_text, json_completion_text, Dialect, Node};
+pub use completion::{completion_text, json_completion_text, Dialect, Node, REASONING_KEYS};
 pub use config::{OptionSpec, REWARD_OPTIONS};
 pub use error::{Result, RewardError};
 pub use explain::Explainer;
@@ -36,5 +38,11 @@ pub use parallel::{beside, install, parallelism, set_parallelism};
 pub use persist::{open_cache, LoadOutcome, PersistentCache};
 pub use query::completion_of;
 pub use reference::{parse_reference, OwnedReference, Reference, ReferenceSections, ReferenceText};
-pub use scorer::{BatchStats, RewardOptions, Scorer, DEFAULT_CACHE_MIB, DEFAULT_ENCODE_CHUNK};
+pub use scorer::{
+    BatchStats, RewardOptions, Scorer, DEFAULT_CACHE_MIB, DEFAULT_ENCODE_CHUNK, MAX_WEIGHT,
+};
+/// sdr-embed's types under their 0.1 paths; import them from `sdr_embed`.
+/// Off by default (feature `embed-reexports`), removed in 0.3.0.
+#[cfg(feature = "embed-reexports")]
+#[doc(hidden)]
 pub use sdr_embed::{CacheStats, SectionEmbedder, SentenceCache, SentenceEncoder};

@@ -12,10 +12,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use sdr_core::report::parse_template;
 use sdr_core::reward::RewardBreakdown;
-use sdr_reward::{
-    completion_of, parse_reference, PersistentCache, RewardOptions, Scorer, SentenceCache,
-    SentenceEncoder,
-};
+use sdr_embed::{SentenceCache, SentenceEncoder};
+use sdr_reward::{completion_of, parse_reference, PersistentCache, RewardOptions, Scorer};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot, Semaphore, SemaphorePermit};

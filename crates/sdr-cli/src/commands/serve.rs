@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use sdr_reward::{RewardOptions, SentenceCache, SentenceEncoder};
+use sdr_embed::{SentenceCache, SentenceEncoder};
+use sdr_reward::RewardOptions;
 
 use crate::common::log_line;
 
@@ -307,7 +308,7 @@ impl Args {
         ] {
             let shown = sdr_core::error::shown(value);
             anyhow::ensure!(
-                (0.0..=sdr_reward::scorer::MAX_WEIGHT).contains(&value),
+                (0.0..=sdr_reward::MAX_WEIGHT).contains(&value),
                 "{name} {shown}: must be a finite number >= 0 and <= 1e6"
             );
         }

@@ -1,6 +1,6 @@
 //! Sets of embeddings and the cosine cost matrix.
 //!
-//! $$d(u,v) = \tfrac12\Bigl(1 - \frac{u^\top v}{\|u\|_2\|v\|_2}\Bigr) \in [0,1],
+//! $$d(u,v) = \tfrac12\Bigl(1 - \frac{u^\top v}{\|u\|_2\|v\|_2}\Bigr) \in \[0,1\],
 //! \qquad M_{ij} = d(a_i, b_j)$$
 //!
 //! SPEC §3. Vectors need not be unit-norm; zero, NaN or infinite vectors are errors.

@@ -14,18 +14,28 @@
 //! the canonical spec string used as output key everywhere (`sinkhorn:eps=0.1`).
 
 mod batch;
-pub mod chamfer;
-pub mod gw;
 mod hausdorff;
-pub mod hungarian;
 mod logdomain;
-pub mod ot;
 mod params;
-pub mod partial;
-pub mod sinkhorn;
 mod spec;
 mod stop;
-pub mod uot;
+
+/// The solver modules are private: a caller reaches a distance through
+/// [`Metric`], which checks its parameters and honours its stop flag. The
+/// `internals` feature opens them to this crate's own tests, doctests and
+/// benchmarks (not a stable interface).
+macro_rules! solver_modules {
+    ($($name:ident),*) => {$(
+        #[cfg(feature = "internals")]
+        pub mod $name;
+        // Their direct entry points (`ot_distance`, `hung_nn`, ...) serve
+        // the tests only.
+        #[cfg(not(feature = "internals"))]
+        #[allow(dead_code)]
+        pub(crate) mod $name;
+    )*};
+}
+solver_modules!(chamfer, gw, hungarian, ot, partial, sinkhorn, uot);
 
 pub use batch::{evaluate_pairs, evaluate_pairs_until, Pair};
 pub use params::{Rho, ALPHA_RANGE, EPS_RANGE, TAU_RANGE};

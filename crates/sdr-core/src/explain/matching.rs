@@ -4,7 +4,7 @@
 //! - Chamfer, Hausdorff: each element's nearest neighbour in the other set,
 //!   `argmin_j M_ij` (the terms of their sums and maxima).
 //! - Hung-NN, Hung-Pen: the optimal assignment `pi*` of the smaller set
-//!   ([`linear_sum_assignment`]); an element of the larger set left out of it
+//!   (`linear_sum_assignment`, the rectangular Jonker-Volgenant solver); an element of the larger set left out of it
 //!   takes its nearest neighbour under Hung-NN (the cost that metric charges)
 //!   and no partner under Hung-Pen (which charges `alpha` instead).
 //! - OT, Sinkhorn, UOT, partial OT, GW: the transport plan `gamma` of the same

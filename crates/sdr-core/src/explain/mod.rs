@@ -4,7 +4,7 @@
 //!
 //! A set distance is one number, but every metric of SPEC §3 is built from a
 //! correspondence between the two sentence sets (nearest neighbours, an
-//! assignment, a transport plan; see [`matching`]). Per section, with the
+//! assignment, a transport plan; see [`matching()`]). Per section, with the
 //! cosine cost `M_ij = d(c_i, r_j)` between candidate sentence `c_i` and
 //! reference sentence `r_j`, the explanation holds
 //!
