@@ -70,6 +70,15 @@ pub struct RewardBreakdown {
     pub failed: u8,
 }
 
+impl RewardBreakdown {
+    /// Sets the optional clinical term and adds it to the reward with its
+    /// weight: `reward += lambda_clin * F1` (the one place it is composed).
+    pub fn add_clinical(&mut self, weight: f64, f1: f64) {
+        self.clinical = f1;
+        self.reward += weight * f1;
+    }
+}
+
 /// Embedded Findings and Impression of one report.
 #[derive(Debug, Clone, Copy)]
 pub struct EmbeddedSections<'a, T = f64> {

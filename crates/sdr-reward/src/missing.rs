@@ -26,7 +26,9 @@
 //! of the section once, so the clinical term is the one against the present
 //! section alone. `sdr check-data` finds such references before a run.
 
-use sdr_core::report::{parse_report, split_sentences};
+// The tests check the split a filled section gives.
+#[cfg(test)]
+use sdr_core::report::split_sentences;
 use sdr_core::reward::RewardBreakdown;
 
 use crate::reference::OwnedReference;
@@ -119,28 +121,17 @@ impl Gaps {
 }
 
 fn fill_one(reference: OwnedReference) -> (OwnedReference, Missing) {
-    let (f_text, i_text, f_empty, i_empty) = match &reference {
-        OwnedReference::Report(text) => {
-            let p = parse_report(text);
-            // The sentences rejoined as paragraphs: split again they give the same
-            // sentences (a line break alone does not end a numbered item without a
-            // full stop; checked on every IU X-ray report by the Python tests).
-            (
-                p.findings.join("\n\n"),
-                p.impression.join("\n\n"),
-                p.findings.is_empty(),
-                p.impression.is_empty(),
-            )
-        }
+    let (f_sentences, i_sentences, _) = reference.sentences();
+    let (f_empty, i_empty) = (f_sentences.is_empty(), i_sentences.is_empty());
+    let (f_text, i_text) = match &reference {
+        // The sentences rejoined as paragraphs: split again they give the same
+        // sentences (a line break alone does not end a numbered item without a
+        // full stop; checked on every IU X-ray report by the Python tests).
+        OwnedReference::Report(_) => (f_sentences.join("\n\n"), i_sentences.join("\n\n")),
         OwnedReference::Sections {
             findings,
             impression,
-        } => (
-            findings.clone(),
-            impression.clone(),
-            split_sentences(findings).is_empty(),
-            split_sentences(impression).is_empty(),
-        ),
+        } => (findings.clone(), impression.clone()),
     };
     let both = |t: &str| OwnedReference::Sections {
         findings: t.to_string(),
@@ -174,7 +165,7 @@ fn apply_one(score: &mut RewardBreakdown, (no_f, no_i): Missing, options: &Rewar
         .config
         .combine(score.format, score.findings, score.impression);
     if options.clinical_weight > 0.0 {
-        score.reward += options.clinical_weight * score.clinical;
+        score.add_clinical(options.clinical_weight, score.clinical);
     }
 }
 

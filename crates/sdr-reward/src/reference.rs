@@ -43,6 +43,23 @@ impl<S: AsRef<str>> ReferenceText<S> {
             },
         }
     }
+
+    /// The sentences of its Findings and Impression as the reward splits them
+    /// (either may be empty), and whether a whole report keeps its layout's
+    /// rules (always true for sections given apart): the one split that
+    /// [`parse_reference`], the missing-section policy and `sdr check-data` read.
+    pub fn sentences(&self) -> (Vec<String>, Vec<String>, bool) {
+        match self.as_reference() {
+            Reference::Report(text) => {
+                let p = parse_report(text);
+                (p.findings, p.impression, p.format_valid)
+            }
+            Reference::Sections {
+                findings,
+                impression,
+            } => (split_sentences(findings), split_sentences(impression), true),
+        }
+    }
 }
 
 /// The sentences of a reference's two sections, both non-empty.
@@ -68,16 +85,7 @@ pub struct ReferenceSections {
 /// assert_eq!(e.to_string(), "reference 4: section `impression` is empty");
 /// ```
 pub fn parse_reference(reference: &Reference<'_>, index: usize) -> Result<ReferenceSections> {
-    let (findings, impression, valid) = match *reference {
-        Reference::Report(text) => {
-            let p = parse_report(text);
-            (p.findings, p.impression, p.format_valid)
-        }
-        Reference::Sections {
-            findings,
-            impression,
-        } => (split_sentences(findings), split_sentences(impression), true),
-    };
+    let (findings, impression, valid) = reference.sentences();
     if findings.is_empty() {
         return Err(SdrError::EmptySection {
             index,

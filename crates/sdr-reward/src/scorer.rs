@@ -385,8 +385,7 @@ impl Scorer {
         });
         for (o, f1) in out.iter_mut().zip(f1) {
             if let Some(f1) = f1 {
-                o.clinical = f1;
-                o.reward += weight * f1;
+                o.add_clinical(weight, f1);
             }
         }
     }

@@ -147,20 +147,8 @@ fn check_row(args: &Args, row: &Value) -> Option<(&'static str, String)> {
             None => return Some(("missing_field", format!("no \"{}\"", args.field))),
         },
     };
-    let both_empty = match reference {
-        Reference::Report(t) => {
-            let p = sdr_core::report::parse_report(t);
-            p.findings.is_empty() && p.impression.is_empty()
-        }
-        Reference::Sections {
-            findings,
-            impression,
-        } => {
-            sdr_core::report::split_sentences(findings).is_empty()
-                && sdr_core::report::split_sentences(impression).is_empty()
-        }
-    };
-    if both_empty {
+    let (f, i, _) = reference.sentences();
+    if f.is_empty() && i.is_empty() {
         return Some(("empty_both", "both sections are empty".into()));
     }
     match parse_reference(&reference, 0) {
