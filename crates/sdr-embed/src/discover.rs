@@ -5,7 +5,7 @@
 //! `${SDR_HOME:-$HOME/.cache/sdr}/models/all-mpnet-base-v2`, which
 //! `scripts/fetch-model.sh` fills.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -97,7 +97,8 @@ pub fn weights_sha256(dir: &Path) -> Result<String> {
         hasher.update(&buf[..n]);
     }
     let hex = to_hex(&hasher.finalize());
-    let _ = std::fs::write(&sidecar, format!("{hex}\n"));
+    // Best effort (a folder we cannot write still loads), but never a torn file.
+    let _ = sdr_io::write_atomic(&sidecar, |f| f.write_all(format!("{hex}\n").as_bytes()));
     Ok(hex)
 }
 
