@@ -100,10 +100,21 @@ fn main() -> Result<()> {
                 a.len() >= 5,
                 "bench-select embed CANDS.jsonl STUDY OUT.bin [MODEL]"
             );
-            let dir = sdr_embed::resolve_model_dir(a.get(5).map(Path::new))
-                .map_err(|e| anyhow!("{e}"))?;
-            let enc =
-                sdr_embed::Encoder::load(&dir, Default::default()).map_err(|e| anyhow!("{e}"))?;
+            // The one loader, default options: `mpnet` from MODEL, else
+            // `$SDR_MODEL`, else the default cache folder.
+            let loaded = sdr_embed::open_encoder(
+                "mpnet",
+                a.get(5).map(Path::new),
+                sdr_embed::EncoderOptions::default(),
+            )
+            .map_err(|e| anyhow!("{e}"))?;
+            if let Some(notice) = &loaded.notice {
+                eprintln!("{notice}");
+            }
+            let model = loaded
+                .model
+                .ok_or_else(|| anyhow!("the mpnet encoder loaded without its model"))?;
+            let enc: &sdr_embed::Encoder = &model;
             let text = std::fs::read_to_string(&a[2])?;
             let line = text
                 .lines()
@@ -117,7 +128,7 @@ fn main() -> Result<()> {
             let v: serde_json::Value = serde_json::from_str(line)?;
             let texts: Vec<String> = serde_json::from_value(v["candidates"].clone())?;
             let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-            let cands = embed_candidate_texts(&refs, &SectionEmbedder::transient(&enc))?;
+            let cands = embed_candidate_texts(&refs, &SectionEmbedder::transient(enc))?;
             let mut out = Vec::new();
             for c in &cands {
                 let (f, i) = c
@@ -133,7 +144,7 @@ fn main() -> Result<()> {
             std::fs::write(&a[4], out)?;
             println!(
                 "{}",
-                serde_json::json!({"encoder": SentenceEncoder::name(&enc), "dim": enc.dim(), "well_formed": cands.iter().map(Option::is_some).collect::<Vec<_>>()})
+                serde_json::json!({"encoder": SentenceEncoder::name(enc), "dim": enc.dim(), "well_formed": cands.iter().map(Option::is_some).collect::<Vec<_>>()})
             );
         }
         mode @ ("all" | "chamfer") => {

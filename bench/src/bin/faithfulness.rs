@@ -32,19 +32,20 @@
 //! `bench/faithfulness/summarize.py` turns the lines into the tables.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
 use rayon::prelude::*;
-use sdr_clinical::{example_f1, Labeler, UncertainPolicy};
+use sdr_clinical::{Labeler, UncertainPolicy};
 use sdr_core::cost::clinical::{ClinicalWeights, Fact};
 use sdr_core::cost::PairCost;
 use sdr_core::report::parse_report;
-use sdr_core::reward::section_term;
+use sdr_core::reward::{section_term, RewardBreakdown, RewardConfig};
 use sdr_core::{Metric, SetView};
-use sdr_embed::SentenceEncoder;
+use sdr_embed::{Encoder, EncoderOptions, SentenceEncoder};
 use sdr_eval::bertscore::BertScorer;
-use sdr_eval::report::{score_pairs, Scope};
+use sdr_eval::report::{score_pairs, Scope, CHEXPERT_RULE_F1};
 use sdr_eval::scores::TextScorer;
 use serde_json::{json, Map, Value};
 
@@ -240,12 +241,22 @@ fn rewards(
             .collect::<Result<Vec<_>>>()?;
         per_section.push((eval(&cos)?, clin));
     }
+    // The paper's reward of a well-formed pair, composed by sdr-core with its
+    // weights (`lambda_fmt = lambda_sem = 1`; `combine` reads only the weights).
+    let config = RewardConfig::default();
+    let reward = |findings: f64, impression: f64| RewardBreakdown {
+        format: 1.0,
+        findings,
+        impression,
+        reward: config.combine(1.0, findings, impression),
+        ..RewardBreakdown::default()
+    };
     let default_unmatched = ClinicalWeights::default().unmatched;
     for (k, m) in metrics.iter().enumerate() {
-        let cosine = 1.0 + per_section[0].0[k] + per_section[1].0[k];
-        out.insert(format!("cosine/{m}"), json!(cosine));
+        let cosine = reward(per_section[0].0[k], per_section[1].0[k]);
+        out.insert(format!("cosine/{m}"), json!(cosine.reward));
         for (l, w) in weights.iter().enumerate() {
-            let clinical = 1.0 + per_section[0].1[l][k] + per_section[1].1[l][k];
+            let clinical = reward(per_section[0].1[l][k], per_section[1].1[l][k]).reward;
             let key = if l == 0 {
                 format!("clinical/{m}")
             } else if w.unmatched != w.omitted {
@@ -260,13 +271,31 @@ fn rewards(
             };
             out.insert(key, json!(clinical));
         }
-        out.insert(format!("cosine+term/{m}"), json!(cosine + f1));
+        let mut term = cosine;
+        term.add_clinical(CLINICAL_WEIGHT, f1);
+        out.insert(format!("cosine+term/{m}"), json!(term.reward));
     }
     Ok(())
 }
 
+/// Weight of the report-level term in `cosine+term/<metric>` (`clinical_weight`).
+const CLINICAL_WEIGHT: f64 = 1.0;
+
+/// The reward's encoder, `mpnet` from `model` (else `$SDR_MODEL`, else the
+/// default cache folder), loaded by the one loader with the default options.
+fn load_encoder(model: Option<&Path>) -> Result<Arc<Encoder>> {
+    let loaded = sdr_embed::open_encoder("mpnet", model, EncoderOptions::default())
+        .map_err(|e| anyhow!("{e}"))?;
+    if let Some(notice) = &loaded.notice {
+        eprintln!("{notice}");
+    }
+    loaded
+        .model
+        .ok_or_else(|| anyhow!("the mpnet encoder loaded without its model"))
+}
+
 /// Embeds `sentences` (distinct) in chunks.
-fn embed_all(enc: &sdr_embed::Encoder, sentences: &[&str]) -> Result<Vec<f32>> {
+fn embed_all(enc: &Encoder, sentences: &[&str]) -> Result<Vec<f32>> {
     let mut rows = Vec::with_capacity(sentences.len() * enc.dim());
     for chunk in sentences.chunks(256) {
         rows.extend(SentenceEncoder::embed(enc, chunk).map_err(|e| anyhow!("{e}"))?);
@@ -323,8 +352,8 @@ fn derive_lambda(rest: &[String]) -> Result<()> {
             break;
         }
     }
-    let dir = sdr_embed::resolve_model_dir(model.as_deref()).map_err(|e| anyhow!("{e}"))?;
-    let enc = sdr_embed::Encoder::load(&dir, Default::default()).map_err(|e| anyhow!("{e}"))?;
+    let model = load_encoder(model.as_deref())?;
+    let enc: &Encoder = &model;
     let mut index: HashMap<&str, usize> = HashMap::new();
     let mut distinct: Vec<&str> = Vec::new();
     for s in reports.iter().flatten() {
@@ -338,7 +367,7 @@ fn derive_lambda(rest: &[String]) -> Result<()> {
         reports.len(),
         distinct.len()
     );
-    let rows = embed_all(&enc, &distinct)?;
+    let rows = embed_all(enc, &distinct)?;
     let dim = enc.dim();
     let set = |r: &[String]| -> Vec<f32> {
         r.iter()
@@ -376,7 +405,7 @@ fn derive_lambda(rest: &[String]) -> Result<()> {
         "{}",
         json!({
             "pairs": d.len(),
-            "encoder": SentenceEncoder::name(&enc),
+            "encoder": SentenceEncoder::name(enc),
             "chamfer_quantiles": {"10": q(0.1), "25": q(0.25), "50": q(0.5), "75": q(0.75), "90": q(0.9)},
             "lambda": 2.0 * q(0.5),
         })
@@ -391,8 +420,8 @@ fn main() -> Result<()> {
     }
     let a = args()?;
     let cases = read_cases(&a.cases, a.limit)?;
-    let dir = sdr_embed::resolve_model_dir(a.model.as_deref()).map_err(|e| anyhow!("{e}"))?;
-    let enc = sdr_embed::Encoder::load(&dir, Default::default()).map_err(|e| anyhow!("{e}"))?;
+    let model = load_encoder(a.model.as_deref())?;
+    let enc: &Encoder = &model;
     let labeler = Labeler::default();
     let lambdas = if a.lambdas.is_empty() {
         vec![ClinicalWeights::default().lambda]
@@ -455,7 +484,7 @@ fn main() -> Result<()> {
         distinct.len()
     );
     let refs: Vec<&str> = distinct.iter().map(String::as_str).collect();
-    let rows = embed_all(&enc, &refs)?;
+    let rows = embed_all(enc, &refs)?;
     let table = Table {
         dim: enc.dim(),
         facts: labeler.facts_of(refs.iter().copied()),
@@ -479,7 +508,7 @@ fn main() -> Result<()> {
     };
     let judge = match &minilm {
         Some(m) => BertScorer::new(m),
-        None => BertScorer::new(&enc),
+        None => BertScorer::new(enc),
     };
     let bert = if a.no_bertscore { None } else { Some(&judge) };
     let scores = score_pairs(
@@ -489,6 +518,20 @@ fn main() -> Result<()> {
         bert,
         UncertainPolicy::Positive,
     )?;
+    // The report-level CheXpert-rule F1 (labels of the whole texts) of every
+    // pair: the same table scoring the texts whole (its text metrics unused).
+    let whole = score_pairs(
+        &pairs,
+        Scope::Whole,
+        &scorer,
+        None,
+        UncertainPolicy::Positive,
+    )?;
+    let f1_col = whole
+        .metrics
+        .iter()
+        .position(|m| *m == CHEXPERT_RULE_F1)
+        .expect("metric column");
     let wanted: Vec<&str> = ["BLEU-4", "ROUGE-L", "METEOR", "BERTScore-F1"]
         .into_iter()
         .filter(|m| scores.metrics.contains(m))
@@ -515,12 +558,8 @@ fn main() -> Result<()> {
                     let v = (scores.values[2 * p][k] + scores.values[2 * p + 1][k]) / 2.0;
                     m.insert(name.to_string(), json!(v));
                 }
-                let f1 = example_f1(
-                    &labeler.label(cand),
-                    &labeler.label(&c.reference),
-                    UncertainPolicy::Positive,
-                );
-                m.insert("CheXpert-rule F1".into(), json!(f1));
+                let f1 = whole.values[p][f1_col];
+                m.insert(CHEXPERT_RULE_F1.into(), json!(f1));
                 rewards(&table, &weights, &metrics, cand, &c.reference, f1, &mut m)
                     .with_context(|| format!("case {}", c.id))?;
                 maps.push(Value::Object(m));
@@ -545,7 +584,7 @@ fn main() -> Result<()> {
         "wrote {} ({} cases; encoder {}, lambda {:?}, BERTScore judge {})",
         a.out.display(),
         lines.len(),
-        SentenceEncoder::name(&enc),
+        SentenceEncoder::name(enc),
         lambdas,
         if a.no_bertscore {
             "none".to_string()

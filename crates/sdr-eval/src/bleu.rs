@@ -30,6 +30,7 @@
 use std::collections::HashMap;
 
 use crate::error::{EvalError, Result};
+use crate::ngram::{closest_ref_length, ngram_counts};
 
 /// How zero n-gram matches are handled (nltk `SmoothingFunction`).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -66,16 +67,6 @@ fn modified_precision<S: AsRef<str>>(
         .sum();
     let denominator = counts.values().sum::<u64>().max(1);
     (numerator, denominator)
-}
-
-pub(crate) fn ngram_counts<S: AsRef<str>>(tokens: &[S], n: usize) -> HashMap<Vec<&str>, u64> {
-    let mut m = HashMap::new();
-    if tokens.len() >= n {
-        for w in tokens.windows(n) {
-            *m.entry(w.iter().map(AsRef::as_ref).collect()).or_insert(0) += 1;
-        }
-    }
-    m
 }
 
 /// Python's `math.fsum`: the correctly rounded sum (Shewchuk's algorithm
@@ -124,16 +115,6 @@ pub(crate) fn fsum(values: impl IntoIterator<Item = f64>) -> f64 {
         }
     }
     hi
-}
-
-/// nltk `closest_ref_length`: the reference length nearest `hyp_len`, the
-/// shorter one on ties.
-pub(crate) fn closest_ref_length<S>(references: &[Vec<S>], hyp_len: usize) -> usize {
-    references
-        .iter()
-        .map(Vec::len)
-        .min_by_key(|&r| (r.abs_diff(hyp_len), r))
-        .unwrap_or(0)
 }
 
 fn brevity_penalty(ref_len: usize, hyp_len: usize) -> f64 {

@@ -80,6 +80,7 @@ pub mod heatmap;
 #[cfg(feature = "embed")]
 pub mod judge;
 pub mod meteor;
+mod ngram;
 pub mod porter;
 pub mod publish;
 pub mod report;

@@ -24,8 +24,8 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
-use crate::bleu::{closest_ref_length, ngram_counts};
 use crate::error::{EvalError, Result};
+use crate::ngram::{closest_ref_length, ngram_counts};
 
 const ORDER: usize = 4;
 
