@@ -115,13 +115,24 @@ class ImpressionReward:
         self.reference_column = reference_column
         self.__name__ = name
 
-    def __call__(self, prompts=None, completions=None, **kwargs):
+    @staticmethod
+    def _wrap(completions, refs):
+        """(reports, references) that the inner ``SDRReward`` scores."""
         import sdr_rewards
 
-        refs = kwargs.pop(self.reference_column)
         texts = [" ".join(sdr_rewards.completion_text(c).split()) for c in completions]
         wrapped = [f"<think>{t}</think><answer>{t}</answer>" for t in texts]
-        kwargs[self.reward.reference_column] = [{"findings": r, "impression": r} for r in refs]
+        return wrapped, [{"findings": r, "impression": r} for r in refs]
+
+    def score(self, completions, references):
+        """``SDRReward.score`` of `completions` against the reference Impressions
+        `references` (one per completion): the rewards and their components."""
+        wrapped, refs = self._wrap(completions, references)
+        return self.reward.score(wrapped, references=refs)
+
+    def __call__(self, prompts=None, completions=None, **kwargs):
+        refs = kwargs.pop(self.reference_column)
+        wrapped, kwargs[self.reward.reference_column] = self._wrap(completions, refs)
         return self.reward(prompts=prompts, completions=wrapped, **kwargs)
 
 

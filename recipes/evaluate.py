@@ -106,42 +106,24 @@ def score(gen_file: Path, refs, out_file: Path, judge: Path) -> list:
     return scored
 
 
-def section_texts(gen_file: Path, refs):
-    """Per section, the generated and the reference texts CheXpert-rule F1 compares."""
-    import sdr_rewards
-
-    by_id = {int(r["uid"]): r for r in refs}
-    rows = [json.loads(l) for l in gen_file.read_text().splitlines() if l.strip()]
-    out = {}
-    for sec in SECTIONS:
-        hyps, rfs = [], []
-        for g in rows:
-            p = sdr_rewards.parse_report(g["text"])
-            hyps.append(" ".join(p[sec]) if p.get(sec) else "")
-            rfs.append(" ".join(by_id[g["id"]][sec].split()))
-        out[sec] = (hyps, rfs)
-    return out
-
-
 def clinical(gen_file: Path, refs):
-    """CheXpert-rule F1 on Findings (and Impression) when `sdr_rewards` has the labeler."""
+    """``(f1, texts)`` when ``sdr_rewards`` has the labeler, else None: per section, the
+    CheXpert-rule F1 of ``sdr_rewards.chexpert_f1`` and the (generated, reference) texts it
+    compares (the generated section as ``sdr score`` cuts it, ``sdr_rewards.metrics.section_texts``;
+    the reference's with its whitespace collapsed), which the intervals resample."""
     try:
         import sdr_rewards
 
         f1 = sdr_rewards.chexpert_f1
     except (ImportError, AttributeError):
         return None
+    from sdr_rewards import metrics
+
     by_id = {int(r["uid"]): r for r in refs}
     rows = [json.loads(l) for l in gen_file.read_text().splitlines() if l.strip()]
-    out = {}
-    for sec in SECTIONS:
-        hyps, rfs = [], []
-        for g in rows:
-            p = sdr_rewards.parse_report(g["text"])
-            hyps.append(" ".join(p[sec]) if p.get(sec) else "")
-            rfs.append(" ".join(by_id[g["id"]][sec].split()))
-        out[sec] = f1(hyps, rfs)
-    return out
+    hyps = metrics.section_texts([g["text"] for g in rows])
+    texts = {sec: (hyps[sec], [" ".join(by_id[g["id"]][sec].split()) for g in rows]) for sec in SECTIONS}
+    return {sec: f1(*texts[sec]) for sec in SECTIONS}, texts
 
 
 def summarize(scored, clin) -> dict:
@@ -284,10 +266,10 @@ def main() -> None:
             timings[name] = round(generate(Path(path), refs, gen_file, args.batch, args.max_new_tokens), 1)
         scored = score(gen_file, refs, out / "scores" / f"{slug}.jsonl", Path(args.bertscore_model))
         clin = clinical(gen_file, refs)
-        summaries[name] = summarize(scored, clin)
+        summaries[name] = summarize(scored, clin and clin[0])
         scored_all[name] = scored
         if clin:
-            texts[name] = section_texts(gen_file, refs)
+            texts[name] = clin[1]
     cis = intervals(scored_all, texts, next(iter(summaries)))
     # Rescoring committed generations keeps the generation times of the run that made them.
     old = out / "summary.json"

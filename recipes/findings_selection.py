@@ -74,8 +74,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-# The result files are written as reward_accuracy.py writes its own (6 decimals, byte-stable gzip).
-from reward_accuracy import gzip_bytes, rounded, write_atomic  # noqa: E402
+# The result files are written as reward_accuracy.py writes its own (6 decimals, byte-stable gzip),
+# and the example F1s are computed as there (sdr score --judge-f1).
+from reward_accuracy import example_f1s, gzip_bytes, rounded, write_atomic  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -238,24 +239,19 @@ def present(labels) -> frozenset:
     return frozenset(k for k, v in labels.items() if v in (1, -1))
 
 
-def example_f1(h: frozenset, r: frozenset) -> float:
-    if not h and not r:
-        return 1.0
-    return 2.0 * len(h & r) / (len(h) + len(r))
-
-
 def score_candidates(rows, refs, breakdown):
     """Per study: {"id", "candidates": [{judge_f1, rules_f1, fc_score, fc_contradicts,
     polarity_contradicts, well_formed}]}."""
     import sdr_rewards
     from evaluate_impression import contradicts
 
-    texts = sorted({c for r in rows for c in r["candidates"] if c} | {refs[r["id"]]["impression"] for r in rows})
     t0 = time.perf_counter()
-    labels = {lab: {t: present(sdr_rewards.label(t, labeler=lab)) for t in texts} for lab in LABELERS}
-    for lab in LABELERS:
-        labels[lab][""] = frozenset()
-    log(f"labels (judge and rules) of {len(texts)} distinct texts: {time.perf_counter() - t0:.1f} s")
+    pairs = [(r["id"], k) for r in rows for k in range(len(r["candidates"]))]
+    f1s = example_f1s([c for r in rows for c in r["candidates"]],
+                      [refs[r["id"]]["impression"] for r in rows for _ in r["candidates"]])
+    f1 = {lab: dict(zip(pairs, f1s[lab])) for lab in LABELERS}
+    judge = {t: present(sdr_rewards.label(t, labeler="judge")) for t in {refs[r["id"]]["impression"] for r in rows}}
+    log(f"judge and rule F1 of {len(pairs)} candidates: {time.perf_counter() - t0:.1f} s")
     studies = []
     for r in rows:
         sid, ref = r["id"], refs[r["id"]]
@@ -265,15 +261,15 @@ def score_candidates(rows, refs, breakdown):
             cands.append({
                 "k": k,
                 "well_formed": b is not None,
-                "judge_f1": example_f1(labels["judge"][c], labels["judge"][ref["impression"]]),
-                "rules_f1": example_f1(labels["rules"][c], labels["rules"][ref["impression"]]),
+                "judge_f1": f1["judge"][(sid, k)],
+                "rules_f1": f1["rules"][(sid, k)],
                 "fc_score": None if b is None else b["score"],
                 "fc_contradictions": 0.0 if b is None else b["contradictions"],
                 "fc_contradicts": b is not None and b["contradictions"] > 0,
                 "polarity_contradicts": bool(c) and contradicts(c, ref["findings"]),
             })
         studies.append({"id": sid, "candidates": cands,
-                        "reference_judge": sorted(labels["judge"][ref["impression"]])})
+                        "reference_judge": sorted(judge[ref["impression"]])})
     return studies
 
 

@@ -101,13 +101,17 @@ class CompletionLog:
             common.write_jsonl_atomic(path, [json.loads(l) for l in keep])
 
     def __call__(self, prompts=None, completions=None, **kwargs):
+        import sdr_rewards
+
         out = self.reward(prompts=prompts, completions=completions, **kwargs)
         state = kwargs.get("trainer_state")
         step = getattr(state, "global_step", None)
         refs = kwargs.get(getattr(self.reward, "reference_column", "solution")) or [None] * len(completions)
         with open(self.path, "a") as f:
             for c, r in zip(completions, refs):
-                text = c if isinstance(c, str) else c[-1]["content"]
+                # The report as the reward reads it: a string as is, of chat messages the
+                # last assistant one, with a parsed response's reasoning back in <think> tags.
+                text = sdr_rewards.completion_text(c)
                 f.write(json.dumps({"step": step, "completion": text, "reference": r}) + "\n")
         return out
 

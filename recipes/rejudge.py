@@ -10,8 +10,8 @@ For every policy of every table: CheXpert F1 macro-14, micro-14, macro-5 and mic
 the same test studies against the same references as the published table (Findings ->
 Impression: the first 200 test studies, the reference Impression, the generated text with
 its whitespace collapsed, as ``evaluate_impression.py``; full reports: the first 100 test
-studies, each section of ``sdr_rewards.parse_report`` against the same section of the reference,
-as ``evaluate.py``), and how many studies each labeler labels with at least one finding
+studies, each section as ``sdr_rewards.metrics.section_texts`` cuts it against the same section
+of the reference, as ``evaluate.py``), and how many studies each labeler labels with at least one finding
 (an observation other than No Finding and Support Devices present; the rules count
 uncertain as present). For every comparison a page states (each policy against the page's
 baseline, SFT or SFT2) and for the policy-versus-policy rankings the pages claim, the
@@ -251,20 +251,21 @@ def impression_attempts() -> dict:
 
 
 def report_sections() -> dict:
-    import sdr_rewards
+    from sdr_rewards import metrics
 
     rows = common.studies("test")[:100]
     folder = common.ROOT / REPORT["dir"]
     published = json.loads((folder / "summary.json").read_text())
     texts = {name: read_generations(folder, name, rows) for name in REPORT["policies"]}
-    parsed = {name: [sdr_rewards.parse_report(t) for t in ts] for name, ts in texts.items()}
+    # Each generated section as `sdr score` (and evaluate.py) cuts it.
+    sections = {name: metrics.section_texts(ts) for name, ts in texts.items()}
     out = {"studies": len(rows), "sections": []}
     for sec in SECTIONS:
         refs = [" ".join(r[sec].split()) for r in rows]
         base = REPORT["policies"][0]
         hyps, f1, policies = {}, {}, []
         for name in REPORT["policies"]:
-            hyps[name] = [" ".join(p[sec]) if p.get(sec) else "" for p in parsed[name]]
+            hyps[name] = sections[name][sec]
             f1[name] = f1_of(hyps[name], refs)
             pub = published["summaries"][name]
             check_published(f"{sec} {name} macro-14", f1[name]["rules"]["macro_f1_14"],

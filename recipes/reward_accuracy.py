@@ -70,8 +70,9 @@ between machines do not flip a comparison. Deterministic: a second run writes id
         --reference report --name gemma \\
         --title "Gemma 3 270M full reports (the main job's candidates)"
 
-(needs the ``sdr_rewards`` package with the judge, all-mpnet-base-v2 (``scripts/fetch-model.sh``) and
-all-MiniLM-L6-v2 (``scripts/fetch-minilm.sh``), the judge's base and BERTScore's model).
+(needs the ``sdr_rewards`` package with the judge, the ``sdr`` CLI for the example F1s
+(``bash scripts/build-sdr.sh``, or ``$SDR_BIN``), all-mpnet-base-v2 (``scripts/fetch-model.sh``)
+and all-MiniLM-L6-v2 (``scripts/fetch-minilm.sh``), the judge's base and BERTScore's model).
 ``python3 scripts/results.py`` then renders ``docs/results/reward-accuracy.md``.
 """
 
@@ -84,10 +85,14 @@ import io
 import json
 import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORTS = ROOT / "data/iu-xray/indiana_reports.csv"
@@ -168,17 +173,13 @@ def content(text: str, mode: str):
     return " ".join(p["findings"] + p["impression"]), bool(p["format_valid"])
 
 
-def reward_text(text: str, mode: str) -> str:
-    """What the SDR rewards score: the paper's template ``<think>F</think><answer>I</answer>``.
-    Report mode: a well-formed candidate rewritten in it from its parsed sections (the reward
-    reads only the template, a ``Findings:`` / ``Impression:`` report scores 0 as written); a
-    malformed one as it is (0, as in training). Impression mode: the text in both sections
-    (``ImpressionReward``); an empty text as it is (0)."""
+def reward_text(text: str) -> str:
+    """What the SDR rewards score of a full report (report mode): the paper's template
+    ``<think>F</think><answer>I</answer>``, a well-formed candidate rewritten in it from its
+    parsed sections (the reward reads only the template, a ``Findings:`` / ``Impression:``
+    report scores 0 as written); a malformed one as it is (0, as in training)."""
     import sdr_rewards as sdr
 
-    if mode == "impression":
-        t = " ".join(text.split())
-        return f"<think>{t}</think><answer>{t}</answer>" if t else ""
     p = sdr.parse_report(text)
     if not p["format_valid"]:
         return text
@@ -201,29 +202,49 @@ def present(labels) -> frozenset:
     return frozenset(k for k, v in labels.items() if v in (1, -1))
 
 
-def example_f1(h: frozenset, r: frozenset) -> float:
-    if not h and not r:
-        return 1.0
-    return 2.0 * len(h & r) / (len(h) + len(r))
+def sdr_bin() -> str:
+    for cand in (os.environ.get("SDR_BIN"), str(ROOT / "target/release/sdr")):
+        if cand and Path(cand).is_file():
+            return cand
+    raise SystemExit("the sdr CLI is not built: bash scripts/build-sdr.sh (or set SDR_BIN)")
+
+
+def example_f1s(hyps, refs) -> dict:
+    """Per labeler (``judge``, ``rules``), the example F1 of each ``hyps[i]`` against
+    ``refs[i]``, both labelled whole as ``sdr_rewards.label`` labels them: ``sdr score --whole
+    --no-bertscore --judge-f1``'s ``judge F1`` and ``CheXpert-rule F1``, i.e.
+    ``sdr_clinical::example_f1`` (uncertain counted as present; 1 when both name nothing).
+    No binding gives a per-pair F1 (``sdr_rewards.chexpert_f1`` is corpus-level)."""
+    with tempfile.TemporaryDirectory(prefix="example-f1-") as tmp:
+        pairs, scored = Path(tmp) / "pairs.jsonl", Path(tmp) / "scores.jsonl"
+        pairs.write_text("".join(json.dumps({"hyp": h, "ref": r}) + "\n" for h, r in zip(hyps, refs)))
+        r = subprocess.run([sdr_bin(), "score", "--whole", "--no-bertscore", "--judge-f1", "-o", str(scored),
+                            str(pairs)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            raise SystemExit(f"sdr score --judge-f1: {r.stderr.strip()}")
+        lines = [json.loads(l)["whole"] for l in scored.read_text().splitlines() if l.strip()]
+    if len(lines) != len(hyps):
+        raise SystemExit(f"sdr score --judge-f1: {len(lines)} lines for {len(hyps)} pairs")
+    return {"judge": [x["judge F1"] for x in lines], "rules": [x["CheXpert-rule F1"] for x in lines]}
 
 
 def sdr_rewards(texts, refs, mode: str, cache_dir: str, log) -> dict:
     """Every SDR reward of `texts` (one list, all studies) against `refs` (one per text)."""
     import sdr_rewards as sdr
 
-    texts = [reward_text(t, mode) for t in texts]
-    if mode == "impression":
-        refs = [{"findings": r["impression"], "impression": r["impression"]} for r in refs]
-        weight = {"semantic_weight": 0.5}
-    else:
-        weight = {}
+    if mode == "report":
+        texts = [reward_text(t) for t in texts]
     cache = os.path.join(cache_dir, "sentences.cache")
     out = {}
     for key, kwargs in REWARDS.items():
         t0 = time.perf_counter()
         # One sentence cache for all four: each sentence is embedded once.
-        rw = sdr.SDRReward(name=f"r_{key}", cache_path=cache, **weight, **kwargs)
-        res = rw.score(texts, references=refs)
+        if mode == "impression":
+            imp = common.ImpressionReward(name=f"r_{key}", cache_path=cache, **kwargs)
+            rw, res = imp.reward, imp.score(texts, [r["impression"] for r in refs])
+        else:
+            rw = sdr.SDRReward(name=f"r_{key}", cache_path=cache, **kwargs)
+            res = rw.score(texts, references=refs)
         if any(res.get("failed", ())):
             log(f"  {key}: {sum(res['failed'])} section(s) with no finite distance (term 0)")
         out[key] = res["reward"]
@@ -266,7 +287,9 @@ def score_all(rows, refs, mode: str, bertscore_model, log) -> list:
     for lab in LABELERS:
         for t in sorted(set(contents) | set(ref_text.values())):
             labels[lab][t] = present(sdr.label(t, labeler=lab))
-    log(f"labels (judge and rules) of {len(set(contents))} distinct contents: {time.perf_counter() - t0:.1f} s")
+    f1s = example_f1s(contents, ref_contents)
+    log(f"labels and example F1 (judge and rules) of {len(set(contents))} distinct contents: "
+        f"{time.perf_counter() - t0:.1f} s")
 
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="reward-accuracy-") as tmp:
@@ -288,7 +311,7 @@ def score_all(rows, refs, mode: str, bertscore_model, log) -> list:
         sid = rows[s]["id"]
         cand = {"k": k, "format_valid": valid[n]}
         for lab in LABELERS:
-            cand[f"{lab}_f1"] = round(example_f1(labels[lab][contents[n]], labels[lab][ref_text[sid]]), DIGITS)
+            cand[f"{lab}_f1"] = round(f1s[lab][n], DIGITS)
             cand[f"{lab}_labels"] = sorted(labels[lab][contents[n]])
         cand["scores"] = {key: round(float(scores[key][n]), DIGITS) for key, _ in METRICS}
         studies[s]["candidates"].append(cand)

@@ -58,6 +58,7 @@ fn _sdr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(corpus::build_corpus, m)?)?;
     m.add_function(wrap_pyfunction!(corpus::merge_corpus, m)?)?;
     m.add_function(wrap_pyfunction!(metrics::score_reports, m)?)?;
+    m.add_function(wrap_pyfunction!(metrics::section_texts, m)?)?;
     m.add_function(wrap_pyfunction!(metrics::paired_bootstrap, m)?)?;
     m.add_function(wrap_pyfunction!(metrics::chexpert_f1_bootstrap, m)?)?;
     m.add_function(wrap_pyfunction!(explain::explain_json, m)?)?;

@@ -91,6 +91,20 @@ fn wordnet(dir: Option<&Path>) -> PyResult<Option<WordNet>> {
     }
 }
 
+/// ``section_texts(texts) -> (findings, impression)``: per report, its Findings
+/// and its Impression as ``score_reports`` compares them (the sentences joined
+/// by one space, ``""`` when missing).
+#[pyfunction]
+pub fn section_texts(texts: Vec<String>) -> (Vec<String>, Vec<String>) {
+    texts
+        .iter()
+        .map(|t| {
+            let [f, i] = sdr_eval::evaluation::section_texts(&sdr_core::report::parse_report(t));
+            (f, i)
+        })
+        .unzip()
+}
+
 /// Scores ``hyps[i]`` against ``refs[i]`` exactly as ``sdr score`` does;
 /// returns ``(lines, summary)`` as JSON text: one ``sdr score`` output line
 /// per pair (no ``id``) and the ``--summary`` object. ``bertscore_model``,

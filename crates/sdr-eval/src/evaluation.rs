@@ -25,7 +25,7 @@ use std::collections::HashMap;
 
 use rayon::prelude::*;
 use sdr_clinical::{Labeler, Labels};
-use sdr_core::report::parse_report;
+use sdr_core::report::{parse_report, ParsedReport};
 
 use crate::bertscore::{BertScore, BertScorer};
 use crate::error::{EvalError, Result};
@@ -85,6 +85,13 @@ impl EvalText {
     }
 }
 
+/// The Findings and the Impression of a parsed report as the tables compare
+/// them: each section's sentences joined by one space, `""` when missing (the
+/// one rule; `sdr_rewards.metrics.section_texts` reads it too).
+pub fn section_texts(report: &ParsedReport) -> [String; 2] {
+    [report.findings.join(" "), report.impression.join(" ")]
+}
+
 /// A hypothesis split into the units of `scope`: with [`Scope::Sections`] its
 /// Findings and Impression as the report parser finds them (empty when
 /// missing) and whether it is well formed; with [`Scope::Whole`] the text itself.
@@ -93,10 +100,7 @@ pub fn hypothesis_units(text: &str, scope: Scope) -> (Option<bool>, Vec<String>)
         Scope::Whole => (None, vec![text.to_string()]),
         Scope::Sections => {
             let p = parse_report(text);
-            (
-                Some(p.format_valid),
-                vec![p.findings.join(" "), p.impression.join(" ")],
-            )
+            (Some(p.format_valid), section_texts(&p).into())
         }
     }
 }

@@ -26,7 +26,7 @@ use serde_json::{Map, Value};
 use crate::bertscore::{BertScore, BertScorer, TokenEncoder};
 use crate::bleu::{corpus_bleu, Smoothing};
 use crate::error::{EvalError, Result};
-use crate::evaluation::{hypothesis_units, score_table, EvalReference, EvalText};
+use crate::evaluation::{hypothesis_units, score_table, section_texts, EvalReference, EvalText};
 use crate::scores::{TextScorer, TEXT_METRICS};
 use crate::tokenize::tokenize;
 
@@ -79,7 +79,7 @@ pub fn split_pair(hypothesis: &str, reference: &str, scope: Scope) -> Result<Pai
         return Err(EvalError::MissingSection { section });
     }
     let (format_valid, h) = hypothesis_units(hypothesis, scope);
-    let r = [r.findings.join(" "), r.impression.join(" ")];
+    let r = section_texts(&r);
     Ok(PairUnits {
         format_valid,
         units: h.into_iter().zip(r).collect(),

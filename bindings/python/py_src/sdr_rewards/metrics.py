@@ -15,6 +15,9 @@ template or ``Findings:`` / ``Impression:`` headers); a hypothesis section
 that is missing scores 0; a reference without both sections raises
 ``ValueError`` naming the pair.
 
+``section_texts(texts)`` gives the Findings and Impression texts that these
+metrics compare, for scores computed on the sections elsewhere.
+
 Model-based clinical metrics (optional, never installed by default):
 ``metrics=[..., "chexbert_f1", "radgraph_f1"]`` runs the ``f1chexbert`` /
 ``radgraph`` packages through ``sdr_rewards.clinical`` on the same section texts.
@@ -41,6 +44,7 @@ __all__ = [
     "evaluate",
     "paired_bootstrap",
     "score",
+    "section_texts",
 ]
 
 TEXT_METRICS: Tuple[str, ...] = (
@@ -90,16 +94,25 @@ def _metric_list(metrics: Optional[Sequence[str]]) -> List[str]:
     return out
 
 
+def section_texts(texts: Sequence[str]) -> Dict[str, List[str]]:
+    """The Findings and the Impression of each report as ``score`` compares them:
+    ``{"findings": [...], "impression": [...]}``, one text per report, the section's
+    sentences as ``sdr_rewards.parse_report`` splits them joined by one space, ``""``
+    for a section that is missing.
+
+    The rule is Rust's (``sdr_eval::evaluation::section_texts``), for scores computed
+    on the sections outside ``score`` (the model-based metrics here, CheXpert F1 by
+    either labeler in ``recipes/``)."""
+    findings, impression = _sdr.section_texts(_texts(texts, "texts"))
+    return {"findings": findings, "impression": impression}
+
+
 def _units(hyps: List[str], refs: List[str], sections: bool) -> List[List[Tuple[str, str]]]:
     """Per unit (section), the (hypothesis, reference) texts, as the Rust side splits them."""
     if not sections:
         return [list(zip(hyps, refs))]
-    out: List[List[Tuple[str, str]]] = [[], []]
-    for h, r in zip(hyps, refs):
-        ph, pr = _sdr.parse_report(h), _sdr.parse_report(r)
-        for k, key in enumerate(("findings", "impression")):
-            out[k].append((" ".join(ph[key]), " ".join(pr[key])))
-    return out
+    h, r = section_texts(hyps), section_texts(refs)
+    return [list(zip(h[key], r[key])) for key in ("findings", "impression")]
 
 
 def evaluate(
@@ -199,7 +212,8 @@ def evaluate(
             if "chexbert_f1" in keep:
                 summary[name]["chexbert"] = _clinical.chexbert_f1(h, r)
             if "radgraph_f1" in keep:
-                # A missing hypothesis section scores 0, as on every other metric.
+                # A missing hypothesis section scores 0, as on every other metric (the
+                # rule of sdr_eval's table; RadGraph runs here, so it is applied here).
                 present = [i for i, x in enumerate(h) if x.strip()]
                 per = [0.0] * len(h)
                 if present:
