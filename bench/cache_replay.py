@@ -39,6 +39,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from model_dir import default_model_dir  # noqa: E402
 from rewards import load_reports  # noqa: E402
 
 import sdr_rewards  # noqa: E402
@@ -134,7 +135,7 @@ def main() -> None:
 
     load = os.getloadavg()
     print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; cpus {os.cpu_count()}", flush=True)
-    model_dir = os.environ.get("SDR_MODEL") or str(Path.home() / ".cache/sdr/models/all-mpnet-base-v2")
+    model_dir = default_model_dir()
     stream = (
         logged_stream(args.completions, args.steps)
         if args.completions

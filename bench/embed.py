@@ -46,6 +46,12 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+# `subprocess` (and its `select`) is imported: this folder may come back for one import.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model_dir import default_model_dir  # noqa: E402
+
+sys.path.pop(0)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 IU = os.path.join(ROOT, "data", "iu-xray", "indiana_reports.csv")
@@ -182,10 +188,7 @@ def main():
     ap.add_argument("--sdr-mkl", help="an sdr built with --features mkl (optional)")
     ap.add_argument(
         "--model",
-        default=os.environ.get("SDR_MODEL")
-        or os.path.join(
-            os.environ.get("SDR_HOME", os.path.expanduser("~/.cache/sdr")), "models", "all-mpnet-base-v2"
-        ),
+        default=default_model_dir(),
     )
     ap.add_argument("-n", type=int, default=2000, help="distinct IU sentences")
     ap.add_argument("--batch-size", type=int, default=32)

@@ -48,6 +48,8 @@ import numpy as np
 
 import sdr_rewards
 
+from model_dir import default_model_dir
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -184,7 +186,7 @@ def main():
     comps2, refs2 = make_batch(seed=1)
     assert refs2 == refs
     n = len(comps)
-    model_dir = os.environ.get("SDR_MODEL") or str(Path.home() / ".cache/sdr/models/all-mpnet-base-v2")
+    model_dir = default_model_dir()
 
     # sdr: cold = a fresh reward object (no cached reference sentences); warm = next call.
     cold_times, warm_times = [], []

@@ -70,6 +70,7 @@ pub fn explain_json(
         .into_iter()
         .next()
         .expect("one study, one explanation")
-        .py()?;
+        .py()
+        .map_err(|e| crate::cost::chain(py, e))?;
     Ok(serde_json::to_string(&explanation).expect("an explanation serialises"))
 }

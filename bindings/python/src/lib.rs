@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 mod clinical;
 mod completion;
 mod corpus;
+mod cost;
 mod distance;
 mod encoder;
 mod error;
@@ -68,6 +69,7 @@ fn _sdr(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<reward::PyRewardScorer>()?;
     m.add_function(wrap_pyfunction!(reward::check_reward_options, m)?)?;
     m.add_function(wrap_pyfunction!(reward::check_cost, m)?)?;
+    m.add_function(wrap_pyfunction!(cost::register_cost, m)?)?;
     m.add_function(wrap_pyfunction!(reward::openrlhf_completion, m)?)?;
     m.add_function(wrap_pyfunction!(completion::completion_text, m)?)?;
     m.add("REWARD_OPTIONS", reward::reward_options(m.py())?)?;

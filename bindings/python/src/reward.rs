@@ -61,7 +61,17 @@ pub fn reward_options(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
 /// form (``"clinical:lambda=1.5"``). Raises ValueError naming what is wrong.
 #[pyfunction]
 pub fn check_cost(cost: &str) -> PyResult<String> {
-    let c = sdr_clinical::parse_cost(cost).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let c = sdr_clinical::parse_cost(cost).map_err(|e| {
+        let mut message = e.to_string();
+        if message.contains("unknown cost") {
+            // A pickled reward reaches a worker with its spec, not its cost's code.
+            message.push_str(
+                "; a cost written in Python must be registered (sdr_rewards.register_cost) \
+                 in the process that uses it",
+            );
+        }
+        PyValueError::new_err(message)
+    })?;
     Ok(c.to_string())
 }
 
@@ -544,10 +554,11 @@ impl PyRewardScorer {
                     e,
                     sdr_reward::RewardError::Embed(EmbedError::External { .. })
                 );
-                return Err(match &self.callable {
+                let err = match &self.callable {
                     Some(c) => c.exception(py, e, external, crate::error::reward_err),
                     None => crate::error::reward_err(e),
-                });
+                };
+                return Err(crate::cost::chain(py, err));
             }
         };
         *self.last.lock().unwrap_or_else(|e| e.into_inner()) = stats;

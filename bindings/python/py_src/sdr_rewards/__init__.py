@@ -26,6 +26,8 @@ embeddings, fifteen set distances) with reward functions for GRPO trainers:
   over the corpus.
 - ``sdr_rewards.explain``: why a report got its reward: sentence pairs and costs,
   missing and unsupported findings (as ``sdr explain``).
+- ``sdr_rewards.register_cost``: a sentence cost of your own, written in Python,
+  opened by name wherever a cost spec is taken (``SDRReward(cost=...)``).
 
 Paper: "SDR: Set-Distance Rewards for Radiology Report Generation".
 """
@@ -64,6 +66,7 @@ from ._sdr import (
 )
 from ._sdr import _after_fork_child
 from . import metrics
+from .costs import register_cost
 from .reward import SDRReward, completion_text
 from .explain import explain  # the function; the module stays sys.modules["sdr_rewards.explain"]
 
@@ -93,6 +96,7 @@ __all__ = [
     "label",
     "merge_corpus",
     "parse_report",
+    "register_cost",
     "select_by_findings",
     "set_parallelism",
     "split_sentences",

@@ -1,13 +1,15 @@
 # Type stubs of the public `sdr_rewards` API (checked against the built module by
 # tests/test_stubs.py).
 import os
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, TypedDict, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, TypedDict, TypeVar, Union, overload
 
 import numpy as np
 import numpy.typing as npt
 
 __version__: str
 METRICS: List[str]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 Completion = Union[str, Dict[str, Any], Sequence[Dict[str, Any]]]
 
@@ -167,6 +169,10 @@ def split_sentences(text: str) -> List[str]: ...
 def set_parallelism(on: bool) -> None: ...
 def get_parallelism() -> bool: ...
 def completion_text(completion: Completion) -> str: ...
+@overload
+def register_cost(name: str, factory: None = None, *, params: str = "") -> Callable[[_F], _F]: ...
+@overload
+def register_cost(name: str, factory: _F, *, params: str = "") -> _F: ...
 
 class Encoder:
     def __init__(
