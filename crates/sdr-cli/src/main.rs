@@ -56,6 +56,8 @@ enum Command {
     CheckData(commands::check_data::Args),
     /// Check an Impression against its own Findings: contradictions, unsupported and omitted findings.
     CheckImpression(commands::check_impression::Args),
+    /// List or clean the packed-weights cache: files of model folders that are gone or changed.
+    Cache(commands::cache::Args),
 }
 
 fn main() {
@@ -81,6 +83,7 @@ fn main() {
         Command::Serve(args) => commands::serve::run(args),
         Command::CheckData(args) => commands::check_data::run(args),
         Command::CheckImpression(args) => commands::check_impression::run(args),
+        Command::Cache(args) => commands::cache::run(args),
     };
     if let Err(err) = result {
         log_line(format_args!("sdr: error: {}", one_line(&err)));

@@ -5,8 +5,17 @@
 mod cli;
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
-use cli::{have_model, sdr, stderr};
+use cli::{have_model, stderr};
+
+/// `sdr`, with its packed-weights cache under `dir` (the test's temporary folder):
+/// the throwaway model folders here would each leave a file in the user's cache.
+fn sdr(dir: &Path) -> Command {
+    let mut c = cli::sdr();
+    c.env(sdr_embed::PACKED_CACHE_ENV, dir.join("packed"));
+    c
+}
 
 /// `sdr`'s stderr is exactly one `sdr: error:` line.
 fn one_error_line(o: &std::process::Output) -> String {
@@ -49,7 +58,7 @@ fn a_cache_dir_that_is_a_file_fails_first_and_writes_no_output() {
     let notadir = dir.path().join("notadir");
     std::fs::write(&notadir, "a file").unwrap();
     let out = dir.path().join("out.jsonl");
-    let o = sdr()
+    let o = sdr(dir.path())
         .arg("embed")
         .arg("--cache-dir")
         .arg(&notadir)
@@ -83,7 +92,7 @@ fn a_file_in_the_cache_dir_that_is_no_cache_is_refused_and_kept() {
     let precious = b"\x10\x00\x00\x00\x00\x00\x00\x00{\"__metadata__\":{}}not a cache";
     std::fs::write(&file, precious).unwrap();
     let out = dir.path().join("out.jsonl");
-    let o = sdr()
+    let o = sdr(dir.path())
         .arg("embed")
         .arg("--cache-dir")
         .arg(&cache)
@@ -115,7 +124,7 @@ fn a_config_unlike_the_weights_is_one_line_even_with_backtraces_on() {
     v["hidden_size"] = 384.into();
     std::fs::write(model.join("config.json"), v.to_string()).unwrap();
     for backtrace in ["1", "0"] {
-        let o = sdr()
+        let o = sdr(dir.path())
             .env("RUST_BACKTRACE", backtrace)
             .arg("embed")
             .arg("--model")
@@ -157,7 +166,7 @@ fn a_pooling_config_other_than_mean_is_refused_naming_the_file() {
         let model = model_copy(dir.path(), name, &["1_Pooling"]);
         std::fs::create_dir(model.join("1_Pooling")).unwrap();
         std::fs::write(model.join("1_Pooling/config.json"), config).unwrap();
-        let o = sdr()
+        let o = sdr(dir.path())
             .arg("embed")
             .arg("--model")
             .arg(&model)
@@ -171,7 +180,7 @@ fn a_pooling_config_other_than_mean_is_refused_naming_the_file() {
     // No pooling folder: mean pooling, the same vectors as the real folder's.
     let plain = model_copy(dir.path(), "plain", &["1_Pooling"]);
     let embed = |model: &Path| {
-        let o = sdr()
+        let o = sdr(dir.path())
             .arg("embed")
             .arg("--model")
             .arg(model)
@@ -191,7 +200,7 @@ fn a_model_folder_without_model_files_names_the_missing_file() {
     let input = sentences(dir.path());
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
-    let o = sdr()
+    let o = sdr(dir.path())
         .arg("embed")
         .arg("--model")
         .arg(&empty)
@@ -207,7 +216,7 @@ fn a_model_folder_without_model_files_names_the_missing_file() {
 fn an_error_that_includes_its_cause_prints_it_once() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing.safetensors");
-    let o = sdr()
+    let o = sdr(dir.path())
         .args(["corpus", "info"])
         .arg(&missing)
         .output()

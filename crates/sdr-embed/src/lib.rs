@@ -121,11 +121,15 @@ pub use encoder::{
 pub use error::{EmbedError, Result};
 pub use hash_encoder::HashEncoder;
 pub use identity::EncoderIdentity;
-pub use models::pack_cache::PACKED_CACHE_ENV;
+pub use models::pack_cache::{
+    list_packed_cache, packed_cache_dir, remove_lone_locks, remove_packed_entry, PackedEntry,
+    PackedStatus, Removal, PACKED_CACHE_ENV,
+};
 pub use models::roberta::{bertscore_default_layer, LayerTokens, LowRankDelta, RobertaEncoder};
 pub use open::{open_encoder, CacheKeyed, LoadedEncoder, ModelEncoder};
+#[allow(deprecated)]
+pub use sections::{Cosine, SetCost};
 pub use sections::{
-    Cosine, EmbedControl, EmbedStats, EmbeddedSets, SectionBatch, SectionEmbedder, SentenceSet,
-    SetCost,
+    EmbedControl, EmbedStats, EmbeddedSets, SectionBatch, SectionEmbedder, SentenceSet,
 };
 pub use sentence_encoder::SentenceEncoder;

@@ -25,7 +25,8 @@
 //!
 //! A caller that compares sets by something other than the cosine of their
 //! vectors (a clinically aware cost reading the annotations) implements
-//! [`SetCost`]; [`Cosine`] is SPEC §3's cost.
+//! `sdr_core::SentenceCost`, which the registry opens by name
+//! (`sdr_clinical::costs`).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -176,8 +177,12 @@ impl<'s, A> SentenceSet<'s, A> {
 }
 
 /// The cost matrices of a pair of embedded sets (cross costs, plus the two
-/// intra-set matrices when `with_intra`, for GW). [`Cosine`] is SPEC §3's; a
-/// cost that also reads the sentences' texts or annotations implements this.
+/// intra-set matrices when `with_intra`, for GW). [`Cosine`] is SPEC §3's.
+#[deprecated(
+    since = "0.2.0",
+    note = "nothing reads a SetCost: implement sdr_core::SentenceCost (opened by name through \
+            sdr_clinical::register_cost) or call PairCost::between; removed in 0.3.0"
+)]
 pub trait SetCost<A = ()>: Send + Sync {
     fn pair_cost(
         &self,
@@ -188,9 +193,14 @@ pub trait SetCost<A = ()>: Send + Sync {
 }
 
 /// `(1 - cos) / 2` of the vectors (SPEC §3).
+#[deprecated(
+    since = "0.2.0",
+    note = "use PairCost::between(&a.vectors, &b.vectors, with_intra); removed in 0.3.0"
+)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Cosine;
 
+#[allow(deprecated)]
 impl<A> SetCost<A> for Cosine {
     fn pair_cost(
         &self,
@@ -719,6 +729,7 @@ mod tests {
         assert!(*s.note(2));
         // A cost built from two views: the cosine one is PairCost::between's.
         let t = sets.set_of(0, Section::Impression);
+        #[allow(deprecated)]
         let c = Cosine.pair_cost(&s, &t, true).unwrap();
         let d = PairCost::between(&s.vectors, &t.vectors, true).unwrap();
         assert_eq!(c.cross.data(), d.cross.data());

@@ -1,3 +1,4 @@
+pub mod cache;
 pub mod check_data;
 pub mod check_impression;
 pub mod corpus;

@@ -7,7 +7,10 @@
 //! model folder, precision and GEMM (`<model>-<precision>-<gemm>-<folder hash>.pack`);
 //! `SDR_PACKED_CACHE=off` packs in memory. Deleting the folder is always safe: the
 //! next load writes the file again (a process that has it mapped keeps its pages).
-//! Beside each file, an empty `.lock` file.
+//! Beside each file, an empty `.lock` file. Each file records the folder it was
+//! packed from, so that [`list_packed_cache`] can tell which files no load will use
+//! again (folder gone, weights changed, older format) and [`remove_packed_entry`]
+//! remove them (`sdr cache list|prune|clear`).
 //!
 //! The file is written once, atomically (`sdr_io`, under an exclusive lock so
 //! that workers starting together pack it once), and checked on every load: magic,
@@ -20,9 +23,9 @@
 //!
 //! Layout (little-endian): `MAGIC`, version u32, header length u32, file length u64,
 //! data checksum u64, header checksum u64 (over the header with this field zero), key
-//! length u32, meta count u32, blob count u32, 0u32, the key, the meta values (u64),
-//! the blobs' (offset, bytes) pairs (u64); zero padding to 64 bytes; then each blob,
-//! padded to 64 bytes.
+//! length u32, meta count u32, blob count u32, folder length u32, the key, the model
+//! folder's canonical path (its bytes), the meta values (u64), the blobs' (offset,
+//! bytes) pairs (u64); zero padding to 64 bytes; then each blob, padded to 64 bytes.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -31,7 +34,7 @@ use candle_core::Result;
 use sha2::{Digest, Sha256};
 
 use super::mpnet::Config;
-use super::pack_format::{PackReader, PackWriter, Unusable, VERSION};
+use super::pack_format::{read_header, Header, PackReader, PackWriter, Unusable, VERSION};
 use super::packed::PackedMpnet;
 use crate::discover::to_hex;
 use crate::gemm::{Bf16Gemm, F32Gemm};
@@ -67,12 +70,13 @@ fn file_sha256(path: &Path) -> std::io::Result<String> {
     Ok(to_hex(&Sha256::digest(std::fs::read(path)?)))
 }
 
-/// The cache file of the model in `model_dir` under `root`, and its key.
+/// The cache file of the model in `model_dir` under `root`, its key, and the folder's
+/// canonical path (which the file records, for `sdr cache`).
 fn file_and_key(
     root: &Path,
     model_dir: &Path,
     mixed_bf16: bool,
-) -> std::io::Result<(PathBuf, String)> {
+) -> std::io::Result<(PathBuf, String, PathBuf)> {
     let weights = model_dir.join("model.safetensors");
     let meta = std::fs::metadata(&weights)?;
     let mtime = meta
@@ -120,7 +124,7 @@ fn file_and_key(
         .collect::<String>()
         .to_ascii_lowercase();
     let file = format!("{name}-{precision}-{gemm}-{}.pack", &folder_hash[..12]);
-    Ok((root.join(file), key))
+    Ok((root.join(file), key, folder))
 }
 
 /// One line on stderr, once per process: the cache is a speed and memory matter,
@@ -149,7 +153,7 @@ pub(crate) fn load_or_build(
     let Some(root) = root else {
         return Ok((build()?, Outcome::InMemory("no cache folder".into())));
     };
-    let (path, key) = match file_and_key(root, model_dir, mixed_bf16) {
+    let (path, key, folder) = match file_and_key(root, model_dir, mixed_bf16) {
         Ok(p) => p,
         Err(e) => {
             let why = format!("packed-weights cache: {}: {e}", model_dir.display());
@@ -201,7 +205,8 @@ pub(crate) fn load_or_build(
             Outcome::InMemory("a layer's GEMM packs opaquely".into()),
         ));
     }
-    let written = sdr_io::write_atomic(&path, |f| parts.write(&key, f));
+    let folder = folder.as_os_str().as_encoded_bytes();
+    let written = sdr_io::write_atomic(&path, |f| parts.write(&key, folder, f));
     drop(lock);
     if let Err(e) = written {
         let why = format!(
@@ -218,6 +223,370 @@ pub(crate) fn load_or_build(
             model,
             Outcome::InMemory("the file just written did not check".into()),
         )),
+    }
+}
+
+/// The folder the loader uses: [`PACKED_CACHE_ENV`], else `<sdr_home>/packed`;
+/// `None` when the cache is off or there is no home folder.
+pub fn packed_cache_dir() -> Option<PathBuf> {
+    cache_root()
+}
+
+/// Whether a packed-weights file is still of use; [`PackedStatus::is_stale`] ones
+/// are what `sdr cache prune` removes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PackedStatus {
+    /// A load of its folder, here, maps it.
+    Valid,
+    /// Packed for another CPU or GEMM (a home folder shared by machines): a load
+    /// there maps it, a load here never reads it. Kept.
+    OtherMachine,
+    /// Written by a newer SDR. Kept.
+    NewerFormat,
+    /// Its model folder no longer exists.
+    FolderGone,
+    /// Its model folder has no `model.safetensors` or `config.json` any more.
+    WeightsGone,
+    /// `model.safetensors` changed (contents, size or modification time).
+    WeightsChanged,
+    /// `config.json` changed.
+    ConfigChanged,
+    /// Not the name a load of its folder looks for (renamed, or the folder's path
+    /// now resolves elsewhere).
+    Renamed,
+    /// Written by an older SDR (one that did not record the folder): a load rebuilds it.
+    OlderFormat,
+    /// Its header fails a check. (The data's checksum is checked by each load,
+    /// which rebuilds a damaged file, not by the listing: that would read it all.)
+    Damaged(String),
+    /// The temporary file of a write that did not finish (its process was killed),
+    /// or of one in progress, which removal skips since that process holds the lock.
+    Unfinished,
+    /// Could not be checked (permissions, say). Kept.
+    Unchecked(String),
+}
+
+impl PackedStatus {
+    pub fn is_valid(&self) -> bool {
+        matches!(self, PackedStatus::Valid)
+    }
+
+    /// No load will map the file again: pruning removes it.
+    pub fn is_stale(&self) -> bool {
+        !matches!(
+            self,
+            PackedStatus::Valid
+                | PackedStatus::OtherMachine
+                | PackedStatus::NewerFormat
+                | PackedStatus::Unchecked(_)
+        )
+    }
+
+    /// What is wrong, for `Damaged` and `Unchecked`.
+    pub fn detail(&self) -> Option<&str> {
+        match self {
+            PackedStatus::Damaged(why) | PackedStatus::Unchecked(why) => Some(why),
+            _ => None,
+        }
+    }
+
+    /// A few words, without the [`PackedStatus::detail`].
+    pub fn label(&self) -> &'static str {
+        match self {
+            PackedStatus::Valid => "valid",
+            PackedStatus::OtherMachine => "other CPU or GEMM",
+            PackedStatus::NewerFormat => "newer format",
+            PackedStatus::FolderGone => "folder gone",
+            PackedStatus::WeightsGone => "weights gone",
+            PackedStatus::WeightsChanged => "weights changed",
+            PackedStatus::ConfigChanged => "config changed",
+            PackedStatus::Renamed => "renamed",
+            PackedStatus::OlderFormat => "older format",
+            PackedStatus::Damaged(_) => "damaged",
+            PackedStatus::Unfinished => "unfinished write",
+            PackedStatus::Unchecked(_) => "unchecked",
+        }
+    }
+}
+
+impl std::fmt::Display for PackedStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.detail() {
+            Some(why) => write!(f, "{}: {why}", self.label()),
+            None => f.write_str(self.label()),
+        }
+    }
+}
+
+/// One file of the packed-weights cache, as [`list_packed_cache`] found it.
+#[derive(Debug, Clone)]
+pub struct PackedEntry {
+    /// The `.pack` file (or a leftover temporary file of one).
+    pub path: PathBuf,
+    pub bytes: u64,
+    /// The model folder it was packed from; `None` where the file does not say
+    /// (older format, damaged header, temporary file).
+    pub folder: Option<PathBuf>,
+    /// `f32` or `bf16`, from the file's key, else from its name.
+    pub precision: Option<String>,
+    pub status: PackedStatus,
+    /// The lock that writers of this file hold.
+    lock: PathBuf,
+    /// When listed: removal skips a file that a load has rewritten since.
+    modified: Option<std::time::SystemTime>,
+}
+
+/// How [`remove_packed_entry`] went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Removal {
+    /// The file (and, for a `.pack`, its `.lock`) is gone.
+    Removed,
+    /// Another process holds its lock (it is packing that model now): kept.
+    Busy,
+    /// Rewritten or removed since it was listed: kept, list again.
+    Changed,
+}
+
+/// The files of the packed-weights cache in `dir`, sorted by path, each checked
+/// against its model folder as a load would (header and key; see [`PackedStatus`]).
+/// A missing `dir` is an empty cache. Reads headers only; may hash a model's
+/// weights where its folder has no `model.safetensors.sha256` (as a load does).
+pub fn list_packed_cache(dir: &Path) -> std::io::Result<Vec<PackedEntry>> {
+    let read = match std::fs::read_dir(dir) {
+        Ok(r) => r,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut out = Vec::new();
+    for item in read {
+        let item = item?;
+        // Every name SDR writes here is ASCII; others are not ours.
+        let Ok(name) = item.file_name().into_string() else {
+            continue;
+        };
+        let path = item.path();
+        let entry = if let Some(dest) = temporary_of(&name) {
+            let Ok(meta) = std::fs::metadata(&path) else {
+                continue;
+            };
+            PackedEntry {
+                bytes: meta.len(),
+                folder: None,
+                precision: precision_in_name(dest).map(str::to_string),
+                status: PackedStatus::Unfinished,
+                lock: dir.join(dest).with_extension("lock"),
+                modified: meta.modified().ok(),
+                path,
+            }
+        } else if name.ends_with(".pack") {
+            // (A model folder named `.tmpXYZ`, as `tempfile` makes, gives a hidden name.)
+            let Ok(meta) = std::fs::metadata(&path) else {
+                continue;
+            };
+            if !meta.is_file() {
+                continue;
+            }
+            let (folder, precision, status) = check_entry(dir, &path, meta.len());
+            PackedEntry {
+                bytes: meta.len(),
+                folder,
+                precision: precision.or_else(|| precision_in_name(&name).map(str::to_string)),
+                status,
+                lock: path.with_extension("lock"),
+                modified: meta.modified().ok(),
+                path,
+            }
+        } else {
+            continue;
+        };
+        out.push(entry);
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+/// The `.pack` file whose `sdr_io` temporary file is `name` (`.<file>.XXXXXX.tmp.pack`;
+/// a cache file's own name ends in its folder hash, `-<hex>.pack`).
+fn temporary_of(name: &str) -> Option<&str> {
+    let inner = name.strip_prefix('.')?.strip_suffix(".tmp.pack")?;
+    let (dest, _random) = inner.rsplit_once('.')?;
+    dest.ends_with(".pack").then_some(dest)
+}
+
+/// The precision in a file name `<model>-<precision>-<gemm>-<hash>.pack`.
+fn precision_in_name(name: &str) -> Option<&str> {
+    let mut parts = name.rsplitn(4, '-');
+    let precision = parts.nth(2)?;
+    matches!(precision, "f32" | "bf16").then_some(precision)
+}
+
+/// The folder hash that ends a cache file's name.
+fn folder_hash_in_name(path: &Path) -> Option<&str> {
+    path.file_name()?.to_str()?.rsplit_once('-').map(|(_, h)| h)
+}
+
+#[cfg(unix)]
+fn path_from_bytes(b: &[u8]) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    PathBuf::from(std::ffi::OsStr::from_bytes(b))
+}
+
+#[cfg(not(unix))]
+fn path_from_bytes(b: &[u8]) -> PathBuf {
+    PathBuf::from(String::from_utf8_lossy(b).into_owned())
+}
+
+/// The folder, precision and status of the `.pack` file `path` of `bytes` bytes.
+fn check_entry(
+    dir: &Path,
+    path: &Path,
+    bytes: u64,
+) -> (Option<PathBuf>, Option<String>, PackedStatus) {
+    let header = File::open(path).and_then(|mut f| read_header(&mut f, bytes));
+    let b = match header {
+        Ok(b) => b,
+        Err(e) => return (None, None, PackedStatus::Unchecked(e.to_string())),
+    };
+    let header = match Header::parse(&b, bytes).and_then(|h| h.parts(bytes).map(|_| h)) {
+        Ok(h) => h,
+        Err(Unusable::Version(v)) if v < VERSION => return (None, None, PackedStatus::OlderFormat),
+        Err(Unusable::Version(_)) => return (None, None, PackedStatus::NewerFormat),
+        Err(Unusable::Damaged(why)) => return (None, None, PackedStatus::Damaged(why)),
+        Err(Unusable::Missing | Unusable::Stale) => {
+            return (
+                None,
+                None,
+                PackedStatus::Damaged("unreadable header".into()),
+            )
+        }
+    };
+    let key = String::from_utf8_lossy(header.key()).into_owned();
+    let precision = key
+        .lines()
+        .find_map(|l| l.strip_prefix("precision "))
+        .and_then(|rest| rest.split(' ').next())
+        .map(str::to_string);
+    if header.folder().is_empty() {
+        let why = "no model folder recorded".to_string();
+        return (None, precision, PackedStatus::Damaged(why));
+    }
+    let folder = path_from_bytes(header.folder());
+    let status = status_for(dir, path, &key, &folder, precision.as_deref());
+    (Some(folder), precision, status)
+}
+
+/// What a load of `folder` would make of the file `path` whose key is `key`.
+fn status_for(
+    dir: &Path,
+    path: &Path,
+    key: &str,
+    folder: &Path,
+    precision: Option<&str>,
+) -> PackedStatus {
+    use std::io::ErrorKind::{NotADirectory, NotFound};
+    match std::fs::metadata(folder) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return PackedStatus::FolderGone,
+        Err(e) if matches!(e.kind(), NotFound | NotADirectory) => return PackedStatus::FolderGone,
+        Err(e) => return PackedStatus::Unchecked(format!("{}: {e}", folder.display())),
+    }
+    let (want_file, want_key, _) = match file_and_key(dir, folder, precision == Some("bf16")) {
+        Ok(t) => t,
+        Err(e) if matches!(e.kind(), NotFound | NotADirectory) => return PackedStatus::WeightsGone,
+        Err(e) => return PackedStatus::Unchecked(format!("{}: {e}", folder.display())),
+    };
+    if folder_hash_in_name(&want_file) != folder_hash_in_name(path) {
+        return PackedStatus::Renamed;
+    }
+    // The key's lines (see `file_and_key`): the first that differs says why.
+    match want_key.lines().zip(key.lines()).find(|(w, k)| w != k) {
+        None if want_key == key => PackedStatus::Valid,
+        Some((w, _)) if w.starts_with("weights ") => PackedStatus::WeightsChanged,
+        Some((w, _)) if w.starts_with("config ") => PackedStatus::ConfigChanged,
+        _ => PackedStatus::OtherMachine,
+    }
+}
+
+/// Removes `entry`'s file and, for a `.pack`, its `.lock`, under that lock (a
+/// non-blocking try: an entry that another process is packing now is left, as
+/// [`Removal::Busy`]). A process that has the file mapped keeps its pages.
+pub fn remove_packed_entry(entry: &PackedEntry) -> std::io::Result<Removal> {
+    let Some(lock) = open_lock(&entry.lock)? else {
+        return Ok(Removal::Changed);
+    };
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => return Ok(Removal::Busy),
+        Err(std::fs::TryLockError::Error(e)) => return Err(e),
+    }
+    let same = std::fs::metadata(&entry.path)
+        .is_ok_and(|m| m.len() == entry.bytes && m.modified().ok() == entry.modified);
+    if !same {
+        return Ok(Removal::Changed);
+    }
+    std::fs::remove_file(&entry.path)?;
+    // A temporary file's lock is its `.pack`'s: it stays while that file does.
+    if entry.status != PackedStatus::Unfinished || !entry.lock.with_extension("pack").exists() {
+        remove_if_there(&entry.lock)?;
+    }
+    // A loader that opened the lock just before it was unlinked locks the unlinked
+    // file, and one after it a new one: at worst the two pack the model twice and
+    // rename in turn, each a whole file.
+    Ok(Removal::Removed)
+}
+
+/// Removes the `.lock` files in `dir` that have no `.pack` beside them and that no
+/// process holds (a load that failed, or whose `.pack` was removed, leaves one);
+/// returns how many. A missing `dir` has none.
+pub fn remove_lone_locks(dir: &Path) -> std::io::Result<usize> {
+    let read = match std::fs::read_dir(dir) {
+        Ok(r) => r,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let mut removed = 0;
+    for item in read {
+        let path = item?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if !name.ends_with(".lock") || path.with_extension("pack").exists() {
+            continue;
+        }
+        // Best effort: an empty file left is no loss.
+        let Ok(Some(lock)) = open_lock(&path) else {
+            continue;
+        };
+        if lock.try_lock().is_ok()
+            && !path.with_extension("pack").exists()
+            && remove_if_there(&path).is_ok()
+        {
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+/// The lock file at `path`, created if missing (as a loader does); `None` when the
+/// folder itself is gone.
+fn open_lock(path: &Path) -> std::io::Result<Option<File>> {
+    let opened = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        // A lock file of another user's, in a shared folder: flock needs no write access.
+        .or_else(|_| File::open(path));
+    match opened {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn remove_if_there(path: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
     }
 }
 
@@ -399,6 +768,197 @@ mod tests {
         .unwrap();
         assert!(matches!(how, Outcome::InMemory(_)));
         assert_eq!(Case::output(&m), case.want);
+    }
+
+    /// `path`'s entry in the listing of `root`.
+    fn listed(root: &Path, path: &Path) -> PackedEntry {
+        list_packed_cache(root)
+            .unwrap()
+            .into_iter()
+            .find(|e| e.path == path)
+            .unwrap_or_else(|| panic!("{} not listed", path.display()))
+    }
+
+    fn status_of(root: &Path, name: &str) -> PackedStatus {
+        listed(root, &root.join(name)).status
+    }
+
+    #[test]
+    fn the_listing_says_which_files_a_load_would_still_map() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let (mut valid_files, mut alive) = (Vec::new(), Vec::new());
+        for mixed in precisions() {
+            let case = Case::new(mixed);
+            case.load(root);
+            valid_files.push(case.file(root));
+            let e = listed(root, &case.file(root));
+            assert_eq!(e.status, PackedStatus::Valid);
+            let folder = std::fs::canonicalize(case.folder.path()).unwrap();
+            assert_eq!(e.folder.as_deref(), Some(folder.as_path()));
+            let want = if mixed { "bf16" } else { "f32" };
+            assert_eq!(e.precision.as_deref(), Some(want));
+            assert_eq!(e.bytes, std::fs::metadata(&e.path).unwrap().len());
+            alive.push(case);
+        }
+        let valid = Case::new(false);
+        valid.load(root);
+        valid_files.push(valid.file(root));
+        let good = std::fs::read(valid.file(root)).unwrap();
+        let name = |p: PathBuf| p.file_name().unwrap().to_string_lossy().into_owned();
+
+        let gone = Case::new(false);
+        gone.load(root);
+        let gone_file = name(gone.file(root));
+        std::fs::remove_dir_all(gone.folder.path()).unwrap();
+        assert_eq!(status_of(root, &gone_file), PackedStatus::FolderGone);
+
+        let weights = Case::new(false);
+        weights.load(root);
+        let st = weights.folder.path().join("model.safetensors");
+        let later = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1 << 30);
+        File::options()
+            .write(true)
+            .open(&st)
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
+        let weights_file = name(weights.file(root));
+        assert_eq!(status_of(root, &weights_file), PackedStatus::WeightsChanged);
+
+        let config = Case::new(false);
+        config.load(root);
+        let cfg = config.folder.path().join("config.json");
+        let text = std::fs::read_to_string(&cfg).unwrap();
+        std::fs::write(&cfg, format!("{text}\n")).unwrap();
+        assert_eq!(
+            status_of(root, &name(config.file(root))),
+            PackedStatus::ConfigChanged
+        );
+
+        let no_weights = Case::new(false);
+        no_weights.load(root);
+        let no_weights_file = name(no_weights.file(root));
+        std::fs::remove_file(no_weights.folder.path().join("model.safetensors")).unwrap();
+        assert_eq!(status_of(root, &no_weights_file), PackedStatus::WeightsGone);
+
+        let hash = folder_hash_in_name(&valid.file(root)).unwrap().to_string();
+        let mut older = good.clone();
+        older[8..12].copy_from_slice(&1u32.to_le_bytes());
+        let mut newer = good.clone();
+        newer[8..12].copy_from_slice(&(VERSION + 1).to_le_bytes());
+        let (_, key, folder) = file_and_key(root, valid.folder.path(), false).unwrap();
+        let other_key = key.replace("precision f32 gemm", "precision f32 gemm Other");
+        let mut other = Vec::new();
+        PackWriter::default()
+            .write(
+                &other_key,
+                folder.as_os_str().as_encoded_bytes(),
+                &mut other,
+            )
+            .unwrap();
+        let files: [(&str, &[u8], PackedStatus); 7] = [
+            (
+                "old-f32-avx512-000000000000.pack",
+                &older,
+                PackedStatus::OlderFormat,
+            ),
+            (
+                "new-f32-avx512-000000000000.pack",
+                &newer,
+                PackedStatus::NewerFormat,
+            ),
+            (
+                &format!("x-f32-other-{hash}"),
+                &other,
+                PackedStatus::OtherMachine,
+            ),
+            (
+                "moved-f32-avx512-000000000000.pack",
+                &good,
+                PackedStatus::Renamed,
+            ),
+            (
+                "junk-f32-avx512-111111111111.pack",
+                b"not a pack",
+                PackedStatus::Damaged("not a packed-weights file (too short or no magic)".into()),
+            ),
+            (
+                "cut-f32-avx512-222222222222.pack",
+                &good[..good.len() / 2],
+                PackedStatus::Damaged(format!(
+                    "{} bytes where the header says {}",
+                    good.len() / 2,
+                    good.len()
+                )),
+            ),
+            (
+                ".cut-f32-avx512-2.pack.Ab12Cd.tmp.pack",
+                &good[..100],
+                PackedStatus::Unfinished,
+            ),
+        ];
+        for (file, bytes, want) in &files {
+            std::fs::write(root.join(file), bytes).unwrap();
+            assert_eq!(&status_of(root, file), want, "{file}");
+        }
+        assert_eq!(
+            listed(root, &root.join(files[0].0)).precision.as_deref(),
+            Some("f32")
+        );
+        assert_eq!(listed(root, &root.join(files[0].0)).folder, None);
+        // A lock with no file, and files that are not the cache's.
+        std::fs::write(root.join("lone-f32-avx512-333333333333.lock"), b"").unwrap();
+        std::fs::write(root.join("notes.txt"), b"mine").unwrap();
+        std::fs::create_dir(root.join("sub.pack")).unwrap();
+
+        // Pruning: every stale entry goes with its lock, the rest stay.
+        let all = list_packed_cache(root).unwrap();
+        assert_eq!(all.len(), valid_files.len() + 4 + files.len());
+        for e in all.iter().filter(|e| e.status.is_stale()) {
+            assert_eq!(remove_packed_entry(e).unwrap(), Removal::Removed, "{e:?}");
+        }
+        assert_eq!(remove_lone_locks(root).unwrap(), 1);
+        let mut left: Vec<String> = std::fs::read_dir(root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        let mut want: Vec<String> = valid_files.iter().map(|p| name(p.clone())).collect();
+        want.extend(valid_files.iter().map(|p| name(p.with_extension("lock"))));
+        want.extend([files[1].0, files[2].0, "notes.txt", "sub.pack"].map(String::from));
+        want.sort();
+        assert_eq!(left, want);
+        assert_eq!(valid.load(root).0, Outcome::Mapped);
+    }
+
+    #[test]
+    fn removal_takes_the_lock_and_skips_a_file_rewritten_since_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let case = Case::new(false);
+        case.load(root);
+        let e = listed(root, &case.file(root));
+        // Another process packing this model holds the lock.
+        let held = File::options().write(true).open(&e.lock).unwrap();
+        held.lock().unwrap();
+        assert_eq!(remove_packed_entry(&e).unwrap(), Removal::Busy);
+        std::fs::remove_file(&e.path).unwrap();
+        assert_eq!(remove_lone_locks(root).unwrap(), 0, "a held lock stays");
+        drop(held);
+        // Rewritten by a load since it was listed.
+        assert_eq!(case.load(root).0, Outcome::Written);
+        assert_eq!(remove_packed_entry(&e).unwrap(), Removal::Changed);
+        assert_eq!(case.load(root).0, Outcome::Mapped);
+        let e = listed(root, &case.file(root));
+        assert_eq!(remove_packed_entry(&e).unwrap(), Removal::Removed);
+        assert!(!e.path.exists() && !e.lock.exists());
+        assert_eq!(std::fs::read_dir(root).unwrap().count(), 0);
+        // A missing folder is an empty cache; a file is no folder.
+        assert!(list_packed_cache(&root.join("none")).unwrap().is_empty());
+        assert_eq!(remove_lone_locks(&root.join("none")).unwrap(), 0);
+        let file = case.folder.path().join("config.json");
+        assert!(list_packed_cache(&file).is_err());
     }
 
     #[test]

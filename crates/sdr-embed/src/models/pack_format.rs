@@ -4,7 +4,7 @@
 //! lives, when it is rebuilt) is `pack_cache`.
 
 use std::fs::File;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -15,8 +15,9 @@ use crate::stored::{bytes_of, Stored, Word};
 
 pub(super) const MAGIC: &[u8; 8] = b"SDRPACK\0";
 /// Bump on any change of the file layout or of a packing (`kernels/avx512_gemm.rs`'s
-/// panels, the order in which `PackedMpnet` writes its parts).
-pub(super) const VERSION: u32 = 1;
+/// panels, the order in which `PackedMpnet` writes its parts). 2: the model folder's
+/// path after the key.
+pub(super) const VERSION: u32 = 2;
 pub(super) const ALIGN: usize = 64;
 /// Bytes of the fixed part of the header.
 pub(super) const FIXED: usize = 56;
@@ -37,9 +38,15 @@ impl<'a> PackWriter<'a> {
         self.blobs.push(bytes_of(v));
     }
 
-    /// The whole file: header and blobs.
-    pub(super) fn write(&self, key: &str, out: &mut impl Write) -> std::io::Result<()> {
-        let table = FIXED + key.len() + 8 * self.meta.len() + 16 * self.blobs.len();
+    /// The whole file: header (with `folder`, the model folder's path as bytes, for
+    /// `sdr cache`) and blobs.
+    pub(super) fn write(
+        &self,
+        key: &str,
+        folder: &[u8],
+        out: &mut impl Write,
+    ) -> std::io::Result<()> {
+        let table = FIXED + key.len() + folder.len() + 8 * self.meta.len() + 16 * self.blobs.len();
         let header_len = table.next_multiple_of(ALIGN);
         let mut offsets = Vec::with_capacity(self.blobs.len());
         let mut at = header_len;
@@ -56,10 +63,11 @@ impl<'a> PackWriter<'a> {
         h.extend_from_slice(&(at as u64).to_le_bytes());
         h.extend_from_slice(&data.finish().to_le_bytes());
         h.extend_from_slice(&0u64.to_le_bytes()); // the header checksum, below
-        for n in [key.len(), self.meta.len(), self.blobs.len(), 0] {
+        for n in [key.len(), self.meta.len(), self.blobs.len(), folder.len()] {
             h.extend_from_slice(&(n as u32).to_le_bytes());
         }
         h.extend_from_slice(key.as_bytes());
+        h.extend_from_slice(folder);
         self.meta
             .iter()
             .for_each(|m| h.extend_from_slice(&m.to_le_bytes()));
@@ -94,6 +102,8 @@ pub(super) enum Unusable {
     Missing,
     /// Written for other weights, config or GEMM: rebuild it, silently.
     Stale,
+    /// Written by another version of the format: rebuild it, silently.
+    Version(u32),
     /// Truncated or damaged: rebuild it, with a line on stderr.
     Damaged(String),
 }
@@ -106,30 +116,44 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
-impl PackReader {
-    /// Maps `path` and checks it (see the module docs) against `key`.
-    pub(super) fn open(path: &Path, key: &str) -> std::result::Result<Self, Unusable> {
-        let file = File::open(path).map_err(|_| Unusable::Missing)?;
+/// A header's meta values and its blobs' (offset, bytes).
+type Parts = (Vec<u64>, Vec<(usize, usize)>);
+
+/// A header that passed its checks: magic, version, file length, header length and
+/// checksum, table bounds. `b` holds at least the header.
+pub(super) struct Header<'a> {
+    b: &'a [u8],
+    header_len: usize,
+    key_len: usize,
+    folder_len: usize,
+    n_meta: usize,
+    n_blobs: usize,
+}
+
+impl<'a> Header<'a> {
+    /// Checks the header at the start of `b`, of a file of `file_len` bytes. A
+    /// header longer than `b` (the caller read too little) is damaged.
+    pub(super) fn parse(b: &'a [u8], file_len: u64) -> std::result::Result<Self, Unusable> {
         let damaged = |why: &str| Unusable::Damaged(why.to_string());
-        // SAFETY: a read-only mapping of a file that is only ever replaced by rename,
-        // never written in place; every value read from it is checked below.
-        let map = unsafe { Mmap::map(&file) }.map_err(|e| Unusable::Damaged(e.to_string()))?;
-        let b: &[u8] = &map;
         if b.len() < FIXED || &b[..8] != MAGIC {
             return Err(damaged("not a packed-weights file (too short or no magic)"));
         }
-        if u32_at(b, 8) != VERSION {
-            return Err(Unusable::Stale);
+        let version = u32_at(b, 8);
+        if version != VERSION {
+            return Err(Unusable::Version(version));
         }
         let header_len = u32_at(b, 12) as usize;
-        if u64_at(b, 16) != b.len() as u64 {
+        if u64_at(b, 16) != file_len {
             return Err(Unusable::Damaged(format!(
-                "{} bytes where the header says {}",
-                b.len(),
+                "{file_len} bytes where the header says {}",
                 u64_at(b, 16)
             )));
         }
-        if header_len < FIXED || header_len > b.len() || !header_len.is_multiple_of(ALIGN) {
+        if header_len < FIXED
+            || header_len as u64 > file_len
+            || header_len > b.len()
+            || !header_len.is_multiple_of(ALIGN)
+        {
             return Err(damaged("bad header length"));
         }
         let mut header = b[..header_len].to_vec();
@@ -139,34 +163,90 @@ impl PackReader {
         if sum.finish() != u64_at(b, 32) {
             return Err(damaged("header checksum mismatch"));
         }
-        let (key_len, n_meta, n_blobs) = (
-            u32_at(b, 40) as usize,
-            u32_at(b, 44) as usize,
-            u32_at(b, 48) as usize,
-        );
-        let table = FIXED + key_len + 8 * n_meta + 16 * n_blobs;
-        if table > header_len {
+        let h = Header {
+            b,
+            header_len,
+            key_len: u32_at(b, 40) as usize,
+            n_meta: u32_at(b, 44) as usize,
+            n_blobs: u32_at(b, 48) as usize,
+            folder_len: u32_at(b, 52) as usize,
+        };
+        // In u64: four u32 counts cannot overflow it.
+        let table = FIXED as u64
+            + h.key_len as u64
+            + h.folder_len as u64
+            + 8 * h.n_meta as u64
+            + 16 * h.n_blobs as u64;
+        if table > header_len as u64 {
             return Err(damaged("header table overruns the header"));
         }
-        if &b[FIXED..FIXED + key_len] != key.as_bytes() {
-            return Err(Unusable::Stale);
-        }
-        let mut at = FIXED + key_len;
-        let meta: Vec<u64> = (0..n_meta).map(|i| u64_at(b, at + 8 * i)).collect();
-        at += 8 * n_meta;
-        let mut blobs = Vec::with_capacity(n_blobs);
-        for i in 0..n_blobs {
+        Ok(h)
+    }
+
+    pub(super) fn key(&self) -> &'a [u8] {
+        &self.b[FIXED..FIXED + self.key_len]
+    }
+
+    /// The model folder's path, as [`PackWriter::write`] was given it.
+    pub(super) fn folder(&self) -> &'a [u8] {
+        let at = FIXED + self.key_len;
+        &self.b[at..at + self.folder_len]
+    }
+
+    /// The meta values and the blobs' (offset, bytes), each blob checked to lie in
+    /// the file after the header.
+    pub(super) fn parts(&self, file_len: u64) -> std::result::Result<Parts, Unusable> {
+        let b = self.b;
+        let mut at = FIXED + self.key_len + self.folder_len;
+        let meta: Vec<u64> = (0..self.n_meta).map(|i| u64_at(b, at + 8 * i)).collect();
+        at += 8 * self.n_meta;
+        let mut blobs = Vec::with_capacity(self.n_blobs);
+        for i in 0..self.n_blobs {
             let (o, l) = (u64_at(b, at + 16 * i), u64_at(b, at + 16 * i + 8));
-            let end = o.checked_add(l).filter(|&e| e <= b.len() as u64);
-            if o < header_len as u64 || end.is_none() {
-                return Err(damaged("a part lies outside the file"));
+            let end = o.checked_add(l).filter(|&e| e <= file_len);
+            if o < self.header_len as u64 || end.is_none() {
+                return Err(Unusable::Damaged("a part lies outside the file".into()));
             }
             blobs.push((o as usize, l as usize));
         }
+        Ok((meta, blobs))
+    }
+}
+
+/// The longest header [`read_header`] reads: a real one is a few KB.
+const MAX_HEADER: u64 = 1 << 24;
+
+/// The first bytes of a file of `file_len` bytes, up to the end of its header as its
+/// fixed part says, for [`Header::parse`] without mapping the file (`sdr cache list`).
+pub(super) fn read_header(f: &mut impl Read, file_len: u64) -> std::io::Result<Vec<u8>> {
+    let mut b = Vec::with_capacity(4096);
+    f.by_ref().take(FIXED as u64).read_to_end(&mut b)?;
+    if b.len() == FIXED {
+        let header_len = u64::from(u32_at(&b, 12));
+        if header_len > FIXED as u64 && header_len <= file_len.min(MAX_HEADER) {
+            f.take(header_len - FIXED as u64).read_to_end(&mut b)?;
+        }
+    }
+    Ok(b)
+}
+
+impl PackReader {
+    /// Maps `path` and checks it (see the module docs) against `key`.
+    pub(super) fn open(path: &Path, key: &str) -> std::result::Result<Self, Unusable> {
+        let file = File::open(path).map_err(|_| Unusable::Missing)?;
+        // SAFETY: a read-only mapping of a file that is only ever replaced by rename,
+        // never written in place; every value read from it is checked below.
+        let map = unsafe { Mmap::map(&file) }.map_err(|e| Unusable::Damaged(e.to_string()))?;
+        let b: &[u8] = &map;
+        let header = Header::parse(b, b.len() as u64)?;
+        if header.key() != key.as_bytes() {
+            return Err(Unusable::Stale);
+        }
+        let (meta, blobs) = header.parts(b.len() as u64)?;
         let mut data = Checksum::default();
-        data.padded(&b[header_len..]);
+        data.padded(&b[header.header_len..]);
         if data.finish() != u64_at(b, 24) {
-            return Err(damaged("data checksum mismatch"));
+            return Err(Unusable::Damaged("data checksum mismatch".into()));
         }
         Ok(PackReader {
             map: Arc::new(map),
