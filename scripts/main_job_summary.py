@@ -2,7 +2,8 @@
 """The main job's closing summary: what was selected and pruned, the few figures that matter with
 their intervals, and where the full tables are; at most about 15 lines.
 
-    python3 scripts/main_job_summary.py [--out results/main-job] [--pruning results/pruning] [--seconds N]
+    python3 scripts/main_job_summary.py [--out results/main-job] [--pruning results/pruning]
+        [--pruning-set gemma3] [--seconds N]
 
 Reads the CSV tables that `sdr select-eval` and `sdr eval` wrote (standard library only).
 """
@@ -47,6 +48,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=Path("results/main-job"))
     ap.add_argument("--pruning", type=Path, default=Path("results/pruning"))
+    ap.add_argument("--pruning-set", default="gemma3",
+                    help="candidate set of the pruning tables (<set>-table.csv; default gemma3)")
     ap.add_argument("--seconds", type=int, default=None)
     a = ap.parse_args()
     took = f" in {a.seconds // 60} min {a.seconds % 60} s" if a.seconds is not None else ""
@@ -61,20 +64,23 @@ def main() -> int:
               f"interval is above / below 0):")
         print(family_line(t, False))
         print(family_line(t, True))
-    table = a.pruning / "table.csv"
-    if table.exists():
-        p = {r["policy"]: r for r in rows(table)}
-        std, pr = p.get("chamfer@min standard"), p.get("chamfer@min pruning wu1")
-        if std and pr:
-            print(f"  Pruning (chamfer@min, warm-up 1): {float(pr['tokens saved %']):.1f} % of tokens saved; "
-                  f"Findings ROUGE-L {float(pr['F ROUGE-L']):.3f} against {float(std['F ROUGE-L']):.3f} for "
-                  f"standard best-of-K, well-formed {float(pr['well-formed %']):.0f} % against "
-                  f"{float(std['well-formed %']):.0f} % (intervals: results/pruning/table.md)")
+    # scripts/pruning-results.sh names its tables by candidate set: gemma3 is the main job's.
+    table = a.pruning / f"{a.pruning_set}-table.csv"
+    p = {r["policy"]: r for r in rows(table)} if table.exists() else {}
+    std, pr = p.get("chamfer@min standard"), p.get("chamfer@min pruning wu1")
+    if std and pr:
+        print(f"  Pruning (chamfer@min, warm-up 1): {float(pr['tokens saved %']):.1f} % of tokens saved; "
+              f"Findings ROUGE-L {float(pr['F ROUGE-L']):.3f} against {float(std['F ROUGE-L']):.3f} for "
+              f"standard best-of-K, well-formed {float(pr['well-formed %']):.0f} % against "
+              f"{float(std['well-formed %']):.0f} % (intervals: {table.with_suffix('.md')})")
+    else:
+        print(f"  Pruning: no chamfer@min standard / pruning wu1 rows in {table} "
+              f"({'missing' if not table.exists() else 'rows missing'})")
     print("  Clinical caveat: the candidates come from a text-only generator that never sees the study, and "
           "closeness to a corpus favours normal-sounding reports; rule F1 and judge F1 (labels learnt from "
           "human coding, docs/results/judge.md) say how often findings are lost.")
     print(f"  Full tables and heatmaps: {a.out}/ (*_vs_random_wf.md, *_strata.md, heatmap_*.png), "
-          f"{a.pruning}/table.md; pages: docs/results/main-job.md, docs/results/pruning.md")
+          f"{table.with_suffix('.md')}; pages: docs/results/main-job.md, docs/results/pruning.md")
     return 0
 
 
