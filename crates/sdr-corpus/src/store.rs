@@ -327,10 +327,52 @@ impl CorpusData {
         // In memory, then one atomic write: safetensors' own file writer
         // renames a 0600 temporary file of its own over the path.
         let bytes = safetensors::serialize(views, Some(meta))
+            .map(sorted_metadata)
             .map_err(|e| CorpusError::bad(path, format!("cannot serialise: {e}")))?;
         let written = sdr_io::write_atomic(path, |f| std::io::Write::write_all(f, &bytes));
         written.map_err(|e| CorpusError::io(path, e))
     }
+}
+
+/// `bytes`, a safetensors file, with its `__metadata__` keys in sorted order.
+///
+/// safetensors writes the metadata map in hash order, which differs between
+/// processes: the same corpus built twice would differ in bytes (and in sha256).
+/// Sorting keeps every key, value and length, so no offset moves; a header not
+/// laid out as expected (metadata first, compact JSON) is left as it is.
+fn sorted_metadata(mut bytes: Vec<u8>) -> Vec<u8> {
+    const PREFIX: &[u8] = b"{\"__metadata__\":";
+    let Some(n) = bytes
+        .get(..8)
+        .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+    else {
+        return bytes;
+    };
+    let Some(header) = usize::try_from(n).ok().and_then(|n| bytes.get(8..8 + n)) else {
+        return bytes;
+    };
+    if !header.starts_with(PREFIX) {
+        return bytes;
+    }
+    let Ok(text) = std::str::from_utf8(&header[PREFIX.len()..]) else {
+        return bytes;
+    };
+    // The metadata object is a prefix of `text`; a BTreeMap serialises sorted.
+    let mut stream = serde_json::Deserializer::from_str(text)
+        .into_iter::<std::collections::BTreeMap<String, String>>();
+    let Some(Ok(meta)) = stream.next() else {
+        return bytes;
+    };
+    let end = stream.byte_offset();
+    let Ok(sorted) = serde_json::to_string(&meta) else {
+        return bytes;
+    };
+    if sorted.len() != end {
+        return bytes;
+    }
+    let at = 8 + PREFIX.len();
+    bytes[at..at + end].copy_from_slice(sorted.as_bytes());
+    bytes
 }
 
 /// A corpus file mapped into memory, validated on open.
@@ -825,5 +867,73 @@ mod tests {
         );
         let e = Corpus::open(dir.path()).err().unwrap().to_string();
         assert!(e.contains("a folder, not a corpus file"), "{e}");
+    }
+
+    #[test]
+    fn the_same_corpus_is_the_same_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = Source {
+            name: "r.csv".into(),
+            sha256: "0".into(),
+            reports: vec![SourceReport {
+                id: "1".into(),
+                findings: vec!["Lungs are clear.".into(), "No effusion.".into()],
+                impression: vec!["Normal.".into()],
+            }],
+            records: 1,
+            dropped_empty: 0,
+        };
+        let info = BuildInfo {
+            source_format: "csv".into(),
+            split: "all".into(),
+            sample: None,
+            seed: 0,
+        };
+        let data = build_corpus(&source, &HashEncoder::new(8), &info, None).unwrap();
+        // Each write's metadata map has its own hash order: without sorting, 20
+        // files of ~17 keys would all agree only by a miracle.
+        let files: Vec<Vec<u8>> = (0..20)
+            .map(|k| {
+                let path = dir.path().join(format!("c{k}.safetensors"));
+                data.write(&path).unwrap();
+                std::fs::read(&path).unwrap()
+            })
+            .collect();
+        assert!(files.iter().all(|f| f == &files[0]));
+        let c = Corpus::open(&dir.path().join("c0.safetensors")).unwrap();
+        assert_eq!(c.n_reports(), 1);
+        let (_, meta) = SafeTensors::read_metadata(&files[0]).unwrap();
+        let keys: Vec<&String> = meta.metadata().as_ref().unwrap().keys().collect();
+        let n = u64::from_le_bytes(files[0][..8].try_into().unwrap()) as usize;
+        let header = std::str::from_utf8(&files[0][8..8 + n]).unwrap();
+        let mut at: Vec<usize> = keys
+            .iter()
+            .map(|k| header.find(&format!("\"{k}\":")).unwrap())
+            .collect();
+        let mut sorted_keys = keys.clone();
+        sorted_keys.sort();
+        at.sort();
+        let in_file: Vec<&String> = at
+            .iter()
+            .map(|&i| {
+                *keys
+                    .iter()
+                    .find(|k| header[i..].starts_with(&format!("\"{k}\":")))
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(in_file, sorted_keys);
+    }
+
+    #[test]
+    fn a_header_not_laid_out_as_expected_is_left_as_it_is() {
+        for bytes in [
+            vec![],
+            vec![1, 2, 3],
+            b"\x05\0\0\0\0\0\0\0{\"a\":".to_vec(),
+            b"\x02\0\0\0\0\0\0\0{}".to_vec(),
+        ] {
+            assert_eq!(sorted_metadata(bytes.clone()), bytes);
+        }
     }
 }
