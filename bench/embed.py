@@ -31,8 +31,9 @@ no network.
 import os
 import sys
 
-# bench/ holds select.py, which would shadow the standard library's `select` (imported
-# by subprocess): drop this script's folder from the import path first.
+# A script in bench/ named like a standard module (it once held select.py, which shadowed
+# the `select` that subprocess imports) must not be imported in its place: drop this
+# script's folder from the import path first.
 sys.path = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
 
 import argparse  # noqa: E402

@@ -35,7 +35,7 @@ const TAG_F32: u64 = 3;
 pub enum Bf16Gemm {
     /// Intel MKL (AMX tiles where present).
     Mkl,
-    /// [`crate::kernels::avx512_gemm`]: `vdpbf16ps` on AVX-512 BF16.
+    /// `kernels/avx512_gemm.rs`: `vdpbf16ps` on AVX-512 BF16.
     Avx512,
 }
 
@@ -65,7 +65,7 @@ impl Bf16Gemm {
 /// Which f32 GEMM the dense layers of the packed forward pass use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum F32Gemm {
-    /// [`crate::kernels::avx512_gemm`] with `vfmadd`.
+    /// `kernels/avx512_gemm.rs` with `vfmadd`.
     Avx512,
     /// MKL's `sgemm` on a packed `W` in the `mkl` build, else the `gemm` crate.
     Library,

@@ -2,7 +2,7 @@
 //! selection, pruning, the reward (Python bindings and `sdr serve`) and the
 //! bring-your-own-encoder hook of the bindings.
 //!
-//! Implementations: [`Encoder`] (all-mpnet-base-v2 and BERT-family models on
+//! Implementations: [`crate::Encoder`] (all-mpnet-base-v2 and BERT-family models on
 //! candle; [`crate::ModelEncoder`] and [`crate::CacheKeyed`] present it under the
 //! other names fixed at load), [`crate::HashEncoder`] (a deterministic stand-in for
 //! tests and machines without the model), and the bindings' Python-callable adapter.
