@@ -2,7 +2,7 @@
 //! ([`sdr_embed::open_encoder`], [`sdr_embed::HashEncoder`], [`sdr_embed::ModelEncoder`],
 //! [`sdr_embed::LoadedEncoder`]); their 0.1 paths here are kept for one release
 //! (CHANGELOG, "Deprecated"). What stays is the corpus's reading of a recorded
-//! encoder name ([`split_precision`]).
+//! encoder name (`split_precision`).
 
 use std::path::Path;
 

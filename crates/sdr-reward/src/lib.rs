@@ -5,14 +5,14 @@
 //! `sdr serve` reward server share:
 //!
 //! 1. completions are parsed with the template rules (`R_fmt`), references
-//!    with either layout ([`reference`]);
+//!    with either layout ([`parse_reference`]);
 //! 2. the batch's distinct sentences are looked up in one bounded sentence
 //!    cache (completions and references alike) and the rest are embedded in one
-//!    encoder call ([`scorer`]); the cache can be saved and reloaded
-//!    ([`persist`]), so a resumed run starts warm;
+//!    encoder call ([`Scorer`]); the cache can be saved and reloaded
+//!    ([`open_cache`]), so a resumed run starts warm;
 //! 3. each sample is scored with [`sdr_core::reward::reward`] (or the
 //!    exact-match baseline), in parallel unless parallelism was switched off
-//!    ([`parallel`], needed in forked children).
+//!    ([`set_parallelism`], needed in forked children).
 //!
 //! Paper: *SDR: Set-Distance Rewards for Radiology Report Generation*.
 

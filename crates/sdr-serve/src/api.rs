@@ -679,7 +679,7 @@ async fn method_not_allowed() -> Response {
 }
 
 /// The routes with their limits; `path` is the OpenRLHF endpoint. The two
-/// reward routes share `--max-concurrency` ([`AppState::receive`]); `/health`
+/// reward routes share `--max-concurrency` (`AppState::receive`); `/health`
 /// is not counted.
 pub fn router(state: AppState, path: &str) -> Router {
     let limits = state.inner.limits;
