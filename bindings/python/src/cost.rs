@@ -12,7 +12,7 @@
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
-use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray2};
+use numpy::{PyArray1, PyArrayMethods};
 use pyo3::exceptions::{PyException, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -195,39 +195,15 @@ impl PyCost {
                 "apply returned None; expected a ({n}, {m}) float array"
             ));
         }
-        let arr = value
-            .py()
-            .import("numpy")
-            .and_then(|np| np.getattr("asarray")?.call1((value,)))
-            .map_err(|e| format!("apply returned something that is not a float array: {e}"))?;
-        let kind: String = arr
-            .getattr("dtype")
-            .and_then(|d| d.getattr("kind"))
-            .and_then(|k| k.extract())
-            .unwrap_or_default();
-        if !matches!(kind.as_str(), "f" | "i" | "u") {
-            return Err(format!(
-                "apply returned an array of dtype kind {kind:?}, not a float array of real numbers"
-            ));
-        }
-        let arr = crate::distance::aligned_copy(&arr, Some("float64"))
-            .map_err(|e| format!("apply returned something that is not a float array: {e}"))?;
-        let shape: Vec<usize> = arr
-            .getattr("shape")
-            .and_then(|s| s.extract())
-            .map_err(|e| format!("apply returned an array without a shape: {e}"))?;
-        if shape != [n, m] {
-            return Err(format!(
-                "apply returned shape {shape:?}; expected [{n}, {m}] (rows: the first set's \
-                 sentences, columns: the second's)"
-            ));
-        }
-        let data: Vec<f64> = arr
-            .extract::<PyReadonlyArray2<'_, f64>>()
-            .map_err(|e| format!("apply returned an array numpy cannot read as float64: {e}"))?
-            .as_slice()
-            .map_err(|e| format!("apply returned an array numpy cannot lay out in rows: {e}"))?
-            .to_vec();
+        let (data, _) = crate::reward::real_rows::<f64>(value, "apply returned", |shape| {
+            if shape != [n, m] {
+                return Err(format!(
+                    "apply returned shape {shape:?}; expected [{n}, {m}] (rows: the first set's \
+                     sentences, columns: the second's)"
+                ));
+            }
+            Ok(())
+        })?;
         if let Some(k) = data.iter().position(|v| !(v.is_finite() && *v >= 0.0)) {
             return Err(format!(
                 "apply returned {} at [{}, {}]; a cost must be finite and >= 0",

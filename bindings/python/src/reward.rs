@@ -240,44 +240,16 @@ fn check_matrix(
     // Complex and boolean arrays cast to float32 without an error (numpy
     // drops the imaginary part with a warning, reads True as 1): vectors
     // that are not the encoder's, and rewards computed from them.
-    let value = py
-        .import("numpy")
-        .and_then(|np| np.getattr("asarray")?.call1((&value,)))
-        .map_err(|e| format!("returned something that is not a float array: {e}"))?;
-    let dtype = value
-        .getattr("dtype")
-        .map_err(|e| format!("returned an array without a dtype: {e}"))?;
-    let kind: String = dtype
-        .getattr("kind")
-        .and_then(|k| k.extract())
-        .unwrap_or_default();
-    if matches!(kind.as_str(), "b" | "c" | "U" | "S" | "M" | "m") {
-        return Err(format!(
-            "returned an array of dtype {}, not a float array of real numbers",
-            dtype.str().map(|s| s.to_string()).unwrap_or(kind)
-        ));
-    }
-    let arr = crate::distance::aligned_copy(&value, Some("float32"))
-        .map_err(|e| format!("returned something that is not a float array: {e}"))?;
-    let shape: Vec<usize> = arr
-        .getattr("shape")
-        .and_then(|s| s.extract())
-        .map_err(|e| format!("returned an array without a shape: {e}"))?;
-    if shape.len() != 2 || shape[0] != texts.len() || shape[1] == 0 {
-        return Err(format!(
-            "returned shape {shape:?} for {} texts; expected ({}, d) with d > 0",
-            texts.len(),
-            texts.len()
-        ));
-    }
-    // One copy of the contiguous buffer (a list of Python floats cost
-    // ~50 ns a value: 0.2 s for 4,096 sentences of 768 dimensions).
-    let flat: Vec<f32> = arr
-        .extract::<PyReadonlyArray2<'_, f32>>()
-        .map_err(|e| format!("returned an array numpy cannot read as float32: {e}"))?
-        .as_slice()
-        .map_err(|e| format!("returned an array numpy cannot lay out in rows: {e}"))?
-        .to_vec();
+    let (flat, shape) = real_rows::<f32>(&value, "returned", |shape| {
+        if shape.len() != 2 || shape[0] != texts.len() || shape[1] == 0 {
+            return Err(format!(
+                "returned shape {shape:?} for {} texts; expected ({}, d) with d > 0",
+                texts.len(),
+                texts.len()
+            ));
+        }
+        Ok(())
+    })?;
     if let Some(k) = flat.iter().position(|v| !v.is_finite()) {
         return Err(format!(
             "returned a non-finite value (NaN, infinite, or beyond float32) for text {} ({:?})",
@@ -286,6 +258,56 @@ fn check_matrix(
         ));
     }
     Ok((flat, shape[1]))
+}
+
+/// `value` (anything `numpy.asarray` takes) as a 2-D array of real numbers of
+/// type `T`, row-major, with its shape once `check_shape` accepts it; errors
+/// begin with `what` (`"returned"`, `"apply returned"`). The encoder callable's
+/// rows and a Python cost's matrix are read by this one rule.
+pub(crate) fn real_rows<T: numpy::Element + Copy>(
+    value: &Bound<'_, PyAny>,
+    what: &str,
+    check_shape: impl FnOnce(&[usize]) -> Result<(), String>,
+) -> Result<(Vec<T>, Vec<usize>), String> {
+    let value = value
+        .py()
+        .import("numpy")
+        .and_then(|np| np.getattr("asarray")?.call1((value,)))
+        .map_err(|e| format!("{what} something that is not a float array: {e}"))?;
+    let dtype = value
+        .getattr("dtype")
+        .map_err(|e| format!("{what} an array without a dtype: {e}"))?;
+    let kind: String = dtype
+        .getattr("kind")
+        .and_then(|k| k.extract())
+        .unwrap_or_default();
+    if matches!(kind.as_str(), "b" | "c" | "U" | "S" | "M" | "m") {
+        return Err(format!(
+            "{what} an array of dtype {}, not a float array of real numbers",
+            dtype.str().map(|s| s.to_string()).unwrap_or(kind)
+        ));
+    }
+    // "float32" / "float64": the type numpy converts to, as the errors name it.
+    let target = T::get_dtype(value.py())
+        .str()
+        .map(|s| s.to_string())
+        .map_err(|e| e.to_string())?;
+    let arr = crate::distance::aligned_copy(&value, Some(target.as_str()))
+        .map_err(|e| format!("{what} something that is not a float array: {e}"))?;
+    let shape: Vec<usize> = arr
+        .getattr("shape")
+        .and_then(|s| s.extract())
+        .map_err(|e| format!("{what} an array without a shape: {e}"))?;
+    check_shape(&shape)?;
+    // One copy of the contiguous buffer (a list of Python floats cost
+    // ~50 ns a value: 0.2 s for 4,096 sentences of 768 dimensions).
+    let flat: Vec<T> = arr
+        .extract::<PyReadonlyArray2<'_, T>>()
+        .map_err(|e| format!("{what} an array numpy cannot read as {target}: {e}"))?
+        .as_slice()
+        .map_err(|e| format!("{what} an array numpy cannot lay out in rows: {e}"))?
+        .to_vec();
+    Ok((flat, shape))
 }
 
 impl SentenceEncoder for CallableEmbedder {
