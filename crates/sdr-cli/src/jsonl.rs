@@ -43,6 +43,18 @@ impl Input {
     /// Read up to `max` non-blank lines as `(line_number, text)`. An empty
     /// result means end of input. Invalid UTF-8 is an error naming the line.
     pub fn next_chunk(&mut self, max: usize, line_no: &mut usize) -> Result<Vec<(usize, String)>> {
+        self.next_lines(max, line_no)?
+            .into_iter()
+            .map(|(line, text)| {
+                text.map(|t| (line, t))
+                    .map_err(|_| anyhow::anyhow!("{}:{line}: not valid UTF-8", self.name))
+            })
+            .collect()
+    }
+
+    /// As [`Input::next_chunk`], with a line that is not UTF-8 returned as its bytes
+    /// (for `check-data`, which lists such a row and reads on).
+    pub fn next_lines(&mut self, max: usize, line_no: &mut usize) -> Result<Vec<(usize, Line)>> {
         let mut out = Vec::new();
         let mut buf = Vec::new();
         while out.len() < max {
@@ -58,9 +70,8 @@ impl Input {
             if *line_no == 1 && buf.starts_with(BOM.as_bytes()) {
                 buf.drain(..BOM.len());
             }
-            let text = String::from_utf8(std::mem::take(&mut buf))
-                .map_err(|_| anyhow::anyhow!("{}:{}: not valid UTF-8", self.name, line_no))?;
-            if text.trim().is_empty() {
+            let text = String::from_utf8(std::mem::take(&mut buf)).map_err(|e| e.into_bytes());
+            if text.as_ref().is_ok_and(|t| t.trim().is_empty()) {
                 continue;
             }
             out.push((*line_no, text));
@@ -78,6 +89,9 @@ impl Input {
         Ok(s)
     }
 }
+
+/// A line of input: its text, or its bytes when they are not UTF-8.
+pub type Line = std::result::Result<String, Vec<u8>>;
 
 /// The UTF-8 byte-order mark.
 const BOM: &str = "\u{feff}";

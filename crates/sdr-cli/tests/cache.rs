@@ -136,6 +136,35 @@ fn files_no_load_will_use_are_listed_and_pruned() {
 }
 
 #[test]
+fn a_folder_that_is_not_a_cache_loses_nothing() {
+    // `--dir` given a git repository's pack folder, or a project's: its packs and
+    // lock files are not SDR's, whatever their content.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let files: [(&str, &[u8]); 5] = [
+        (
+            "pack-8f3e2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f.pack",
+            b"PACK\0\0\0\x02",
+        ),
+        (
+            "pack-8f3e2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f.idx",
+            b"\xfftOc",
+        ),
+        ("notes.pack", b""),
+        ("Cargo.lock", b"version = 4"),
+        ("yarn.lock", b""),
+    ];
+    for (name, bytes) in files {
+        std::fs::write(dir.join(name), bytes).unwrap();
+    }
+    let before = names(dir);
+    assert!(cache(dir, &["list"]).ends_with(": empty\n"));
+    assert!(cache(dir, &["prune"]).starts_with("nothing to prune"));
+    cache(dir, &["clear"]);
+    assert_eq!(names(dir), before);
+}
+
+#[test]
 fn a_bad_dir_is_one_error_line_and_a_missing_one_is_an_empty_cache() {
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("a-file");

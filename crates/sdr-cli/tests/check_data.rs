@@ -61,7 +61,19 @@ fn bad_rows_are_listed_counted_and_exit_1() {
             serde_json::json!({"reward_model": {"ground_truth": "<think> </think><answer></answer>"}})
         ),
     ];
-    std::fs::write(&path, rows.join("\n") + "\n").unwrap();
+    // A line that is not UTF-8 is one more bad row, and the rows after it are read.
+    let mut bytes = (rows.join("\n") + "\n").into_bytes();
+    bytes.extend(
+        b"{\"reward_model\": {\"ground_truth\": \"Findings: \xff A.\\nImpression: B.\"}}\n",
+    );
+    bytes.extend(
+        format!(
+            "{}\n",
+            serde_json::json!({"reward_model": {"ground_truth": GOOD}})
+        )
+        .bytes(),
+    );
+    std::fs::write(&path, bytes).unwrap();
     let bad = dir.path().join("bad.jsonl");
     let out = sdr()
         .args([
@@ -77,12 +89,13 @@ fn bad_rows_are_listed_counted_and_exit_1() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(summary["rows"], 8);
-    assert_eq!(summary["ok"], 1);
+    assert_eq!(summary["rows"], 10);
+    assert_eq!(summary["ok"], 2);
     assert_eq!(
         summary["problems"],
         serde_json::json!({"broken_template": 1, "empty_both": 1, "empty_findings": 1,
-                           "empty_impression": 1, "invalid_json": 1, "missing_field": 1, "not_text": 1})
+                           "empty_impression": 1, "invalid_json": 1, "invalid_utf8": 1, "missing_field": 1,
+                           "not_text": 1})
     );
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(
@@ -90,7 +103,7 @@ fn bad_rows_are_listed_counted_and_exit_1() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("7 of 8 rows have a reference the reward cannot score"),
+        stderr.contains("8 of 10 rows have a reference the reward cannot score"),
         "{stderr}"
     );
     let listed: Vec<serde_json::Value> = std::fs::read_to_string(&bad)
@@ -98,8 +111,10 @@ fn bad_rows_are_listed_counted_and_exit_1() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(listed.len(), 7);
+    assert_eq!(listed.len(), 8);
     assert_eq!(listed[0]["line"], 2);
+    assert_eq!(listed[7]["line"], 9);
+    assert_eq!(listed[7]["problem"], "invalid_utf8");
 
     // Separate section columns.
     let cols = dir.path().join("cols.jsonl");
@@ -121,4 +136,52 @@ fn bad_rows_are_listed_counted_and_exit_1() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stdout).contains("2 rows, 1 ok, 1 bad"));
+}
+
+#[test]
+fn an_unwritable_output_is_one_line_and_ambiguous_fields_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("train.jsonl");
+    std::fs::write(&path, "{\"solution\": \"x\"}\n".repeat(20)).unwrap();
+    // stdout, then stderr, on a full device: exit 1 with one line, never a panic.
+    for (stdout, stderr_full) in [(true, false), (false, true)] {
+        let full = || {
+            std::fs::File::options()
+                .write(true)
+                .open("/dev/full")
+                .unwrap()
+        };
+        let mut cmd = sdr();
+        cmd.arg("check-data").arg(&path).env("RUST_BACKTRACE", "1");
+        if stdout {
+            cmd.stdout(full());
+        }
+        if stderr_full {
+            cmd.stderr(full());
+        }
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+        if stdout {
+            assert!(err.contains("cannot write output"), "{err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+        }
+    }
+    // --field is for one column, --findings-field / --impression-field for two.
+    let out = sdr()
+        .args([
+            "check-data",
+            "--field",
+            "a",
+            "--findings-field",
+            "f",
+            "--impression-field",
+            "i",
+        ])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
 }

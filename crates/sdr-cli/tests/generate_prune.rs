@@ -227,6 +227,47 @@ fn generate_resumes_a_stopped_run_and_logs_progress() {
         !e.status.success() && msg.contains("prompt p2, this run has p1"),
         "{msg}"
     );
+    // So are other sampling settings and another context: one file, one configuration.
+    for (extra, want) in [
+        (
+            &["--temperature", "1.5"][..],
+            "--temperature 0.7, this run has 1.5",
+        ),
+        (&["--top-p", "0.5"][..], "--top-p 0.95, this run has 0.5"),
+        (
+            &["--repetition-penalty", "1.2"][..],
+            "--repetition-penalty 1.0, this run has 1.2",
+        ),
+        (
+            &["--prefill", "Findings:"][..],
+            "--prefill none, this run has Findings:",
+        ),
+        (
+            &["--context", "indication"][..],
+            "context none, this run has Indication: Cough.",
+        ),
+    ] {
+        let e = run(&out, &[&["--resume"][..], extra].concat());
+        let msg = String::from_utf8_lossy(&e.stderr);
+        assert!(
+            !e.status.success() && msg.contains(want),
+            "{extra:?}: {msg}"
+        );
+    }
+    // A record written before the sampling settings were recorded: only K is checked.
+    let old = |r: &str| {
+        let mut v: serde_json::Value = serde_json::from_str(r).unwrap();
+        assert!(v.as_object_mut().unwrap().remove("sampling").is_some());
+        v.to_string()
+    };
+    let old_partial = dir.path().join("old.jsonl.partial");
+    std::fs::write(&old_partial, format!("{}\n", old(records[0]))).unwrap();
+    let o = ok(run(
+        &dir.path().join("old.jsonl"),
+        &["--resume", "--temperature", "1.5"],
+    ));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("resume: 1 of 5"));
+
     let o = ok(run(&out, &["--resume"]));
     let log = String::from_utf8_lossy(&o.stderr);
     assert!(

@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 pub use crate::lenient::{Finish, Lenient, StudyId, TokenCount};
-use crate::{CandidateState, Candidates, End, GenError, Piece};
+use crate::{CandidateState, Candidates, End, GenError, Piece, SamplingSettings};
 
 /// One stored candidate.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -192,6 +192,10 @@ pub struct GenRecord {
     pub prompt: String,
     pub context: Option<String>,
     pub seed: u64,
+    /// How the candidates were sampled, checked by `--resume`; absent in records
+    /// written before 0.2.0 (then only K is checked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling: Option<SamplingSettings>,
     pub candidates: Vec<String>,
     pub tokens: Vec<usize>,
     pub finish: Vec<Option<End>>,
@@ -217,6 +221,7 @@ impl GenRecord {
             prompt,
             context,
             seed,
+            sampling: None,
             candidates: states.iter().map(|s| s.text.clone()).collect(),
             tokens: states.iter().map(|s| s.tokens).collect(),
             finish: states.iter().map(|s| s.end.clone()).collect(),
@@ -471,6 +476,14 @@ mod tests {
             prompt: "p2".into(),
             context: None,
             seed: 9,
+            sampling: Some(SamplingSettings {
+                k: Some(2),
+                temperature: Some(0.7),
+                top_p: Some(1.0),
+                max_tokens: Some(4),
+                repetition_penalty: Some(1.0),
+                prefill: None,
+            }),
             candidates: vec!["a b".into(), "c".into()],
             tokens: vec![3, 1],
             finish: vec![Some(End::Stop), Some(End::Error("idle timeout".into()))],
@@ -486,7 +499,7 @@ mod tests {
         let line = serde_json::to_string(&rec).unwrap();
         assert_eq!(
             line,
-            r#"{"id":"s1","backend":"openai:http://x/v1 m","prompt":"p2","context":null,"seed":9,"candidates":["a b","c"],"tokens":[3,1],"finish":["stop",{"error":"idle timeout"}],"token_ends":[[1,3],[1]],"sentence_tokens":[[3],[1]],"seconds":0.5}"#
+            r#"{"id":"s1","backend":"openai:http://x/v1 m","prompt":"p2","context":null,"seed":9,"sampling":{"k":2,"temperature":0.7,"top_p":1.0,"max_tokens":4,"repetition_penalty":1.0,"prefill":null},"candidates":["a b","c"],"tokens":[3,1],"finish":["stop",{"error":"idle timeout"}],"token_ends":[[1,3],[1]],"sentence_tokens":[[3],[1]],"seconds":0.5}"#
         );
         let read: ReplayRecord = serde_json::from_str(&line).unwrap();
         assert_eq!(read, ReplayRecord::from(rec.clone()));

@@ -29,6 +29,20 @@ pub struct SamplingSettings {
     pub prefill: Option<String>,
 }
 
+impl SamplingSettings {
+    /// The settings `req` samples with.
+    pub fn of(req: &crate::Request) -> SamplingSettings {
+        SamplingSettings {
+            k: Some(req.k),
+            temperature: Some(req.temperature),
+            top_p: Some(req.top_p),
+            max_tokens: Some(req.max_tokens),
+            repetition_penalty: Some(req.repetition_penalty),
+            prefill: req.prefill.clone(),
+        }
+    }
+}
+
 /// Everything that determines a study's record in a resumable run, as the
 /// record holds it (the field names are the record's). Compared by equality.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -22,7 +22,9 @@ The cache holds the encoder's packed weights (436 MB in f32, 266 MB in bf16), on
 model folder, precision and GEMM, which every process on the machine maps. A file is valid\n\
 while its model folder exists with the same model.safetensors and config.json; removing any\n\
 file is safe (the next load of its model writes it again). A file that another process is\n\
-packing now (its lock is held) is skipped.")]
+packing now (its lock is held) is skipped. Only files named as SDR names them\n\
+(<model>-<f32|bf16>-<gemm>-<hash>.pack, their empty .lock files and temporary files) are\n\
+listed or removed: any other file in the folder is left alone.")]
 pub struct Args {
     #[command(subcommand)]
     pub command: Sub,
@@ -38,7 +40,7 @@ pub enum Sub {
     List(ListArgs),
     /// Remove the files no load will use again: folder gone, weights or config changed, older format, damaged.
     Prune(RemoveArgs),
-    /// Remove every file (each model is packed again at its next load).
+    /// Remove every cache file (each model is packed again at its next load); other files stay.
     Clear(RemoveArgs),
 }
 

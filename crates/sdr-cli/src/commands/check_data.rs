@@ -17,6 +17,7 @@ use sdr_reward::{parse_reference, Reference, RewardError};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::common::{log_line, print_stdout};
 use crate::jsonl::{parse_json, Input, Output};
 
 #[derive(clap::Args, Debug)]
@@ -26,7 +27,8 @@ into nested objects: verl's reward_model.ground_truth) or in --findings-field an
 A reference is a report (the template <think>F</think><answer>I</answer> or Findings: / Impression:\n\
 text) or an object {\"findings\": ..., \"impression\": ...}. verl's parquet files: convert first,\n\
 python -c \"import pandas as p; p.read_parquet('train.parquet').to_json('train.jsonl', orient='records', lines=True)\"\n\n\
-Checks, as the reward parses references: the field is there and is text; both sections have a\n\
+Checks, as the reward parses references: each line is JSON in UTF-8 (`invalid_json`, `invalid_utf8`);\n\
+the field is there and is text (`missing_field`, `not_text`); both sections have a\n\
 sentence (`empty_findings`, `empty_impression`, `empty_both`); a tagged report follows the template\n\
 (`broken_template`). Output: the summary on stdout ({\"rows\", \"ok\", \"bad\", \"problems\": {kind: n}}\n\
 with --json), the first --show bad rows on stderr, every bad row with --bad-rows FILE (JSON Lines\n\
@@ -37,7 +39,12 @@ pub struct Args {
     /// JSON Lines file of training rows; `-` or absent reads stdin.
     pub input: Option<PathBuf>,
     /// Field of the reference report, a dotted path into nested objects.
-    #[arg(long, default_value = "solution", value_name = "PATH")]
+    #[arg(
+        long,
+        default_value = "solution",
+        value_name = "PATH",
+        conflicts_with = "findings_field"
+    )]
     pub field: String,
     /// Field of the Findings text, with --impression-field: separate columns
     /// instead of --field.
@@ -173,12 +180,20 @@ pub fn run(args: Args) -> Result<()> {
     let mut rows = 0usize;
     let mut bad: Vec<BadRow> = Vec::new();
     loop {
-        let chunk = input.next_chunk(4096, &mut line_no)?;
+        let chunk = input.next_lines(4096, &mut line_no)?;
         if chunk.is_empty() {
             break;
         }
         for (line, text) in chunk {
             rows += 1;
+            let Ok(text) = text else {
+                bad.push(BadRow {
+                    line,
+                    problem: "invalid_utf8",
+                    message: "not valid UTF-8".into(),
+                });
+                continue;
+            };
             let row: Value = match parse_json(&text) {
                 Ok(v) => v,
                 Err(e) => {
@@ -214,24 +229,28 @@ pub fn run(args: Args) -> Result<()> {
         problems,
     };
     if args.json {
-        println!("{}", serde_json::to_string(&summary)?);
+        print_stdout(&format!("{}\n", serde_json::to_string(&summary)?))?;
     } else {
-        println!(
-            "{name}: {rows} rows, {} ok, {} bad",
+        let mut text = format!(
+            "{name}: {rows} rows, {} ok, {} bad\n",
             summary.ok, summary.bad
         );
         for (problem, n) in &summary.problems {
-            println!("  {problem}: {n}");
+            text.push_str(&format!("  {problem}: {n}\n"));
         }
+        print_stdout(&text)?;
     }
     for b in bad.iter().take(args.show) {
-        eprintln!("{name}:{}: {}: {}", b.line, b.problem, b.message);
+        log_line(format_args!(
+            "{name}:{}: {}: {}",
+            b.line, b.problem, b.message
+        ));
     }
     if bad.len() > args.show {
-        eprintln!(
+        log_line(format_args!(
             "... {} more bad rows (--bad-rows FILE lists them all)",
             bad.len() - args.show
-        );
+        ));
     }
     if let Some(path) = &args.bad_rows {
         let mut out = Output::create(Some(path.as_path()))?;

@@ -8,7 +8,10 @@ use std::time::Instant;
 
 use anyhow::{anyhow, Result};
 use sdr_gen::replay::GenRecord;
-use sdr_gen::{study_seed, CandidateState, End, KeptError, LockStep, Resume, RunSettings, Setting};
+use sdr_gen::{
+    study_seed, CandidateState, End, KeptError, LockStep, Resume, RunSettings, SamplingSettings,
+    Setting,
+};
 
 use crate::common::{
     check_outputs, log_line, partial_path, progress_every, BackendArgs, Journal, Kept, Progress,
@@ -19,7 +22,8 @@ use crate::jsonl::parse_json;
 #[derive(clap::Args)]
 #[command(after_help = "Output line per study:\n  \
 {\"id\": \"10\", \"backend\": \"local:...gguf\", \"prompt\": \"p2\", \"context\": \"Indication: ...\"|null,\n   \
-\"seed\": 9000, \"candidates\": [\"Findings: ...\", ...], \"tokens\": [87, ...],\n   \
+\"seed\": 9000, \"sampling\": {\"k\": 8, \"temperature\": 0.7, \"top_p\": 0.95, \"max_tokens\": 256,\n   \
+\"repetition_penalty\": 1.0, \"prefill\": null}, \"candidates\": [\"Findings: ...\", ...], \"tokens\": [87, ...],\n   \
 \"finish\": [\"stop\", \"length\", ...], \"token_ends\": [[...], ...], \"sentence_tokens\": [[...], ...],\n   \
 \"seconds\": 4.2}\n\
 token_ends are byte offsets after each token (for `sdr prune --replay`); sentence_tokens are the\n\
@@ -47,7 +51,7 @@ pub struct Args {
     pub output: Option<PathBuf>,
     /// Continue a stopped run: keep the studies already in FILE.partial (or
     /// FILE) and generate the rest. The settings must be the same (checked
-    /// per study: back-end, prompt, seed, K).
+    /// per study: back-end, prompt, context, seed, K and the sampling options).
     #[arg(long)]
     pub resume: bool,
     /// When stderr is not a terminal (a log), print a progress line every N studies.
@@ -77,10 +81,30 @@ fn already_done(
     let mut resume = Resume::new(studies.iter().map(|s| s.id.as_str()));
     for k in kept {
         let rec: GenRecord = parse_json(&k.line).map_err(|e| anyhow!("{}: {e}", k.at))?;
-        let was = RunSettings::generated(&rec.backend, &rec.prompt, rec.seed, rec.candidates.len());
-        let now = |index| {
+        let mut was =
+            RunSettings::generated(&rec.backend, &rec.prompt, rec.seed, rec.candidates.len());
+        was.context = rec.context.clone();
+        // A record from before 0.2.0 holds no sampling settings: only K is checked.
+        let full = rec.sampling.is_some();
+        if let Some(s) = &rec.sampling {
+            was.sampling = s.clone();
+        }
+        let now = |index: usize| {
             let seed = study_seed(args.backend.seed, index);
-            RunSettings::generated(describe, prompt, seed, args.backend.k)
+            let mut now = RunSettings::generated(describe, prompt, seed, args.backend.k);
+            now.context = studies[index].context.clone();
+            if full {
+                let b = &args.backend;
+                now.sampling = SamplingSettings {
+                    k: Some(b.k),
+                    temperature: Some(b.temperature),
+                    top_p: Some(b.top_p),
+                    max_tokens: Some(b.max_tokens),
+                    repetition_penalty: Some(b.repetition_penalty),
+                    prefill: b.prefill.clone(),
+                };
+            }
+            now
         };
         let index = resume.check(&rec.id, &was, now).map_err(|e| match e {
             KeptError::Differs { id, diff: d } => {
@@ -233,7 +257,7 @@ pub fn run(args: Args) -> Result<()> {
             continue;
         }
         all_failed_in_a_row = 0;
-        let rec = GenRecord::new(
+        let mut rec = GenRecord::new(
             study.id.clone(),
             study.context.clone(),
             describe.clone(),
@@ -242,6 +266,7 @@ pub fn run(args: Args) -> Result<()> {
             &states,
             t.elapsed().as_secs_f64(),
         );
+        rec.sampling = Some(SamplingSettings::of(&req));
         out.append(&serde_json::to_string(&rec)?)?;
         order.push(si);
         generated += 1;

@@ -366,7 +366,9 @@ pub fn list_packed_cache(dir: &Path) -> std::io::Result<Vec<PackedEntry>> {
             continue;
         };
         let path = item.path();
-        let entry = if let Some(dest) = temporary_of(&name) {
+        // Only names SDR gives: a folder given by mistake (a git repository's packs, a
+        // project's `.lock` files) loses nothing.
+        let entry = if let Some(dest) = temporary_of(&name).filter(|d| is_cache_name(d)) {
             let Ok(meta) = std::fs::metadata(&path) else {
                 continue;
             };
@@ -379,7 +381,7 @@ pub fn list_packed_cache(dir: &Path) -> std::io::Result<Vec<PackedEntry>> {
                 modified: meta.modified().ok(),
                 path,
             }
-        } else if name.ends_with(".pack") {
+        } else if is_cache_name(&name) {
             // (A model folder named `.tmpXYZ`, as `tempfile` makes, gives a hidden name.)
             let Ok(meta) = std::fs::metadata(&path) else {
                 continue;
@@ -412,6 +414,21 @@ fn temporary_of(name: &str) -> Option<&str> {
     let inner = name.strip_prefix('.')?.strip_suffix(".tmp.pack")?;
     let (dest, _random) = inner.rsplit_once('.')?;
     dest.ends_with(".pack").then_some(dest)
+}
+
+/// Whether `name` is one SDR gives a cache file: `<model>-<precision>-<gemm>-<hex>.pack`
+/// (the hash is 12 hex digits in the files SDR writes).
+fn is_cache_name(name: &str) -> bool {
+    let Some(stem) = name.strip_suffix(".pack") else {
+        return false;
+    };
+    let parts: Vec<&str> = stem.rsplitn(4, '-').collect();
+    matches!(parts.as_slice(), [hash, gemm, precision, model]
+        if !hash.is_empty()
+            && hash.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+            && !gemm.is_empty()
+            && matches!(*precision, "f32" | "bf16")
+            && !model.is_empty())
 }
 
 /// The precision in a file name `<model>-<precision>-<gemm>-<hash>.pack`.
@@ -549,7 +566,12 @@ pub fn remove_lone_locks(dir: &Path) -> std::io::Result<usize> {
     for item in read {
         let path = item?.path();
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if !name.ends_with(".lock") || path.with_extension("pack").exists() {
+        // A lock SDR takes is empty and named after its cache file.
+        let ours = name
+            .strip_suffix(".lock")
+            .is_some_and(|stem| is_cache_name(&format!("{stem}.pack")))
+            && std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() == 0);
+        if !ours || path.with_extension("pack").exists() {
             continue;
         }
         // Best effort: an empty file left is no loss.
@@ -911,6 +933,23 @@ mod tests {
         std::fs::write(root.join("lone-f32-avx512-333333333333.lock"), b"").unwrap();
         std::fs::write(root.join("notes.txt"), b"mine").unwrap();
         std::fs::create_dir(root.join("sub.pack")).unwrap();
+        // Another program's packs and locks (a folder given by mistake): never listed
+        // nor removed, even when empty or shaped almost like SDR's names.
+        let foreign = [
+            (
+                "pack-8f3e2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f.pack",
+                &b"PACK"[..],
+            ),
+            ("x-f16-avx512-000000000000.pack", b""),
+            ("x-f32-avx512-00000000000g.pack", b"not a pack"),
+            (".pack-1.pack.Ab12Cd.tmp.pack", b""),
+            ("Cargo.lock", b"version = 4"),
+            ("yarn.lock", b""),
+            ("mine-f32-avx512-444444444444.lock", b"pid 7"),
+        ];
+        for (file, bytes) in foreign {
+            std::fs::write(root.join(file), bytes).unwrap();
+        }
 
         // Pruning: every stale entry goes with its lock, the rest stay.
         let all = list_packed_cache(root).unwrap();
@@ -927,6 +966,7 @@ mod tests {
         let mut want: Vec<String> = valid_files.iter().map(|p| name(p.clone())).collect();
         want.extend(valid_files.iter().map(|p| name(p.with_extension("lock"))));
         want.extend([files[1].0, files[2].0, "notes.txt", "sub.pack"].map(String::from));
+        want.extend(foreign.map(|(f, _)| f.to_string()));
         want.sort();
         assert_eq!(left, want);
         assert_eq!(valid.load(root).0, Outcome::Mapped);
