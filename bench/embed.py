@@ -183,6 +183,23 @@ def gemm_peaks(exe):
             "f32": float(f32.group(1)) if f32 else None, "bf16": float(bf16.group(1)) if bf16 else None}
 
 
+def stage_profile(exe, texts, precision, batch_size):
+    """The encoder_profile example's stage totals for `texts` (its JSON), printed as they come."""
+    import json
+
+    args = [exe, str(len(texts)), precision, "auto", str(batch_size), "--json"]
+    out = subprocess.run(args, input="\n".join(texts) + "\n", capture_output=True, text=True,
+                         check=True).stdout
+    prof = json.loads(out)
+    timed = sum(st["seconds"] for st in prof["stages"])
+    print(f"# stage profile, {precision}: {prof['wall_s']:.2f} s wall on {prof['threads']} threads, "
+          f"{timed:.2f} s timed in stages", flush=True)
+    for st in prof["stages"]:
+        rate = f", {st['flops'] / 1e9 / st['seconds']:.0f} GFLOP/s" if st["flops"] and st["seconds"] else ""
+        print(f"#   {st['stage']}: {st['seconds']:.3f} s ({100 * st['seconds'] / timed:.1f} %){rate}", flush=True)
+    return prof
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sdr", default=os.path.join(ROOT, "target", "release", "sdr"))
@@ -211,6 +228,10 @@ def main():
                     help="the gemm_peak example (cargo build --release -p sdr-embed --features bench-internals "
                          "--example gemm_peak): run first, on an idle machine, and give each row its share "
                          "of the measured f32 / bf16 instruction peak on all threads")
+    ap.add_argument("--profile", metavar="EXE",
+                    help="the encoder_profile example (cargo build --release -p sdr-embed --features "
+                         "bench-internals --example encoder_profile): after the timed rounds, time each stage "
+                         "of the encoder (GEMMs, attention, norms, ...) on the same sentences, f32 and bf16")
     ap.add_argument("--out", help="also write the rows, the machine and the peaks as JSON (atomically)")
     args = ap.parse_args()
     peaks = gemm_peaks(args.gemm_peak) if args.gemm_peak else None
@@ -375,6 +396,8 @@ def main():
                 continue
             peak = peaks["bf16"] if "bf16" in name and peaks["bf16"] else peaks["f32"]
             print(f"  {name}: {gf:.0f} GFLOP/s = {100 * gf / peak:.0f} % of peak")
+    profile = {prec: stage_profile(args.profile, texts, prec, args.batch_size)
+               for prec in ("f32", "bf16")} if args.profile else None
     load_end = os.getloadavg()
     print(f"\n# load at end: {load_end}")
     if args.out:
@@ -386,7 +409,7 @@ def main():
         where = repeats.machine()
         where["load_before"], where["load_after"] = load_start[0], load_end[0]
         data = {"machine": where, "sentences": len(texts), "tokens": n_tok, "gflop": gflop,
-                "rounds": args.repeat, "peaks": peaks,
+                "rounds": args.repeat, "peaks": peaks, "profile": profile,
                 "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
                 "sentence_transformers": sentence_transformers.__version__,
                 "rows": [{"name": name, "items": n, "wall_s": dt, "wall_range": spread, "items_per_s": rate,

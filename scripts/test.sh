@@ -36,6 +36,8 @@ echo "== $(date +%T) cargo fmt --check"
 cargo fmt --all -- --check
 echo "== $(date +%T) cargo clippy"
 cargo clippy --workspace --all-targets -q -- -D warnings
+# The benchmarks' internals (gemm_peak, encoder_profile) build only with their feature.
+cargo clippy -p sdr-embed --features bench-internals --lib --examples -q -- -D warnings
 echo "== $(date +%T) cargo test"
 cargo test --workspace --no-fail-fast 2>&1
 echo "== $(date +%T) python bindings (maturin wheel + pytest)"

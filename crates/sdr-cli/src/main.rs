@@ -86,9 +86,30 @@ fn main() {
         Command::Cache(args) => commands::cache::run(args),
     };
     if let Err(err) = result {
+        if is_broken_pipe(&err) {
+            // The reader went away (`sdr parse big.jsonl | head -1`): it has what it
+            // wanted, so no error line; the status of a process ended by SIGPIPE.
+            std::process::exit(141);
+        }
         log_line(format_args!("sdr: error: {}", one_line(&err)));
         std::process::exit(1);
     }
+}
+
+/// Whether `err` comes from writing to a pipe whose reader has exited (Rust
+/// ignores SIGPIPE, so the write fails with EPIPE instead).
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        let kind = cause
+            .downcast_ref::<std::io::Error>()
+            .map(std::io::Error::kind)
+            .or_else(|| {
+                cause
+                    .downcast_ref::<serde_json::Error>()
+                    .and_then(serde_json::Error::io_error_kind)
+            });
+        kind == Some(std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// The chain of causes as one line, so scripts can grep it. Many errors print
@@ -159,6 +180,17 @@ mod tests {
         // Distinct causes are all kept.
         let err = anyhow::anyhow!("inner").context("outer");
         assert_eq!(one_line(&err), "outer: inner");
+    }
+
+    #[test]
+    fn a_broken_pipe_is_found_under_context_and_in_json_errors() {
+        let pipe = || std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        assert!(is_broken_pipe(
+            &anyhow::Error::new(pipe()).context("cannot write output")
+        ));
+        assert!(is_broken_pipe(&serde_json::Error::io(pipe()).into()));
+        let full = std::io::Error::from(std::io::ErrorKind::StorageFull);
+        assert!(!is_broken_pipe(&anyhow::Error::new(full).context("x")));
     }
 
     #[test]

@@ -19,8 +19,8 @@ use sdr_eval::wordnet::WordNet;
 /// The BERTScore options of `sdr score`, `sdr eval` and `sdr select-eval`.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct BertScoreArgs {
-    /// Skip BERTScore (no model needed).
-    #[arg(long)]
+    /// Skip BERTScore (no model needed; the BERTScore options are refused with it).
+    #[arg(long, conflicts_with_all = ["model", "bertscore_model", "bertscore_layer", "rescale_baseline", "idf"])]
     pub no_bertscore: bool,
     /// The reward's sentence-transformers model, used for BERTScore when
     /// --bertscore-model is not given (default: $SDR_MODEL, then

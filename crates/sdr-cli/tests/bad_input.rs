@@ -206,8 +206,15 @@ fn select_refuses_a_repeated_study_and_ignored_options() {
         assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", stderr(&o));
         assert!(stderr(&o).contains("cannot be used with"), "{}", stderr(&o));
     }
-    // A knn over more reports than the corpus has: a warning, and the run goes on.
+    // A knn over more reports than the corpus has: a warning, and the run goes on;
+    // --quiet drops it.
     let o = run(select().args(["--agg", "knn:k=1000"]).arg(&cands));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stderr(&o), "", "--quiet");
+    let mut loud = sdr();
+    loud.args(["select", "--encoder", "hash-8", "--corpus"])
+        .arg(&corpus);
+    let o = run(loud.args(["--agg", "knn:k=1000"]).arg(&cands));
     assert!(o.status.success(), "{}", stderr(&o));
     let warning: Vec<_> = stderr(&o)
         .lines()
@@ -216,7 +223,8 @@ fn select_refuses_a_repeated_study_and_ignored_options() {
         .collect();
     assert_eq!(warning.len(), 1, "{}", stderr(&o));
     assert!(
-        warning[0].starts_with("warning: ") && warning[0].contains("2 reports with findings"),
+        warning[0].starts_with("sdr select: warning: ")
+            && warning[0].contains("2 reports with findings"),
         "{}",
         warning[0]
     );

@@ -361,3 +361,28 @@ fn no_bertscore_leaves_every_bertscore_cell_empty_even_for_empty_sections() {
         }
     }
 }
+
+#[test]
+fn a_run_with_studies_not_in_the_candidates_is_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, cands) = inputs(dir.path());
+    let run = dir.path().join("run.jsonl");
+    write_lines(
+        &run,
+        &[
+            run_line(1, GOOD[0], json!(5)),
+            run_line(7, GOOD[0], json!(5)),
+            run_line(2, GOOD[1], json!(5)),
+            run_line(8, GOOD[1], json!(5)),
+        ],
+    );
+    let spec = format!("a={}", run.display());
+    let o = eval(&csv, &cands, &["--run", &spec]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{e}");
+    assert!(
+        e.contains("sdr eval: warning: --run a: 2 studies of ")
+            && e.contains("run.jsonl not in --candidates (the first: 7) left out"),
+        "{e}"
+    );
+}

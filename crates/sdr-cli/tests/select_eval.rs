@@ -149,6 +149,30 @@ fn select_eval_writes_chexpert_columns_and_strata() {
         .unwrap());
     let v = std::fs::read_to_string(out2.join("findings_values.md")).unwrap();
     assert!(v.contains("uncertain labels count as absent"), "{v}");
+
+    // Into the same folder with references that have no Problems column: the strata
+    // tables of the first run go, so that the folder holds one run; a file of the
+    // user's stays.
+    std::fs::write(out.join("notes.md"), "mine").unwrap();
+    let plain = dir.path().join("plain.csv");
+    let no_problems: String = CSV
+        .lines()
+        .map(|l| {
+            let mut f: Vec<&str> = l.splitn(3, ',').collect();
+            f.remove(1);
+            f.join(",") + "\n"
+        })
+        .collect();
+    std::fs::write(&plain, no_problems).unwrap();
+    let o = ok(select_eval(&plain, &cands, &sels, &out).output().unwrap());
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(log.contains("sdr select-eval: removed "), "{log}");
+    assert!(out.join("findings_values.md").exists());
+    assert!(!out.join("findings_values_normal.md").exists());
+    assert!(!out
+        .join("impression_vs_random_wf_single_finding.csv")
+        .exists());
+    assert!(out.join("notes.md").exists());
 }
 
 #[test]

@@ -46,6 +46,10 @@ mod stored;
 pub mod bench_internals {
     pub use crate::gemm::{Bf16Gemm, Dense};
     pub use crate::kernels::avx512_gemm::{supported, supported_f32, PackedWeights};
+    /// The packed encoder's time per stage (`examples/encoder_profile.rs`).
+    pub mod profile {
+        pub use crate::models::profile::{reset, totals, Stage, StageTotal};
+    }
 }
 
 // 0.1's public paths of the models and kernels, kept for one release (CHANGELOG).

@@ -172,7 +172,8 @@ impl AtomicFile {
         let tmp = tempfile::Builder::new()
             .prefix(&format!(".{}.", name.to_string_lossy()))
             .suffix(&suffix)
-            .tempfile_in(dir)?;
+            .tempfile_in(dir)
+            .map_err(without_temp_path)?;
         let mode = existing_mode(&target);
         let pending = Pending::new(tmp.path());
         Ok(AtomicFile {
@@ -210,7 +211,9 @@ impl AtomicFile {
         match self.sink {
             Sink::InPlace(mut w) => w.flush(),
             Sink::Replace { tmp, target, mode } => {
-                let tmp = tmp.into_inner().map_err(io::IntoInnerError::into_error)?;
+                let tmp = tmp
+                    .into_inner()
+                    .map_err(|e| without_temp_path(e.into_error()))?;
                 let file: &File = tmp.as_file();
                 file.sync_all()?;
                 set_mode(file, mode)?;
@@ -230,13 +233,27 @@ impl AtomicFile {
 
 impl Write for AtomicFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.writer().write(buf)
+        self.writer().write(buf).map_err(without_temp_path)
     }
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        self.writer().write_all(buf)
+        self.writer().write_all(buf).map_err(without_temp_path)
     }
     fn flush(&mut self) -> io::Result<()> {
-        self.writer().flush()
+        self.writer().flush().map_err(without_temp_path)
+    }
+}
+
+/// `err` without the ` at path ".NAME.XXXXXX.tmp"` that `tempfile` appends:
+/// callers name the destination, and the hidden temporary file, gone by the
+/// time the message is read, would only confuse.
+fn without_temp_path(err: io::Error) -> io::Error {
+    if err.raw_os_error().is_some() || err.get_ref().is_none() {
+        return err;
+    }
+    let text = err.to_string();
+    match text.rfind(" at path \"") {
+        Some(at) => io::Error::new(err.kind(), text[..at].to_string()),
+        None => err,
     }
 }
 
@@ -382,6 +399,18 @@ mod tests {
         let e = write_atomic(dir.path(), |f| f.write_all(b"x")).unwrap_err();
         assert!(e.to_string().contains("folder"), "{e}");
         assert_eq!(entries(dir.path()), 0);
+    }
+
+    #[test]
+    fn errors_do_not_name_the_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = AtomicFile::create(&dir.path().join("gone/x.txt")).err();
+        let text = e.expect("no folder").to_string();
+        assert!(
+            !text.contains(".tmp") && !text.contains("at path"),
+            "{text}"
+        );
+        assert!(text.contains("No such file"), "{text}");
     }
 
     #[test]

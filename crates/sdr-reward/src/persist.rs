@@ -80,6 +80,8 @@ pub struct PersistentCache {
     last_save: Mutex<Instant>,
     /// False when the file belongs to another encoder.
     writable: AtomicBool,
+    /// Whether the last save failed (a folder made read-only, a full disk).
+    failed: AtomicBool,
 }
 
 impl PersistentCache {
@@ -116,6 +118,7 @@ impl PersistentCache {
             interval,
             last_save: Mutex::new(Instant::now()),
             writable: AtomicBool::new(writable),
+            failed: AtomicBool::new(false),
         };
         (p, outcome)
     }
@@ -128,19 +131,23 @@ impl PersistentCache {
         &self.path
     }
 
-    /// Whether saves go to the file (false when it holds another encoder's cache).
+    /// Whether the cache is being saved to the file: false when the file holds
+    /// another encoder's cache (never written), or when the last save failed
+    /// (retried at the next interval; true again once one succeeds).
     pub fn is_writable(&self) -> bool {
-        self.writable.load(Ordering::Relaxed)
+        self.writable.load(Ordering::Relaxed) && !self.failed.load(Ordering::Relaxed)
     }
 
     /// Saves now when the cache changed; returns the entries written (0 when
     /// nothing was written).
     pub fn save(&self) -> Result<usize, EmbedError> {
         let mut last = self.last_save.lock().unwrap_or_else(|e| e.into_inner());
-        if !self.is_writable() || !self.cache.is_dirty() {
+        if !self.writable.load(Ordering::Relaxed) || !self.cache.is_dirty() {
             return Ok(0);
         }
-        let n = self.cache.save(&self.path)?;
+        let saved = self.cache.save(&self.path);
+        self.failed.store(saved.is_err(), Ordering::Relaxed);
+        let n = saved?;
         *last = Instant::now();
         Ok(n)
     }
@@ -235,6 +242,24 @@ mod tests {
         q.cache().insert(text_key("b"), vec![0.0, 1.0].into());
         assert_eq!(q.save().unwrap(), 0);
         assert_eq!(std::fs::read(&path).unwrap(), before, "not overwritten");
+    }
+
+    #[test]
+    fn a_failed_save_makes_the_cache_not_writable_until_one_succeeds() {
+        let dir = tempfile::tempdir().unwrap();
+        // A file where the cache's folder should be: no save can succeed, even as root.
+        let blocker = dir.path().join("sub");
+        std::fs::write(&blocker, b"a file").unwrap();
+        let path = blocker.join("cache.bin");
+        let (p, _) = PersistentCache::open(cache("e"), &path, Duration::ZERO);
+        assert!(p.is_writable());
+        p.cache().insert(text_key("a"), vec![1.0, 0.0].into());
+        assert!(p.save().is_err());
+        assert!(!p.is_writable(), "/health would say the cache is saved");
+        std::fs::remove_file(&blocker).unwrap();
+        p.cache().insert(text_key("b"), vec![0.0, 1.0].into());
+        assert_eq!(p.save().unwrap(), 2);
+        assert!(p.is_writable());
     }
 
     #[test]

@@ -5,15 +5,15 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use sdr_corpus::{
     build_corpus_with, merge_files, read_source, shard_source, BuildInfo, Columns, Corpus,
-    CorpusData, ShardSpec, SourceFormat, SourceOptions, Split,
+    CorpusData, CorpusError, ShardSpec, SourceFormat, SourceOptions, Split,
 };
 
-use crate::common::EncoderArgs;
 use crate::common::{check_not_an_input, check_output_file, log_line, print_stdout};
+use crate::common::{EncoderArgs, LogProgress};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -191,23 +191,30 @@ fn build(a: BuildArgs) -> Result<()> {
         }
         None => (full, None),
     };
-    let log = !a.quiet && !std::io::stderr().is_terminal();
-    if let (Some(s), true) = (&shard_info, log) {
-        log_line(format_args!(
-            "sdr corpus: shard {}/{}: reports {}..{} of {} from {}",
-            s.index,
-            s.count,
-            s.first,
-            s.first + source.reports.len(),
-            s.total,
-            a.input.display()
-        ));
+    if !a.quiet && !std::io::stderr().is_terminal() {
+        match &shard_info {
+            Some(s) => log_line(format_args!(
+                "sdr corpus: shard {}/{}: reports {}..{} of {} from {}",
+                s.index,
+                s.count,
+                s.first,
+                s.first + source.reports.len(),
+                s.total,
+                a.input.display()
+            )),
+            None => log_line(format_args!(
+                "sdr corpus: {} reports from {}",
+                source.reports.len(),
+                a.input.display()
+            )),
+        }
     }
     let encoder = a.encoder.load()?;
     let pb = progress_bar(
         a.quiet,
         "embedding {bar:40} {pos}/{len} sentences [{elapsed_precise}<{eta_precise}]",
     )?;
+    let lines = LogProgress::new("sdr corpus: embedding", "sentences", a.quiet);
     let data = build_corpus_with(
         &source,
         &encoder,
@@ -220,13 +227,16 @@ fn build(a: BuildArgs) -> Result<()> {
         Some(&|done, total| {
             pb.set_length(total as u64);
             pb.set_position(done as u64);
+            lines.update(done, Some(total));
         }),
     )?;
     pb.finish_and_clear();
-    match &shard_info {
-        Some(s) => data.write_shard(&a.out, s)?,
-        None => data.write(&a.out)?,
-    }
+    lines.finish();
+    let written = match &shard_info {
+        Some(s) => data.write_shard(&a.out, s),
+        None => data.write(&a.out),
+    };
+    written.map_err(|e| write_error(e, &a.out))?;
     let what = match &shard_info {
         Some(s) => format!("shard {}/{} of {} reports: ", s.index, s.count, s.total),
         None => String::new(),
@@ -248,7 +258,7 @@ fn build(a: BuildArgs) -> Result<()> {
 }
 
 /// An indicatif bar when stderr is a terminal; otherwise hidden (the callers
-/// print a log line before and after the work instead).
+/// print log lines before, during and after the work instead).
 fn progress_bar(quiet: bool, template: &str) -> Result<ProgressBar> {
     if quiet || !std::io::stderr().is_terminal() {
         return Ok(ProgressBar::hidden());
@@ -408,6 +418,14 @@ fn synth(a: SynthArgs) -> Result<()> {
 }
 
 fn write_data(data: &CorpusData, out: &Path) -> Result<()> {
-    data.write(out)
-        .with_context(|| format!("cannot write {}", out.display()))
+    data.write(out).map_err(|e| write_error(e, out))
+}
+
+/// A failed write of `out` as `cannot write OUT: REASON`: the corpus error
+/// names the path too, which would say it twice.
+fn write_error(e: CorpusError, out: &Path) -> anyhow::Error {
+    match e {
+        CorpusError::Io { source, .. } => anyhow!("cannot write {}: {source}", out.display()),
+        e => e.into(),
+    }
 }

@@ -85,11 +85,12 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = ParallelArg::Auto)]
     pub parallelism: ParallelArg,
     /// Keep a sentence-embedding cache in this folder across runs (keyed by model
-    /// weights hash and precision).
-    #[arg(long)]
+    /// weights hash and precision); the folder must be writable. Saved after the
+    /// output is written: a failed save is a warning, the output stands.
+    #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
     /// Do not deduplicate repeated sentences (every line goes through the network).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "cache_dir")]
     pub no_cache: bool,
 }
 
@@ -134,7 +135,7 @@ pub fn run(args: Args) -> Result<()> {
             ParallelArg::Gemm => Parallelism::Gemm,
             ParallelArg::Batches => Parallelism::Batches,
         },
-        cache: !args.no_cache || args.cache_dir.is_some(),
+        cache: !args.no_cache,
         ..Default::default()
     };
     // The one loader (`--model`, else $SDR_MODEL, else the cache folder).
@@ -162,6 +163,7 @@ pub fn run(args: Args) -> Result<()> {
         )
         .unwrap_or_else(|_| ProgressStyle::default_spinner()),
     );
+    let log = crate::common::LogProgress::new("sdr embed:", "sentences embedded", false);
     let mut line_no = 0usize;
     let mut rows = 0usize;
     let mut npy: Vec<f32> = Vec::new();
@@ -193,14 +195,22 @@ pub fn run(args: Args) -> Result<()> {
         }
         rows += texts.len();
         progress.set_position(rows as u64);
+        log.update(rows, None);
     }
     if args.format == Format::Npy {
         write_npy(output.writer(), &npy, rows, encoder.dim())?;
     }
     output.finish()?;
     progress.finish_and_clear();
+    log.finish();
     if let (Some(file), Some(cache)) = (&cache_file, encoder.cache()) {
-        cache.save(file)?;
+        // The output is complete: a cache that cannot be saved (a full disk; the
+        // folder was found writable at start) costs only the next run's time.
+        if let Err(e) = cache.save(file) {
+            log_line(format_args!(
+                "sdr embed: warning: could not save the sentence cache: {e}"
+            ));
+        }
     }
     Ok(())
 }

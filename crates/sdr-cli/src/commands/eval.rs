@@ -3,7 +3,7 @@
 //! and BERTScore-F1 on Findings and on Impression (SPEC §7), CheXpert-rule F1
 //! on the whole report (SPEC §8), with the tokens each run generated.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -18,7 +18,9 @@ use sdr_eval::table::Table;
 use sdr_gen::replay::ReplayRecord;
 use sdr_io::AtomicFile;
 
-use crate::common::{check_input, check_outputs, non_negative_count, print_stdout, JudgeArgs};
+use crate::common::{
+    check_input, check_outputs, log_line, non_negative_count, print_stdout, JudgeArgs,
+};
 use crate::jsonl::{id_text, read_jsonl_file};
 use crate::textscore::{load_judge, BertScoreArgs, Judge};
 
@@ -535,6 +537,7 @@ fn load_run(
     let RunSpec { name, file, field } = *spec;
     let mut by_id: RunPicks = HashMap::new();
     let mut first_at: HashMap<String, String> = HashMap::new();
+    let mut in_file: Vec<String> = Vec::new();
     for (at, v) in read_jsonl_file::<serde_json::Value>(Path::new(file))? {
         let id = v
             .get("id")
@@ -557,6 +560,7 @@ fn load_run(
         // The pick's own cost when the line is the run's own record;
         // another field (standard_text) costs the full K candidates.
         let used = if field == "text" { used } else { None };
+        in_file.push(id.clone());
         by_id.insert(id, (text, used));
     }
     for s in cands {
@@ -566,6 +570,21 @@ fn load_run(
                 s.id
             ));
         }
+    }
+    // A run over more studies than the candidates is fine (a subset is
+    // evaluated), but said: a wrong --candidates file would look the same.
+    let known: HashSet<&str> = cands.iter().map(|s| s.id.as_str()).collect();
+    let extra: Vec<&String> = in_file
+        .iter()
+        .filter(|id| !known.contains(id.as_str()))
+        .collect();
+    if let Some(first) = extra.first() {
+        log_line(format_args!(
+            "sdr eval: warning: --run {name}: {} {} of {file} not in --candidates \
+             (the first: {first}) left out",
+            extra.len(),
+            if extra.len() == 1 { "study" } else { "studies" }
+        ));
     }
     Ok((name.to_string(), by_id))
 }

@@ -54,14 +54,15 @@ pub struct Args {
     /// per study: back-end, prompt, context, seed, K and the sampling options).
     #[arg(long)]
     pub resume: bool,
-    /// When stderr is not a terminal (a log), print a progress line every N studies.
+    /// When stderr is not a terminal (a log), print a progress line every N studies (N >= 1).
     #[arg(
         allow_negative_numbers = true,
         long,
         default_value_t = 10,
-        value_name = "N"
+        value_name = "N",
+        value_parser = clap::value_parser!(u64).range(1..)
     )]
-    pub progress_every: usize,
+    pub progress_every: u64,
     /// No progress bar and no summary line on stderr.
     #[arg(long)]
     pub quiet: bool,
@@ -208,7 +209,12 @@ pub fn run(args: Args) -> Result<()> {
             studies.len()
         ));
     }
-    let pb = progress_every(studies.len(), args.quiet, "generating", args.progress_every);
+    let pb = progress_every(
+        studies.len(),
+        args.quiet,
+        "generating",
+        usize::try_from(args.progress_every).unwrap_or(usize::MAX),
+    );
     pb.inc(done.len() as u64);
     let t0 = Instant::now();
     let mut total_tokens = 0usize;

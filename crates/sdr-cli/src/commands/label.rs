@@ -104,6 +104,13 @@ pub fn run(args: Args) -> Result<()> {
     if args.labeler == Which::Rules && (args.judge.is_some() || args.judge_base.is_some()) {
         return Err(anyhow!("--judge and --judge-base need --labeler judge"));
     }
+    if let (Which::Judge, Some(rules)) = (args.labeler, &args.rules) {
+        // The judge is a trained classifier: it reads no phrase rules.
+        return Err(anyhow!(
+            "--rules {}: only with --labeler rules (the judge uses no phrase rules)",
+            rules.display()
+        ));
+    }
     let rules = match &args.rules {
         Some(path) => {
             Labeler::from_rules_path(path).with_context(|| format!("--rules {}", path.display()))?

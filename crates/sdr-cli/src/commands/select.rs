@@ -22,7 +22,7 @@ use serde::Deserialize;
 
 use crate::common::{
     candidates_hash, check_outputs, convergence_warning, failure_warning, knn_warning, log_line,
-    or_stdin, EncoderArgs,
+    or_stdin, EncoderArgs, LogProgress,
 };
 use crate::jsonl::{parse_json, Input, Output};
 
@@ -95,7 +95,10 @@ pub struct Args {
     /// The Findings of each study, for --findings-consistency: a CSV with `uid` (or `id`) and
     /// `findings` columns (data/iu-xray/indiana_reports.csv), or JSON Lines
     /// {"id": ..., "findings": "..."}. A line's own "findings" wins.
-    #[arg(long, value_name = "FILE", requires = "findings_consistency")]
+    // The conflicts of --findings-consistency too: clap drops `requires` when the
+    // required flag conflicts with an option given, which would ignore --findings.
+    #[arg(long, value_name = "FILE", requires = "findings_consistency",
+          conflicts_with_all = ["corpus", "consensus", "all_policies", "agg", "metric", "no_prune", "cost"])]
     pub findings: Option<PathBuf>,
     /// Compute every corpus distance (no lower-bound pruning for min / knn);
     /// results are identical, only slower. For checking and timing.
@@ -225,6 +228,8 @@ fn progress(quiet: bool) -> Result<ProgressBar> {
         ProgressStyle::with_template("selecting {pos} studies [{elapsed_precise}] {per_sec}")
             .map_err(|e| anyhow!("{e}"))?,
     );
+    // Drawn from the start: the first batch of studies can take many seconds.
+    pb.enable_steady_tick(std::time::Duration::from_millis(250));
     Ok(pb)
 }
 
@@ -246,7 +251,7 @@ pub fn run(args: Args) -> Result<()> {
             let c = Corpus::open(p)?;
             c.check_encoder(encoder.encoder(), SEGMENTER_VERSION)?;
             if let Some(line) = crate::common::shard_warning(p, &c) {
-                log_line(line);
+                log_line(format_args!("sdr select: {line}"));
             }
             Some(c)
         }
@@ -273,9 +278,9 @@ pub fn run(args: Args) -> Result<()> {
         _ => None,
     };
     let single = !args.all_policies;
-    if let (Some(ix), [policy]) = (&index, &plan.policies[..]) {
+    if let (Some(ix), [policy], false) = (&index, &plan.policies[..], args.quiet) {
         if let Some(line) = knn_warning(&policy.agg, ix) {
-            log_line(line);
+            log_line(format_args!("sdr select: {line}"));
         }
     }
     // Line of each study id: a repeated study would be selected, and then
@@ -284,6 +289,7 @@ pub fn run(args: Args) -> Result<()> {
     let mut input = Input::open(args.input.as_deref())?;
     let mut output = Output::create(args.output.as_deref())?;
     let pb = progress(args.quiet)?;
+    let log = LogProgress::new("sdr select:", "studies", args.quiet);
     let t0 = Instant::now();
     let (mut studies, mut all_bad) = (0usize, 0usize);
     let mut stats = Stats::default();
@@ -346,6 +352,7 @@ pub fn run(args: Args) -> Result<()> {
             studies += 1;
             pb.inc(1);
         }
+        log.update(studies, None);
     }
     pb.finish_and_clear();
     output.finish()?;
@@ -361,7 +368,7 @@ pub fn run(args: Args) -> Result<()> {
         failure_warning(stats.convergence.failed, stats.evaluated),
     ];
     for line in warnings.into_iter().flatten() {
-        log_line(line);
+        log_line(format_args!("sdr select: {line}"));
     }
     Ok(())
 }
@@ -489,6 +496,7 @@ fn run_findings(args: Args) -> Result<()> {
     let mut input = Input::open(args.input.as_deref())?;
     let mut output = Output::create(args.output.as_deref())?;
     let pb = progress(args.quiet)?;
+    let log = LogProgress::new("sdr select:", "studies", args.quiet);
     let t0 = Instant::now();
     let (mut studies, mut all_bad, mut contradicting) = (0usize, 0usize, 0usize);
     let mut line_no = 0;
@@ -560,6 +568,7 @@ fn run_findings(args: Args) -> Result<()> {
             studies += 1;
             pb.inc(1);
         }
+        log.update(studies, None);
     }
     pb.finish_and_clear();
     output.finish()?;

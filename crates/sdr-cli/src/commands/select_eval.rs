@@ -166,7 +166,17 @@ pub fn run(a: Args) -> Result<()> {
         }
     }
     let out = out?;
-    publish(&a.out_dir, &out.files)?;
+    let removed = publish(&a.out_dir, &out.files)?;
+    if !removed.is_empty() {
+        log_line(format_args!(
+            "sdr select-eval: removed {} file(s) of an earlier run into {} that this run does \
+             not write ({}{})",
+            removed.len(),
+            a.out_dir.display(),
+            removed[..removed.len().min(3)].join(", "),
+            if removed.len() > 3 { ", ..." } else { "" }
+        ));
+    }
     let mut text = out.summary.join("\n");
     text.push_str(&format!("\ntables and heatmaps: {}\n", a.out_dir.display()));
     print_stdout(&text)

@@ -64,7 +64,8 @@ Requests (JSON bodies):
     "clinical_weight", "cost", "model", "batches", "requests", "samples", "missing_section",
     "missing_sections", "cache": {"entries", "bytes",
     "max_bytes", "evictions", "distinct", "hits", "hit_rate", "embedded", "encode_seconds",
-    "path", "writable"}}
+    "path", "writable"}}  (writable: false when the file is another encoder's, which is
+    never overwritten, or when the last save failed)
 
 Errors are {"error": "message"} with the status:
   400  not JSON, a missing or mistyped field, an unknown field in /v1/rewards (/get_reward
@@ -117,8 +118,9 @@ pub struct Args {
         value_name = "WEIGHT"
     )]
     pub semantic_weight: f64,
-    /// Exact-match baseline R_exact instead of set distances (no model needed).
-    #[arg(long)]
+    /// Exact-match baseline R_exact instead of set distances (no model needed;
+    /// --metric and --cost, which it does not use, are refused with it).
+    #[arg(long, conflicts_with_all = ["metric", "cost"])]
     pub exact: bool,
     /// λ_clin (beyond the paper): adds λ_clin × the CheXpert-14 example F1 of
     /// rule-based labels between completion and reference, reported as
@@ -415,6 +417,9 @@ pub fn run(args: Args) -> Result<()> {
     // refused, never loaded as empty and overwritten at the first save.
     if let (Some(path), false) = (&args.cache, args.exact) {
         SentenceCache::check_path(path).map_err(|e| anyhow::anyhow!("--cache {e}"))?;
+        // Saved every --cache-save-secs: a folder that cannot be written would
+        // only show as a failed save in the log, after the training started.
+        crate::common::check_file_creatable("--cache", path)?;
     }
     let embedder: Option<Arc<dyn SentenceEncoder>> = if args.exact {
         None
@@ -461,11 +466,15 @@ pub fn run(args: Args) -> Result<()> {
             .await
             .with_context(|| format!("--host {} --port {}: cannot listen", args.host, args.port))?;
         let state = AppState::with_cache(options, embedder, limits, cache, persist)?;
+        let reward = if args.exact {
+            "exact match".to_string()
+        } else {
+            format!("metric {}", options.config.metric)
+        };
         log_line(format_args!(
-            "sdr serve: listening on http://{} (POST {}, POST /v1/rewards, GET /health; metric {})",
+            "sdr serve: listening on http://{} (POST {}, POST /v1/rewards, GET /health; {reward})",
             listener.local_addr()?,
             args.path,
-            options.config.metric
         ));
         Ok(sdr_serve::serve_until_signal(listener, state, &args.path).await?)
     })

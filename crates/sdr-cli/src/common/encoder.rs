@@ -209,8 +209,9 @@ pub fn cache_file(encoder: &Encoder, dir: &Path) -> Result<PathBuf> {
     Ok(dir.join(encoder.encoder_identity().cache_file_name()))
 }
 
-/// Checks `--cache-dir` before any work is done: a folder, or a path where one can
-/// be made (made now, so that a run does not fail only when it saves at the end).
+/// Checks `--cache-dir` before any work is done: a writable folder, or a path where
+/// one can be made (made now, so that a run does not fail only when it saves at
+/// the end).
 pub fn check_cache_dir(dir: &Path) -> Result<()> {
     if dir.exists() && !dir.is_dir() {
         anyhow::bail!("--cache-dir {}: not a folder", dir.display());
@@ -220,7 +221,16 @@ pub fn check_cache_dir(dir: &Path) -> Result<()> {
             "--cache-dir {}: cannot create the folder: {e}",
             dir.display()
         )
-    })
+    })?;
+    // The temporary file a save makes, removed at once.
+    sdr_io::AtomicFile::create(&dir.join("sdr-write-probe"))
+        .map(drop)
+        .map_err(|e| {
+            anyhow!(
+                "--cache-dir {}: cannot write in the folder: {e}",
+                dir.display()
+            )
+        })
 }
 
 /// Fills `encoder`'s sentence cache from `file` when there is one; a damaged file or

@@ -300,6 +300,19 @@ impl BackendArgs {
                 self.backend
             ));
         }
+        // Each back-end's own option, given to the other, would be ignored.
+        match (self.backend.as_str(), &self.gguf, &self.base_url) {
+            ("openai", Some(g), _) => {
+                return Err(anyhow!(
+                    "--gguf {}: only with --backend local (the openai back-end runs the server's model)",
+                    g.display()
+                ))
+            }
+            ("local", _, Some(u)) => {
+                return Err(anyhow!("--base-url {u}: only with --backend openai"))
+            }
+            _ => {}
+        }
         if self.k == 0 {
             return bad("-k", &self.k, "must be at least 1");
         }

@@ -22,8 +22,8 @@ pub use generation::{default_gguf, refuse_failed, BackendArgs, Study, StudyArgs}
 pub use journal::{partial_path, Journal, Kept};
 pub use judge::JudgeArgs;
 pub use output::{
-    check_input, check_not_an_input, check_output_dir, check_output_file, check_outputs, log_line,
-    or_stdin, print_stdout,
+    check_file_creatable, check_input, check_not_an_input, check_output_dir, check_output_file,
+    check_outputs, log_line, or_stdin, print_stdout,
 };
 #[deprecated(
     since = "0.2.0",
@@ -133,6 +133,83 @@ impl Progress {
 
     pub fn finish_and_clear(&self) {
         self.bar.finish_and_clear();
+    }
+}
+
+/// Progress lines for a log (stderr not a terminal, where indicatif draws
+/// nothing) of work counted in `unit`s, e.g. `sdr corpus: embedding 4096/20000
+/// sentences, 41 s, eta 159 s`: the first update after a second, then at most
+/// one every [`LOG_EVERY_SECS`], and then the last count
+/// ([`LogProgress::finish`]). Silent on a terminal (the bar is drawn there)
+/// and with `--quiet`.
+pub struct LogProgress {
+    what: String,
+    unit: &'static str,
+    t0: Instant,
+    state: Option<std::sync::Mutex<LogState>>,
+}
+
+#[derive(Default)]
+struct LogState {
+    /// Seconds since `t0` and count of the last line printed.
+    printed: Option<(f64, usize)>,
+    done: usize,
+    total: Option<usize>,
+}
+
+/// Seconds between two [`LogProgress`] lines.
+pub const LOG_EVERY_SECS: f64 = 10.0;
+
+impl LogProgress {
+    /// `what` starts each line (`sdr corpus: embedding`).
+    pub fn new(what: &str, unit: &'static str, quiet: bool) -> Self {
+        let log = !quiet && !std::io::stderr().is_terminal();
+        LogProgress {
+            what: what.to_string(),
+            unit,
+            t0: Instant::now(),
+            state: log.then(|| std::sync::Mutex::new(LogState::default())),
+        }
+    }
+
+    /// `done` of `total` (when known) units are done.
+    pub fn update(&self, done: usize, total: Option<usize>) {
+        let Some(state) = &self.state else { return };
+        let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
+        let secs = self.t0.elapsed().as_secs_f64();
+        (s.done, s.total) = (done, total);
+        // The first line after a second (a short run prints only its summary),
+        // and none before anything is done.
+        let due = s
+            .printed
+            .map_or(secs >= 1.0, |(last, _)| secs - last >= LOG_EVERY_SECS);
+        if done > 0 && due {
+            s.printed = Some((secs, done));
+            self.line(done, total, secs);
+        }
+    }
+
+    /// The last line, with the final count, when earlier ones were printed
+    /// (a short run prints none) and it differs from the last.
+    pub fn finish(&self) {
+        let Some(state) = &self.state else { return };
+        let s = state.lock().unwrap_or_else(|e| e.into_inner());
+        if s.printed.is_some_and(|(_, n)| n != s.done) {
+            self.line(s.done, s.total, self.t0.elapsed().as_secs_f64());
+        }
+    }
+
+    fn line(&self, done: usize, total: Option<usize>, secs: f64) {
+        let (what, unit) = (&self.what, self.unit);
+        match total {
+            Some(n) => {
+                let eta = secs / done.max(1) as f64 * n.saturating_sub(done) as f64;
+                log_line(format_args!(
+                    "{what} {done}/{n} {unit}, {secs:.0} s, eta {eta:.0} s"
+                ));
+            }
+            None => log_line(format_args!("{what} {done} {unit}, {secs:.0} s")),
+        }
     }
 }
 

@@ -6,6 +6,7 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::{anyhow, Context, Result};
+use sdr_io::AtomicFile;
 
 /// Writes `text` to standard output and flushes it: a closed or full stdout
 /// is the usual one-line error, where `print!` would panic.
@@ -27,9 +28,9 @@ pub fn log_line(line: impl std::fmt::Display) {
 }
 
 /// Refuses, before any work is done, an output file `path` (given as
-/// `flag`) that cannot be written: its folder is missing or not a folder,
-/// or the path is a folder. Later write errors (permissions, a full disk)
-/// are still caught when the file is written.
+/// `flag`) that cannot be written: its folder is missing, not a folder or
+/// not writable (permissions, a read-only file system, `/proc`), or the path
+/// is a folder. A full disk is still found only when the file is written.
 pub fn check_output_file(flag: &str, path: &Path) -> Result<()> {
     let at = || format!("{flag} {}", path.display());
     if path.is_dir() {
@@ -40,30 +41,78 @@ pub fn check_output_file(flag: &str, path: &Path) -> Result<()> {
         _ => Path::new("."),
     };
     match std::fs::metadata(dir) {
-        Ok(m) if m.is_dir() => Ok(()),
-        Ok(_) => Err(anyhow!("{}: {} is not a folder", at(), dir.display())),
-        Err(_) => Err(anyhow!("{}: folder {} does not exist", at(), dir.display())),
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Err(anyhow!("{}: {} is not a folder", at(), dir.display())),
+        Err(_) => return Err(anyhow!("{}: folder {} does not exist", at(), dir.display())),
+    }
+    // A device, FIFO or terminal is written in place: opening it now could
+    // block (a FIFO) or end a reader's input (closing it), so it is not probed.
+    let stream = std::fs::metadata(path).is_ok_and(|m| !m.is_file())
+        || (path.exists() && (path.starts_with("/dev") || path.starts_with("/proc")));
+    if stream {
+        return Ok(());
+    }
+    // The temporary file the write will make (beside a link's target), removed at once.
+    AtomicFile::create(path)
+        .map(drop)
+        .map_err(|e| anyhow!("{}: cannot write in {}: {e}", at(), folder_name(dir)))
+}
+
+/// Whether a file can be made in `dir`: the temporary file an atomic write
+/// would make, removed at once (and by the signal handler, as any other).
+fn probe_folder(dir: &Path) -> std::io::Result<()> {
+    AtomicFile::create(&dir.join("sdr-write-probe")).map(drop)
+}
+
+/// `folder D`, or `the current folder` for `.`, for messages.
+fn folder_name(dir: &Path) -> String {
+    if dir == Path::new(".") {
+        "the current folder".to_string()
+    } else {
+        format!("folder {}", dir.display())
     }
 }
 
 /// Refuses, before any work is done, an output folder `dir` (given as
-/// `flag`) that cannot be created: it, or the nearest of its ancestors that
-/// exists, is not a folder.
+/// `flag`) that cannot be created or written: it, or the nearest of its
+/// ancestors that exists, is not a folder or not writable.
 pub fn check_output_dir(flag: &str, dir: &Path) -> Result<()> {
+    check_creatable(flag, dir, dir)
+}
+
+/// Refuses, before any work is done, a file `path` (given as `flag`) that a
+/// later save could not write, its missing folders made on the way (a cache
+/// saved as the work goes on): the nearest folder of it that exists is not a
+/// folder or not writable.
+pub fn check_file_creatable(flag: &str, path: &Path) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    check_creatable(flag, path, dir)
+}
+
+/// [`check_output_dir`] of `dir`, whose errors name `shown`.
+fn check_creatable(flag: &str, shown: &Path, dir: &Path) -> Result<()> {
     let existing = dir
         .ancestors()
         .filter(|a| !a.as_os_str().is_empty())
         .find(|a| a.exists())
         .unwrap_or(Path::new("."));
-    if existing.is_dir() {
-        Ok(())
-    } else {
-        Err(anyhow!(
+    if !existing.is_dir() {
+        return Err(anyhow!(
             "{flag} {}: {} is not a folder",
-            dir.display(),
+            shown.display(),
             existing.display()
-        ))
+        ));
     }
+    probe_folder(existing).map_err(|e| {
+        anyhow!(
+            "{flag} {}: cannot write in {}: {e}",
+            shown.display(),
+            folder_name(existing)
+        )
+    })
 }
 
 /// Refuses an output `out` (given as `flag`) that is one of the `inputs`

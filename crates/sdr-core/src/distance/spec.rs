@@ -298,18 +298,6 @@ fn number(spec: &str, key: &str, v: &str) -> Result<f64> {
         .map_err(|_| bad(spec, format!("`{key}={v}` is not a number")))
 }
 
-/// A finite number > 0 (eps, tau).
-fn positive(spec: &str, key: &str, v: &str) -> Result<f64> {
-    let x = number(spec, key, v)?;
-    if !(x.is_finite() && x > 0.0) {
-        return Err(bad(
-            spec,
-            format!("`{key}` must be a finite number > 0, got {v}"),
-        ));
-    }
-    Ok(x)
-}
-
 fn in_range(spec: &str, key: &str, v: &str, range: (f64, f64)) -> Result<f64> {
     let x = number(spec, key, v)?;
     check_range(spec, key, x, range)?;
@@ -333,9 +321,13 @@ fn rho_param(spec: &str, key: &str, v: &str) -> Result<Rho> {
     if v == "adaptive" {
         return Ok(Rho::Adaptive);
     }
-    let r = positive(spec, key, v)?;
-    if r > 1.0 {
-        return Err(bad(spec, format!("`{key}` must be in (0, 1], got {v}")));
+    let r = number(spec, key, v)?;
+    // One message for the whole range: 0, negatives, NaN and > 1 alike.
+    if !(r > 0.0 && r <= 1.0) {
+        return Err(bad(
+            spec,
+            format!("`{key}` must be `adaptive` or in (0, 1], got {v}"),
+        ));
     }
     Ok(Rho::Fixed(r))
 }
@@ -461,7 +453,19 @@ mod tests {
         ] {
             assert!(ok.parse::<Metric>().is_ok(), "{ok}");
         }
-        assert!(e("pot:rho=1.5").contains("(0, 1]"));
+        for bad in [
+            "pot:rho=1.5",
+            "pot:rho=0",
+            "pot:rho=-1",
+            "pot:rho=nan",
+            "pot:rho=inf",
+        ] {
+            assert!(
+                e(bad).contains("`rho` must be `adaptive` or in (0, 1], got"),
+                "{bad}: {}",
+                e(bad)
+            );
+        }
         assert!(e("chamfer:eps=1").contains("expected: none"));
         assert!(e("uot:eps=0.1,eps=0.2").contains("twice"));
         assert!(e("gw:eps").contains("key=value"));

@@ -9,4 +9,5 @@ pub(crate) mod mpnet;
 pub(crate) mod pack_cache;
 pub(crate) mod pack_format;
 pub(crate) mod packed;
+pub(crate) mod profile;
 pub(crate) mod roberta;

@@ -27,6 +27,7 @@ use candle_nn::VarBuilder;
 
 use super::mpnet::{relative_position_bucket, Config};
 use super::pack_format::{PackReader, PackWriter};
+use super::profile::{attention_flops, gemm_flops, timed, Stage};
 use crate::gemm::Dense;
 use crate::kernels::activation::{activate, Act};
 use crate::kernels::attention::{attention, Heads};
@@ -331,23 +332,26 @@ impl PackedMpnet {
                 self.max_positions - self.pad as usize - 1
             )
         }
-        let mut x = vec![0f32; t * h];
-        for (row, (&id, i)) in x
-            .chunks_exact_mut(h)
-            .zip(seqs.iter().flat_map(|s| s.iter().zip(0..)))
-        {
-            if id as usize >= self.vocab {
-                candle_core::bail!("token id {id} is outside the vocabulary of {}", self.vocab)
+        let mut x = timed(Stage::Embeddings, 0, || -> Result<Vec<f32>> {
+            let mut x = vec![0f32; t * h];
+            for (row, (&id, i)) in x
+                .chunks_exact_mut(h)
+                .zip(seqs.iter().flat_map(|s| s.iter().zip(0..)))
+            {
+                if id as usize >= self.vocab {
+                    candle_core::bail!("token id {id} is outside the vocabulary of {}", self.vocab)
+                }
+                // RoBERTa-style positions: padding_idx + 1 + index (no pads here).
+                let p = self.pad as usize + 1 + i;
+                let w = &self.word[id as usize * h..][..h];
+                let e = &self.position[p * h..][..h];
+                for ((o, a), b) in row.iter_mut().zip(w).zip(e) {
+                    *o = a + b;
+                }
             }
-            // RoBERTa-style positions: padding_idx + 1 + index (no pads here).
-            let p = self.pad as usize + 1 + i;
-            let w = &self.word[id as usize * h..][..h];
-            let e = &self.position[p * h..][..h];
-            for ((o, a), b) in row.iter_mut().zip(w).zip(e) {
-                *o = a + b;
-            }
-        }
-        layer_norm(&mut x, None, None, &self.emb_norm, threads);
+            layer_norm(&mut x, None, None, &self.emb_norm, threads);
+            Ok(x)
+        })?;
         // Bucket of every offset j - i in -(longest-1)..=(longest-1), shared by layers.
         let buckets: Vec<usize> = (0..(2 * longest).saturating_sub(1))
             .map(|o| {
@@ -366,23 +370,43 @@ impl PackedMpnet {
         } = SCRATCH.with(|c| c.take());
         ctx.resize(t * h, 0.0); // every value is written by `attention`
         let no_bias = vec![0f32; 3 * h];
+        let inner_size = self.layers.first().map_or(0, |l| l.ffn_in.out_dim());
+        let (qkv_flops, o_flops) = (gemm_flops(t, h, 3 * h), gemm_flops(t, h, h));
+        let ffn_flops = gemm_flops(t, h, inner_size);
+        let attn_flops = attention_flops(&lens, h);
         for layer in &self.layers {
-            let qkv_bias = layer.qkv.apply_unbiased(&x, t, threads, &mut qkv)?;
+            let qkv_bias = timed(Stage::Qkv, qkv_flops, || {
+                layer.qkv.apply_unbiased(&x, t, threads, &mut qkv)
+            })?;
             let qkv_bias = qkv_bias.unwrap_or(&no_bias);
             let shape = Heads {
                 hidden: h,
                 heads: self.heads,
                 rel_bias: &self.rel_bias,
             };
-            attention(
-                &qkv, qkv_bias, &lens, &mut ctx, &shape, &buckets, longest, threads,
-            );
-            let o_bias = layer.o.apply_unbiased(&ctx, t, threads, &mut attn)?;
-            layer_norm(&mut attn, o_bias, Some(&x), &layer.attn_norm, threads);
-            let in_bias = layer.ffn_in.apply_unbiased(&attn, t, threads, &mut inner)?;
-            activate(&mut inner, in_bias, self.act, threads);
-            let out_bias = layer.ffn_out.apply_unbiased(&inner, t, threads, &mut out)?;
-            layer_norm(&mut out, out_bias, Some(&attn), &layer.out_norm, threads);
+            timed(Stage::Attention, attn_flops, || {
+                attention(
+                    &qkv, qkv_bias, &lens, &mut ctx, &shape, &buckets, longest, threads,
+                )
+            });
+            let o_bias = timed(Stage::AttnOut, o_flops, || {
+                layer.o.apply_unbiased(&ctx, t, threads, &mut attn)
+            })?;
+            timed(Stage::AttnNorm, 0, || {
+                layer_norm(&mut attn, o_bias, Some(&x), &layer.attn_norm, threads)
+            });
+            let in_bias = timed(Stage::FfnIn, ffn_flops, || {
+                layer.ffn_in.apply_unbiased(&attn, t, threads, &mut inner)
+            })?;
+            timed(Stage::Activation, 0, || {
+                activate(&mut inner, in_bias, self.act, threads)
+            });
+            let out_bias = timed(Stage::FfnOut, ffn_flops, || {
+                layer.ffn_out.apply_unbiased(&inner, t, threads, &mut out)
+            })?;
+            timed(Stage::OutNorm, 0, || {
+                layer_norm(&mut out, out_bias, Some(&attn), &layer.out_norm, threads)
+            });
             std::mem::swap(&mut x, &mut out);
         }
         let keep = |mut v: Vec<f32>| {
@@ -408,20 +432,25 @@ impl PackedMpnet {
     pub fn pooled(&self, seqs: &[&[u32]], threads: bool) -> Result<Vec<f32>> {
         let h = self.hidden;
         let states = self.forward(seqs, threads)?;
-        let mut out = vec![0f32; seqs.len() * h];
-        let mut start = 0;
-        for (s, row) in seqs.iter().zip(out.chunks_exact_mut(h)) {
-            for tok in states[start * h..(start + s.len()) * h].chunks_exact(h) {
-                row.iter_mut().zip(tok).for_each(|(o, v)| *o += v);
-            }
-            let inv = 1.0 / (s.len().max(1) as f32);
-            row.iter_mut().for_each(|v| *v *= inv);
-            let norm = row.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
-            row.iter_mut().for_each(|v| *v /= norm);
-            start += s.len();
-        }
-        Ok(out)
+        Ok(timed(Stage::Pooling, 0, || mean_pool(seqs, &states, h)))
     }
+}
+
+/// Mean over each sequence's rows of `states`, L2-normalised.
+fn mean_pool(seqs: &[&[u32]], states: &[f32], h: usize) -> Vec<f32> {
+    let mut out = vec![0f32; seqs.len() * h];
+    let mut start = 0;
+    for (s, row) in seqs.iter().zip(out.chunks_exact_mut(h)) {
+        for tok in states[start * h..(start + s.len()) * h].chunks_exact(h) {
+            row.iter_mut().zip(tok).for_each(|(o, v)| *o += v);
+        }
+        let inv = 1.0 / (s.len().max(1) as f32);
+        row.iter_mut().for_each(|v| *v *= inv);
+        let norm = row.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
+        row.iter_mut().for_each(|v| *v /= norm);
+        start += s.len();
+    }
+    out
 }
 
 #[cfg(test)]
