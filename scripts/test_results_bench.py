@@ -34,7 +34,7 @@ class BenchBlocks(unittest.TestCase):
             self.assertEqual((rc, err), (0, ""), name)
         for name, block in (("README.md", "cost-table"), ("README.md", "encoder-speed"),
                             ("README.md", "worker-memory"), ("README.md", "rewards-speed"),
-                            ("bench/README.md", "per-sample")):
+                            ("bench/README.md", "per-sample"), ("bench/README.md", "encoder-profile")):
             rc, err = self.check(name, self.edited(name, block))
             self.assertEqual(rc, 1, f"an edit in {name} block {block} passed --check")
             self.assertIn("differs", err)

@@ -7,6 +7,8 @@
   (per-sample calls as verl and OpenRLHF make them against one batched call);
 - README.md and bench/README.md `encoder-speed`: `bench/embed.py --gemm-peak --out
   bench/results-embed.json` (the encoder against sentence-transformers and the CPU's peak);
+- bench/README.md `encoder-profile`: `bench/embed.py --profile` (where the encoder's time goes,
+  stage by stage, against the per-thread peak);
 - README.md `rewards-speed`, `rewards-table`: `bench/rewards.py --json` (the reward against
   sentence-transformers + numpy, and besides encoding);
 - README.md `worker-memory`: `bench/worker_memory.py --out bench/results-worker-memory.json`.
@@ -149,6 +151,47 @@ def encoder_speed() -> str:
     return "\n".join(out)
 
 
+def encoder_profile() -> str:
+    """Where the encoder's time goes, stage by stage (`bench/embed.py --profile`)."""
+    d = load(EMBED)
+    prof, pk = d["profile"], d["peaks"]
+    precs = [p for p in ("f32", "bf16") if p in prof]
+    threads = prof[precs[0]]["threads"]
+    per_thread = {"f32": pk["f32"] / threads, "bf16": (pk["bf16"] or pk["f32"]) / threads}
+    timed = {p: sum(s["seconds"] for s in prof[p]["stages"]) for p in precs}
+    out = [f"The same {prof[precs[0]]['sentences']:,} sentences, one run per precision after the timed rounds, "
+           f"{threads} threads, batches of {prof[precs[0]]['batch_size']} ({machine_text(d['machine'])}; "
+           f"`bench/embed.py --profile`, `{EMBED}`). A stage's seconds are those of the thread that ran it, "
+           "summed over threads: batches run one per thread, so they are close to core-seconds; its rate is "
+           f"set against one thread's share of the peak ({per_thread['f32']:.0f} GFLOP/s f32, "
+           f"{per_thread['bf16']:.0f} GFLOP/s bf16):", "",
+           "| stage | " + " | ".join(f"{p} share of time | {p} GFLOP/s (share of a thread's peak)" for p in precs) + " |",
+           "|---|" + "---:|---:|" * len(precs)]
+
+    def cells(p: str, secs: float, flops: int) -> str:
+        rate = "" if not flops or not secs else \
+            f"{flops / 1e9 / secs:.0f} ({100 * flops / 1e9 / secs / per_thread[p]:.0f} %)"
+        return f"{100 * secs / timed[p]:.1f} % | {rate}"
+
+    names = [s["stage"] for s in prof[precs[0]]["stages"]]
+    for i, name in enumerate(names):
+        out.append(f"| {name} | " + " | ".join(
+            cells(p, prof[p]["stages"][i]["seconds"], prof[p]["stages"][i]["flops"]) for p in precs) + " |")
+    gemm = {p: (sum(s["seconds"] for s in prof[p]["stages"] if s["gemm"]),
+                sum(s["flops"] for s in prof[p]["stages"] if s["gemm"])) for p in precs}
+    out.append("| **all dense GEMMs** | " + " | ".join(cells(p, *gemm[p]) for p in precs) + " |")
+    rest = {p: max((s for s in prof[p]["stages"] if not s["gemm"]), key=lambda s: s["seconds"]) for p in precs}
+    out.append("")
+    out.append("The dense GEMMs take " + " and ".join(
+        f"{100 * gemm[p][0] / timed[p]:.0f} % ({p})" for p in precs)
+        + " of the time in the stages; the largest other stage is " + " and ".join(
+        f"{rest[p]['stage']} ({100 * rest[p]['seconds'] / timed[p]:.1f} %, {p})" for p in precs)
+        + ". Outside the stages (tokenizer, batching, threads waiting), per run: " + ", ".join(
+        f"{max(0.0, 1 - timed[p] / (prof[p]['wall_s'] * threads)) * 100:.0f} % of "
+        f"{threads} x the wall time ({p})" for p in precs) + ".")
+    return "\n".join(out)
+
+
 def worker_memory() -> str:
     d = load(WORKERS)
     one, own, srv = d["one_own_worker"]["pss"], d["own"], d["serve"]
@@ -205,6 +248,7 @@ BLOCKS = {
     ("bench/README.md", "worker-memory"): worker_memory_detail,
     ("README.md", "encoder-speed"): encoder_speed,
     ("bench/README.md", "encoder-speed"): encoder_speed,
+    ("bench/README.md", "encoder-profile"): encoder_profile,
     ("README.md", "rewards-speed"): rewards_speed,
     ("README.md", "rewards-table"): rewards_table,
     ("README.md", "worker-memory"): worker_memory,
