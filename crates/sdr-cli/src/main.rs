@@ -86,7 +86,7 @@ fn main() {
         Command::Cache(args) => commands::cache::run(args),
     };
     if let Err(err) = result {
-        if is_broken_pipe(&err) {
+        if is_broken_pipe(&err) && stdout_reader_gone() {
             // The reader went away (`sdr parse big.jsonl | head -1`): it has what it
             // wanted, so no error line; the status of a process ended by SIGPIPE.
             std::process::exit(141);
@@ -110,6 +110,25 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
             });
         kind == Some(std::io::ErrorKind::BrokenPipe)
     })
+}
+
+/// Whether standard output is a pipe or socket whose reader has gone: a broken
+/// pipe elsewhere (a server's connection) is an error to report, not this.
+#[cfg(unix)]
+fn stdout_reader_gone() -> bool {
+    let mut fd = libc::pollfd {
+        fd: libc::STDOUT_FILENO,
+        events: 0,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the duration of the call; timeout 0 never blocks.
+    let ready = unsafe { libc::poll(&mut fd, 1, 0) };
+    ready == 1 && fd.revents & (libc::POLLERR | libc::POLLHUP) != 0
+}
+
+#[cfg(not(unix))]
+fn stdout_reader_gone() -> bool {
+    true
 }
 
 /// The chain of causes as one line, so scripts can grep it. Many errors print
@@ -180,6 +199,13 @@ mod tests {
         // Distinct causes are all kept.
         let err = anyhow::anyhow!("inner").context("outer");
         assert_eq!(one_line(&err), "outer: inner");
+    }
+
+    #[test]
+    fn a_live_stdout_is_not_a_gone_reader() {
+        // The test harness reads this process's stdout (or it is a terminal or file):
+        // a broken pipe inside the run would be reported, not swallowed.
+        assert!(!stdout_reader_gone());
     }
 
     #[test]
