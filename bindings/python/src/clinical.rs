@@ -89,7 +89,7 @@ pub fn label<'py>(
 /// Returns ``macro_f1_14``, ``micro_f1_14``, ``macro_f1_5``, ``micro_f1_5``
 /// (5 = Atelectasis, Cardiomegaly, Consolidation, Edema, Pleural Effusion),
 /// ``per_observation`` (name -> F1), ``support`` (name -> reference
-/// positives) and ``n``.
+/// positives) and ``n``. Empty lists raise ValueError (no studies).
 #[pyfunction]
 #[pyo3(signature = (hyps, refs, uncertain_as_positive = true, labeler = "rules", judge_base = None))]
 pub fn chexpert_f1<'py>(
@@ -106,6 +106,12 @@ pub fn chexpert_f1<'py>(
             hyps.len(),
             refs.len()
         )));
+    }
+    if refs.is_empty() {
+        // As chexpert_f1_bootstrap: an F1 over no studies is not 0, it is undefined.
+        return Err(PyValueError::new_err(
+            "no studies (hyps and refs are empty)",
+        ));
     }
     let policy = if uncertain_as_positive {
         UncertainPolicy::Positive

@@ -78,13 +78,26 @@ fn parse_metrics(specs: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<Metric>> {
     if let Ok(one) = specs.extract::<String>() {
         return Ok(vec![parse_metric(&one)?]);
     }
-    let list: Vec<String> = specs.extract().map_err(|_| {
+    let not_a_list = || {
         PyTypeError::new_err(format!(
             "metrics must be a list of metric specs such as ['chamfer', 'ot'], got {}",
             type_name(specs)
         ))
-    })?;
-    list.iter().map(|s| parse_metric(s)).collect()
+    };
+    let items = specs.try_iter().map_err(|_| not_a_list())?;
+    let mut out = Vec::new();
+    for (i, item) in items.enumerate() {
+        let item = item?;
+        // Name the item that is not a spec, not the list that holds it.
+        let spec: String = item.extract().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "metrics[{i}] must be a metric spec (a string such as 'chamfer'), got {}",
+                type_name(&item)
+            ))
+        })?;
+        out.push(parse_metric(&spec)?);
+    }
+    Ok(out)
 }
 
 fn check_dims(a: &EmbeddingSet, b: &EmbeddingSet) -> PyResult<()> {

@@ -7,7 +7,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use sdr_core::explain::ExplainOptions;
 use sdr_core::{parse_report, Metric, SdrError};
-use sdr_reward::{parse_reference, Explainer, Reference, RewardError};
+use sdr_reward::{parse_reference, Explainer, RewardError};
 
 use sdr_embed::{EmbedControl, EmbedError, SectionEmbedder};
 
@@ -15,14 +15,16 @@ use crate::error::ToPy;
 use crate::reward::CallableEmbedder;
 
 /// ``_explain_json(candidate, reference, embed, metric, threshold)``: the
-/// explanation as JSON. ``embed(texts: list[str])`` must return an array
+/// explanation as JSON. ``reference`` is a report string or a mapping with
+/// ``"findings"`` and ``"impression"`` strings (read as ``score`` reads it,
+/// not rebuilt as text). ``embed(texts: list[str])`` must return an array
 /// (numpy, torch, or anything ``numpy.asarray`` takes) of shape ``(len(texts), d)``.
 #[pyfunction]
 #[pyo3(name = "_explain_json", signature = (candidate, reference, embed, metric = "chamfer", threshold = None, cost = "cosine"))]
 pub fn explain_json(
     py: Python<'_>,
     candidate: String,
-    reference: String,
+    reference: Bound<'_, PyAny>,
     embed: Bound<'_, PyAny>,
     metric: &str,
     threshold: Option<f64>,
@@ -33,7 +35,8 @@ pub fn explain_json(
     let cost = sdr_clinical::parse_cost(cost).py()?;
     let explainer = Explainer::new(options, &cost).py()?;
     // One reference: its errors name no index (parse_reference's say "reference N: ").
-    let reference = match parse_reference(&Reference::Report(&reference), 0) {
+    let reference = crate::reward::reference_arg(0, &reference)?;
+    let reference = match parse_reference(&reference.as_reference(), 0) {
         Ok(r) => r,
         Err(RewardError::Core(SdrError::EmptySection { section, .. })) => {
             return Err(PyValueError::new_err(format!(

@@ -78,7 +78,9 @@ pub fn check_cost(cost: &str) -> PyResult<String> {
 /// The completion inside an OpenRLHF query (prompt + completion, decoded
 /// with its special tokens): what follows ``prompt`` when the query starts
 /// with it (a beginning-of-sequence token only the query has set aside), else
-/// the whole query, without the special tokens at its end (``<|im_end|>``,
+/// what follows the last occurrence of the longest end of ``prompt`` (16
+/// bytes at least) found in the query (a prompt cut from the left), else the
+/// whole query; without the special tokens at its end (``<|im_end|>``,
 /// ``</s>``, ...). The same rule as ``sdr serve``'s ``/v1/openrlhf``.
 #[pyfunction]
 #[pyo3(signature = (query, prompt = None))]
@@ -352,7 +354,7 @@ impl SentenceEncoder for CallableEmbedder {
 /// A reference as ``score`` takes it: a whole report (a string), or its two
 /// sections (a mapping with ``"findings"`` and ``"impression"`` strings), so
 /// that one call scores a batch that mixes both, as verl's can.
-fn reference_arg(i: usize, value: &Bound<'_, PyAny>) -> PyResult<OwnedReference> {
+pub(crate) fn reference_arg(i: usize, value: &Bound<'_, PyAny>) -> PyResult<OwnedReference> {
     if let Ok(text) = value.extract::<String>() {
         return Ok(OwnedReference::Report(text));
     }

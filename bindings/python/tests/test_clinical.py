@@ -159,3 +159,8 @@ def test_adapters_check_their_inputs(monkeypatch, fresh):
     with pytest.raises(TypeError):
         clinical.chexbert_f1("a", "b")
     assert FakeCheXbert.loads == 0
+
+
+def test_chexpert_f1_of_no_studies_raises_as_the_bootstrap_does():
+    with pytest.raises(ValueError, match="no studies"):
+        sdr_rewards.chexpert_f1([], [])

@@ -341,3 +341,16 @@ def test_ctrl_c_stops_a_batch_within_its_long_pair():
     late = time.perf_counter() - sent[0]
     timer.join()
     assert late < 1.0, late
+
+
+def test_a_bad_item_of_metrics_is_named():
+    a = np.eye(3, 8, dtype=np.float32) + 0.1
+    b = np.eye(4, 8, dtype=np.float32) + 0.1
+    with pytest.raises(TypeError, match=r"^metrics\[1\] must be a metric spec .*got NoneType"):
+        sdr_rewards.distances(a, b, ["chamfer", None])
+    with pytest.raises(TypeError, match="metrics must be a list of metric specs"):
+        sdr_rewards.distances(a, b, 3)
+    # Keys are canonical specs, as the README says.
+    assert list(sdr_rewards.distances(a, b, ["sinkhorn", "hung-pen:alpha=0.10"])) == [
+        "sinkhorn:eps=0.1", "hung-pen:alpha=0.1"
+    ]

@@ -212,3 +212,77 @@ def test_explain_and_the_reward_use_the_reward_precision():
     assert r.last_explanation[0]["missing"] == {"findings": ["Midline sternotomy XXXX."]}
     keys = list(explain_module._ENCODERS)
     assert keys and all(k[2:] == ("cpu", "bf16") for k in keys), keys
+
+
+# -- explain=True never fails the reward call (audit item 1) ---------------------
+
+REF_NO_IMPRESSION = "<think>Heart size is normal. Small right pleural effusion.</think><answer></answer>"
+GOOD_EFFUSION = "<think>Heart is normal. Small right effusion.</think><answer>Effusion.</answer>"
+
+
+def test_explain_follows_the_missing_section_policy(caplog):
+    plain = sdr_rewards.SDRReward(missing_section="score")
+    r = sdr_rewards.SDRReward(missing_section="score", explain=True)
+    columns = {}
+    with caplog.at_level(logging.INFO, logger="sdr_rewards"):
+        got = r(
+            prompts=["p", "p"],
+            completions=[GOOD_EFFUSION, GOOD],
+            solution=[REF_NO_IMPRESSION, REF],
+            log_extra=lambda k, v: columns.__setitem__(k, v),
+        )
+    assert got == plain(prompts=["p", "p"], completions=[GOOD_EFFUSION, GOOD], solution=[REF_NO_IMPRESSION, REF])
+    rows = {row["index"]: row for row in r.last_explanation}
+    assert "is empty" in rows[0]["note"] and rows[0]["missing"] == {} and rows[0]["unsupported"] == {}
+    assert "note" not in rows[1]  # the other reference is explained as before
+    assert columns["sdr_chamfer/missing"][0].startswith("not explained:")
+    # Expected under the policy: not a warning.
+    assert not [x for x in caplog.records if x.levelno >= logging.WARNING]
+
+
+def test_explain_with_reference_columns_and_an_empty_value():
+    r = sdr_rewards.SDRReward(missing_section="score", explain=True, reference_columns=("f", "i"))
+    got = r(prompts=["p"], completions=[GOOD_EFFUSION], f=["Heart size is normal."], i=[""])
+    assert len(got) == 1 and got[0] > 0
+    assert "is empty" in r.last_explanation[0]["note"]
+
+
+def test_a_failure_to_explain_is_a_warning_not_an_exception(monkeypatch, caplog):
+    ex = importlib.import_module("sdr_rewards.explain")
+
+    def broken(*a, **k):
+        raise RuntimeError("encoder blew up")
+
+    monkeypatch.setattr(ex, "explain", broken)
+    r = sdr_rewards.SDRReward(explain=True)
+    with caplog.at_level(logging.WARNING, logger="sdr_rewards"):
+        got = r(prompts=["p"], completions=[GOOD], solution=[REF])
+    assert got == sdr_rewards.SDRReward()(prompts=["p"], completions=[GOOD], solution=[REF])
+    assert "encoder blew up" in r.last_explanation[0]["note"]
+    assert any("encoder blew up" in x.getMessage() for x in caplog.records if x.levelno == logging.WARNING)
+
+    # Even a failure outside the rows is only logged.
+    monkeypatch.setattr(importlib.import_module("sdr_rewards.reward"), "log_worst", broken)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="sdr_rewards"):
+        assert r(prompts=["p"], completions=[GOOD], solution=[REF]) == got
+    assert r.last_explanation == []
+    assert any("could not explain" in x.getMessage() for x in caplog.records)
+
+
+def test_section_references_are_explained_as_scored_not_rebuilt_as_text():
+    # A Findings text holding "Impression:" (MIMIC section splits do this) was rebuilt
+    # as "Findings: ...\nImpression: ..." and split again at the wrong place.
+    findings, impression = "Heart normal. Impression: see below.", "Small effusion."
+    logged = {}
+    r = sdr_rewards.SDRReward(explain=1, reference_columns=("f", "i"))
+    r(prompts=["p"], completions=[GOOD_EFFUSION], f=[findings], i=[impression], log_extra=logged.__setitem__)
+    e = sdr_rewards.explain(GOOD_EFFUSION, {"findings": findings, "impression": impression})
+    assert [s["sentence"] for s in e["sections"]["impression"]["reference"]] == [impression]
+    assert not any("see below" in x for x in r.last_explanation[0]["missing"].get("impression", []))
+    assert set(r.last_explanation[0]["missing"].get("impression", [])) <= {impression}
+    r2 = sdr_rewards.SDRReward(explain=1)
+    r2(prompts=["p"], completions=[GOOD_EFFUSION], solution=[{"findings": findings, "impression": impression}])
+    assert r2.last_explanation[0]["missing"] == r.last_explanation[0]["missing"]
+    with pytest.raises(TypeError, match="'impression'"):
+        sdr_rewards.explain(GOOD, {"findings": "x."})

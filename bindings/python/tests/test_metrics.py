@@ -207,3 +207,16 @@ def test_paired_bootstrap():
     assert set(cis) == {"macro_f1_14", "micro_f1_14", "macro_f1_5", "micro_f1_5"}
     with pytest.raises(ValueError, match="paired by position"):
         metrics.chexpert_f1_bootstrap(refs, refs[:3], refs)
+
+
+def test_paired_bootstrap_names_a_non_finite_value_and_takes_arrays():
+    import numpy as np
+
+    with pytest.raises(ValueError, match=r"^policy\[1\] is not finite \(nan\)"):
+        metrics.paired_bootstrap([0.1, float("nan"), 0.3], [0.1, 0.1, 0.2])
+    with pytest.raises(ValueError, match=r"^baseline\[0\] is not finite \(inf\)"):
+        metrics.paired_bootstrap([0.1], [float("inf")])
+    policy, baseline = [1.1, 2.2, 3.3, 4.4], [1.0, 2.0, 3.0, 4.0]
+    assert metrics.paired_bootstrap(np.array(policy), np.array(baseline, dtype=np.float32)) == pytest.approx(
+        metrics.paired_bootstrap(policy, [float(np.float32(b)) for b in baseline])
+    )

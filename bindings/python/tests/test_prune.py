@@ -57,7 +57,7 @@ def test_bad_arguments_raise_value_error(corpus, tmp_path):
     with pytest.raises(ValueError, match="metric"):
         sdr_rewards.PruneScorer(corpus, "nope", encoder="hash-16")
     # The spec named once, as sdr_rewards.distance names it.
-    with pytest.raises(ValueError, match=r"^metric `pot:rho=2`: `rho` must be in \(0, 1\], got 2$"):
+    with pytest.raises(ValueError, match=r"^metric `pot:rho=2`: `rho` must be `adaptive` or in \(0, 1\], got 2$"):
         sdr_rewards.PruneScorer(corpus, "pot:rho=2", encoder="hash-16")
     with pytest.raises(ValueError):
         sdr_rewards.PruneScorer(corpus, "chamfer", "worst", encoder="hash-16")

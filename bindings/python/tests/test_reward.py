@@ -346,3 +346,71 @@ def test_ctrl_c_stops_a_long_score_and_keeps_what_was_embedded(encoder):
     out = r.score(head, references=[REF] * 64)
     assert out["reward"] == pytest.approx(sdr_rewards.SDRReward().score(head, references=[REF] * 64)["reward"], abs=1e-6)
     assert r.last_stats()["embedded"] == 0
+
+
+# -- audit fixes ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("option", ["exact", "distinct_sentences"])
+def test_string_flags_are_parsed_not_truth_tested(option):
+    # bool("false") is True: verl's reward_kwargs can arrive as strings.
+    for text, value in [("false", False), ("False", False), ("0", False), ("no", False),
+                        ("true", True), ("1", True), ("YES", True), (False, False), (True, True),
+                        (np.bool_(True), True), (1, True), (0, False)]:
+        got = getattr(sdr_rewards.SDRReward(**{option: text}), option)
+        assert got is value, (text, got)
+    with pytest.raises(ValueError, match=f"{option}='maybe'"):
+        sdr_rewards.SDRReward(**{option: "maybe"})
+    for bad in (None, 2, 0.0, [True]):
+        with pytest.raises(TypeError, match=f"{option} must be a bool"):
+            sdr_rewards.SDRReward(**{option: bad})
+
+
+def test_an_encoder_spec_pickles_as_its_name(tmp_path, monkeypatch):
+    (tmp_path / "audit_enc_mod.py").write_text(
+        "import numpy as np\n"
+        "class Enc:\n"
+        "    def __init__(self):\n"
+        "        self.weights = np.ones((1024, 1024))  # 8 MiB a pickle must not carry\n"
+        "    def __call__(self, sentences):\n"
+        "        return np.array([[len(s) % 7 + 1.0, 1.0, float(len(s.split()))] for s in sentences])\n"
+        "ENCODER = Enc()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import audit_enc_mod
+
+    r = sdr_rewards.SDRReward(encoder="audit_enc_mod:ENCODER")
+    assert r.encoder is audit_enc_mod.ENCODER  # resolved (a typo fails at construction)
+    assert r.config()["encoder"] == "audit_enc_mod:ENCODER"
+    blob = pickle.dumps(r)
+    assert len(blob) < 100_000
+    clone = pickle.loads(blob)
+    assert clone.encoder is audit_enc_mod.ENCODER and clone.config() == r.config()
+    assert clone.score([GOOD], references=[REF]) == r.score([GOOD], references=[REF])
+    assert "audit_enc_mod:ENCODER" in repr(r)
+    # A callable given directly is pickled by value, as before.
+    direct = sdr_rewards.SDRReward(encoder=audit_enc_mod.ENCODER)
+    assert direct.config()["encoder"] is audit_enc_mod.ENCODER
+
+
+def test_small_validation_gaps(reward):
+    # numbers.Real: NumPy float32 weights and cache sizes.
+    r = sdr_rewards.SDRReward(format_weight=np.float32(0.5), clinical_weight=np.float32(0.25),
+                              cache_mib=np.float32(16), cache_save_interval=np.int64(5))
+    assert (r.format_weight, r.clinical_weight, r.cache_mib, r.cache_save_interval) == (0.5, 0.25, 16.0, 5.0)
+    with pytest.raises(TypeError, match="format_weight must be a number"):
+        sdr_rewards.SDRReward(format_weight=np.bool_(True))
+    with pytest.raises(TypeError, match="name must be a string, got int"):
+        sdr_rewards.SDRReward(name=123)
+    with pytest.raises(TypeError, match="completions must be a list .* got None"):
+        reward.score(None, references=[REF])
+    # NumPy arrays of references, as of completions.
+    refs = np.array([REF, REF_PLAIN], dtype=object)
+    assert reward.score(np.array([GOOD, GOOD], dtype=object), references=refs) == reward.score(
+        [GOOD, GOOD], references=[REF, REF_PLAIN]
+    )
+    split = reward.score([GOOD], findings=np.array(["Heart size is normal."]), impression=np.array(["Normal."]))
+    assert split["reward"][0] > 0
+    # A callable encoder with cache_path needs encoder_id: refused when the reward is made.
+    with pytest.raises(ValueError, match="encoder_id"):
+        sdr_rewards.SDRReward(encoder=lambda s: np.ones((len(s), 3)), cache_path="x.bin")

@@ -8,7 +8,7 @@ import sdr_rewards
 import sdr_rewards.verl
 from conftest import GOOD, MALFORMED, OTHER, REF
 
-KEYS = {"score", "format", "findings", "impression"}
+KEYS = {"score", "format", "findings", "impression", "unconverged", "failed"}
 
 
 def test_keys_on_every_sample():
@@ -171,3 +171,44 @@ def test_a_bad_ground_truth_in_a_mixed_batch_is_named_by_its_sample():
         )
     with pytest.raises(ValueError, match=r"^reference 2: "):
         sdr_rewards.verl.compute_score(solution_strs=[GOOD] * 3, ground_truths=[sections, REF, "junk"])
+
+
+# -- audit fixes ---------------------------------------------------------------
+
+
+def test_string_flags_in_reward_kwargs_are_parsed():
+    # A quoted YAML value, a JSON/CLI override: reward_kwargs can arrive as strings.
+    plain = sdr_rewards.verl.compute_score("d", GOOD, REF, None)
+    assert sdr_rewards.verl.compute_score("d", GOOD, REF, None, exact="false") == plain
+    assert sdr_rewards.verl.compute_score("d", GOOD, REF, None, exact="true")["score"] == pytest.approx(
+        sdr_rewards.SDRReward(exact=True).score([GOOD], references=[REF])["reward"][0]
+    )
+    with pytest.raises(ValueError, match="distinct_sentences='sometimes'"):
+        sdr_rewards.verl.compute_score("d", GOOD, REF, None, distinct_sentences="sometimes")
+
+
+def test_clinical_unconverged_and_failed_are_returned():
+    import warnings
+
+    ref = (
+        "<think>Heart size is normal. There is a small right pleural effusion. No pneumothorax. "
+        "Mild degenerative changes of the spine. Lungs are clear.</think><answer>Small right effusion.</answer>"
+    )
+    c = (
+        "<think>Heart is normal. Small right effusion. Bones intact. Lungs clear. No acute findings. "
+        "Mediastinum normal.</think><answer>Effusion.</answer>"
+    )
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        out = sdr_rewards.verl.compute_score(
+            "d", c, ref, {}, metric="uot:eps=0.001,tau=100", clinical_weight=0.5
+        )
+    assert set(out) == KEYS | {"clinical"}
+    assert all(isinstance(v, float) for v in out.values())
+    assert out["unconverged"] >= 1 and out["failed"] == 0.0
+    assert out["score"] == pytest.approx(out["format"] + out["findings"] + out["impression"] + 0.5 * out["clinical"])
+    assert any("unconverged" in str(x.message) for x in w)
+    batch = sdr_rewards.verl.compute_score_batch(
+        solution_strs=[c, GOOD], ground_truths=[ref, REF], metric="uot:eps=0.001,tau=100", clinical_weight=0.5
+    )
+    assert [set(b) for b in batch] == [KEYS | {"clinical"}] * 2

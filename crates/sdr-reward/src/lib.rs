@@ -36,7 +36,7 @@ pub use explain::Explainer;
 pub use missing::{Gaps, MissingSection};
 pub use parallel::{beside, install, parallelism, set_parallelism};
 pub use persist::{open_cache, LoadOutcome, PersistentCache};
-pub use query::completion_of;
+pub use query::{completion_match, completion_of, PromptMatch, MIN_PROMPT_END};
 pub use reference::{parse_reference, OwnedReference, Reference, ReferenceSections, ReferenceText};
 pub use scorer::{
     BatchStats, RewardOptions, Scorer, DEFAULT_CACHE_MIB, DEFAULT_ENCODE_CHUNK, MAX_WEIGHT,

@@ -7,8 +7,10 @@
 //!   `{"rewards": [...], "scores": [...], "extra_logs": {"format": [...],
 //!   "findings": [...], "impression": [...]}}`. OpenRLHF's `query` is prompt +
 //!   completion: when `query[i]` starts with `prompts[i]` that prefix is
-//!   stripped, otherwise the whole query is parsed as the completion (so a
-//!   prompt outside the template tags makes it malformed: reward 0); the
+//!   stripped; else what follows the longest end of the prompt found in the
+//!   query (at least `sdr_reward::MIN_PROMPT_END` bytes: OpenRLHF cuts long
+//!   prompts from the left); else the whole query is parsed as the completion
+//!   (so a prompt outside the template tags makes it malformed: reward 0); the
 //!   special tokens OpenRLHF decodes with it (a BOS token the prompt lacks,
 //!   EOS tokens at the end) are set aside (`sdr_reward::completion_of`). `prompts`
 //!   may be omitted (whole queries are parsed). `labels` are the reference

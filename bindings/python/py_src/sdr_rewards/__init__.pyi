@@ -1,7 +1,17 @@
 # Type stubs of the public `sdr_rewards` API (checked against the built module by
 # tests/test_stubs.py).
+#
+# Typing-only names: the TypedDicts (ParsedReport, SentenceExplanation,
+# SectionExplanation, ExplainedSections, Explanation, ConsistencyStatement,
+# ConsistencyIssue, FindingsConsistency, FindingsSelection, ChexpertF1,
+# ScoreResult) and the alias Completion exist for type checkers only: the
+# runtime returns plain dicts. Import them under `if typing.TYPE_CHECKING:`
+# (`from sdr_rewards import Explanation` fails at run time). They are not in
+# `__all__`.
 import os
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, TypedDict, TypeVar, Union, overload
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, TypedDict, TypeVar, Union, final, overload
+
+from typing_extensions import NotRequired
 
 import numpy as np
 import numpy.typing as npt
@@ -49,6 +59,7 @@ class SentenceExplanation(TypedDict, total=False):
     mass: float  # plan-based metrics only
     nearest: int
     nearest_cost: float
+    conflict: str  # cost="clinical" only: the finding of the other section that conflicts
 
 class SectionExplanation(TypedDict):
     distance: float
@@ -69,6 +80,7 @@ class Explanation(TypedDict):
     format_valid: bool
     reward: float
     sections: Optional[ExplainedSections]
+    cost: NotRequired[str]  # when the cost is not "cosine"
 
 def clinical_conflicts(a: List[str], b: List[str]) -> Dict[str, List[Optional[Dict[str, Any]]]]: ...
 
@@ -111,7 +123,7 @@ def select_by_findings(
 ) -> FindingsSelection: ...
 def explain(
     candidate: str,
-    reference: str,
+    reference: Union[str, Mapping[str, str]],
     metric: str = "chamfer",
     threshold: Optional[float] = None,
     *,
@@ -174,13 +186,15 @@ def register_cost(name: str, factory: None = None, *, params: str = "") -> Calla
 @overload
 def register_cost(name: str, factory: _F, *, params: str = "") -> _F: ...
 
+@final
 class Encoder:
-    def __init__(
-        self,
+    # A pyo3 class: constructed by __new__ (stubtest checks it against the runtime).
+    def __new__(
+        cls,
         model_dir: Optional[Union[str, os.PathLike[str]]] = None,
         device: str = "cpu",
         precision: str = "f32",
-    ) -> None: ...
+    ) -> "Encoder": ...
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
     @property
     def dim(self) -> int: ...
@@ -197,9 +211,10 @@ class Encoder:
     def cache_info(self) -> Dict[str, int]: ...
     def clear_cache(self) -> None: ...
 
+@final
 class PruneScorer:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         corpus: _Path,
         metric: str = "chamfer",
         agg: str = "min",
@@ -208,12 +223,22 @@ class PruneScorer:
         model_dir: Optional[_Path] = None,
         device: str = "cpu",
         precision: str = "f32",
-    ) -> None: ...
+    ) -> "PruneScorer": ...
     @property
     def policy(self) -> str: ...
     def score(
         self, partials: Sequence[Tuple[Sequence[str], Sequence[str]]]
     ) -> Dict[str, Any]: ...
+
+class ScoreResult(TypedDict):
+    reward: List[float]
+    format: List[float]
+    findings: List[float]
+    impression: List[float]
+    clinical: NotRequired[List[float]]  # clinical_weight > 0
+    unconverged: List[int]
+    failed: List[int]
+    missing_sections: NotRequired[List[int]]  # missing_section="score"
 
 class SDRReward:
     __name__: str
@@ -273,7 +298,7 @@ class SDRReward:
         references: Optional[Sequence[Union[str, Mapping[str, Any]]]] = None,
         findings: Optional[Sequence[str]] = None,
         impression: Optional[Sequence[str]] = None,
-    ) -> Dict[str, List[float]]: ...
+    ) -> ScoreResult: ...
     def last_stats(self) -> Dict[str, float]: ...
     def cache_info(self) -> Dict[str, Any]: ...
     def save_cache(self) -> int: ...
@@ -281,11 +306,13 @@ class SDRReward:
 
 __all__ = [
     "METRICS",
+    "clinical_conflicts",
     "Encoder",
     "PruneScorer",
     "SDRReward",
     "__version__",
     "build_corpus",
+    "check_device",
     "chexpert_f1",
     "completion_text",
     "distance",
@@ -293,10 +320,13 @@ __all__ = [
     "distance_batch",
     "distances_batch",
     "explain",
+    "findings_consistency",
     "get_parallelism",
     "label",
     "merge_corpus",
     "parse_report",
+    "register_cost",
+    "select_by_findings",
     "set_parallelism",
     "split_sentences",
 ]

@@ -21,7 +21,7 @@ import json
 import logging
 import os
 import threading
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _sdr
 from .completion import completion_text
@@ -63,7 +63,7 @@ def _embedder(encoder: Any, model_dir: Any, device: str = "cpu", precision: str 
 
 def explain(
     candidate: str,
-    reference: str,
+    reference: Union[str, Mapping[str, str]],
     metric: str = "chamfer",
     threshold: Optional[float] = None,
     *,
@@ -76,7 +76,9 @@ def explain(
     """Explain the reward of `candidate` against `reference`.
 
     Both are report texts: the ``<think>F</think><answer>I</answer>`` template
-    or ``Findings:`` / ``Impression:`` text, parsed as the reward parses them.
+    or ``Findings:`` / ``Impression:`` text, parsed as the reward parses them;
+    `reference` may also be a dict ``{"findings": ..., "impression": ...}``, its
+    sections taken as they are (as ``SDRReward.score`` takes one).
     `metric` is a spec of ``sdr_rewards.METRICS``; `threshold` is tau, the
     nearest-neighbour cosine cost above which a sentence counts as missing or
     unsupported (``None``: the default derived on IU X-ray, SPEC §9).
@@ -106,9 +108,24 @@ def explain(
     A bad metric or cost, a threshold outside [0, 1] or a reference without both
     sections raises ``ValueError``; a non-string text ``TypeError``.
     """
-    for label, text in (("candidate", candidate), ("reference", reference)):
-        if not isinstance(text, str):
-            raise TypeError(f"{label} must be a string, got {type(text).__name__}")
+    if not isinstance(candidate, str):
+        raise TypeError(f"candidate must be a string, got {type(candidate).__name__}")
+    if isinstance(reference, Mapping):
+        # Its two sections as they are: not rebuilt as text and parsed again.
+        sections = {}
+        for key in ("findings", "impression"):
+            if not isinstance(reference.get(key), str):
+                raise TypeError(
+                    f"reference: a dict needs 'findings' and 'impression' strings, "
+                    f"got {type(reference.get(key)).__name__} for {key!r}"
+                )
+            sections[key] = reference[key]
+        reference = sections
+    elif not isinstance(reference, str):
+        raise TypeError(
+            f"reference must be a string (a report) or a dict {{'findings', 'impression'}}, "
+            f"got {type(reference).__name__}"
+        )
     if not isinstance(metric, str):
         raise TypeError(f"metric must be a string, got {type(metric).__name__}")
     if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))):
@@ -141,6 +158,19 @@ def compact(by_section: Dict[str, List[str]], width: int = 300) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+# How the Rust side says that a reference lacks a section (`sdr_reward::missing`).
+_EMPTY_SECTION = "is empty"
+
+
+def _reference(reward: Any, columns: Dict[str, Any], i: int) -> Union[str, Dict[str, str]]:
+    """Reference `i` of the batch as the reward scored it: a report string, or
+    its sections (``reference_columns``, a section dict), never rebuilt as text."""
+    if reward.reference_columns is not None:
+        fcol, icol = reward.reference_columns
+        return {"findings": columns[fcol][i], "impression": columns[icol][i]}
+    return columns[reward.reference_column][i]
+
+
 def log_worst(
     reward: Any,
     completions: Sequence[Any],
@@ -154,31 +184,40 @@ def log_worst(
     ``<name>/missing`` and ``<name>/unsupported``: one string per completion,
     ``"F: ... | I: ..."`` for the explained ones and ``""`` for the others.
     Without ``log_extra`` the table goes to the ``sdr_rewards`` logger (INFO).
-    Returns the rows: ``{"index", "reward", "missing", "unsupported"}``."""
+    Returns the rows: ``{"index", "reward", "missing", "unsupported"}``.
+
+    A row that cannot be explained is kept with empty ``missing`` and
+    ``unsupported`` and a ``"note"`` saying why (its ``<name>/missing`` cell
+    shows the note): a reference without Findings or Impression under
+    ``missing_section="score"`` (logged at INFO), anything else at WARNING.
+    Nothing here raises into the reward call."""
     n = len(completions)
-    if reward.reference_columns is not None:
-        fcol, icol = reward.reference_columns
-        references = [f"Findings: {f}\nImpression: {i}" for f, i in zip(columns[fcol], columns[icol])]
-    else:
-        # A section dict (which `score` takes) is explained as the report it stands for.
-        references = [
-            r if isinstance(r, str) else f"Findings: {r['findings']}\nImpression: {r['impression']}"
-            for r in columns[reward.reference_column]
-        ]
     rewards, valid = out["reward"], out["format"]
     order = sorted((i for i in range(n) if valid[i] > 0), key=lambda i: (rewards[i], i))
     rows = []
     for i in order[: reward.explain]:
-        e = explain(
-            completion_text(completions[i]),
-            references[i],
-            reward.metric,
-            encoder=reward.encoder,
-            model_dir=reward.model_dir,
-            device=reward.device,
-            precision=reward.precision,
-            cost=getattr(reward, "cost", "cosine"),
-        )
+        # Explaining is logging: a row that cannot be explained is skipped with a
+        # note (in `rows`, the columns and the log), never raised from the reward.
+        try:
+            e = explain(
+                completion_text(completions[i]),
+                _reference(reward, columns, i),
+                reward.metric,
+                encoder=reward.encoder,
+                model_dir=reward.model_dir,
+                device=reward.device,
+                precision=reward.precision,
+                cost=getattr(reward, "cost", "cosine"),
+            )
+        except Exception as exc:  # noqa: BLE001 - see above
+            note = f"not explained: {exc}"
+            if getattr(reward, "missing_section", "error") == "score" and _EMPTY_SECTION in str(exc):
+                # The reward scored this reference under its policy; nothing went wrong.
+                _log.info("%s: completion %d %s", reward.__name__, i, note)
+            else:
+                _log.warning("%s: completion %d %s", reward.__name__, i, note)
+            rows.append({"index": i, "reward": rewards[i], "missing": {}, "unsupported": {}, "note": note})
+            continue
         rows.append(
             {
                 "index": i,
@@ -190,7 +229,7 @@ def log_worst(
     if callable(log_extra):
         missing, unsupported = [""] * n, [""] * n
         for r in rows:
-            missing[r["index"]] = compact(r["missing"])
+            missing[r["index"]] = r["note"][:300] if "note" in r else compact(r["missing"])
             unsupported[r["index"]] = compact(r["unsupported"])
         log_extra(f"{reward.__name__}/missing", missing)
         log_extra(f"{reward.__name__}/unsupported", unsupported)
@@ -204,6 +243,6 @@ def format_table(rows: Sequence[Dict[str, Any]]) -> str:
     lines = [f"{'#':>4}  {'reward':>6}  missing  //  unsupported"]
     for r in rows:
         lines.append(
-            f"{r['index']:>4}  {r['reward']:>6.3f}  {compact(r['missing']) or '-'}  //  {compact(r['unsupported']) or '-'}"
+            f"{r['index']:>4}  {r['reward']:>6.3f}  {r.get('note') or compact(r['missing']) or '-'}  //  {compact(r['unsupported']) or '-'}"
         )
     return "\n".join(lines)

@@ -30,6 +30,8 @@ weights raise ``RuntimeError`` saying what to install.
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -267,13 +269,20 @@ def corpus(
 
 
 def _floats(values: Any, name: str) -> List[float]:
+    """A list of finite numbers from a list, a tuple or a 1-D NumPy array; a bad
+    item is named by `name` and its index."""
+    if type(values).__module__ == "numpy" and getattr(values, "ndim", None) == 1:
+        values = values.tolist()
     if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple)):
-        raise TypeError(f"{name} must be a list of numbers, got {type(values).__name__}")
+        raise TypeError(f"{name} must be a list (or 1-D array) of numbers, got {type(values).__name__}")
     out = []
     for i, v in enumerate(values):
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
             raise TypeError(f"{name} item {i} must be a number, got {type(v).__name__}")
-        out.append(float(v))
+        x = float(v)
+        if not math.isfinite(x):
+            raise ValueError(f"{name}[{i}] is not finite ({x})")
+        out.append(x)
     return out
 
 

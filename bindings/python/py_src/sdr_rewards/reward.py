@@ -11,7 +11,10 @@ with R_sem^S = 1 - min(D(E^S(completion), E^S(reference)), 1) and R_sem = 0
 from __future__ import annotations
 
 import atexit
+import logging
+import numbers
 import os
+import sys
 import threading
 import weakref
 import time
@@ -26,6 +29,43 @@ from . import missing_section as _missing_section
 
 _COMPONENTS = ("format", "findings", "impression")
 
+_log = logging.getLogger("sdr_rewards")
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def check_flag(value: Any, name: str) -> bool:
+    """A yes/no option: a bool (or NumPy bool), the integer 0 or 1, or a string ``1/true/yes/on`` or
+    ``0/false/no/off`` (any case), as ``sdr_rewards.config`` reads the ``SDR_*``
+    variables: verl's ``reward_kwargs`` can arrive as strings, and ``bool("false")``
+    is True. Anything else raises (TypeError, or ValueError for another string)."""
+    if isinstance(value, bool):
+        return value
+    if _numpy_bool(value):
+        return bool(value)
+    if isinstance(value, numbers.Integral) and value in (0, 1):
+        # A YAML/JSON 0 or 1, as the strings "0" and "1".
+        return bool(value)
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in _TRUE:
+            return True
+        if text in _FALSE:
+            return False
+        raise ValueError(f"{name}={value!r}: expected True/False (or 'true'/'false', '1'/'0', 'yes'/'no')")
+    raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+
+
+def _numpy_bool(value: Any) -> bool:
+    np = sys.modules.get("numpy")  # only a value of an imported numpy can be one
+    return np is not None and isinstance(value, np.bool_)
+
+
+def _real(value: Any) -> bool:
+    """A real number (int, float, NumPy float32, ...), not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and not _numpy_bool(value)
+
 
 PRECISIONS = ("f32", "bf16")
 
@@ -38,7 +78,16 @@ def check_precision(precision: Any) -> str:
     return precision
 
 
+def _rows(values: Any) -> Any:
+    """A 1-D NumPy array (verl and datasets hand columns over as object arrays)
+    as a list, as ``completions`` takes one; anything else as it is."""
+    if type(values).__module__ == "numpy" and getattr(values, "ndim", None) == 1:
+        return values.tolist()
+    return values
+
+
 def _strings(values: Any, column: str) -> List[str]:
+    values = _rows(values)
     if isinstance(values, str) or not isinstance(values, (list, tuple)):
         raise TypeError(f"column {column!r} must be a list of strings, got {type(values).__name__}")
     out = []
@@ -53,6 +102,7 @@ def _references(values: Any) -> List[Union[str, Dict[str, str]]]:
     """References as ``score`` takes them: report strings, or ``{"findings",
     "impression"}`` mappings (other keys ignored), mixed as they come. A bad one
     is named ``reference N``, as the Rust side names a reference it refuses."""
+    values = _rows(values)
     if isinstance(values, str) or not isinstance(values, (list, tuple)):
         raise TypeError(
             f"references must be a list of reports (strings) or "
@@ -94,7 +144,10 @@ class SDRReward:
     format_weight, semantic_weight : float
         lambda_fmt and lambda_sem (paper: 1 and 1); finite and >= 0.
     exact : bool
-        Use the exact-match baseline R_exact for the section terms.
+        Use the exact-match baseline R_exact for the section terms. Like
+        `distinct_sentences`, a bool or a string ``"true"``/``"false"``,
+        ``"1"``/``"0"``, ``"yes"``/``"no"`` (verl's ``reward_kwargs`` may arrive as
+        strings); anything else raises.
     model_dir : str, optional
         Model folder (default: ``$SDR_MODEL``, then
         ``~/.cache/sdr/models/all-mpnet-base-v2``).
@@ -113,7 +166,9 @@ class SDRReward:
         callable sees only the distinct sentences that are not cached, once per
         batch (and once at start-up, to learn ``d``). Rows need not be
         unit-norm. A string ``"package.module:attribute"`` names such a callable
-        to import (the form verl and OpenRLHF configurations pass). Without it,
+        to import (the form verl and OpenRLHF configurations pass); it is
+        imported when the reward is made and again in each process that
+        unpickles it (the pickle carries the name, not the model). Without it,
         SDR's own all-mpnet-base-v2 runs on ``device``.
     device : str
         Where SDR's own encoder runs: ``"cpu"`` (default), ``"cuda"`` or
@@ -155,7 +210,8 @@ class SDRReward:
         Seconds between saves (default 300).
     encoder_id : str, optional
         With a callable ``encoder``: a name for what it computes (model,
-        precision), which keys the cache. Required together with ``cache_path``.
+        precision), which keys the cache. Required together with ``cache_path``
+        (checked when the reward is made).
     explain : bool or int
         After each batch, explain the worst well-formed completions (True: 4,
         an int: that many) with ``sdr_rewards.explain`` and log their missing and
@@ -234,7 +290,7 @@ class SDRReward:
             ("semantic_weight", semantic_weight),
             ("clinical_weight", clinical_weight),
         ):
-            if isinstance(w, bool) or not isinstance(w, (int, float)):
+            if not _real(w):
                 raise TypeError(f"{label} must be a number, got {type(w).__name__}")
         canonical = _sdr.check_reward_options(
             metric, float(format_weight), float(semantic_weight), float(clinical_weight)
@@ -260,11 +316,11 @@ class SDRReward:
         self.reference_columns = reference_columns
         self.format_weight = float(format_weight)
         self.semantic_weight = float(semantic_weight)
-        self.exact = bool(exact)
-        self.distinct_sentences = bool(distinct_sentences)
+        self.exact = check_flag(exact, "exact")
+        self.distinct_sentences = check_flag(distinct_sentences, "distinct_sentences")
         self.clinical_weight = float(clinical_weight)
         for label, w in (("cache_mib", cache_mib), ("cache_save_interval", cache_save_interval)):
-            if isinstance(w, bool) or not isinstance(w, (int, float)) or not (0 <= w < float("inf")):
+            if not _real(w) or not (0 <= float(w) < float("inf")):
                 raise ValueError(f"{label} must be a finite number >= 0, got {w!r}")
         self.cache_mib = float(cache_mib)
         self.cache_path = None if cache_path is None else os.fspath(cache_path)
@@ -281,7 +337,20 @@ class SDRReward:
         self.missing_section = _missing_section.check_policy(missing_section)
         if encoder is not None and not callable(encoder) and not isinstance(encoder, str):
             raise TypeError(f"encoder must be a callable list[str] -> (n, d) array, got {type(encoder).__name__}")
+        # "module:attribute" is imported here (a typo fails now) and again in each
+        # process that unpickles the reward: the configuration keeps the spec, so a
+        # pickle carries the name, not the model.
+        self._encoder_spec: Optional[str] = encoder if isinstance(encoder, str) and encoder else None
         self.encoder = resolve_encoder(encoder)
+        if self.encoder is not None and self.cache_path is not None and self.encoder_id is None:
+            # The scorer's own check, made when the reward is, not at the first batch.
+            raise ValueError(
+                "cache_path with a callable encoder needs encoder_id= (a name that changes "
+                "whenever the callable's vectors would, e.g. 'st:all-mpnet-base-v2/bf16'): "
+                "a saved cache must never be read by another encoder"
+            )
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"name must be a string, got {type(name).__name__}")
         self.__name__ = name or ("sdr_exact" if self.exact else "sdr_" + canonical.split(":")[0])
         self.explain = check_worst(explain)
         self.last_explanation: List[Dict[str, Any]] = []
@@ -361,7 +430,7 @@ class SDRReward:
             "model_dir": self.model_dir,
             "reference_columns": self.reference_columns,
             "name": self.__name__,
-            "encoder": self.encoder,
+            "encoder": self._encoder_spec if self._encoder_spec is not None else self.encoder,
             "distinct_sentences": self.distinct_sentences,
             "clinical_weight": self.clinical_weight,
             "cache_mib": self.cache_mib,
@@ -421,6 +490,8 @@ class SDRReward:
         (KeyboardInterrupt) stops the call after the part under way; what was embedded
         stays in the sentence cache. A callable ``encoder=`` gets all of a batch's new
         sentences in one call, on the calling thread."""
+        if completions is None:
+            raise TypeError("completions must be a list of completions (strings or chat messages), got None")
         if isinstance(completions, (str, bytes)):
             # A string is a sequence of one-character completions.
             raise TypeError(
@@ -524,7 +595,11 @@ class SDRReward:
         if self.explain and not self.exact:
             # The worst completions' missing / unsupported sentences (sdr_rewards/explain.py),
             # after the timing: explaining is not part of the reward's cost.
-            self.last_explanation = log_worst(self, completions, kwargs, out, log_extra)
+            try:
+                self.last_explanation = log_worst(self, completions, kwargs, out, log_extra)
+            except Exception as e:  # noqa: BLE001 - explaining is logging, never the reward's failure
+                _log.warning("%s: could not explain this batch: %s: %s", self.__name__, type(e).__name__, e)
+                self.last_explanation = []
         return out["reward"]
 
     @staticmethod

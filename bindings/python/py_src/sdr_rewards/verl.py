@@ -36,8 +36,10 @@ bit-identical to one batched call of the same samples.
 ``solution_str`` is the decoded response, or a chat message (list) as
 ``SDRReward`` takes it (``reasoning_content`` becomes ``<think>...</think>``).
 The returned dict has ``score`` and the components ``format``, ``findings``,
-``impression`` on every sample (verl logs the extra keys), and
-``missing_sections`` with ``missing_section: score``.
+``impression``, ``unconverged`` and ``failed`` (sections scored with an
+unconverged solver's last iterate, or with no finite distance; SPEC §4) on
+every sample (verl logs the extra keys), ``clinical`` with a
+``clinical_weight``, and ``missing_sections`` with ``missing_section: score``.
 
 ``compute_score_batch`` scores a whole batch in one call, for code of your own
 (verl 0.9's trainer has no batch reward manager).
@@ -153,10 +155,30 @@ def _inputs(solutions: Sequence[Any], truths: Sequence[Any]) -> "tuple[List[str]
 
 
 def _dicts(res: Dict[str, List[Any]], n: int) -> List[Dict[str, float]]:
+    # Every key is a number on every sample of a configuration: verl collects the
+    # extra keys into per-key lists (reward_extra_info) and logs their means.
     keys = [("score", "reward"), ("format", "format"), ("findings", "findings"), ("impression", "impression")]
+    if "clinical" in res:
+        keys.append(("clinical", "clinical"))
     if "missing_sections" in res:
         keys.append(("missing_sections", "missing_sections"))
-    return [{ours: res[theirs][k] for ours, theirs in keys} for k in range(n)]
+    out = [{ours: res[theirs][k] for ours, theirs in keys} for k in range(n)]
+    for key in ("unconverged", "failed"):
+        # Sections scored with an unconverged solver's last iterate, or with no
+        # finite distance (term 0; SPEC §4), per sample; warned once per process.
+        values = res.get(key) or [0] * n
+        for k in range(n):
+            out[k][key] = float(values[k])
+        total = int(sum(values[:n]))
+        if total:
+            per_process.warn_once(
+                ("sdr_rewards.verl", key),
+                f"sdr_rewards.verl: {total} section(s) {key} (see SPEC §4: last iterate used / "
+                f"term 0); returned as {key!r} with each sample's score (warned once per process)",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+    return out
 
 
 def compute_score(

@@ -38,8 +38,9 @@ Reward of a completion against its reference (SPEC §4):
 Requests (JSON bodies):
   POST /get_reward (--path), OpenRLHF's remote reward protocol:
     {"query": [string], "prompts": [string], "labels": [string]}
-    query[i] is prompt + completion: when it starts with prompts[i], the rest is the completion,
-    otherwise the whole query is ("prompts" may be left out); end-of-sequence tokens at its end
+    query[i] is prompt + completion: when it starts with prompts[i], the rest is the completion;
+    else what follows the longest end of prompts[i] (16 bytes at least) found in it (OpenRLHF cuts
+    long prompts from the left); else the whole query ("prompts" may be left out); end-of-sequence tokens at its end
     (<|im_end|>, <|eot_id|>, </s>, <end_of_turn>, ...) and a BOS token that only the query
     starts with are not the completion's. labels[i] is the reference report,
     in the template or with "Findings:" / "Impression:" headers.
