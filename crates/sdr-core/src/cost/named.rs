@@ -28,11 +28,14 @@ impl NamedCost {
     /// assert_eq!(c.params().collect::<Vec<_>>(), [("weight", "0.5")]);
     /// assert!(NamedCost::parse("Length").is_err());
     /// assert!(NamedCost::parse("length:weight").is_err());
+    /// let twice = NamedCost::parse("length:weight=1,weight=2").unwrap_err();
+    /// assert_eq!(twice, "parameter `weight` given twice");
     /// ```
     ///
     /// # Errors
     /// A name that is not lower-case letters, digits and `-`, a parameter
-    /// that is not `key=value`, or a spec longer than [`NamedCost::MAX`].
+    /// that is not `key=value` or is given twice, or a spec longer than
+    /// [`NamedCost::MAX`].
     pub fn parse(spec: &str) -> Result<NamedCost, String> {
         let s = spec.trim();
         let (name, params) = s.split_once(':').unwrap_or((s, ""));
@@ -50,6 +53,7 @@ impl NamedCost {
             ));
         }
         let mut out = name.to_string();
+        let mut seen: Vec<&str> = Vec::new();
         for (k, part) in params.split(',').map(str::trim).enumerate() {
             if part.is_empty() && params.trim().is_empty() {
                 break;
@@ -59,6 +63,10 @@ impl NamedCost {
                 .map(|(k, v)| (k.trim(), v.trim()))
                 .filter(|(k, v)| word(k) && !v.is_empty() && !v.contains([':', '=']))
                 .ok_or_else(|| format!("parameter `{part}` is not key=value"))?;
+            if seen.contains(&key) {
+                return Err(format!("parameter `{key}` given twice"));
+            }
+            seen.push(key);
             out.push(if k == 0 { ':' } else { ',' });
             out.push_str(key);
             out.push('=');
